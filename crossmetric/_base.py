@@ -1,0 +1,441 @@
+"""The pair-learner base shared by every learner in crossmetric.
+
+Every method scores a pair ``(x, y)`` as ``s(f(x), g(y))``: an x-tower ``f`` and a y-tower ``g``
+embed each modality into a common space (``transform_x`` / ``transform_y``) and a fixed score
+compares the embeddings (the squared Euclidean distance unless a learner says otherwise, see
+:meth:`PairLearnerMixin._rowwise_distance`). A single-modal learner is the special case whose two
+towers share their weights.
+
+This module turns the three input forms of the public API into one internal form,
+:class:`PairData` ``(X, Y, ix, iy)``: the samples of each modality and, per pair, the row of
+``X`` and the row of ``Y`` it joins. Validation, threshold calibration, chunked all-pairs
+distances and the scikit-learn conventions live here, so a learner only implements
+
+* ``_fit(data, y)`` -- learn from a validated :class:`PairData` and labels in {+1, -1};
+* ``_embed_x(X)`` / ``_embed_y(Y)`` -- its towers on validated samples;
+* optionally ``_rowwise_distance`` / ``_matrix_distance`` for a score other than ``‖f − g‖²``.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+from sklearn.base import ClassifierMixin
+from sklearn.metrics import roc_auc_score
+from sklearn.utils import gen_batches
+from sklearn.utils.validation import check_is_fitted
+
+from crossmetric._checks import (
+    as_float_array,
+    check_indices,
+    check_pair_labels,
+)
+from crossmetric._threshold import best_threshold
+
+__all__ = ["PairData", "PairLearnerMixin", "SingleModalMixin", "CrossModalMixin",
+           "LinearSingleModalMixin", "squared_euclidean_rows", "squared_euclidean_matrix"]
+
+#: Elements (float64) of one block of an all-pairs distance matrix: 4 Mi values, 32 MiB.
+BLOCK_ELEMENTS = 1 << 22
+
+_FORMS = (
+    "pairs must be one of: (1) an integer array (n_pairs, 2) of indices with "
+    "preprocessor=X (single-modal) or preprocessor=(X, Y) (cross-modal); "
+    "(2) a float array (n_pairs, 2, n_features); (3) a tuple (Xp, Yp) of row-aligned arrays"
+)
+
+
+class PairData(NamedTuple):
+    """Validated pairs: pair ``p`` joins row ``ix[p]`` of ``X`` and row ``iy[p]`` of ``Y``.
+
+    For single-modal input in index form ``Y is X``.
+    """
+
+    X: np.ndarray
+    Y: np.ndarray
+    ix: np.ndarray
+    iy: np.ndarray
+
+    @property
+    def n_pairs(self) -> int:
+        return self.ix.shape[0]
+
+    def stacked(self, dedupe: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """One sample matrix ``Z`` and indices ``(i, j)`` into it (for tied-weight learners).
+
+        With ``dedupe`` identical rows are merged, so that a kernel learner fitted on array
+        pairs ``(n_pairs, 2, d)`` builds its kernel over distinct samples only.
+        """
+        if self.X is self.Y:
+            Z, i, j = self.X, self.ix, self.iy
+        else:
+            Z = np.concatenate([self.X, self.Y])
+            i, j = self.ix, self.iy + self.X.shape[0]
+        if dedupe:
+            flat = Z.reshape(Z.shape[0], -1)
+            uniq, first, inverse = np.unique(flat, axis=0, return_index=True,
+                                             return_inverse=True)
+            if uniq.shape[0] < Z.shape[0]:
+                inverse = inverse.reshape(-1)
+                Z = Z[np.sort(first)]
+                # renumber so that the kept rows stay in their original order
+                rank = np.empty(uniq.shape[0], dtype=np.int64)
+                rank[np.argsort(first)] = np.arange(uniq.shape[0])
+                i, j = rank[inverse[i]], rank[inverse[j]]
+        return Z, i, j
+
+
+def squared_euclidean_rows(F: np.ndarray, G: np.ndarray) -> np.ndarray:
+    """``‖F[p] − G[p]‖²`` for every row ``p``."""
+    diff = F - G
+    return np.einsum("ij,ij->i", diff, diff)
+
+
+def squared_euclidean_matrix(F: np.ndarray, G: np.ndarray) -> np.ndarray:
+    """``‖F[a] − G[b]‖²`` for all ``a, b`` (expanded form, clipped at 0)."""
+    d = np.einsum("ij,ij->i", F, F)[:, None] + np.einsum("ij,ij->i", G, G)[None, :]
+    d -= 2.0 * (F @ G.T)
+    np.maximum(d, 0.0, out=d)
+    return d
+
+
+class PairLearnerMixin(ClassifierMixin):
+    """Members common to every pair learner (see the API table in the README).
+
+    Subclasses set the class attribute ``_cross_modal`` and implement ``_fit``, ``_embed_x``
+    and ``_embed_y``. The mixin must come before :class:`sklearn.base.BaseEstimator` in the
+    bases so that scikit-learn sees a classifier (stratified folds in ``cross_val_score``).
+    """
+
+    _cross_modal: bool = False
+    #: number of dimensions of one sample (1 for feature vectors, 2 or 3 for images)
+    _sample_ndim: int = 1
+
+    # ------------------------------------------------------------------ input forms
+    def _check_samples(self, A, name: str, side: str | None = None) -> np.ndarray:
+        """Validate an array of samples; ``side`` ('x' / 'y') checks the fitted feature count."""
+        arr = as_float_array(A, name, ndim=1 + self._sample_ndim)
+        if arr.shape[0] == 0:
+            raise ValueError(f"{name} has no samples (shape {arr.shape}).")
+        if side is not None:
+            self._check_fitted_shape(arr, name, side)
+        return arr
+
+    def _check_fitted_shape(self, arr: np.ndarray, name: str, side: str) -> None:
+        expected = getattr(self, f"_sample_shape_{side}_")
+        if arr.shape[1:] != expected:
+            if self._sample_ndim == 1:
+                what, want = f"{arr.shape[1]} features", f"{expected[0]} features"
+            else:
+                what, want = f"samples of shape {arr.shape[1:]}", f"samples of shape {expected}"
+            raise ValueError(
+                f"{name} has {what}, but {type(self).__name__} was fitted on {want} "
+                f"for modality {side!r}."
+            )
+
+    def _preprocessor_arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        prep = self.preprocessor
+        if prep is None:
+            raise ValueError(
+                "pairs given as integer indices need preprocessor=X (single-modal) or "
+                "preprocessor=(X, Y) (cross-modal) to look the samples up; "
+                "preprocessor is None."
+            )
+        if isinstance(prep, tuple):
+            if len(prep) != 2:
+                raise ValueError(
+                    f"preprocessor must be an array X or a tuple (X, Y); got a tuple of "
+                    f"length {len(prep)}."
+                )
+            X = self._check_samples(prep[0], "preprocessor[0] (X)")
+            Y = self._check_samples(prep[1], "preprocessor[1] (Y)")
+            return X, Y
+        X = self._check_samples(prep, "preprocessor")
+        return X, X
+
+    def _resolve_pairs(self, pairs) -> PairData:
+        """Turn any accepted form of ``pairs`` into :class:`PairData` (no feature checks)."""
+        nd = self._sample_ndim
+        if isinstance(pairs, tuple):
+            if len(pairs) != 2:
+                raise ValueError(f"{_FORMS}; got a tuple of length {len(pairs)}.")
+            Xp = self._check_samples(pairs[0], "pairs[0] (Xp)")
+            Yp = self._check_samples(pairs[1], "pairs[1] (Yp)")
+            if Xp.shape[0] != Yp.shape[0]:
+                raise ValueError(
+                    f"pairs (Xp, Yp) must be row-aligned: Xp has {Xp.shape[0]} rows, "
+                    f"Yp has {Yp.shape[0]}."
+                )
+            n = Xp.shape[0]
+            idx = np.arange(n, dtype=np.int64)
+            return PairData(Xp, Yp, idx, idx.copy())
+        try:
+            arr = np.asarray(pairs)
+        except Exception as exc:
+            raise ValueError(f"{_FORMS}; could not read pairs: {exc}") from None
+        if arr.dtype == object:
+            raise ValueError(f"{_FORMS}; got a ragged/object array.")
+        if arr.ndim == 2 and arr.shape[1] == 2 and (arr.dtype.kind in "iu" or (
+                arr.dtype.kind == "f" and self.preprocessor is not None)):
+            if arr.dtype.kind == "f":
+                if not np.isfinite(arr).all() or np.any(arr != np.round(arr)):
+                    raise ValueError(
+                        "pairs given as indices must hold whole numbers; got non-integer "
+                        "or non-finite values."
+                    )
+            idx = arr.astype(np.int64)
+            X, Y = self._preprocessor_arrays()
+            ix = check_indices(idx[:, 0], X.shape[0], "pairs[:, 0] (rows of X)")
+            iy = check_indices(idx[:, 1], Y.shape[0], "pairs[:, 1] (rows of Y)")
+            return PairData(X, Y, ix, iy)
+        if arr.ndim == 2 + nd and arr.shape[1] == 2:
+            arr = as_float_array(arr, "pairs")
+            n = arr.shape[0]
+            idx = np.arange(n, dtype=np.int64)
+            return PairData(arr[:, 0], arr[:, 1], idx, idx.copy())
+        raise ValueError(f"{_FORMS}; got an array of shape {arr.shape} and dtype {arr.dtype}.")
+
+    def _validate_pairs(self, pairs, *, fitted: bool = True) -> PairData:
+        data = self._resolve_pairs(pairs)
+        if data.n_pairs == 0:
+            raise ValueError("pairs is empty; at least one pair is needed.")
+        if fitted:
+            self._check_fitted_shape(data.X, "X (first modality of pairs)", "x")
+            self._check_fitted_shape(data.Y, "Y (second modality of pairs)", "y")
+        return data
+
+    # ------------------------------------------------------------------------- fit
+    def fit(self, pairs, y):
+        """Learn the metric from pair constraints.
+
+        Parameters
+        ----------
+        pairs : array-like
+            Any of the three input forms: integer index pairs ``(n_pairs, 2)`` with a
+            ``preprocessor``; float pairs ``(n_pairs, 2, n_features)``; or a tuple
+            ``(Xp, Yp)`` of row-aligned arrays.
+        y : array-like of shape (n_pairs,)
+            +1 for *same*, -1 for *different*; both must be present.
+
+        Returns
+        -------
+        self
+        """
+        data = self._resolve_pairs(pairs)
+        if data.n_pairs == 0:
+            raise ValueError("pairs is empty; at least one pair is needed.")
+        y = check_pair_labels(y, data.n_pairs)
+        if not self._cross_modal and data.X.shape[1:] != data.Y.shape[1:]:
+            raise ValueError(
+                f"{type(self).__name__} is single-modal: both sides of a pair need the same "
+                f"number of features, got {data.X.shape[1:]} and {data.Y.shape[1:]}."
+            )
+        self._sample_shape_x_ = tuple(data.X.shape[1:])
+        self._sample_shape_y_ = tuple(data.Y.shape[1:])
+        if self._sample_ndim == 1:
+            self.n_features_in_x_ = data.X.shape[1]
+            self.n_features_in_y_ = data.Y.shape[1]
+            if not self._cross_modal:
+                self.n_features_in_ = data.X.shape[1]
+        self._fit(data, y)
+        self.classes_ = np.array([-1, 1])
+        self.threshold_ = best_threshold(self._pair_distance_data(data), y, "accuracy")
+        return self
+
+    def _fit(self, data: PairData, y: np.ndarray) -> None:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _embed_x(self, X: np.ndarray) -> np.ndarray:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _embed_y(self, Y: np.ndarray) -> np.ndarray:
+        return self._embed_x(Y)
+
+    # ------------------------------------------------------------------- distances
+    def _rowwise_distance(self, FX: np.ndarray, FY: np.ndarray) -> np.ndarray:
+        """Distance between embedded row ``p`` of ``FX`` and row ``p`` of ``FY``."""
+        return squared_euclidean_rows(FX, FY)
+
+    def _matrix_distance(self, FX: np.ndarray, FY: np.ndarray) -> np.ndarray:
+        """All-pairs distance between embedded rows of ``FX`` and ``FY``."""
+        return squared_euclidean_matrix(FX, FY)
+
+    def _pair_distance_data(self, data: PairData) -> np.ndarray:
+        """Distances of validated pairs; each distinct sample is embedded once."""
+        if data.X is data.Y and not self._cross_modal:
+            used, inv = np.unique(np.r_[data.ix, data.iy], return_inverse=True)
+            F = self._embed_x(data.X[used])
+            n = data.n_pairs
+            return self._rowwise_distance(F[inv[:n]], F[inv[n:]])
+        ux, inv_x = np.unique(data.ix, return_inverse=True)
+        uy, inv_y = np.unique(data.iy, return_inverse=True)
+        FX = self._embed_x(data.X[ux])
+        FY = self._embed_y(data.Y[uy])
+        return self._rowwise_distance(FX[inv_x], FY[inv_y])
+
+    def pair_distance(self, pairs) -> np.ndarray:
+        """Learned dissimilarity of each pair (smaller = more alike).
+
+        Parameters
+        ----------
+        pairs : array-like
+            Any input form accepted by :meth:`fit`.
+
+        Returns
+        -------
+        ndarray of shape (n_pairs,)
+        """
+        check_is_fitted(self)
+        return self._pair_distance_data(self._validate_pairs(pairs))
+
+    def pair_score(self, pairs) -> np.ndarray:
+        """``-pair_distance(pairs)``: larger = more alike."""
+        return -self.pair_distance(pairs)
+
+    def decision_function(self, pairs) -> np.ndarray:
+        """Same as :meth:`pair_score` (so that scikit-learn's ranking scorers work)."""
+        return self.pair_score(pairs)
+
+    def predict(self, pairs) -> np.ndarray:
+        """+1 (same) where ``pair_distance <= threshold_``, else -1."""
+        d = self.pair_distance(pairs)
+        return np.where(d <= self.threshold_, 1, -1)
+
+    def score(self, pairs, y) -> float:
+        """ROC AUC of :meth:`pair_score` against the +1 / -1 labels ``y``."""
+        s = self.pair_score(pairs)
+        y = check_pair_labels(y, s.shape[0])
+        return float(roc_auc_score(y, s))
+
+    def calibrate_threshold(self, pairs, y, strategy: str = "accuracy",
+                            min_rate: float | None = None, beta: float = 1.0):
+        """Set ``threshold_`` from labelled pairs.
+
+        Parameters
+        ----------
+        pairs : array-like
+            Any input form accepted by :meth:`fit`.
+        y : array-like of shape (n_pairs,)
+            +1 / -1 labels, both present.
+        strategy : {"accuracy", "f_beta", "max_tpr", "max_tnr"}, default="accuracy"
+            ``max_tpr`` maximises the true-positive rate with a true-negative rate of at least
+            ``min_rate``; ``max_tnr`` the converse.
+        min_rate : float in [0, 1], optional
+            Required by ``max_tpr`` and ``max_tnr``.
+        beta : float, default=1.0
+            Recall weight for ``f_beta``.
+
+        Returns
+        -------
+        self
+        """
+        d = self.pair_distance(pairs)
+        y = check_pair_labels(y, d.shape[0])
+        self.threshold_ = best_threshold(d, y, strategy, min_rate=min_rate, beta=beta)
+        return self
+
+    # ------------------------------------------------------------------ embeddings
+    def transform_x(self, X) -> np.ndarray:
+        """Embed samples of the first modality into the common space.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features_x)
+
+        Returns
+        -------
+        ndarray of shape (n_samples, n_components)
+        """
+        check_is_fitted(self)
+        return self._embed_x(self._check_samples(X, "X", side="x"))
+
+    def transform_y(self, Y) -> np.ndarray:
+        """Embed samples of the second modality into the common space.
+
+        Parameters
+        ----------
+        Y : array-like of shape (n_samples, n_features_y)
+
+        Returns
+        -------
+        ndarray of shape (n_samples, n_components)
+        """
+        check_is_fitted(self)
+        return self._embed_y(self._check_samples(Y, "Y", side="y"))
+
+    def cross_distance(self, X, Y, *, block_elements: int = BLOCK_ELEMENTS) -> np.ndarray:
+        """All-pairs learned distance between rows of ``X`` and rows of ``Y``.
+
+        ``Y`` is embedded once; ``X`` is embedded and compared in row blocks so that each
+        block's temporary matrices hold at most ``block_elements`` values.
+
+        Returns
+        -------
+        ndarray of shape (n_x, n_y)
+        """
+        check_is_fitted(self)
+        X = self._check_samples(X, "X", side="x")
+        Y = self._check_samples(Y, "Y", side="y")
+        FY = self._embed_y(Y)
+        out = np.empty((X.shape[0], Y.shape[0]))
+        rows = max(1, int(block_elements) // max(1, Y.shape[0]))
+        for sl in gen_batches(X.shape[0], rows):
+            out[sl] = self._matrix_distance(self._embed_x(X[sl]), FY)
+        return out
+
+
+class CrossModalMixin(PairLearnerMixin):
+    """Cross-modal pair learner: separate towers for ``X`` and ``Y``."""
+
+    _cross_modal = True
+
+
+class SingleModalMixin(PairLearnerMixin):
+    """Single-modal pair learner: one tower shared by both sides of a pair."""
+
+    _cross_modal = False
+
+    def transform(self, X) -> np.ndarray:
+        """Embed samples into the learned space (same as :meth:`transform_x`)."""
+        return self.transform_x(X)
+
+    def get_metric(self):
+        """A function ``metric(u, v, squared=False)`` on two 1-D samples.
+
+        Usable wherever scipy / scikit-learn accept a callable metric, e.g.
+        ``DBSCAN(metric=model.get_metric())``.
+        """
+        check_is_fitted(self)
+
+        def metric(u, v, squared: bool = False) -> float:
+            fu = self.transform(np.atleast_2d(np.asarray(u, dtype=float)))
+            fv = self.transform(np.atleast_2d(np.asarray(v, dtype=float)))
+            d = float(self._rowwise_distance(fu, fv)[0])
+            return d if squared else float(np.sqrt(max(d, 0.0)))
+
+        return metric
+
+
+class LinearSingleModalMixin(SingleModalMixin):
+    """Single-modal learner whose tower is ``x ↦ components_ @ x``."""
+
+    def _embed_x(self, X: np.ndarray) -> np.ndarray:
+        return X @ self.components_.T
+
+    def get_mahalanobis_matrix(self) -> np.ndarray:
+        """``M = Lᵀ L`` (n_features × n_features), formed on request only."""
+        check_is_fitted(self)
+        return self.components_.T @ self.components_
+
+    def get_metric(self):
+        """A function ``metric(u, v, squared=False) = ‖L (u − v)‖`` (squared if asked)."""
+        check_is_fitted(self)
+        L = self.components_.copy()
+
+        def metric(u, v, squared: bool = False) -> float:
+            diff = L @ (np.asarray(u, dtype=float) - np.asarray(v, dtype=float))
+            d = float(diff @ diff)
+            return d if squared else float(np.sqrt(d))
+
+        return metric

@@ -1,0 +1,166 @@
+"""Pair constraints from identity labels, as the papers generate them.
+
+PCCA (§4.2, VIPeR) and CMML (§4.1) train on every *positive* pair available (two samples of
+the same identity) and ``n⁻`` random *negative* pairs per positive. Here each positive
+``(i, j)`` gets ``n_negatives`` negatives that keep its first sample ``i`` and draw a partner of
+another identity, so every sample that has a positive also takes part in negatives
+(the papers' "each person is involved in one positive and n⁻ negative pairs").
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from sklearn.utils import check_random_state
+
+from crossmetric._checks import check_positive_int
+
+__all__ = ["make_pairs"]
+
+
+def _as_labels(labels, name: str) -> np.ndarray:
+    arr = np.asarray(labels)
+    if arr.ndim != 1:
+        raise ValueError(f"{name} must be a 1-D array of identity labels, got shape {arr.shape}.")
+    if arr.size == 0:
+        raise ValueError(f"{name} is empty.")
+    if arr.dtype.kind == "f" and not np.isfinite(arr).all():
+        raise ValueError(f"{name} contains NaN or infinity.")
+    return arr
+
+
+def _positive_pairs(codes_x: np.ndarray, codes_y: np.ndarray, single: bool) -> np.ndarray:
+    """All (i, j) with equal identity; for single-modal only i < j."""
+    order_y = np.argsort(codes_y, kind="stable")
+    sorted_y = codes_y[order_y]
+    chunks = []
+    for c in np.unique(codes_x):
+        xs = np.flatnonzero(codes_x == c)
+        lo, hi = np.searchsorted(sorted_y, [c, c + 1])
+        ys = order_y[lo:hi]
+        if xs.size == 0 or ys.size == 0:
+            continue
+        ii, jj = np.meshgrid(xs, ys, indexing="ij")
+        p = np.column_stack([ii.ravel(), jj.ravel()])
+        if single:
+            p = p[p[:, 0] < p[:, 1]]
+        chunks.append(p)
+    if not chunks:
+        return np.empty((0, 2), dtype=np.int64)
+    return np.concatenate(chunks).astype(np.int64)
+
+
+def make_pairs(labels_x, labels_y=None, *, n_negatives: int = 1,
+               max_positives: int | None = None, random_state=None):
+    """Index pairs with +1 / -1 labels from identity labels.
+
+    Parameters
+    ----------
+    labels_x : array-like of shape (n_x,)
+        Identity of each sample of the first modality (or of the only one).
+    labels_y : array-like of shape (n_y,), optional
+        Identity of each sample of the second modality. ``None`` means single-modal: pairs
+        index two rows of the same array, ``i < j`` for positives, never ``i == j``.
+    n_negatives : int, default=1
+        Random different-identity pairs per positive pair (the papers' ``n⁻``).
+    max_positives : int, optional
+        Cap on the number of positives; when more exist a random subset is kept.
+    random_state : int, RandomState instance or None
+        Seeds the subset of positives and the negatives.
+
+    Returns
+    -------
+    pairs : ndarray of shape (n_pairs, 2), int64
+        Column 0 indexes ``labels_x``, column 1 ``labels_y`` (or ``labels_x`` again).
+    y : ndarray of shape (n_pairs,), int64
+        +1 for same identity, -1 for different. Pairs are shuffled and never repeated
+        (for single-modal pairs ``(i, j)`` and ``(j, i)`` count as the same pair).
+
+    Raises
+    ------
+    ValueError
+        If no positive pair exists, or too few distinct negatives exist.
+    """
+    rng = check_random_state(random_state)
+    n_negatives = check_positive_int(n_negatives, "n_negatives", minimum=0)
+    single = labels_y is None
+    lx = _as_labels(labels_x, "labels_x")
+    ly = lx if single else _as_labels(labels_y, "labels_y")
+    if max_positives is not None:
+        max_positives = check_positive_int(max_positives, "max_positives")
+    # common integer codes for both label arrays
+    _, codes = np.unique(np.concatenate([lx, ly]), return_inverse=True)
+    cx, cy = codes[: lx.size].astype(np.int64), codes[lx.size:].astype(np.int64)
+
+    pos = _positive_pairs(cx, cy, single)
+    if pos.shape[0] == 0:
+        raise ValueError(
+            "no positive pair can be formed: no identity appears "
+            + ("twice in labels_x." if single else "in both labels_x and labels_y.")
+        )
+    if max_positives is not None and pos.shape[0] > max_positives:
+        pos = pos[np.sort(rng.choice(pos.shape[0], max_positives, replace=False))]
+
+    neg = _negative_pairs(pos[:, 0], cx, cy, n_negatives, single, rng)
+    pairs = np.concatenate([pos, neg])
+    y = np.r_[np.ones(pos.shape[0], np.int64), -np.ones(neg.shape[0], np.int64)]
+    perm = rng.permutation(pairs.shape[0])
+    return pairs[perm], y[perm]
+
+
+def _negative_pairs(anchors: np.ndarray, cx: np.ndarray, cy: np.ndarray, n_negatives: int,
+                    single: bool, rng: np.random.RandomState) -> np.ndarray:
+    """``n_negatives`` distinct different-identity partners per anchor (with repeats)."""
+    n_y = cy.size
+    wanted = anchors.size * n_negatives
+    if wanted == 0:
+        return np.empty((0, 2), dtype=np.int64)
+    # how many different-identity pairs exist at all
+    counts_y = np.bincount(cy, minlength=max(cx.max(), cy.max()) + 1)
+    n_possible = int(np.sum(n_y - counts_y[cx]))
+    if single:
+        n_possible //= 2
+    if n_possible < wanted:
+        raise ValueError(
+            f"only {n_possible} distinct negative pairs exist but {wanted} were asked for "
+            f"(n_negatives={n_negatives}); lower n_negatives or max_positives."
+        )
+    order_y = np.argsort(cy, kind="stable")
+    sorted_y = cy[order_y]
+    starts = np.searchsorted(sorted_y, np.arange(counts_y.size))
+
+    def draw(anchor_rows: np.ndarray) -> np.ndarray:
+        """A uniformly random partner of another identity for each anchor row."""
+        c = cx[anchor_rows]
+        n_other = n_y - counts_y[c]
+        r = (rng.random_sample(anchor_rows.size) * n_other).astype(np.int64)
+        # skip the block of the anchor's own identity in the identity-sorted order
+        r = np.where(r >= starts[c], r + counts_y[c], r)
+        return order_y[r]
+
+    def key(i, j):
+        if single:
+            i, j = np.minimum(i, j), np.maximum(i, j)
+        return i * n_y + j
+
+    ai = np.repeat(anchors, n_negatives)
+    aj = draw(ai)
+    keep = np.zeros(ai.size, dtype=bool)
+    seen: np.ndarray = np.empty(0, dtype=np.int64)
+    todo = np.arange(ai.size)
+    for _ in range(50):
+        k = key(ai[todo], aj[todo])
+        _, first = np.unique(k, return_index=True)
+        fresh = np.zeros(todo.size, dtype=bool)
+        fresh[first] = True
+        fresh &= ~np.isin(k, seen)
+        keep[todo[fresh]] = True
+        seen = np.union1d(seen, k[fresh])
+        todo = todo[~fresh]
+        if todo.size == 0:
+            break
+        # re-draw collisions, from any anchor so that saturated anchors do not stall
+        ai[todo] = ai[rng.randint(0, ai.size, todo.size)]
+        aj[todo] = draw(ai[todo])
+    if todo.size:  # pragma: no cover - only when negatives are nearly exhausted
+        raise ValueError("could not draw enough distinct negative pairs; lower n_negatives.")
+    return np.column_stack([ai, aj]).astype(np.int64)
