@@ -2,11 +2,47 @@
 
 Learners share one pair API (``fit(pairs, y)``, ``pair_distance``, ``cross_distance``,
 ``transform_x`` / ``transform_y``, ``calibrate_threshold``); see the README.
+
+Learner classes are imported on first use (``crossmetric.PCCA`` loads ``crossmetric.pcca``), so
+``import crossmetric`` stays light and never imports PyTorch or faiss.
 """
+
+from __future__ import annotations
+
+import importlib
 
 __version__ = "0.1.0"
 
-from crossmetric.baselines import Euclidean  # noqa: E402
-from crossmetric.pairs import make_pairs  # noqa: E402
+#: public name -> module that defines it
+_LAZY = {
+    "PCCA": "crossmetric.pcca",
+    "CMML": "crossmetric.cmml",
+    "CMLAUC": "crossmetric.auc",
+    "MahaAUC": "crossmetric.auc",
+    "LDML": "crossmetric.ldml",
+    "CLML": "crossmetric.clml",
+    "GSM": "crossmetric.gsm",
+    "DeepGSM": "crossmetric.deep",
+    "CCA": "crossmetric.baselines",
+    "PLS": "crossmetric.baselines",
+    "KCCA": "crossmetric.baselines",
+    "CDFE": "crossmetric.baselines",
+    "KISSME": "crossmetric.baselines",
+    "Euclidean": "crossmetric.baselines",
+    "make_pairs": "crossmetric.pairs",
+}
 
-__all__ = ["Euclidean", "make_pairs", "__version__"]
+__all__ = sorted(_LAZY) + ["__version__"]
+
+
+def __getattr__(name: str):
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'crossmetric' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))
