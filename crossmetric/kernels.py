@@ -1,0 +1,215 @@
+"""Kernels and explicit feature maps.
+
+Kernels (``kernel=`` of the kernel learners):
+
+* ``"linear"``   ``k(x, y) = xᵀy``
+* ``"rbf"``      ``k(x, y) = exp(−γ ‖x − y‖²)``
+* ``"chi2"``     ``k(x, y) = Σ_i 2 x_i y_i / (x_i + y_i)`` (pcca §4; 0/0 taken as 0)
+* ``"chi2_rbf"`` ``k(x, y) = exp(−γ Σ_i (x_i − y_i)² / (x_i + y_i))`` (pcca §4, cmml eq. 13-14)
+
+The χ² kernels need non-negative features (histograms) and reject anything else.
+
+``gamma=None`` picks ``γ = 1 / mean d²(x, x')`` over training samples (the kernel's own squared
+distance: Euclidean for ``rbf``, χ² for ``chi2_rbf``), estimated on at most 1,000 evenly
+spaced training rows -- a scale-free default, where the papers fix γ for their own features
+(cmml §4.1: γ = 2 on its LTP histograms).
+
+Kernel rows of new samples against the training samples are computed in row blocks
+(:class:`KernelMap`), so memory stays bounded for large inputs.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from sklearn.base import BaseEstimator, TransformerMixin
+from sklearn.metrics.pairwise import additive_chi2_kernel, euclidean_distances
+from sklearn.utils import gen_batches
+from sklearn.utils.validation import check_is_fitted
+
+from crossmetric._checks import check_array_2d, check_nonnegative, check_positive_scalar
+
+__all__ = ["KERNELS", "pairwise_kernel", "estimate_gamma", "KernelMap", "HellingerMap"]
+
+KERNELS = ("linear", "rbf", "chi2", "chi2_rbf")
+_NEEDS_GAMMA = ("rbf", "chi2_rbf")
+_NONNEGATIVE = ("chi2", "chi2_rbf")
+_BLOCK_ELEMENTS = 1 << 22
+
+
+def check_kernel(kernel, name: str = "kernel") -> str:
+    """``kernel`` must be one of :data:`KERNELS`."""
+    if not isinstance(kernel, str) or kernel not in KERNELS:
+        raise ValueError(f"{name} must be one of {KERNELS}, got {kernel!r}.")
+    return kernel
+
+
+def _check_kernel_input(X: np.ndarray, kernel: str, name: str) -> np.ndarray:
+    if kernel in _NONNEGATIVE:
+        check_nonnegative(X, name, f"the {kernel!r} kernel")
+    return X
+
+
+def _squared_distances(X: np.ndarray, Y: np.ndarray, kernel: str) -> np.ndarray:
+    if kernel == "chi2_rbf":
+        return -additive_chi2_kernel(X, Y)
+    return euclidean_distances(X, Y, squared=True)
+
+
+def estimate_gamma(X: np.ndarray, kernel: str, max_samples: int = 1000) -> float:
+    """``1 / mean d²`` over distinct pairs of (at most ``max_samples``) evenly spaced rows."""
+    step = max(1, X.shape[0] // max_samples)
+    S = X[::step][:max_samples]
+    if S.shape[0] < 2:
+        return 1.0
+    D = _squared_distances(S, S, kernel)
+    n = S.shape[0]
+    mean = D.sum() / (n * (n - 1))
+    return float(1.0 / mean) if mean > 0 else 1.0
+
+
+def _kernel_block(X: np.ndarray, Y: np.ndarray, kernel: str, gamma: float | None) -> np.ndarray:
+    if kernel == "linear":
+        return X @ Y.T
+    if kernel == "chi2":
+        # Σ 2xy/(x+y) = Σ (x+y)/2 − Σ (x−y)²/(2(x+y)) = (Σx + Σy)/2 + additive_chi2/2
+        K = additive_chi2_kernel(X, Y)
+        K += X.sum(axis=1)[:, None]
+        K += Y.sum(axis=1)[None, :]
+        K *= 0.5
+        return K
+    K = _squared_distances(X, Y, kernel)
+    K *= -gamma
+    np.exp(K, out=K)
+    return K
+
+
+def pairwise_kernel(X, Y=None, kernel: str = "linear", gamma: float | None = None) -> np.ndarray:
+    """Kernel matrix ``K[a, b] = k(X[a], Y[b])``.
+
+    Parameters
+    ----------
+    X : array-like of shape (n_x, n_features)
+    Y : array-like of shape (n_y, n_features), optional
+        Defaults to ``X``.
+    kernel : {"linear", "rbf", "chi2", "chi2_rbf"}
+    gamma : float, optional
+        Bandwidth of ``rbf`` / ``chi2_rbf``; ``None`` estimates it from ``X``
+        (:func:`estimate_gamma`).
+
+    Returns
+    -------
+    ndarray of shape (n_x, n_y)
+    """
+    kernel = check_kernel(kernel)
+    X = _check_kernel_input(check_array_2d(X, "X"), kernel, "X")
+    Y = X if Y is None else _check_kernel_input(check_array_2d(Y, "Y"), kernel, "Y")
+    if X.shape[1] != Y.shape[1]:
+        raise ValueError(
+            f"X and Y must have the same number of features, got {X.shape[1]} and {Y.shape[1]}."
+        )
+    if kernel in _NEEDS_GAMMA:
+        gamma = estimate_gamma(X, kernel) if gamma is None else check_positive_scalar(
+            gamma, "gamma")
+    return _kernel_block(X, Y, kernel, gamma)
+
+
+class KernelMap(TransformerMixin, BaseEstimator):
+    """Empirical kernel map ``x ↦ [k(x, x_1), …, k(x, x_n)]`` against the training samples.
+
+    Parameters
+    ----------
+    kernel : {"linear", "rbf", "chi2", "chi2_rbf"}, default="rbf"
+    gamma : float, optional
+        Bandwidth for ``rbf`` / ``chi2_rbf``; ``None`` estimates it at ``fit``.
+    block_elements : int, default=4194304
+        Kernel values computed per block in :meth:`transform`.
+
+    Attributes
+    ----------
+    X_fit_ : ndarray of shape (n_train, n_features)
+    gamma_ : float or None
+    n_features_in_ : int
+    """
+
+    def __init__(self, kernel: str = "rbf", *, gamma: float | None = None,
+                 block_elements: int = _BLOCK_ELEMENTS):
+        self.kernel = kernel
+        self.gamma = gamma
+        self.block_elements = block_elements
+
+    def fit(self, X, y=None):
+        """Store the training samples and resolve ``gamma``."""
+        kernel = check_kernel(self.kernel)
+        X = _check_kernel_input(check_array_2d(X, "X"), kernel, "X")
+        if kernel in _NEEDS_GAMMA:
+            self.gamma_ = (estimate_gamma(X, kernel) if self.gamma is None
+                           else check_positive_scalar(self.gamma, "gamma"))
+        else:
+            self.gamma_ = None
+        self.X_fit_ = X
+        self.n_features_in_ = X.shape[1]
+        return self
+
+    def train_kernel(self) -> np.ndarray:
+        """The training kernel matrix ``K(X_fit_, X_fit_)`` (symmetrised)."""
+        check_is_fitted(self)
+        K = _kernel_block(self.X_fit_, self.X_fit_, self.kernel, self.gamma_)
+        K += K.T
+        K *= 0.5
+        return K
+
+    def transform(self, X) -> np.ndarray:
+        """Kernel rows ``K(X, X_fit_)``, computed in row blocks.
+
+        Returns
+        -------
+        ndarray of shape (n_samples, n_train)
+        """
+        check_is_fitted(self)
+        X = _check_kernel_input(check_array_2d(X, "X"), self.kernel, "X")
+        if X.shape[1] != self.n_features_in_:
+            raise ValueError(
+                f"X has {X.shape[1]} features, but KernelMap was fitted on "
+                f"{self.n_features_in_} features."
+            )
+        n_fit = self.X_fit_.shape[0]
+        out = np.empty((X.shape[0], n_fit))
+        rows = max(1, int(self.block_elements) // n_fit)
+        for sl in gen_batches(X.shape[0], rows):
+            out[sl] = _kernel_block(X[sl], self.X_fit_, self.kernel, self.gamma_)
+        return out
+
+
+class HellingerMap(TransformerMixin, BaseEstimator):
+    """Explicit map of the Hellinger (Bhattacharyya) kernel: ``x ↦ √x`` element-wise.
+
+    Linear methods on square-rooted histograms are the papers' ``-sqrt`` variants (pcca §4).
+
+    Parameters
+    ----------
+    normalize : bool, default=False
+        L1-normalise each row before the square root (histograms that do not sum to one).
+    """
+
+    def __init__(self, normalize: bool = False):
+        self.normalize = normalize
+
+    def fit(self, X, y=None):
+        """Check ``X`` (non-negative) and record its number of features."""
+        X = check_nonnegative(check_array_2d(X, "X"), "X", "the Hellinger map")
+        self.n_features_in_ = X.shape[1]
+        return self
+
+    def transform(self, X) -> np.ndarray:
+        """Element-wise square root (after optional L1 normalisation)."""
+        check_is_fitted(self)
+        X = check_nonnegative(check_array_2d(X, "X"), "X", "the Hellinger map")
+        if X.shape[1] != self.n_features_in_:
+            raise ValueError(
+                f"X has {X.shape[1]} features, but HellingerMap was fitted on "
+                f"{self.n_features_in_} features."
+            )
+        if self.normalize:
+            s = X.sum(axis=1, keepdims=True)
+            X = X / np.where(s > 0, s, 1.0)
+        return np.sqrt(X)
