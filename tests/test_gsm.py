@@ -1,0 +1,325 @@
+"""Tests of the generalized similarity measure on fixed features (crossmetric.gsm)."""
+
+from __future__ import annotations
+
+import sys
+import warnings
+
+import numpy as np
+import pytest
+from sklearn.base import clone
+from sklearn.datasets import load_digits
+from sklearn.exceptions import ConvergenceWarning, NotFittedError
+from sklearn.model_selection import cross_val_score
+
+from crossmetric.gsm import (
+    GSM,
+    STRUCTURES,
+    gsm_components,
+    gsm_loss_grad,
+    gsm_matrix,
+    gsm_rowwise,
+)
+from crossmetric.pairs import make_pairs
+
+ALL = sorted(STRUCTURES)
+
+
+def random_params(structure, r, p_x, p_y, rng, learn_f=False):
+    shapes = {"LA": (r, p_x), "LB": (r, p_y), "LCx": (r, p_x), "LCy": (r, p_y),
+              "U": (r, p_x), "V": (r, p_y), "d": (p_x,), "e": (p_y,), "c": (r,), "a": (r,),
+              "b": (r,)}
+    params = {k: rng.normal(size=shapes[k]) for k in STRUCTURES[structure]}
+    if learn_f and structure not in ("linear", "joint_bayesian"):
+        params["f"] = np.asarray(rng.normal())
+    return params
+
+
+def explicit_S(x, y, LA, LB, LCx, LCy, d, e, f):
+    """The 6-block quadratic form of eq. (1), written out."""
+    A, B, C = LA.T @ LA, LB.T @ LB, -(LCx.T @ LCy)
+    M = np.block([[A, C, d[:, None]], [C.T, B, e[:, None]],
+                  [d[None, :], e[None, :], np.array([[f]])]])
+    z = np.concatenate([x, y, [1.0]])
+    return z @ M @ z
+
+
+def embedded(params, structure, f0, r, X, Y):
+    LA, LB, LCx, LCy, d, e, f = gsm_components(params, structure, f0, r, X.shape[1], Y.shape[1])
+    FX = np.hstack([X @ LA.T, X @ LCx.T, (X @ d)[:, None]])
+    FY = np.hstack([Y @ LB.T, Y @ LCy.T, (Y @ e)[:, None]])
+    return FX, FY, (LA, LB, LCx, LCy, d, e, f)
+
+
+@pytest.fixture(scope="module")
+def two_views():
+    """Digits as two modalities: pixels, and a mirrored noisy copy with fewer features."""
+    digits = load_digits()
+    rng = np.random.RandomState(0)
+    X = digits.data[:600]
+    Y = X[:, ::-1][:, :48] + rng.normal(0, 2.0, (600, 48))
+    return X, Y, digits.target[:600]
+
+
+# ------------------------------------------------------------------------ the measure
+@pytest.mark.parametrize("structure", ALL)
+def test_factorised_equals_six_block_quadratic_form(structure):
+    rng = np.random.RandomState(1)
+    p = 5
+    p_y = p if structure in ("ladf", "joint_bayesian") else 4
+    r = 3
+    params = random_params(structure, r, p, p_y, rng, learn_f=True)
+    X, Y = rng.normal(size=(7, p)), rng.normal(size=(6, p_y))
+    FX, FY, comps = embedded(params, structure, -1.9, r, X, Y)
+    M = gsm_matrix(FX, FY, comps[-1])
+    slow = np.array([[explicit_S(x, y, *comps) for y in Y] for x in X])
+    np.testing.assert_allclose(M, slow, rtol=1e-10, atol=1e-10)
+    # row-wise fast path equals the matrix diagonal
+    np.testing.assert_allclose(gsm_rowwise(FX[:6], FY, comps[-1]), np.diag(M[:6]), rtol=1e-12)
+
+
+def test_special_cases_equal_their_formulas():
+    rng = np.random.RandomState(2)
+    p, r, f0 = 4, 4, -1.9
+    x, y = rng.normal(size=p), rng.normal(size=p)
+    X, Y = x[None], y[None]
+
+    def S(params, structure, f=f0):
+        FX, FY, comps = embedded(params, structure, f, r, X, Y)
+        return gsm_rowwise(FX, FY, comps[-1])[0]
+
+    # Mahalanobis distance (§3.2): A = B = M, C = −M, d = e = 0, f = 0
+    L = rng.normal(size=(r, p))
+    P = dict(LA=L, LB=L, LCx=L, LCy=L, d=np.zeros(p), e=np.zeros(p))
+    assert np.isclose(S(P, "generalized", 0.0), (x - y) @ L.T @ L @ (x - y))
+    # bilinear similarity xᵀMy (§3.2): A = B = 0, C = M / 2
+    Pm, Qm = rng.normal(size=(r, p)), rng.normal(size=(r, p))
+    P = dict(LA=np.zeros((r, p)), LB=np.zeros((r, p)), LCx=Pm, LCy=Qm, d=np.zeros(p),
+             e=np.zeros(p))
+    M = -2.0 * Pm.T @ Qm
+    assert np.isclose(S(P, "generalized", 0.0), x @ M @ y)
+    # linear: d = e = 0, f = 0 whatever f0 says
+    P = random_params("linear", r, p, p, rng)
+    want = (np.sum((P["LA"] @ x) ** 2) + np.sum((P["LB"] @ y) ** 2)
+            - 2 * (P["LCx"] @ x) @ (P["LCy"] @ y))
+    assert np.isclose(S(P, "linear"), want)
+    # LADF, eq. (8): xᵀAx + yᵀAy + 2xᵀCy + 2dᵀ(x + y) + f
+    P = random_params("ladf", r, p, p, rng)
+    A, C = P["LA"].T @ P["LA"], -(P["LCx"].T @ P["LCy"])
+    want = x @ A @ x + y @ A @ y + 2 * x @ C @ y + 2 * P["d"] @ (x + y) + f0
+    assert np.isclose(S(P, "ladf"), want)
+    # Joint Bayesian, eq. (9): xᵀAx + yᵀAy − 2xᵀGy, f = 0
+    P = random_params("joint_bayesian", r, p, p, rng)
+    A, G = P["LA"].T @ P["LA"], P["LCx"].T @ P["LCy"]
+    assert np.isclose(S(P, "joint_bayesian"), x @ A @ x + y @ A @ y - 2 * x @ G @ y)
+    # Baseline-1: affine Euclidean distance ‖(Ux + a) − (Vy + b)‖² + f, c = a − b
+    P = random_params("euclidean", r, p, p, rng)
+    want = np.sum((P["U"] @ x - P["V"] @ y + P["c"]) ** 2) + f0
+    assert np.isclose(S(P, "euclidean"), want)
+    # Baseline-2: affine inner product −2 (Ux + a)ᵀ(Vy + b) + f
+    P = random_params("inner_product", r, p, p, rng)
+    want = -2 * (P["U"] @ x + P["a"]) @ (P["V"] @ y + P["b"]) + f0
+    assert np.isclose(S(P, "inner_product"), want)
+
+
+# ------------------------------------------------------------------------ the gradient
+@pytest.mark.parametrize("structure", ALL)
+def test_objective_gradient_matches_finite_differences(structure):
+    rng = np.random.RandomState(3)
+    p_x = 5
+    p_y = p_x if structure in ("ladf", "joint_bayesian") else 4
+    r = 3
+    params = random_params(structure, r, p_x, p_y, rng, learn_f=True)
+    for k in params:
+        params[k] = params[k] * 0.5
+    X, Y = rng.normal(size=(8, p_x)), rng.normal(size=(7, p_y))
+    ix = rng.randint(0, 8, 40)
+    iy = rng.randint(0, 7, 40)
+    ell = rng.choice([-1.0, 1.0], 40)
+    w = rng.uniform(0.5, 1.5, 40) / 40
+    mu = 0.05
+    loss, grad = gsm_loss_grad(params, structure, -1.9, X, Y, ix, iy, ell, w, mu)
+    assert set(grad) == set(params)
+    eps = 1e-6
+    for k, v in params.items():
+        flat = np.atleast_1d(v).astype(float).ravel()
+        num = np.empty_like(flat)
+        for i in range(flat.size):
+            for sign in (1, -1):
+                pert = dict(params)
+                q = flat.copy()
+                q[i] += sign * eps
+                pert[k] = q.reshape(np.shape(v))
+                val, _ = gsm_loss_grad(pert, structure, -1.9, X, Y, ix, iy, ell, w, mu)
+                num[i] = val if sign == 1 else (num[i] - val) / (2 * eps)
+        np.testing.assert_allclose(np.ravel(grad[k]), num, rtol=1e-4, atol=1e-6,
+                                   err_msg=f"{structure}: d/d{k}")
+    assert np.isfinite(loss)
+
+
+def test_sample_based_gradient_sums_over_duplicate_pairs():
+    """Listing a pair twice doubles its contribution (partners are summed, eq. 18)."""
+    rng = np.random.RandomState(4)
+    params = random_params("generalized", 3, 4, 4, rng)
+    X, Y = rng.normal(size=(5, 4)), rng.normal(size=(5, 4))
+    ix, iy = np.array([0, 1, 2]), np.array([1, 1, 3])
+    ell, w = np.array([-1.0, 1.0, 1.0]), np.ones(3)
+    l1, g1 = gsm_loss_grad(params, "generalized", -1.9, X, Y, ix, iy, ell, w, 0.0)
+    l2, g2 = gsm_loss_grad(params, "generalized", -1.9, X, Y, np.r_[ix, ix], np.r_[iy, iy],
+                           np.r_[ell, ell], np.r_[w, w], 0.0)
+    assert np.isclose(l2, 2 * l1)
+    for k in g1:
+        np.testing.assert_allclose(g2[k], 2 * g1[k])
+
+
+# ------------------------------------------------------------------------ the learner
+@pytest.mark.parametrize("structure", ALL)
+def test_fitted_pair_distance_is_the_quadratic_form(two_views, structure):
+    X, Y, labels = two_views
+    pairs, y = make_pairs(labels[:200], labels[:200], n_negatives=1, max_positives=800,
+                          random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        model = GSM(6, structure=structure, max_iter=3, random_state=0,
+                    preprocessor=(X[:200], Y[:200])).fit(pairs, y)
+    blocks = model.get_similarity_matrices()
+    M = np.block([[blocks["A"], blocks["C"], blocks["d"][:, None]],
+                  [blocks["C"].T, blocks["B"], blocks["e"][:, None]],
+                  [blocks["d"][None, :], blocks["e"][None, :], np.array([[blocks["f"]]])]])
+    Xr, Yr = model.reduce_x(X[:200]), model.reduce_y(Y[:200])
+    Z = np.hstack([Xr[pairs[:, 0]], Yr[pairs[:, 1]], np.ones((len(pairs), 1))])
+    slow = np.einsum("ij,jk,ik->i", Z, M, Z)
+    np.testing.assert_allclose(model.pair_distance(pairs), slow, rtol=1e-8, atol=1e-8)
+    # chunked all-pairs distance agrees with per-pair distances
+    D = model.cross_distance(X[:30], Y[:40], block_elements=100)
+    ii, jj = np.meshgrid(np.arange(30), np.arange(40), indexing="ij")
+    np.testing.assert_allclose(D.ravel(), model.pair_distance(
+        (X[:30][ii.ravel()], Y[:40][jj.ravel()])), rtol=1e-10, atol=1e-10)
+    if structure in ("linear", "joint_bayesian"):
+        assert model.f_ == 0.0
+        assert np.all(blocks["d"] == 0) and np.all(blocks["e"] == 0)
+    if structure in ("ladf", "joint_bayesian"):
+        np.testing.assert_allclose(blocks["A"], blocks["B"])
+    assert model.transform_x(X[:3]).shape == (3, 2 * 6 + 1)
+
+
+def test_training_lowers_the_objective_and_matches(two_views):
+    X, Y, labels = two_views
+    tr, te = np.arange(400), np.arange(400, 600)
+    pairs, y = make_pairs(labels[tr], labels[tr], n_negatives=1, max_positives=4000,
+                          random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        model = GSM(16, max_iter=15, random_state=0,
+                    preprocessor=(X[tr], Y[tr])).fit(pairs, y)
+    assert model.loss_curve_[-1] < model.loss_curve_[0]
+    assert model.n_iter_ == len(model.loss_curve_)
+    D = model.cross_distance(X[te], Y[te])
+    # class-level retrieval accuracy far above chance (0.1)
+    acc = np.mean(labels[te][np.argmin(D, axis=1)] == labels[te])
+    assert acc > 0.6
+    # same-class pairs get S below the threshold, most different-class pairs above
+    pt, yt = make_pairs(labels[te], labels[te], random_state=1)
+    model_te = clone(model).set_params(preprocessor=(X[te], Y[te]))
+    model_te.__dict__.update({k: v for k, v in model.__dict__.items() if k.endswith("_")})
+    assert model_te.score(pt, yt) > 0.85
+
+
+def test_learn_f_changes_f_and_fixed_f_does_not(two_views):
+    X, Y, labels = two_views
+    pairs, y = make_pairs(labels[:200], labels[:200], max_positives=800, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        fixed = GSM(5, max_iter=3, random_state=0, preprocessor=(X[:200], Y[:200]))
+        fixed.fit(pairs, y)
+        learnt = clone(fixed).set_params(learn_f=True).fit(pairs, y)
+    assert fixed.f_ == -1.9
+    assert "f" in learnt.params_ and learnt.f_ != -1.9
+
+
+def test_deterministic_and_convergence_warning(two_views):
+    X, Y, labels = two_views
+    pairs, y = make_pairs(labels[:150], labels[:150], max_positives=500, random_state=0)
+    kw = dict(max_iter=2, random_state=3, preprocessor=(X[:150], Y[:150]))
+    with pytest.warns(ConvergenceWarning):
+        a = GSM(4, **kw).fit(pairs, y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        b = GSM(4, **kw).fit(pairs, y)
+    np.testing.assert_array_equal(a.pair_distance(pairs), b.pair_distance(pairs))
+
+
+def test_converges_early_with_large_tol(two_views):
+    X, Y, labels = two_views
+    pairs, y = make_pairs(labels[:150], labels[:150], max_positives=500, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        model = GSM(4, max_iter=50, tol=10.0, n_iter_no_change=2, random_state=0,
+                    preprocessor=(X[:150], Y[:150])).fit(pairs, y)
+    assert model.n_iter_ == 3  # epoch 1 sets the best, epochs 2-3 do not improve by tol
+
+
+def test_cross_val_score_with_index_pairs(two_views):
+    X, Y, labels = two_views
+    pairs, y = make_pairs(labels[:200], labels[:200], max_positives=600, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        scores = cross_val_score(GSM(5, max_iter=3, random_state=0,
+                                     preprocessor=(X[:200], Y[:200])), pairs, y, cv=3)
+    assert scores.shape == (3,) and np.all(scores > 0.5)
+
+
+def test_array_pairs_and_verbose(two_views, capsys):
+    X, Y, labels = two_views
+    pairs, y = make_pairs(labels[:100], labels[:100], max_positives=300, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        model = GSM(None, max_iter=2, verbose=1, random_state=0)
+        model.fit((X[pairs[:, 0]], Y[pairs[:, 1]]), y)
+    out = capsys.readouterr().out
+    assert "objective" in out and len(out.strip().splitlines()) == 3
+    assert model.n_components_ == 48
+    assert model.predict((X[:5], Y[:5])).shape == (5,)
+
+
+def test_bad_input_raises_value_error(two_views):
+    X, Y, labels = two_views
+    pairs, y = make_pairs(labels[:100], labels[:100], max_positives=300, random_state=0)
+    prep = (X[:100], Y[:100])
+    with pytest.raises(ValueError, match="structure"):
+        GSM(4, structure="cosine", preprocessor=prep).fit(pairs, y)
+    with pytest.raises(ValueError, match="same dimension"):
+        GSM(None, structure="ladf", preprocessor=prep).fit(pairs, y)
+    with pytest.raises(ValueError, match="n_components"):
+        GSM(1000, preprocessor=prep).fit(pairs, y)
+    with pytest.raises(ValueError, match="mu"):
+        GSM(4, mu=-1.0, preprocessor=prep).fit(pairs, y)
+    with pytest.raises(ValueError, match="f must be"):
+        GSM(4, f=np.nan, preprocessor=prep).fit(pairs, y)
+    with pytest.raises(ValueError, match="y"):
+        GSM(4, preprocessor=prep).fit(pairs, np.ones_like(y))
+    bad = X[:100].copy()
+    bad[0, 0] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        GSM(4, preprocessor=(bad, Y[:100])).fit(pairs, y)
+    with pytest.raises(NotFittedError):
+        GSM(4).transform_x(X[:3])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        model = GSM(4, max_iter=1, random_state=0, preprocessor=prep).fit(pairs, y)
+    with pytest.raises(ValueError, match="features"):
+        model.transform_x(X[:3, :10])
+    with pytest.raises(ValueError, match="features"):
+        model.cross_distance(X[:3], X[:3])
+
+
+def test_gsm_module_does_not_import_torch():
+    import importlib
+
+    importlib.import_module("crossmetric.gsm")
+    if "torch" in sys.modules:  # another test may have imported it; check the source instead
+        import crossmetric.gsm as mod
+
+        assert "import torch" not in open(mod.__file__).read()
+    else:
+        assert "torch" not in sys.modules
