@@ -162,7 +162,7 @@ def test_clone_and_grid_search(digits):
     model = LDML(3, preprocessor=X, max_iter=20, random_state=0)
     cloned = clone(model)
     assert cloned.get_params()["alpha"] == model.alpha
-    assert cloned.preprocessor is model.preprocessor
+    np.testing.assert_array_equal(cloned.preprocessor, model.preprocessor)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         gs = GridSearchCV(model, {"alpha": [1e-4, 1e-1]}, cv=2).fit(pairs, y)
