@@ -41,6 +41,7 @@ from crossmetric._checks import (
     check_positive_int,
     check_positive_scalar,
 )
+from crossmetric.losses import generalized_logistic, generalized_logistic_grad
 
 __all__ = ["LDML"]
 
@@ -52,9 +53,10 @@ class _PairObjective:
     """Mean LDML log-loss over pairs of embedded samples, and its gradient.
 
     For pair ``p = (i, j)`` with label ``y_p`` and distance ``D_p = ‖z_i − z_j‖²`` the loss is
-    ``ln(1 + exp(y_p (D_p − b)))`` (eq. 5 with the sign of the exponent moved inside), computed
-    as ``np.logaddexp(0, ·)`` so that it never overflows. The objective is the *mean* over pairs
-    (the paper writes the sum; the mean makes the ℓ2 weight independent of the number of pairs).
+    ``ln(1 + exp(y_p (D_p − b)))`` (eq. 5 with the sign of the exponent moved inside), i.e. the
+    generalized logistic ℓ_β of ``crossmetric.losses`` with β = 1 (``logaddexp``: no overflow).
+    The objective is the *mean* over pairs (the paper writes the sum; the mean
+    makes the ℓ2 weight independent of the number of pairs).
 
     Parameters
     ----------
@@ -87,8 +89,8 @@ class _PairObjective:
         D = np.einsum("ij,ij->i", diff, diff)
         t = self.y * (D - b)
         n = t.shape[0]
-        loss = float(np.logaddexp(0.0, t).sum() / n)
-        g = self.y * expit(t) / n  # dℓ/dD_p
+        loss = float(generalized_logistic(t, 1.0).sum() / n)  # ℓ_1 = ln(1 + e^t)
+        g = self.y * generalized_logistic_grad(t, 1.0) / n  # dℓ/dD_p = y σ(t)
         dZ = self.S @ (diff * (2.0 * g)[:, None])
         return loss, np.asarray(dZ), float(-g.sum())
 
