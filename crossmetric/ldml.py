@@ -96,13 +96,21 @@ class _PairObjective:
 
 
 def _used_samples(data: PairData):
-    """Distinct samples taking part in the pairs and pair indices into them."""
+    """Distinct samples taking part in the pairs, in lexicographic order, and pair indices.
+
+    The canonical order makes a fit independent of the input form (index pairs with a
+    preprocessor or arrays of pairs give the same samples in the same order, so the same PCA,
+    mixture and random initialisation).
+    """
     Z, i, j = data.stacked(dedupe=True)
     n = i.shape[0]
     used, inv = np.unique(np.r_[i, j], return_inverse=True)
     inv = inv.reshape(-1)
-    Xu = Z if used.shape[0] == Z.shape[0] else Z[used]
-    return Xu, inv[:n], inv[n:]
+    Xu = Z[used]
+    order = np.lexsort(Xu.T[::-1])
+    rank = np.empty_like(order)
+    rank[order] = np.arange(order.size)
+    return Xu[order], rank[inv[:n]], rank[inv[n:]]
 
 
 def _initial_projection(init, n_components: int, Xu: np.ndarray, i: np.ndarray,

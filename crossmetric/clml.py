@@ -1,0 +1,458 @@
+"""CLML: coordinated local metric learning (Saxena & Verbeek, 2015).
+
+A k-component Gaussian mixture softly assigns each sample to clusters (``q_is``); each cluster
+has a local projection ``L_s`` and a translation ``b_s`` that coordinate the local coordinate
+systems into one global space (eq. 2-3):
+
+    z_i = Σ_s q_is (L_s x_i + b_s).
+
+Distances are ℓ2 in ``z`` between any two samples, whatever their clusters, so fitted models can
+be searched with standard ℓ2 indexes (:mod:`crossmetric.retrieval`). ``{L_s, b_s}`` and LDML's
+scalar bias ``b`` are learned by minimising the LDML log-loss (eq. 5) plus an ℓ2 penalty, with the
+same objective code as :class:`crossmetric.ldml.LDML` -- ``CLML(n_clusters=1)`` *is* LDML.
+
+Equivalently ``z_i = L̃ x̃_i`` (eq. 4) with ``L̃ = (L_1, b_1, …, L_k, b_k)`` and
+``x̃_i = (q_i1 (x_iᵀ, 1), …, q_ik (x_iᵀ, 1))ᵀ``; the code never builds ``x̃`` for the data set
+(:meth:`CLML.expand` does, for checks on small data) but loops over clusters and touches only
+the samples with ``q_is > 0``, so the cost grows with the number of non-zero assignments,
+not with k.
+"""
+
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+from sklearn.base import BaseEstimator, clone
+from sklearn.decomposition import PCA
+from sklearn.mixture import GaussianMixture
+from sklearn.model_selection import GridSearchCV
+from sklearn.utils.validation import check_is_fitted
+
+from crossmetric._base import PairData, SingleModalMixin
+from crossmetric._checks import (
+    as_float_array,
+    check_n_components,
+    check_positive_int,
+    check_positive_scalar,
+)
+from crossmetric.ldml import (
+    LDML,
+    _check_common,
+    _initial_projection,
+    _minimize_lbfgs,
+    _PairObjective,
+    _used_samples,
+)
+
+__all__ = ["CLML", "CLMLCV", "sparsify_assignments"]
+
+_COVARIANCE_TYPES = ("full", "tied", "diag", "spherical")
+
+
+def sparsify_assignments(P: np.ndarray, min_assignment: float = 0.01,
+                         max_assignments: int | None = 3) -> np.ndarray:
+    """Sparse soft assignments ``q`` from mixture posteriors ``P`` (n × k).
+
+    The rule: keep, in each row, the ``max_assignments`` largest posteriors (all when ``None``),
+    drop those below ``min_assignment``, but always keep the largest one; renormalise the kept
+    values to sum to 1. Ties at the ``max_assignments`` boundary go to the lower cluster index.
+
+    Parameters
+    ----------
+    P : ndarray of shape (n_samples, n_clusters)
+        Posterior probabilities (rows sum to 1).
+    min_assignment : float in [0, 1)
+    max_assignments : int >= 1 or None
+
+    Returns
+    -------
+    ndarray of shape (n_samples, n_clusters)
+        Non-negative rows summing to 1 with at most ``max_assignments`` non-zeros.
+    """
+    n, k = P.shape
+    keep = P >= min_assignment
+    rows = np.arange(n)
+    keep[rows, np.argmax(P, axis=1)] = True
+    if max_assignments is not None and max_assignments < k:
+        # stable sort of −P: largest first, lower index first among ties
+        order = np.argsort(-P, axis=1, kind="stable")
+        top = np.zeros_like(keep)
+        top[rows[:, None], order[:, :max_assignments]] = True
+        keep &= top
+    q = np.where(keep, P, 0.0)
+    q /= q.sum(axis=1, keepdims=True)
+    return q
+
+
+def _local_embed(X: np.ndarray, q: np.ndarray, Ls: np.ndarray, bs: np.ndarray) -> np.ndarray:
+    """``z_i = Σ_s q_is (L_s x_i + b_s)`` (eq. 3), one cluster at a time over its members."""
+    n = X.shape[0]
+    Z = np.zeros((n, Ls.shape[1]))
+    for s in range(Ls.shape[0]):
+        rows = np.flatnonzero(q[:, s])
+        if rows.size == 0:
+            continue
+        if rows.size == n:
+            Z += q[:, s, None] * (X @ Ls[s].T + bs[s])
+        else:
+            Z[rows] += q[rows, s, None] * (X[rows] @ Ls[s].T + bs[s])
+    return Z
+
+
+def _local_backprop(X: np.ndarray, q: np.ndarray, dZ: np.ndarray, k: int):
+    """Gradients ``∂ℓ/∂L_s = Σ_i q_is (∂ℓ/∂z_i) x_iᵀ`` and ``∂ℓ/∂b_s = Σ_i q_is ∂ℓ/∂z_i``."""
+    p, d = dZ.shape[1], X.shape[1]
+    gL = np.zeros((k, p, d))
+    gb = np.zeros((k, p))
+    n = X.shape[0]
+    for s in range(k):
+        rows = np.flatnonzero(q[:, s])
+        if rows.size == 0:
+            continue
+        if rows.size == n:
+            W = q[:, s, None] * dZ
+            gL[s] = W.T @ X
+        else:
+            W = q[rows, s, None] * dZ[rows]
+            gL[s] = W.T @ X[rows]
+        gb[s] = W.sum(axis=0)
+    return gL, gb
+
+
+class CLML(SingleModalMixin, BaseEstimator):
+    """Coordinated local metric learning (Saxena & Verbeek, 2015).
+
+    Fits, in this order: (1) optionally a PCA of the training samples to
+    ``gmm_pca_components`` dimensions; (2) a ``GaussianMixture`` with ``n_clusters`` components on
+    them (the fixed clustering of the paper); (3) the local projections ``L_s`` (n_components ×
+    n_features), translations ``b_s`` and the scalar bias ``b`` by L-BFGS on
+
+        J = (1/|P|) Σ_p ln(1 + exp(y_p (‖z_i − z_j‖² − b)))  +  (α / 2k) Σ_s (‖L_s‖_F² + ‖b_s‖²)
+
+    with ``z_i = Σ_s q_is (L_s x_i + b_s)`` (eq. 3, 5). The ℓ2 penalty is the paper's ℓ2
+    regularisation of ``L̃``, divided by ``k`` so that it is the *mean* over clusters: identical
+    local metrics then cost the same as one global metric, and with ``k = 1`` (``q_i1 = 1``; the
+    translation ``b_1`` cancels in every distance) ``J`` is exactly the objective of
+    :class:`~crossmetric.ldml.LDML` (``n_components``, ``alpha`` equal).
+
+    Soft assignments: ``q`` are the mixture posteriors sparsified by
+    :func:`sparsify_assignments` -- the ``max_assignments`` largest, those below
+    ``min_assignment`` dropped (the largest always kept), renormalised to sum to 1.
+
+    Parameters
+    ----------
+    n_clusters : int, default=16
+        Number of local metrics ``k`` (mixture components). Choose it by cross-validation with
+        :class:`CLMLCV` (the paper's "cross validated k").
+    n_components : int, default=32
+        Dimension of the global space (rows of each ``L_s``; 32 in the paper). At most
+        ``n_clusters · (n_features + 1)``, the dimension of ``x̃``.
+    alpha : float, default=1e-4
+        ℓ2 penalty weight (see the objective above).
+    covariance_type : {"full", "tied", "diag", "spherical"}, default="diag"
+        Covariance of the mixture components (scikit-learn's ``GaussianMixture``).
+    gmm_pca_components : int, optional
+        Fit the mixture on the samples reduced by PCA to this many dimensions (the metric itself
+        always acts on the full features). ``None``: no reduction.
+    min_assignment : float in [0, 1), default=0.01
+        Assignments ``q_is`` below this are dropped (the row's largest is always kept).
+    max_assignments : int, default=3
+        At most this many clusters per sample (``None``: no limit).
+    reg_covar : float, default=1e-6
+        Passed to ``GaussianMixture``.
+    init : {"auto", "pca", "identity", "random", "ldml"} or ndarray, default="auto"
+        Initial local projections, all equal to one global ``L0`` (translations 0): the named
+        initialisations of :class:`~crossmetric.ldml.LDML` (rescaled so that the median training
+        distance is 1), ``"ldml"`` (fit a global LDML with the same ``n_components``, ``alpha``,
+        ``max_iter``, ``tol`` first and start every cluster from it), or an array of shape
+        (n_components, n_features) or (n_clusters, n_components, n_features). The initial model
+        therefore is a global metric, and the initial bias is the median training distance (the
+        fitted LDML's bias for ``"ldml"``).
+    max_iter : int, default=1000
+        Maximum number of L-BFGS iterations.
+    tol : float, default=1e-5
+        L-BFGS tolerance.
+    verbose : int, default=0
+        Print a per-iteration table (iteration, objective, time).
+    random_state : int, RandomState instance or None
+        Seeds the PCA, the mixture and a random initialisation.
+    preprocessor : array-like, optional
+        Samples that integer index pairs refer to.
+
+    Attributes
+    ----------
+    pca_ : PCA or None
+        Reduction before the mixture.
+    gmm_ : GaussianMixture
+        The fixed clustering.
+    local_components_ : ndarray of shape (n_clusters, n_components, n_features)
+        ``L_s``.
+    local_offsets_ : ndarray of shape (n_clusters, n_components)
+        ``b_s``.
+    bias_ : float
+        LDML's ``b``: pairs with ``‖z_i − z_j‖² < b`` are more likely *same*.
+    n_iter_ : int
+    loss_curve_ : list of float
+    threshold_ : float
+
+    Notes
+    -----
+    One objective evaluation costs O(n_pairs · r + nnz(q) · d · r) for r = ``n_components``:
+    each distinct training sample is embedded once through its non-zero assignments only
+    (``nnz(q) ≤ max_assignments · n_samples``), and the gradient flows back through the same
+    structure.
+
+    References
+    ----------
+    S. Saxena, J. Verbeek. Coordinated local metric learning. ICCV ChaLearn Looking at People
+    workshop, 2015 (the abstract "Efficient face search using coordinated local metric
+    learning").
+    """
+
+    def __init__(self, n_clusters: int = 16, n_components: int = 32, *, alpha: float = 1e-4,
+                 covariance_type: str = "diag", gmm_pca_components: int | None = None,
+                 min_assignment: float = 0.01, max_assignments: int | None = 3,
+                 reg_covar: float = 1e-6, init="auto", max_iter: int = 1000,
+                 tol: float = 1e-5, verbose: int = 0, random_state=None, preprocessor=None):
+        self.n_clusters = n_clusters
+        self.n_components = n_components
+        self.alpha = alpha
+        self.covariance_type = covariance_type
+        self.gmm_pca_components = gmm_pca_components
+        self.min_assignment = min_assignment
+        self.max_assignments = max_assignments
+        self.reg_covar = reg_covar
+        self.init = init
+        self.max_iter = max_iter
+        self.tol = tol
+        self.verbose = verbose
+        self.random_state = random_state
+        self.preprocessor = preprocessor
+
+    # ----------------------------------------------------------------------- checks
+    def _check_params(self, n_samples: int, d: int) -> tuple[int, int]:
+        _check_common(self)
+        k = check_positive_int(self.n_clusters, "n_clusters")
+        if k > n_samples:
+            raise ValueError(
+                f"n_clusters={k} exceeds the {n_samples} distinct samples in the training pairs."
+            )
+        p = check_n_components(self.n_components, k * (d + 1),
+                               what="n_clusters · (n_features + 1), the dimension of x̃")
+        if self.covariance_type not in _COVARIANCE_TYPES:
+            raise ValueError(
+                f"covariance_type must be one of {_COVARIANCE_TYPES}, "
+                f"got {self.covariance_type!r}."
+            )
+        if self.gmm_pca_components is not None:
+            check_n_components(self.gmm_pca_components, min(n_samples, d),
+                               name="gmm_pca_components",
+                               what="min(n_samples, n_features)")
+        m = check_positive_scalar(self.min_assignment, "min_assignment", allow_zero=True)
+        if m >= 1:
+            raise ValueError(f"min_assignment must be in [0, 1), got {self.min_assignment!r}.")
+        if self.max_assignments is not None:
+            check_positive_int(self.max_assignments, "max_assignments")
+        check_positive_scalar(self.reg_covar, "reg_covar", allow_zero=True)
+        return k, p
+
+    # -------------------------------------------------------------------------- fit
+    def _fit(self, data: PairData, y: np.ndarray) -> None:
+        Xu, i, j = _used_samples(data)
+        n, d = Xu.shape
+        k, p = self._check_params(n, d)
+
+        # (1)-(2) the fixed clustering
+        if self.gmm_pca_components is not None:
+            self.pca_ = PCA(n_components=self.gmm_pca_components,
+                            random_state=self.random_state).fit(Xu)
+            G = self.pca_.transform(Xu)
+        else:
+            self.pca_ = None
+            G = Xu
+        self.gmm_ = GaussianMixture(n_components=k, covariance_type=self.covariance_type,
+                                    reg_covar=self.reg_covar,
+                                    random_state=self.random_state).fit(G)
+        q = sparsify_assignments(self.gmm_.predict_proba(G), self.min_assignment,
+                                 self.max_assignments)
+
+        # (3) the coordinated local metrics
+        Ls0, bs0, b0 = self._initial_parameters(k, p, Xu, i, j, data, y)
+        objective = _PairObjective(i, j, y, n)
+        theta = _minimize_lbfgs(
+            self, lambda t: self._loss_grad(t, Xu, q, objective, k, p),
+            np.r_[Ls0.ravel(), bs0.ravel(), b0],
+        )
+        self.local_components_, self.local_offsets_, self.bias_ = self._unpack(theta, k, p, d)
+
+    def _initial_parameters(self, k, p, Xu, i, j, data, y):
+        d = Xu.shape[1]
+        init = self.init
+        if isinstance(init, str) and init == "ldml":
+            ldml = LDML(p, alpha=self.alpha, init="auto", max_iter=self.max_iter, tol=self.tol,
+                        random_state=self.random_state)
+            ldml._fit(data, y)
+            self.ldml_init_ = ldml
+            L0, b0 = ldml.components_, ldml.bias_
+        elif not isinstance(init, str) and np.ndim(init) == 3:
+            Ls = as_float_array(init, "init", ndim=3).astype(np.float64, copy=True)
+            if Ls.shape != (k, p, d):
+                raise ValueError(
+                    f"init must have shape (n_clusters, n_components, n_features) = "
+                    f"{(k, p, d)}, got {Ls.shape}."
+                )
+            Z0 = _local_embed(Xu, np.ones((Xu.shape[0], k)) / k, Ls, np.zeros((k, p)))
+            diff = Z0[i] - Z0[j]
+            return Ls, np.zeros((k, p)), float(np.median(np.einsum("ij,ij->i", diff, diff)))
+        else:
+            L0, b0 = _initial_projection(init, p, Xu, i, j, self.random_state)
+        return np.repeat(L0[None], k, axis=0), np.zeros((k, p)), b0
+
+    @staticmethod
+    def _unpack(theta: np.ndarray, k: int, p: int, d: int):
+        nL = k * p * d
+        return (theta[:nL].reshape(k, p, d), theta[nL:nL + k * p].reshape(k, p),
+                float(theta[-1]))
+
+    def _loss_grad(self, theta: np.ndarray, Xu: np.ndarray, q: np.ndarray,
+                   objective: _PairObjective, k: int, p: int) -> tuple[float, np.ndarray]:
+        """Objective ``J`` and its gradient at ``theta = [vec(L_1..L_k), vec(b_1..b_k), b]``."""
+        Ls, bs, b = self._unpack(theta, k, p, Xu.shape[1])
+        loss, dZ, db = objective(_local_embed(Xu, q, Ls, bs), b)
+        c = self.alpha / k
+        loss += 0.5 * c * (float(np.sum(Ls * Ls)) + float(np.sum(bs * bs)))
+        gL, gb = _local_backprop(Xu, q, dZ, k)
+        gL += c * Ls
+        gb += c * bs
+        return loss, np.r_[gL.ravel(), gb.ravel(), db]
+
+    # ------------------------------------------------------------------- embedding
+    def cluster_posteriors(self, X, *, sparse: bool = False) -> np.ndarray:
+        """Mixture posteriors of each sample (``sparse=True``: the sparsified ``q`` used in z).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        sparse : bool, default=False
+
+        Returns
+        -------
+        ndarray of shape (n_samples, n_clusters)
+        """
+        check_is_fitted(self)
+        return self._posteriors(self._check_samples(X, "X", side="x"), sparse)
+
+    def _posteriors(self, X: np.ndarray, sparse: bool) -> np.ndarray:
+        G = X if self.pca_ is None else self.pca_.transform(X)
+        P = self.gmm_.predict_proba(G)
+        if sparse:
+            P = sparsify_assignments(P, self.min_assignment, self.max_assignments)
+        return P
+
+    def _embed_x(self, X: np.ndarray) -> np.ndarray:
+        q = self._posteriors(X, sparse=True)
+        return _local_embed(X, q, self.local_components_, self.local_offsets_)
+
+    def expand(self, X) -> np.ndarray:
+        """The expanded representation ``x̃`` of eq. (4), shape (n, k · (n_features + 1)).
+
+        k times larger than ``X``: for inspection and checks on small data only; ``transform``
+        never builds it.
+        """
+        check_is_fitted(self)
+        X = self._check_samples(X, "X", side="x")
+        q = self._posteriors(X, sparse=True)
+        Xa = np.hstack([X, np.ones((X.shape[0], 1))])
+        return (q[:, :, None] * Xa[:, None, :]).reshape(X.shape[0], -1)
+
+    def get_expanded_projection(self) -> np.ndarray:
+        """``L̃ = (L_1, b_1, …, L_k, b_k)`` of eq. (4), shape (n_components, k · (n_features + 1)),
+        so that ``transform(X) == expand(X) @ L̃.T``."""
+        check_is_fitted(self)
+        blocks = [np.hstack([L, b[:, None]])
+                  for L, b in zip(self.local_components_, self.local_offsets_, strict=True)]
+        return np.hstack(blocks)
+
+
+class CLMLCV(CLML):
+    """CLML with the number of local metrics ``k`` chosen by cross-validation.
+
+    Runs scikit-learn's ``GridSearchCV`` over ``n_clusters`` in ``n_clusters_grid`` on the
+    training pairs (folds over pairs; ``scoring=None`` uses the pair ROC AUC of
+    :meth:`score`), then refits a :class:`CLML` with the best ``k`` on all pairs. Every other
+    parameter is CLML's. The same as the recipe::
+
+        GridSearchCV(CLML(preprocessor=X), {"n_clusters": [1, 2, 4, 8, 16, 32]}, cv=3)
+
+    packaged as a pair learner (``transform``, ``pair_distance``, retrieval ...).
+
+    Parameters
+    ----------
+    n_clusters_grid : sequence of int, default=(1, 2, 4, 8, 16, 32)
+        Candidate values of ``k``.
+    cv : int or cross-validation generator, default=3
+    scoring : str or callable, optional
+        Passed to ``GridSearchCV``.
+    n_jobs : int, optional
+        Passed to ``GridSearchCV``.
+    **CLML parameters
+        See :class:`CLML` (``n_clusters`` is ignored: the grid decides).
+
+    Attributes
+    ----------
+    best_n_clusters_ : int
+    cv_results_ : dict
+        ``GridSearchCV.cv_results_``.
+    best_estimator_ : CLML
+        The refitted model; its fitted attributes are copied onto this object.
+    """
+
+    def __init__(self, n_clusters_grid=(1, 2, 4, 8, 16, 32), n_components: int = 32, *,
+                 cv=3, scoring=None, n_jobs=None, alpha: float = 1e-4,
+                 covariance_type: str = "diag", gmm_pca_components: int | None = None,
+                 min_assignment: float = 0.01, max_assignments: int | None = 3,
+                 reg_covar: float = 1e-6, init="auto", max_iter: int = 1000,
+                 tol: float = 1e-5, verbose: int = 0, random_state=None, preprocessor=None):
+        self.n_clusters_grid = n_clusters_grid
+        self.n_components = n_components
+        self.cv = cv
+        self.scoring = scoring
+        self.n_jobs = n_jobs
+        self.alpha = alpha
+        self.covariance_type = covariance_type
+        self.gmm_pca_components = gmm_pca_components
+        self.min_assignment = min_assignment
+        self.max_assignments = max_assignments
+        self.reg_covar = reg_covar
+        self.init = init
+        self.max_iter = max_iter
+        self.tol = tol
+        self.verbose = verbose
+        self.random_state = random_state
+        self.preprocessor = preprocessor
+
+    def _fit(self, data: PairData, y: np.ndarray) -> None:
+        grid = list(np.atleast_1d(self.n_clusters_grid))
+        if not grid or not all(isinstance(g, numbers.Integral) and g >= 1 for g in grid):
+            raise ValueError(
+                f"n_clusters_grid must be a non-empty sequence of integers >= 1, "
+                f"got {self.n_clusters_grid!r}."
+            )
+        Xu, i, j = _used_samples(data)
+        params = {k: v for k, v in self.get_params(deep=False).items()
+                  if k not in ("n_clusters_grid", "cv", "scoring", "n_jobs", "preprocessor")}
+        base = CLML(preprocessor=Xu, **params)
+        search = GridSearchCV(base, {"n_clusters": [int(g) for g in grid]}, cv=self.cv,
+                              scoring=self.scoring, n_jobs=self.n_jobs, refit=False,
+                              error_score="raise")
+        pairs = np.column_stack([i, j])
+        search.fit(pairs, y)
+        self.cv_results_ = search.cv_results_
+        self.best_n_clusters_ = int(search.best_params_["n_clusters"])
+        best = clone(base).set_params(n_clusters=self.best_n_clusters_)
+        best._fit(PairData(Xu, Xu, i, j), y)
+        self.best_estimator_ = best
+        for name in ("pca_", "gmm_", "local_components_", "local_offsets_", "bias_",
+                     "n_iter_", "loss_curve_"):
+            setattr(self, name, getattr(best, name))
