@@ -1,0 +1,544 @@
+"""Evaluation measures of the papers: verification, identification and retrieval.
+
+Conventions
+-----------
+* Verification measures take pair labels ``y`` in {+1 (same), -1 (different)} and a *score*
+  (larger = more alike, e.g. ``model.pair_score``), except :func:`accuracy_at_median`, which
+  takes a *distance* (smaller = more alike) as CMML does.
+* Identification and retrieval measures take a ``(n_probe, n_gallery)`` *distance* matrix
+  (smaller = more alike, e.g. ``model.cross_distance(X_probe, Y_gallery)``) and the identity
+  label of every probe and gallery item. They work on row blocks (``block_rows``) so that the
+  temporaries of a 10,000 × 10,000 evaluation stay small, and :func:`identification_report`
+  computes the same measures from two embeddings without ever holding the full matrix.
+
+Ties
+----
+* ROC-based measures count a tie between a positive and a negative as one half (the ROC polyline
+  through tied scores is a straight segment), as Eq. (4) of the CML-AUC paper does.
+* Rank (CMC, rank-r accuracy, 1-call@n): the rank of a probe is ``1 +`` the number of gallery
+  items *strictly* closer than its closest true match, i.e. ties are resolved in favour of the
+  true match (the optimistic convention).
+* Average precision is scikit-learn's :func:`~sklearn.metrics.average_precision_score` of the
+  negated distances: tied items enter the ranking together.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from sklearn.metrics import roc_auc_score, roc_curve
+from sklearn.utils import gen_batches
+
+from crossmetric._checks import as_float_array, check_pair_labels, check_positive_int
+
+__all__ = [
+    "roc_auc",
+    "roc",
+    "partial_auc",
+    "eer",
+    "one_minus_eer",
+    "accuracy_at_median",
+    "verification_rate",
+    "verification_report",
+    "cmc",
+    "rank_accuracy",
+    "nearest_neighbor_accuracy",
+    "mean_average_precision",
+    "average_precision_per_query",
+    "one_call_at_n",
+    "identification_report",
+]
+
+#: float64 elements of one row block of a distance matrix (16 Mi values = 128 MiB)
+BLOCK_ELEMENTS = 1 << 24
+
+
+# --------------------------------------------------------------------------- verification
+def _check_y_score(y, score, score_name: str = "score") -> tuple[np.ndarray, np.ndarray]:
+    s = as_float_array(score, score_name, ndim=1)
+    y = check_pair_labels(y, s.shape[0])
+    return y, s
+
+
+def roc(y, score) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """ROC curve ``(fpr, tpr, thresholds)``: one point per distinct score, from (0, 0) to (1, 1).
+
+    A pair is predicted *same* when ``score >= threshold``. Unlike scikit-learn's default no
+    point is dropped, so the polyline is exact (tied scores give a diagonal segment).
+    """
+    y, s = _check_y_score(y, score)
+    fpr, tpr, thr = roc_curve(y, s, pos_label=1, drop_intermediate=False)
+    return fpr, tpr, thr
+
+
+def roc_auc(y, score) -> float:
+    """Area under the ROC curve (ties count one half).
+
+    Parameters
+    ----------
+    y : array-like of shape (n_pairs,)
+        +1 (same) / -1 (different), both present.
+    score : array-like of shape (n_pairs,)
+        Larger = more alike.
+
+    Returns
+    -------
+    float in [0, 1]
+    """
+    y, s = _check_y_score(y, score)
+    return float(roc_auc_score(y, s))
+
+
+def _check_fpr_range(fpr_range) -> tuple[float, float]:
+    try:
+        a, b = (float(v) for v in fpr_range)
+    except (TypeError, ValueError):
+        raise ValueError(
+            f"fpr_range must be a pair (alpha, beta) with 0 <= alpha < beta <= 1, "
+            f"got {fpr_range!r}."
+        ) from None
+    if not (np.isfinite(a) and np.isfinite(b) and 0.0 <= a < b <= 1.0):
+        raise ValueError(
+            f"fpr_range must satisfy 0 <= alpha < beta <= 1, got ({a!r}, {b!r})."
+        )
+    return a, b
+
+
+def _area_between(fpr: np.ndarray, tpr: np.ndarray, a: float, b: float) -> float:
+    """∫_a^b TPR(FPR) dFPR on the ROC polyline (vertical segments have no width)."""
+    # The polyline is monotone in fpr; vertical jumps make TPR(a) ambiguous, so clip the
+    # segments to [a, b] one by one instead of interpolating a function of fpr.
+    x0, x1 = fpr[:-1], fpr[1:]
+    y0, y1 = tpr[:-1], tpr[1:]
+    lo, hi = np.clip(x0, a, b), np.clip(x1, a, b)
+    width = hi - lo
+    keep = width > 0
+    x0, x1, y0, y1, lo, hi, width = (v[keep] for v in (x0, x1, y0, y1, lo, hi, width))
+    slope = (y1 - y0) / (x1 - x0)
+    ylo = y0 + slope * (lo - x0)
+    yhi = y0 + slope * (hi - x0)
+    return float(np.sum(0.5 * (ylo + yhi) * width))
+
+
+def partial_auc(y, score, fpr_range=(0.0, 0.1), *, normalize: str = "range") -> float:
+    """Partial AUC over the false-positive-rate window ``[α, β]`` (CML-AUC Eq. 4).
+
+    The area under the ROC polyline between FPR = α and FPR = β, normalised as chosen:
+
+    * ``"range"`` (default, the paper's Eq. 4): divided by ``β − α``, so the value lies in
+      [0, 1] and ``fpr_range=(0, 1)`` gives the AUC. It equals the fraction of (positive,
+      negative) tetrads correctly ordered among the negatives ranked between ``α·n⁻`` and
+      ``β·n⁻`` when those bounds are whole numbers; the paper's footnote ignores the partial
+      strips otherwise, here they are integrated exactly.
+    * ``"none"``: the raw area, in ``[0, β − α]``.
+    * ``"mcclish"``: McClish's standardisation ``½ (1 + (A − A_min) / (A_max − A_min))`` with
+      ``A_min = (β² − α²)/2`` (the chance diagonal) and ``A_max = β − α``: 0.5 is chance,
+      1 perfect. For ``α = 0`` it equals scikit-learn's ``roc_auc_score(max_fpr=β)``.
+
+    Parameters
+    ----------
+    y : array-like of shape (n_pairs,)
+        +1 / -1, both present.
+    score : array-like of shape (n_pairs,)
+        Larger = more alike.
+    fpr_range : (float, float), default=(0.0, 0.1)
+        ``(α, β)`` with ``0 <= α < β <= 1``.
+    normalize : {"range", "none", "mcclish"}, default="range"
+
+    Returns
+    -------
+    float
+    """
+    a, b = _check_fpr_range(fpr_range)
+    if normalize not in ("range", "none", "mcclish"):
+        raise ValueError(
+            f"normalize must be 'range', 'none' or 'mcclish', got {normalize!r}."
+        )
+    fpr, tpr, _ = roc(y, score)
+    area = _area_between(fpr, tpr, a, b)
+    if normalize == "none":
+        return area
+    if normalize == "range":
+        return area / (b - a)
+    a_min, a_max = 0.5 * (b * b - a * a), b - a
+    return 0.5 * (1.0 + (area - a_min) / (a_max - a_min))
+
+
+def eer(y, score) -> float:
+    """Equal error rate: where the false positive rate equals the false negative rate.
+
+    Found on the ROC polyline with linear interpolation: the intersection of the curve with the
+    line ``TPR = 1 − FPR`` (from (0, 1) to (1, 0)); the EER is the FPR there, and the TPR there
+    is ``1 − EER`` (CML-AUC, §IV: "the true positive rate of the intersection point of this line
+    with ROC curve equals to 1-EER").
+
+    Returns
+    -------
+    float in [0, 1]
+    """
+    fpr, tpr, _ = roc(y, score)
+    g = fpr - (1.0 - tpr)  # -1 at (0, 0), +1 at (1, 1), non-decreasing along the curve
+    k = int(np.argmax(g >= 0))  # first point on or past the line
+    if g[k] == 0 or k == 0:
+        return float(fpr[k])
+    g0, g1 = g[k - 1], g[k]
+    t = g0 / (g0 - g1)
+    return float(fpr[k - 1] + t * (fpr[k] - fpr[k - 1]))
+
+
+def one_minus_eer(y, score) -> float:
+    """``1 − EER`` (the measure of the CML-AUC paper's tables)."""
+    return 1.0 - eer(y, score)
+
+
+def accuracy_at_median(y, distance) -> float:
+    """CMML's "accuracy at equal error rate": accuracy with the median distance as threshold.
+
+    A pair is predicted *same* when its distance is below the median of all distances of the
+    evaluated pairs, *different* when above (CMML §4.1). A pair whose distance equals the
+    median counts one half (the expected accuracy of a fair coin for that pair). With as many
+    positives as negatives the threshold sits at the ROC's EER point, hence the name.
+
+    Parameters
+    ----------
+    y : array-like of shape (n_pairs,)
+        +1 / -1, both present.
+    distance : array-like of shape (n_pairs,)
+        Smaller = more alike.
+
+    Returns
+    -------
+    float in [0, 1]
+    """
+    y, d = _check_y_score(y, distance, "distance")
+    med = np.median(d)
+    correct = np.where(d < med, y == 1, y == -1).astype(float)
+    correct[d == med] = 0.5
+    return float(correct.mean())
+
+
+def verification_rate(y, score, fpr: float = 1e-3) -> float:
+    """Verification rate (true positive rate) at a false positive rate (VR@FPR, CML-AUC §IV).
+
+    The largest TPR among the thresholds whose FPR is ``<= fpr`` (no interpolation between ROC
+    points: a threshold is a real operating point). With fewer than ``1 / fpr`` negatives only
+    the thresholds with no false positive qualify.
+
+    Parameters
+    ----------
+    y : array-like of shape (n_pairs,)
+    score : array-like of shape (n_pairs,)
+        Larger = more alike.
+    fpr : float in [0, 1], default=1e-3
+        VR@0.1% of the paper.
+
+    Returns
+    -------
+    float in [0, 1]
+    """
+    if isinstance(fpr, bool) or not np.isscalar(fpr) or not 0.0 <= float(fpr) <= 1.0:
+        raise ValueError(f"fpr must be a number in [0, 1], got {fpr!r}.")
+    f, t, _ = roc(y, score)
+    return float(np.max(t[f <= float(fpr) + 1e-15]))
+
+
+def verification_report(y, score, *, fpr: float = 1e-3,
+                        fpr_range=(0.0, 0.1)) -> dict[str, float]:
+    """All verification measures of one set of scored pairs.
+
+    Returns
+    -------
+    dict
+        ``auc``, ``one_minus_eer``, ``vr`` (at ``fpr``), ``pauc`` (``fpr_range``, normalised
+        by the window width), ``acc_median`` (accuracy at the median of ``-score``).
+    """
+    y, s = _check_y_score(y, score)
+    return {
+        "auc": roc_auc(y, s),
+        "one_minus_eer": one_minus_eer(y, s),
+        "vr": verification_rate(y, s, fpr),
+        "pauc": partial_auc(y, s, fpr_range),
+        "acc_median": accuracy_at_median(y, -s),
+    }
+
+
+# ------------------------------------------------------------------- identification inputs
+def _label_codes(probe_labels, gallery_labels, n_probe: int, n_gallery: int,
+                 names=("probe_labels", "gallery_labels")) -> tuple[np.ndarray, np.ndarray]:
+    """Both label arrays as integer codes of one common vocabulary."""
+    p = np.asarray(probe_labels)
+    g = np.asarray(gallery_labels)
+    for arr, name, n in ((p, names[0], n_probe), (g, names[1], n_gallery)):
+        if arr.ndim != 1 or arr.shape[0] != n:
+            raise ValueError(
+                f"{name} must be a 1-D array with one label per row/column of distance "
+                f"({n}), got shape {arr.shape}."
+            )
+    _, codes = np.unique(np.concatenate([p, g]), return_inverse=True)
+    codes = codes.reshape(-1).astype(np.int64)
+    return codes[:n_probe], codes[n_probe:]
+
+
+def _check_distance(distance) -> np.ndarray:
+    d = np.asarray(distance)
+    if d.dtype.kind not in "fiub" or d.dtype == object:
+        raise ValueError(f"distance must be a numeric matrix, got dtype {d.dtype}.")
+    if d.ndim != 2 or d.shape[0] == 0 or d.shape[1] == 0:
+        raise ValueError(
+            f"distance must be a non-empty 2-D matrix (n_probe, n_gallery), got shape {d.shape}."
+        )
+    if d.dtype.kind != "f":
+        d = d.astype(np.float64)
+    return d
+
+
+def _rows_per_block(n_cols: int, block_rows: int | None) -> int:
+    if block_rows is not None:
+        return check_positive_int(block_rows, "block_rows")
+    return max(1, BLOCK_ELEMENTS // max(1, n_cols))
+
+
+def _block_ranks(D: np.ndarray, pc: np.ndarray, gc: np.ndarray,
+                 self_cols: np.ndarray | None) -> np.ndarray:
+    """Rank of the closest true match of each row of a block (0 where there is none).
+
+    ``self_cols[i]`` (optional) is a column to ignore for row ``i`` (the query itself).
+    """
+    if not np.isfinite(D).all():
+        raise ValueError("distance contains NaN or infinity.")
+    D = D.astype(np.float64, copy=True) if self_cols is not None else D
+    if self_cols is not None:
+        D[np.arange(D.shape[0]), self_cols] = np.inf
+    match = gc[None, :] == pc[:, None]
+    if self_cols is not None:
+        match[np.arange(D.shape[0]), self_cols] = False
+    best = np.min(np.where(match, D, np.inf), axis=1)
+    closer = np.count_nonzero(D < best[:, None], axis=1)
+    return np.where(np.isfinite(best), closer + 1, 0)
+
+
+def _block_average_precision(D: np.ndarray, pc: np.ndarray, gc: np.ndarray,
+                             self_cols: np.ndarray | None) -> np.ndarray:
+    """Average precision of each row of a block (NaN where no item is relevant).
+
+    For row ``i`` with relevant distances taking distinct values ``u_1 < … < u_J`` (``c_j``
+    relevant items at ``u_j``, ``m`` in all), ``AP = Σ_j (c_j / m) · R_j / N_j`` with
+    ``R_j = Σ_{l<=j} c_l`` and ``N_j = #{items with distance <= u_j}`` -- scikit-learn's
+    step-wise average precision of the scores ``-distance``. ``N_j`` comes from one
+    ``searchsorted`` of the row into the relevant values: O(n log m) per row.
+    """
+    if not np.isfinite(D).all():
+        raise ValueError("distance contains NaN or infinity.")
+    out = np.full(D.shape[0], np.nan)
+    match = gc[None, :] == pc[:, None]
+    if self_cols is not None:
+        match[np.arange(D.shape[0]), self_cols] = False
+    for i in range(D.shape[0]):
+        row = D[i]
+        rel = row[match[i]]
+        m = rel.size
+        if m == 0:
+            continue
+        u, c = np.unique(rel, return_counts=True)
+        # b[k] = number of relevant values strictly below row[k]; item k has d <= u_j iff b <= j
+        b = np.searchsorted(u, row, side="left")
+        n_le = np.cumsum(np.bincount(b, minlength=u.size + 1)[: u.size])
+        if self_cols is not None:
+            # the query itself (excluded) must not count among the items at or below u_j
+            n_le = n_le - (b[self_cols[i]] <= np.arange(u.size))
+        out[i] = float(np.sum(c * np.cumsum(c) / n_le)) / m
+    return out
+
+
+def _self_columns(same_set: bool, n_probe: int, n_gallery: int, sl: slice) -> np.ndarray | None:
+    if not same_set:
+        return None
+    if n_probe != n_gallery:
+        raise ValueError(
+            f"same_set=True needs a square distance matrix (query i = database item i), got "
+            f"({n_probe}, {n_gallery})."
+        )
+    return np.arange(sl.start, sl.stop)
+
+
+def _ranks(distance, probe_labels, gallery_labels, *, same_set: bool = False,
+           block_rows: int | None = None) -> np.ndarray:
+    D = _check_distance(distance)
+    n_p, n_g = D.shape
+    pc, gc = _label_codes(probe_labels, gallery_labels, n_p, n_g)
+    ranks = np.empty(n_p, dtype=np.int64)
+    for sl in gen_batches(n_p, _rows_per_block(n_g, block_rows)):
+        ranks[sl] = _block_ranks(D[sl], pc[sl], gc, _self_columns(same_set, n_p, n_g, sl))
+    return ranks
+
+
+def _cmc_from_ranks(ranks: np.ndarray, max_rank: int) -> np.ndarray:
+    hits = np.bincount(ranks[ranks > 0], minlength=max_rank + 1)[1: max_rank + 1]
+    return np.cumsum(hits) / ranks.size
+
+
+# ------------------------------------------------------------------------- identification
+def cmc(distance, probe_labels, gallery_labels, max_rank: int | None = None, *,
+        block_rows: int | None = None) -> np.ndarray:
+    """Cumulative match characteristic (PCCA §4.2, GSM §4).
+
+    ``cmc[r - 1]`` is the fraction of probes whose rank is ``<= r``, where a probe's rank is
+    ``1 +`` the number of gallery items strictly closer than its closest true match (ties in
+    favour of the true match). A probe without any true match in the gallery never counts as
+    recognised (it stays in the denominator).
+
+    Parameters
+    ----------
+    distance : array-like of shape (n_probe, n_gallery)
+        Smaller = more alike.
+    probe_labels : array-like of shape (n_probe,)
+    gallery_labels : array-like of shape (n_gallery,)
+    max_rank : int, optional
+        Length of the curve; default ``n_gallery``.
+    block_rows : int, optional
+        Probe rows per block (default: blocks of about 16 Mi values).
+
+    Returns
+    -------
+    ndarray of shape (max_rank,)
+        Non-decreasing, in [0, 1]; ``cmc[0]`` is the rank-1 recognition rate.
+    """
+    D = _check_distance(distance)
+    max_rank = D.shape[1] if max_rank is None else check_positive_int(max_rank, "max_rank")
+    return _cmc_from_ranks(_ranks(D, probe_labels, gallery_labels, block_rows=block_rows),
+                           max_rank)
+
+
+def rank_accuracy(distance, probe_labels, gallery_labels, rank: int = 1, *,
+                  block_rows: int | None = None) -> float:
+    """Rank-``r`` recognition rate: the fraction of probes of rank ``<= r`` (``cmc[r-1]``)."""
+    rank = check_positive_int(rank, "rank")
+    return float(cmc(distance, probe_labels, gallery_labels, rank, block_rows=block_rows)[-1])
+
+
+def nearest_neighbor_accuracy(distance, probe_labels, gallery_labels, *,
+                              block_rows: int | None = None) -> float:
+    """Nearest-neighbour accuracy (CMML §4.1): the nearest gallery item has the probe's label.
+
+    Unlike :func:`rank_accuracy` ties are *not* resolved in the probe's favour: the nearest
+    item is the first of the closest ones in gallery order (``argmin``).
+    """
+    D = _check_distance(distance)
+    n_p, n_g = D.shape
+    pc, gc = _label_codes(probe_labels, gallery_labels, n_p, n_g)
+    hit = 0
+    for sl in gen_batches(n_p, _rows_per_block(n_g, block_rows)):
+        block = D[sl]
+        if not np.isfinite(block).all():
+            raise ValueError("distance contains NaN or infinity.")
+        hit += int(np.count_nonzero(gc[np.argmin(block, axis=1)] == pc[sl]))
+    return hit / n_p
+
+
+# ------------------------------------------------------------------------------ retrieval
+def average_precision_per_query(distance, query_labels, db_labels, *, same_set: bool = False,
+                                block_rows: int | None = None) -> np.ndarray:
+    """Average precision of every query (NaN for a query without relevant database item).
+
+    Relevant = same label. With ``same_set=True`` the database is the query set itself
+    (square matrix, query ``i`` = item ``i``) and each query is left out of its own ranking.
+    """
+    D = _check_distance(distance)
+    n_q, n_d = D.shape
+    qc, dc = _label_codes(query_labels, db_labels, n_q, n_d, ("query_labels", "db_labels"))
+    ap = np.empty(n_q)
+    for sl in gen_batches(n_q, _rows_per_block(n_d, block_rows)):
+        ap[sl] = _block_average_precision(D[sl], qc[sl], dc,
+                                          _self_columns(same_set, n_q, n_d, sl))
+    return ap
+
+
+def mean_average_precision(distance, query_labels, db_labels, *, same_set: bool = False,
+                           block_rows: int | None = None) -> float:
+    """Mean average precision of a retrieval (CLML §4).
+
+    The mean over queries of scikit-learn's ``average_precision_score(relevant, -distance_row)``
+    (relevant = same label), computed blockwise. Queries without any relevant database item
+    are left out of the mean. ``same_set=True`` (square matrix, query ``i`` = database item
+    ``i``) removes each query from its own database, as when LFW queries search LFW.
+
+    Raises
+    ------
+    ValueError
+        If no query has a relevant item.
+    """
+    ap = average_precision_per_query(distance, query_labels, db_labels, same_set=same_set,
+                                     block_rows=block_rows)
+    ok = ~np.isnan(ap)
+    if not ok.any():
+        raise ValueError("no query has a relevant database item (same label); mAP is undefined.")
+    return float(ap[ok].mean())
+
+
+def one_call_at_n(distance, query_labels, db_labels, n: int, *, same_set: bool = False,
+                  block_rows: int | None = None) -> float:
+    """1-call@n (CLML §4): the fraction of queries with at least one correct item in the top n.
+
+    Ties at the n-th place are resolved in favour of the correct item (same rank convention as
+    :func:`cmc`). Queries without any relevant item count as failures.
+    """
+    n = check_positive_int(n, "n")
+    ranks = _ranks(distance, query_labels, db_labels, same_set=same_set, block_rows=block_rows)
+    return float(np.mean((ranks > 0) & (ranks <= n)))
+
+
+# --------------------------------------------------------------- report from embeddings
+def identification_report(FX, FY, probe_labels, gallery_labels, *, max_rank: int = 20,
+                          ranks=(1, 5, 10, 20), metric: str = "sqeuclidean",
+                          same_set: bool = False, block_rows: int | None = None,
+                          with_map: bool = True) -> dict:
+    """CMC, rank-r rates and mAP from two embeddings, never holding the full distance matrix.
+
+    The distance ``‖FX[i] − FY[j]‖²`` (``metric="sqeuclidean"``, via the expanded form in the
+    embeddings' dtype) or ``−⟨FX[i], FY[j]⟩`` (``"neg_dot"``) is computed one probe block at a
+    time, and the block's ranks and average precisions are taken before the next one.
+
+    Returns
+    -------
+    dict
+        ``cmc`` (``max_rank`` values), ``rank<r>`` for ``r`` in ``ranks``, ``map`` (when
+        ``with_map``), ``nn_accuracy``.
+    """
+    FX = as_float_array(FX, "FX", ndim=2)
+    FY = as_float_array(FY, "FY", ndim=2)
+    if FX.shape[1] != FY.shape[1]:
+        raise ValueError(f"FX and FY must have the same number of columns, got {FX.shape[1]} "
+                         f"and {FY.shape[1]}.")
+    if metric not in ("sqeuclidean", "neg_dot"):
+        raise ValueError(f"metric must be 'sqeuclidean' or 'neg_dot', got {metric!r}.")
+    max_rank = check_positive_int(max_rank, "max_rank")
+    n_p, n_g = FX.shape[0], FY.shape[0]
+    pc, gc = _label_codes(probe_labels, gallery_labels, n_p, n_g)
+    sq_g = np.einsum("ij,ij->i", FY, FY)
+    all_ranks = np.empty(n_p, dtype=np.int64)
+    ap = np.empty(n_p)
+    nn_hit = 0
+    for sl in gen_batches(n_p, _rows_per_block(n_g, block_rows)):
+        G = FX[sl] @ FY.T
+        if metric == "sqeuclidean":
+            G *= -2.0
+            G += np.einsum("ij,ij->i", FX[sl], FX[sl])[:, None]
+            G += sq_g[None, :]
+            np.maximum(G, 0.0, out=G)
+        else:
+            np.negative(G, out=G)
+        self_cols = _self_columns(same_set, n_p, n_g, sl)
+        if self_cols is None:
+            nn_hit += int(np.count_nonzero(gc[np.argmin(G, axis=1)] == pc[sl]))
+        if with_map:
+            ap[sl] = _block_average_precision(G, pc[sl], gc, self_cols)
+        all_ranks[sl] = _block_ranks(G, pc[sl], gc, self_cols)
+    curve = _cmc_from_ranks(all_ranks, max(max_rank, max(ranks)))
+    out: dict = {"cmc": curve[:max_rank]}
+    for r in ranks:
+        out[f"rank{r}"] = float(curve[min(r, curve.size) - 1])
+    if with_map:
+        ok = ~np.isnan(ap)
+        out["map"] = float(ap[ok].mean()) if ok.any() else float("nan")
+    if not same_set:
+        out["nn_accuracy"] = nn_hit / n_p
+    return out

@@ -1,0 +1,266 @@
+"""Every measure against a brute-force or scikit-learn reference on random data."""
+
+import numpy as np
+import pytest
+from sklearn.metrics import average_precision_score, roc_auc_score
+
+from crossmetric import metrics as M
+
+
+def _pairs(rng, n=200, pos=0.4, sep=1.0, ties=False):
+    y = np.where(rng.random(n) < pos, 1, -1)
+    y[:2] = [1, -1]
+    s = rng.standard_normal(n) + sep * (y == 1)
+    if ties:
+        s = np.round(s * 2) / 2
+    return y, s
+
+
+# ------------------------------------------------------------------------ verification
+@pytest.mark.parametrize("ties", [False, True])
+def test_roc_auc_matches_bruteforce(ties):
+    rng = np.random.default_rng(0)
+    y, s = _pairs(rng, ties=ties)
+    sp, sn = s[y == 1], s[y == -1]
+    brute = np.mean((sp[:, None] > sn[None]) + 0.5 * (sp[:, None] == sn[None]))
+    assert M.roc_auc(y, s) == pytest.approx(brute)
+    assert M.partial_auc(y, s, (0.0, 1.0)) == pytest.approx(brute)
+
+
+def _pauc_eq4(y, s, a, b):
+    """CML-AUC Eq. (4): positives against the negatives ranked in (a·n⁻, b·n⁻]."""
+    sp, sn = s[y == 1], np.sort(s[y == -1])[::-1]  # hardest negatives first
+    n_neg = sn.size
+    ja, jb = int(round(a * n_neg)), int(round(b * n_neg))
+    sn = sn[ja:jb]
+    return np.mean((sp[:, None] > sn[None]) + 0.5 * (sp[:, None] == sn[None]))
+
+
+@pytest.mark.parametrize("window", [(0.0, 0.1), (0.1, 0.3), (0.25, 1.0)])
+def test_partial_auc_equals_eq4_on_a_window(window):
+    rng = np.random.default_rng(1)
+    y = np.r_[np.ones(70, int), -np.ones(100, int)]  # 100 negatives: window bounds whole
+    s = rng.standard_normal(170) + 0.8 * (y == 1)
+    assert M.partial_auc(y, s, window) == pytest.approx(_pauc_eq4(y, s, *window))
+    a, b = window
+    raw = M.partial_auc(y, s, window, normalize="none")
+    assert raw == pytest.approx(_pauc_eq4(y, s, a, b) * (b - a))
+
+
+def test_partial_auc_mcclish_matches_sklearn():
+    rng = np.random.default_rng(2)
+    y, s = _pairs(rng, n=500)
+    for beta in (0.05, 0.1, 0.5):
+        ref = roc_auc_score(y, s, max_fpr=beta)
+        assert M.partial_auc(y, s, (0.0, beta), normalize="mcclish") == pytest.approx(ref)
+
+
+def test_partial_auc_bad_range():
+    y, s = np.array([1, -1]), np.array([1.0, 0.0])
+    for bad in [(0.2, 0.1), (-0.1, 0.5), (0.0, 1.5), 0.3]:
+        with pytest.raises(ValueError, match="fpr_range"):
+            M.partial_auc(y, s, bad)
+    with pytest.raises(ValueError, match="normalize"):
+        M.partial_auc(y, s, (0, 0.1), normalize="x")
+
+
+def _eer_bruteforce(y, s):
+    """Intersect every ROC segment with TPR = 1 - FPR by solving the 2x2 system."""
+    sp, sn = s[y == 1], s[y == -1]
+    thr = np.r_[np.inf, np.unique(s)[::-1]]
+    pts = [(np.mean(sn >= t), np.mean(sp >= t)) for t in thr]
+    for (x0, y0), (x1, y1) in zip(pts[:-1], pts[1:], strict=True):
+        # point p(t) = (x0 + t dx, y0 + t dy), need x + y = 1
+        denom = (x1 - x0) + (y1 - y0)
+        if denom == 0:
+            continue
+        t = (1 - x0 - y0) / denom
+        if 0 <= t <= 1:
+            return x0 + t * (x1 - x0)
+    raise AssertionError
+
+
+@pytest.mark.parametrize("ties", [False, True])
+def test_eer_interpolates_linearly(ties):
+    rng = np.random.default_rng(3)
+    for _ in range(5):
+        y, s = _pairs(rng, n=60, ties=ties)
+        assert M.eer(y, s) == pytest.approx(_eer_bruteforce(y, s))
+        assert M.one_minus_eer(y, s) == pytest.approx(1 - _eer_bruteforce(y, s))
+
+
+def test_eer_hand_example():
+    # ROC points (0,0), (0,.5), (.5,.5), (.5,1), (1,1): crossing x+y=1 on (0,.5)-(.5,.5)
+    y = np.array([1, -1, 1, -1])
+    s = np.array([4.0, 3.0, 2.0, 1.0])
+    assert M.eer(y, s) == pytest.approx(0.5)
+    # perfect separation
+    assert M.eer([1, 1, -1], [3.0, 2.0, 1.0]) == 0.0
+    # all tied: the diagonal crosses at 0.5
+    assert M.eer([1, -1, 1, -1], [1.0, 1.0, 1.0, 1.0]) == pytest.approx(0.5)
+
+
+def test_verification_rate_bruteforce():
+    rng = np.random.default_rng(4)
+    y, s = _pairs(rng, n=3000, ties=True)
+    sp, sn = s[y == 1], s[y == -1]
+    for target in (1e-3, 0.01, 0.1, 0.5):
+        best = 0.0
+        for t in np.r_[np.inf, np.unique(s)]:
+            if np.mean(sn >= t) <= target:
+                best = max(best, np.mean(sp >= t))
+        assert M.verification_rate(y, s, target) == pytest.approx(best)
+    with pytest.raises(ValueError, match="fpr"):
+        M.verification_rate(y, s, 2.0)
+
+
+def test_accuracy_at_median():
+    rng = np.random.default_rng(5)
+    y, s = _pairs(rng, n=101, pos=0.5)
+    d = -s
+    med = np.median(d)
+    brute = np.mean([(0.5 if di == med else float((di < med) == (yi == 1)))
+                     for di, yi in zip(d, y, strict=True)])
+    assert M.accuracy_at_median(y, d) == pytest.approx(brute)
+    assert M.accuracy_at_median([1, 1, -1, -1], [0.0, 1.0, 2.0, 3.0]) == 1.0
+    assert M.accuracy_at_median([-1, -1, 1, 1], [0.0, 1.0, 2.0, 3.0]) == 0.0
+
+
+def test_verification_input_errors():
+    with pytest.raises(ValueError, match="both"):
+        M.roc_auc([1, 1], [0.1, 0.2])
+    with pytest.raises(ValueError, match=r"\+1"):
+        M.roc_auc([0, 1], [0.1, 0.2])
+    with pytest.raises(ValueError, match="NaN"):
+        M.eer([1, -1], [np.nan, 0.2])
+    with pytest.raises(ValueError, match="same length"):
+        M.roc_auc([1, -1, 1], [0.1, 0.2])
+
+
+def test_verification_report_keys():
+    rng = np.random.default_rng(6)
+    y, s = _pairs(rng)
+    rep = M.verification_report(y, s)
+    assert set(rep) == {"auc", "one_minus_eer", "vr", "pauc", "acc_median"}
+    assert rep["auc"] == pytest.approx(roc_auc_score(y, s))
+
+
+# ---------------------------------------------------------------------- identification
+def _ranks_bruteforce(D, pl, gl):
+    ranks = []
+    for i in range(D.shape[0]):
+        true = D[i][gl == pl[i]]
+        if true.size == 0:
+            ranks.append(0)
+            continue
+        ranks.append(1 + int(np.sum(D[i] < true.min())))
+    return np.array(ranks)
+
+
+@pytest.mark.parametrize("block_rows", [None, 1, 7])
+def test_cmc_with_ties_matches_bruteforce(block_rows):
+    rng = np.random.default_rng(7)
+    D = rng.integers(0, 6, size=(40, 30)).astype(float)  # many ties
+    pl = rng.integers(0, 8, 40)
+    gl = rng.integers(0, 8, 30)
+    ranks = _ranks_bruteforce(D, pl, gl)
+    curve = M.cmc(D, pl, gl, block_rows=block_rows)
+    ref = np.array([np.mean((ranks > 0) & (ranks <= r)) for r in range(1, 31)])
+    np.testing.assert_allclose(curve, ref)
+    assert M.rank_accuracy(D, pl, gl, rank=3, block_rows=block_rows) == pytest.approx(ref[2])
+    assert M.cmc(D, pl, gl, max_rank=5).shape == (5,)
+
+
+def test_cmc_tie_convention_hand_example():
+    # probe 0: true match tied with an impostor at distance 1 -> rank 1 (optimistic)
+    D = np.array([[1.0, 1.0, 3.0]])
+    assert M.cmc(D, [0], [1, 0, 2])[0] == 1.0
+    # nearest-neighbour accuracy takes the first of the tied items (the impostor)
+    assert M.nearest_neighbor_accuracy(D, [0], [1, 0, 2]) == 0.0
+    assert M.nearest_neighbor_accuracy(D, [1], [1, 0, 2]) == 1.0
+
+
+def test_nearest_neighbor_accuracy_bruteforce():
+    rng = np.random.default_rng(8)
+    D = rng.random((50, 20))
+    pl, gl = rng.integers(0, 5, 50), rng.integers(0, 5, 20)
+    ref = np.mean(gl[D.argmin(1)] == pl)
+    assert M.nearest_neighbor_accuracy(D, pl, gl, block_rows=3) == pytest.approx(ref)
+
+
+@pytest.mark.parametrize("ties", [False, True])
+def test_map_equals_mean_of_sklearn_average_precision(ties):
+    rng = np.random.default_rng(9)
+    D = rng.random((30, 25))
+    if ties:
+        D = np.round(D * 4)
+    ql, dl = rng.integers(0, 4, 30), rng.integers(0, 4, 25)
+    per = [average_precision_score(dl == ql[i], -D[i]) for i in range(30) if (dl == ql[i]).any()]
+    assert M.mean_average_precision(D, ql, dl, block_rows=4) == pytest.approx(np.mean(per))
+
+
+@pytest.mark.parametrize("ties", [False, True])
+def test_map_same_set_excludes_the_query(ties):
+    rng = np.random.default_rng(10)
+    F = rng.standard_normal((30, 3))
+    D = ((F[:, None] - F[None]) ** 2).sum(-1)
+    if ties:
+        D = np.round(D)
+    lab = rng.integers(0, 5, 30)
+    per = []
+    for i in range(30):
+        keep = np.arange(30) != i
+        rel = lab[keep] == lab[i]
+        if rel.any():
+            per.append(average_precision_score(rel, -D[i, keep]))
+    assert M.mean_average_precision(D, lab, lab, same_set=True) == pytest.approx(np.mean(per))
+    # without exclusion the query finds itself first: a higher score
+    assert M.mean_average_precision(D, lab, lab) > np.mean(per)
+    with pytest.raises(ValueError, match="square"):
+        M.mean_average_precision(D[:, :10], lab, lab[:10], same_set=True)
+
+
+def test_one_call_at_n_bruteforce():
+    rng = np.random.default_rng(11)
+    D = rng.integers(0, 10, (40, 40)).astype(float)
+    lab = rng.integers(0, 6, 40)
+    for n in (1, 3, 10):
+        hits = []
+        for i in range(40):
+            keep = np.arange(40) != i
+            d, rel = D[i, keep], lab[keep] == lab[i]
+            if not rel.any():
+                hits.append(False)
+                continue
+            hits.append(np.sum(d < d[rel].min()) < n)
+        assert M.one_call_at_n(D, lab, lab, n, same_set=True) == pytest.approx(np.mean(hits))
+
+
+def test_identification_report_matches_matrix_functions():
+    rng = np.random.default_rng(12)
+    FX, FY = rng.standard_normal((60, 4)), rng.standard_normal((45, 4))
+    pl, gl = rng.integers(0, 9, 60), rng.integers(0, 9, 45)
+    D = ((FX[:, None] - FY[None]) ** 2).sum(-1)
+    rep = M.identification_report(FX, FY, pl, gl, max_rank=10, ranks=(1, 5), block_rows=7)
+    np.testing.assert_allclose(rep["cmc"], M.cmc(D, pl, gl, 10))
+    assert rep["rank5"] == pytest.approx(M.rank_accuracy(D, pl, gl, 5))
+    assert rep["map"] == pytest.approx(M.mean_average_precision(D, pl, gl))
+    assert rep["nn_accuracy"] == pytest.approx(M.nearest_neighbor_accuracy(D, pl, gl))
+    rep2 = M.identification_report(FX, FY, pl, gl, metric="neg_dot", max_rank=5)
+    np.testing.assert_allclose(rep2["cmc"], M.cmc(-FX @ FY.T, pl, gl, 5))
+
+
+def test_identification_input_errors():
+    D = np.zeros((3, 4))
+    with pytest.raises(ValueError, match="probe_labels"):
+        M.cmc(D, [0, 1], [0, 1, 2, 3])
+    with pytest.raises(ValueError, match="gallery_labels"):
+        M.cmc(D, [0, 1, 2], [0, 1])
+    with pytest.raises(ValueError, match="2-D"):
+        M.cmc(np.zeros(3), [0, 1, 2], [0])
+    with pytest.raises(ValueError, match="NaN"):
+        M.cmc(np.full((1, 1), np.nan), [0], [0])
+    with pytest.raises(ValueError, match="max_rank"):
+        M.cmc(D, [0, 1, 2], [0, 1, 2, 3], max_rank=0)
+    with pytest.raises(ValueError, match="relevant"):
+        M.mean_average_precision(D, [0, 0, 0], [1, 1, 1, 1])
