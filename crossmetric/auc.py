@@ -1,0 +1,590 @@
+"""AUC- and partial-AUC-optimised metric learning (Huo, Gao, Shi & Yin, TNNLS 2018).
+
+``CMLAUC`` learns the cross-modal metric of eq. (2),
+
+    D_M(x, y) = zᵀ M z,   z = [x; −y],   M ⪰ 0 of size (d_x + d_y),
+
+and ``MahaAUC`` the Mahalanobis metric ``(x − y)ᵀ M (x − y)`` the paper compares against
+(Maha_AUC / Maha_pAUC, §IV-C). Both minimise eq. (6),
+
+    F(M) = Σ_{S} Σ_{D_{jα..jβ}} [1 + D(pos) − D(neg)]₊ / (|S| |D_{jα..jβ}|)
+           + γ Σ_S D(pos) / |S|  +  μ [tr(M) − log det M],
+
+where for ``fpr_range=(α, β)`` only the cannot-link pairs ranked ``jα … jβ`` by ascending
+distance enter (eq. 4, :func:`pauc_window`); ``(0, 1)`` is the full AUC. The solver is the
+paper's Algorithm 1, a mini-batch proximal point algorithm: per iteration it samples must-link
+and cannot-link pairs, selects the pAUC window, builds ``P_A`` with the index-matrix technique
+of eq. (20)-(22) (:func:`weighted_pair_outer_sum`) and takes the step of Lemma 3,
+
+    M ← φ⁺_λ(M − η (P_A + γ P_S + μ I)),   λ = η μ                  (eq. 14 / 18)
+
+(:func:`prox_logdet`), with ``η ← min(η ρ, τ)``.
+
+Cost per iteration (d = d_x + d_y, n_u = samples touched by the batch):
+``O(n_u d²)`` for the distances and ``P_A``, ``O(|S_b| log |S_b| + |D_b| log |D_b|)`` for the hinge
+coefficients (sorting instead of the paper's ``|S| × |D|`` comparisons) and one symmetric
+eigendecomposition ``O(d³)``, the bottleneck the paper names (Table XI).
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import time
+import warnings
+
+import numpy as np
+from scipy import sparse
+from sklearn.base import BaseEstimator
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.utils import check_random_state
+
+from crossmetric._base import (
+    CrossModalMixin,
+    LinearSingleModalMixin,
+    PairData,
+)
+from crossmetric._checks import (
+    check_n_components,
+    check_positive_int,
+    check_positive_scalar,
+)
+
+__all__ = [
+    "CMLAUC",
+    "MahaAUC",
+    "pauc_window",
+    "pauc_window_bounds",
+    "hinge_coefficients",
+    "weighted_pair_outer_sum",
+    "phi_plus",
+    "prox_logdet",
+]
+
+
+# ----------------------------------------------------------------------------- building blocks
+def check_fpr_range(fpr_range) -> tuple[float, float]:
+    """``fpr_range`` must be a pair ``(α, β)`` with ``0 <= α < β <= 1``."""
+    try:
+        alpha, beta = fpr_range
+    except (TypeError, ValueError):
+        raise ValueError(
+            f"fpr_range must be a pair (alpha, beta) with 0 <= alpha < beta <= 1, "
+            f"got {fpr_range!r}."
+        ) from None
+    for v in (alpha, beta):
+        if isinstance(v, bool) or not isinstance(v, numbers.Real) or not np.isfinite(v):
+            raise ValueError(f"fpr_range must hold two finite numbers, got {fpr_range!r}.")
+    if not 0.0 <= alpha < beta <= 1.0:
+        raise ValueError(
+            f"fpr_range must satisfy 0 <= alpha < beta <= 1, got {fpr_range!r}."
+        )
+    return float(alpha), float(beta)
+
+
+def pauc_window_bounds(n_negatives: int, fpr_range) -> tuple[int, int]:
+    """The 1-based ranks ``(j_α, j_β)`` of eq. (4): ``j_α = ⌈|D| α⌉ + 1``, ``j_β = ⌊|D| β⌋``.
+
+    ``|D| α`` and ``|D| β`` are rounded to 9 decimals before ``ceil`` / ``floor`` so that a
+    product such as ``1000 × 0.1`` (``100.00000000000001`` in floating point) counts as 100.
+
+    Raises
+    ------
+    ValueError
+        If ``|D| (β − α) < 1`` (the paper's assumption ``|D| >= 1 / (β − α)``) or the window is
+        empty (``j_α > j_β``).
+    """
+    alpha, beta = check_fpr_range(fpr_range)
+    n = int(n_negatives)
+    if n * (beta - alpha) < 1.0 - 1e-9:
+        raise ValueError(
+            f"the pAUC window of fpr_range=({alpha}, {beta}) is empty for {n} cannot-link "
+            f"pairs: |D|·(beta − alpha) = {n * (beta - alpha):.3g} < 1 (eq. 4 needs "
+            f"|D| >= 1/(beta − alpha) = {1.0 / (beta - alpha):.3g}); sample more cannot-link "
+            "pairs (batch_size_neg) or widen fpr_range."
+        )
+    j_alpha = math.ceil(round(n * alpha, 9)) + 1
+    j_beta = math.floor(round(n * beta, 9))
+    if j_alpha > j_beta:
+        raise ValueError(
+            f"the pAUC window of fpr_range=({alpha}, {beta}) is empty for {n} cannot-link "
+            f"pairs (j_alpha={j_alpha} > j_beta={j_beta}); sample more cannot-link pairs "
+            "(batch_size_neg) or widen fpr_range."
+        )
+    return j_alpha, j_beta
+
+
+def pauc_window(neg_distances: np.ndarray, fpr_range) -> np.ndarray:
+    """Indices of the cannot-link pairs ranked ``j_α … j_β`` by ascending distance (eq. 4).
+
+    Parameters
+    ----------
+    neg_distances : ndarray of shape (n_negatives,)
+        Distances of the (sampled) cannot-link pairs.
+    fpr_range : (float, float)
+        ``(α, β)``; ``(0, 1)`` selects every pair (full AUC).
+
+    Returns
+    -------
+    ndarray of int
+        Positions into ``neg_distances``, in ascending order of distance (ties keep their
+        input order).
+    """
+    d = np.asarray(neg_distances, dtype=float).ravel()
+    j_alpha, j_beta = pauc_window_bounds(d.size, fpr_range)
+    if j_alpha == 1 and j_beta == d.size:
+        return np.argsort(d, kind="stable")
+    return np.argsort(d, kind="stable")[j_alpha - 1: j_beta]
+
+
+def hinge_coefficients(d_pos: np.ndarray, d_neg: np.ndarray):
+    """Per-pair coefficients of the index matrix ``J`` of eq. (8) and the hinge loss of eq. (5).
+
+    ``J[p, q] = 1`` when ``1 + d_pos[p] > d_neg[q]``. Instead of forming ``J`` (|S| × |D|) the
+    row and column sums are counted by sorting: ``O((|S| + |D|) log(|S| + |D|))``.
+
+    Returns
+    -------
+    row_counts : ndarray of shape (n_pos,)
+        ``Σ_q J[p, q]`` (cannot-link pairs that violate the margin with must-link pair ``p``).
+    col_counts : ndarray of shape (n_neg,)
+        ``Σ_p J[p, q]``.
+    loss : float
+        ``Σ_p Σ_q [1 + d_pos[p] − d_neg[q]]₊ / (|S| |D|)`` (first term of eq. 6).
+    """
+    d_pos = np.asarray(d_pos, dtype=float)
+    d_neg = np.asarray(d_neg, dtype=float)
+    shifted = 1.0 + d_pos
+    neg_sorted = np.sort(d_neg)
+    row_counts = np.searchsorted(neg_sorted, shifted, side="left")
+    shifted_sorted = np.sort(shifted)
+    col_counts = d_pos.size - np.searchsorted(shifted_sorted, d_neg, side="right")
+    csum = np.r_[0.0, np.cumsum(neg_sorted)]
+    total = float(np.sum(row_counts * shifted - csum[row_counts]))
+    return row_counts, col_counts, total / (d_pos.size * d_neg.size)
+
+
+def weighted_pair_outer_sum(X: np.ndarray, Y: np.ndarray, ix: np.ndarray, iy: np.ndarray,
+                            w: np.ndarray, *, cross: bool = True) -> np.ndarray:
+    """``Σ_p w_p z_p z_pᵀ`` by the index-matrix technique of eq. (20)-(22).
+
+    With ``cross=True``, ``z_p = [x_{ix[p]}; −y_{iy[p]}]`` and the result is the block matrix of
+    eq. (21), ``[[Xᵀ A X, Xᵀ B Y], [Yᵀ Bᵀ X, Yᵀ C Y]]`` (rows of ``X`` are samples), where the
+    per-sample coefficient matrices of eq. (22), summed over all pairs, are ``A = diag(a)``,
+    ``a_i = Σ_{p: ix[p]=i} w_p``, ``C = diag(c)``, ``c_j = Σ_{p: iy[p]=j} w_p`` and the sparse
+    ``B_ij = −Σ_{p: (ix[p], iy[p])=(i, j)} w_p``. With ``cross=False``, ``z_p = x_{ix[p]} −
+    y_{iy[p]}`` (Mahalanobis) and the four blocks are summed. Only the rows the pairs touch
+    are used: cost ``O(n_u d²)`` for ``n_u`` touched samples, a few matrix products, never one
+    outer product per pair or tetrad.
+    """
+    w = np.asarray(w, dtype=float)
+    ux, inv_x = np.unique(ix, return_inverse=True)
+    uy, inv_y = np.unique(iy, return_inverse=True)
+    Xu, Yu = X[ux], Y[uy]
+    a = np.bincount(inv_x, weights=w, minlength=ux.size)
+    c = np.bincount(inv_y, weights=w, minlength=uy.size)
+    B = sparse.csr_matrix((w, (inv_x, inv_y)), shape=(ux.size, uy.size))
+    XAX = Xu.T @ (a[:, None] * Xu)
+    YCY = Yu.T @ (c[:, None] * Yu)
+    XBY = -(Xu.T @ np.asarray(B @ Yu))
+    if cross:
+        return np.block([[XAX, XBY], [XBY.T, YCY]])
+    return XAX + YCY + XBY + XBY.T
+
+
+def phi_plus(v, lam: float):
+    """``φ⁺_λ(v) = (√(v² + 4λ) + v) / 2`` (Lemma 1), elementwise and without cancellation.
+
+    For ``v < 0`` the equal form ``2λ / (√(v² + 4λ) − v)`` is used; ``√(v² + 4λ)`` is computed
+    as ``hypot(v, 2√λ)`` so large ``v`` cannot overflow.
+    """
+    v = np.asarray(v, dtype=float)
+    r = np.hypot(v, 2.0 * np.sqrt(lam))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(v >= 0, (r + v) / 2.0, 2.0 * lam / (r - v))
+
+
+def _sym_eigh(A: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Eigendecomposition of the symmetric part of ``A`` (LAPACK ``syevd`` via NumPy)."""
+    return np.linalg.eigh((A + A.T) / 2.0)
+
+
+def prox_logdet(X: np.ndarray, lam: float, *, return_eig: bool = False):
+    """``φ⁺_λ(X) = U diag(φ⁺_λ(v)) Uᵀ`` for ``X = U diag(v) Uᵀ`` (eq. 15).
+
+    By Lemma 2 it is the minimiser of ``‖Y − X‖²_F / 2 − λ log det Y`` over ``Y ≻ 0``; it is
+    positive definite and satisfies ``Y − λ Y⁻¹ = X`` (eq. 17).
+
+    Parameters
+    ----------
+    X : ndarray of shape (n, n)
+        Symmetric matrix (its symmetric part is used).
+    lam : float > 0
+    return_eig : bool, default=False
+        Also return ``(φ⁺_λ(v), U)``.
+    """
+    lam = check_positive_scalar(lam, "lam")
+    v, U = _sym_eigh(np.asarray(X, dtype=float))
+    w = phi_plus(v, lam)
+    Y = (U * w) @ U.T
+    if return_eig:
+        return Y, w, U
+    return Y
+
+
+def _batch_size(value, n_total: int, name: str) -> int:
+    """A batch size given as a count (int >= 1) or a ratio (float in (0, 1])."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ValueError(
+            f"{name} must be an int >= 1 (a count) or a float in (0, 1] (a ratio), "
+            f"got {value!r}."
+        )
+    if isinstance(value, numbers.Integral):
+        if value < 1:
+            raise ValueError(f"{name} must be >= 1 when given as a count, got {value!r}.")
+        return min(int(value), n_total)
+    if not (0.0 < value <= 1.0) or not np.isfinite(value):
+        raise ValueError(f"{name} must be in (0, 1] when given as a ratio, got {value!r}.")
+    return max(1, int(round(value * n_total)))
+
+
+# ----------------------------------------------------------------------------- the learners
+class _AUCMetricLearner:
+    """Shared parameters and Algorithm 1 of CMLAUC / MahaAUC (no public API of its own)."""
+
+    _cross: bool = True
+
+    def __init__(self, n_components=None, *, fpr_range=(0.0, 1.0), gamma: float = 1.0,
+                 mu: float = 1e-2, batch_size_pos=1.0, batch_size_neg=1.0,
+                 eta0: float = 0.05, rho: float = 1.01, tau: float = 0.5,
+                 max_iter: int = 300, tol: float = 1e-3, n_iter_no_change: int = 10,
+                 init: str = "pca", standardize: bool = True, random_state=None,
+                 verbose: int = 0, preprocessor=None):
+        self.n_components = n_components
+        self.fpr_range = fpr_range
+        self.gamma = gamma
+        self.mu = mu
+        self.batch_size_pos = batch_size_pos
+        self.batch_size_neg = batch_size_neg
+        self.eta0 = eta0
+        self.rho = rho
+        self.tau = tau
+        self.max_iter = max_iter
+        self.tol = tol
+        self.n_iter_no_change = n_iter_no_change
+        self.init = init
+        self.standardize = standardize
+        self.random_state = random_state
+        self.verbose = verbose
+        self.preprocessor = preprocessor
+
+    # ------------------------------------------------------------------ checks
+    def _check_params(self) -> None:
+        check_fpr_range(self.fpr_range)
+        check_positive_scalar(self.gamma, "gamma", allow_zero=True)
+        check_positive_scalar(self.mu, "mu")
+        check_positive_scalar(self.eta0, "eta0")
+        rho = check_positive_scalar(self.rho, "rho")
+        if rho < 1.0:
+            raise ValueError(f"rho must be >= 1 (eta grows as min(eta*rho, tau)), got {rho!r}.")
+        check_positive_scalar(self.tau, "tau")
+        check_positive_int(self.max_iter, "max_iter")
+        check_positive_scalar(self.tol, "tol", allow_zero=True)
+        check_positive_int(self.n_iter_no_change, "n_iter_no_change")
+        if self.init not in ("pca", "identity"):
+            raise ValueError(f"init must be 'pca' or 'identity', got {self.init!r}.")
+
+    # ------------------------------------------------------------------ data
+    def _standardize_fit(self, data: PairData):
+        """Centre / scale each modality on the samples the pairs use (see ``standardize``)."""
+        X, Y = data.X, data.Y
+        if self._cross:
+            Xu = X[np.unique(data.ix)]
+            Yu = Y[np.unique(data.iy)]
+            if self.standardize:
+                self.mean_x_, self.mean_y_ = Xu.mean(axis=0), Yu.mean(axis=0)
+                sx = np.sqrt(np.mean((Xu - self.mean_x_) ** 2))
+                sy = np.sqrt(np.mean((Yu - self.mean_y_) ** 2))
+                self.scale_x_ = sx if sx > 0 else 1.0
+                self.scale_y_ = sy if sy > 0 else 1.0
+            else:
+                self.mean_x_, self.mean_y_ = np.zeros(X.shape[1]), np.zeros(Y.shape[1])
+                self.scale_x_ = self.scale_y_ = 1.0
+            Xs = (X - self.mean_x_) / self.scale_x_
+            Ys = (Y - self.mean_y_) / self.scale_y_
+            return Xs, Ys
+        # single-modal: one global scale for both sides (differences ignore any shift)
+        if self.standardize:
+            Z, i, j = data.stacked()
+            Zu = Z[np.unique(np.r_[i, j])]
+            s = np.sqrt(np.mean((Zu - Zu.mean(axis=0)) ** 2))
+            self.scale_ = s if s > 0 else 1.0
+        else:
+            self.scale_ = 1.0
+        if X is Y:
+            Xs = X / self.scale_
+            return Xs, Xs
+        return X / self.scale_, Y / self.scale_
+
+    def _init_metric(self, Xs, Ys, data: PairData) -> np.ndarray:
+        """``M₀``: PCA initialisation of Algorithm 1 (cross-modal) or the identity."""
+        if not self._cross:
+            return np.eye(Xs.shape[1])
+        dx, dy = Xs.shape[1], Ys.shape[1]
+        if self.init == "identity":
+            return np.eye(dx + dy)
+        Xu = Xs[np.unique(data.ix)]
+        Yu = Ys[np.unique(data.iy)]
+        k = min(dx, dy, Xu.shape[0], Yu.shape[0])
+        Vx = np.linalg.svd(Xu - Xu.mean(axis=0), full_matrices=False)[2][:k]
+        Vy = np.linalg.svd(Yu - Yu.mean(axis=0), full_matrices=False)[2][:k]
+        W0 = np.concatenate([Vx.T, Vy.T])   # (dx + dy, k): [W_x0; W_y0]
+        return W0 @ W0.T
+
+    def _embed_batch(self, W: np.ndarray, Xs, Ys, ix, iy) -> np.ndarray:
+        """``zᵀ M z`` for the pairs ``(ix, iy)`` with ``M = W Wᵀ`` (each sample embedded once)."""
+        ux, inv_x = np.unique(ix, return_inverse=True)
+        uy, inv_y = np.unique(iy, return_inverse=True)
+        if self._cross:
+            dx = Xs.shape[1]
+            EX = Xs[ux] @ W[:dx]
+            EY = Ys[uy] @ W[dx:]
+        else:
+            EX = Xs[ux] @ W
+            EY = Ys[uy] @ W
+        diff = EX[inv_x] - EY[inv_y]
+        return np.einsum("ij,ij->i", diff, diff)
+
+    # ------------------------------------------------------------------ Algorithm 1
+    def _run_ppa(self, data: PairData, y: np.ndarray) -> None:
+        self._check_params()
+        rng = check_random_state(self.random_state)
+        gamma, mu = float(self.gamma), float(self.mu)
+        cross = self._cross
+        Xs, Ys = self._standardize_fit(data)
+        d = Xs.shape[1] + Ys.shape[1] if cross else Xs.shape[1]
+        if self.n_components is not None:
+            check_n_components(self.n_components, d,
+                               what="the size of M: d_x + d_y" if cross else "n_features")
+        pos = np.flatnonzero(y == 1)
+        neg = np.flatnonzero(y == -1)
+        n_s = _batch_size(self.batch_size_pos, pos.size, "batch_size_pos")
+        n_d = _batch_size(self.batch_size_neg, neg.size, "batch_size_neg")
+        pauc_window_bounds(n_d, self.fpr_range)  # fail early with a clear message
+
+        ix_all, iy_all = data.ix, data.iy
+        # P_S of eq. (11): fixed, pre-computed
+        P_S = weighted_pair_outer_sum(Xs, Ys, ix_all[pos], iy_all[pos],
+                                      np.full(pos.size, 1.0 / pos.size), cross=cross)
+        G_fixed = gamma * P_S + mu * np.eye(d)
+
+        eta = float(self.eta0)
+        # M₀ made positive definite by the proximal map of the log-det term (see Notes)
+        M, w, U = prox_logdet(self._init_metric(Xs, Ys, data), eta * mu, return_eig=True)
+
+        self.loss_curve_ = []
+        best, no_change = np.inf, 0
+        converged = False
+        t_eig = 0.0
+        t_start = time.perf_counter()
+        if self.verbose:
+            print(f"[{type(self).__name__}] {'iter':>5} {'objective':>12} {'eta':>8} "
+                  f"{'|D_w|':>7} {'viol.':>8} {'time(s)':>8}")
+        it = 0
+        for it in range(1, int(self.max_iter) + 1):
+            # step 3: sample Ŝᵗ, D̂ᵗ and the pAUC window on D̂ᵗ
+            bp = pos if n_s == pos.size else rng.choice(pos, n_s, replace=False)
+            bn = neg if n_d == neg.size else rng.choice(neg, n_d, replace=False)
+            W = U * np.sqrt(w)
+            d_both = self._embed_batch(W, Xs, Ys, np.r_[ix_all[bp], ix_all[bn]],
+                                       np.r_[iy_all[bp], iy_all[bn]])
+            d_pos, d_neg_all = d_both[:bp.size], d_both[bp.size:]
+            win = pauc_window(d_neg_all, self.fpr_range)
+            bn, d_neg = bn[win], d_neg_all[win]
+            # step 4: P_A of eq. (20)-(22) from the row / column sums of J (eq. 8)
+            rows, cols, hinge = hinge_coefficients(d_pos, d_neg)
+            scale = 1.0 / (d_pos.size * d_neg.size)
+            P_A = weighted_pair_outer_sum(
+                Xs, Ys, np.r_[ix_all[bp], ix_all[bn]], np.r_[iy_all[bp], iy_all[bn]],
+                np.r_[rows * scale, -cols * scale], cross=cross)
+            # objective (eq. 6) at M_t on this mini-batch
+            obj = (hinge + gamma * float(np.sum(P_S * M))
+                   + mu * float(np.sum(w) - np.sum(np.log(w))))
+            self.loss_curve_.append(obj)
+            # step 5: proximal step of Lemma 3 (eq. 18)
+            t0 = time.perf_counter()
+            v, U = _sym_eigh(M - eta * (P_A + G_fixed))
+            t_eig += time.perf_counter() - t0
+            w = phi_plus(v, eta * mu)
+            M = (U * w) @ U.T
+            if self.verbose:
+                print(f"[{type(self).__name__}] {it:>5} {obj:>12.6g} {eta:>8.4g} "
+                      f"{d_neg.size:>7} {int(rows.sum()):>8} "
+                      f"{time.perf_counter() - t_start:>8.2f}")
+            # step 6: step size schedule
+            eta = min(eta * float(self.rho), float(self.tau))
+            # stopping rule: no improvement of the best objective by tol for n_iter_no_change
+            if not np.isfinite(best) or obj < best - self.tol * abs(best):
+                best, no_change = obj, 0
+            else:
+                no_change += 1
+                if no_change >= self.n_iter_no_change:
+                    converged = True
+                    break
+        self.n_iter_ = it
+        self.eig_time_ = t_eig
+        if not converged:
+            warnings.warn(
+                f"{type(self).__name__} did not converge in max_iter={self.max_iter} "
+                f"iterations (objective still improving by more than tol={self.tol}); "
+                "increase max_iter or tol.", ConvergenceWarning, stacklevel=3)
+        self.M_ = M
+        self._set_factors(w, U)
+
+    def _set_factors(self, w: np.ndarray, U: np.ndarray) -> None:
+        """Factor ``M = U diag(w) Uᵀ`` into the towers (top ``n_components`` eigenpairs)."""
+        order = np.argsort(w)[::-1]
+        k = w.size if self.n_components is None else int(self.n_components)
+        keep = order[:k]
+        L = (U[:, keep] * np.sqrt(w[keep])).T          # (k, d): M ≈ Lᵀ L
+        self.eigenvalues_ = w[keep]
+        self._store_components(L)
+
+
+class CMLAUC(CrossModalMixin, _AUCMetricLearner, BaseEstimator):
+    """Cross-modal metric learning for AUC / partial AUC (CML_AUC, CML_pAUC).
+
+    Huo, Gao, Shi & Yin, "Cross-Modal Metric Learning for AUC Optimization", IEEE TNNLS 29(10),
+    2018. Learns ``M ⪰ 0`` of size ``(d_x + d_y)`` and scores a pair by ``D_M(x, y) = zᵀ M z``,
+    ``z = [x; −y]`` (eq. 2), by minimising eq. (6) with the mini-batch proximal point
+    Algorithm 1 (see the module docstring). After fitting ``M`` is factored as ``Lᵀ L``;
+    ``transform_x(x) = L_x x̃`` and ``transform_y(y) = L_y ỹ`` (``x̃``, ``ỹ`` standardised
+    inputs) satisfy ``‖L_x x̃ − L_y ỹ‖² = z̃ᵀ M z̃`` exactly when ``n_components=None``.
+
+    Parameters
+    ----------
+    n_components : int, optional
+        Number of eigenpairs of ``M`` (largest first) kept in the towers after fitting; all
+        ``d_x + d_y`` when ``None`` (exact). Does not constrain the optimisation.
+    fpr_range : (float, float), default=(0.0, 1.0)
+        FPR range ``(α, β)`` of the partial AUC (eq. 4). ``(0, 1)`` is CML_AUC; the paper's
+        CML_pAUC uses ``(0, 0.1)``.
+    gamma : float >= 0, default=1.0
+        ``γ``, weight of the mean must-link distance (eq. 6). The paper tunes it in
+        [0.1, 5].
+    mu : float > 0, default=1e-2
+        ``μ``, weight of the LogDet regulariser ``tr(M) − log det M`` (eq. 6). The paper tunes
+        it in [1e-7, 1e-3] on its own feature scaling; with ``standardize=True`` (unit mean
+        feature variance) 1e-2 was best on mfeat fac ↔ pix (``benchmarks/bench_cmlauc.py``).
+    batch_size_pos, batch_size_neg : int or float, default=1.0
+        Must-link / cannot-link pairs sampled per iteration: an ``int`` is a count, a
+        ``float`` in (0, 1] the sampling ratio ``s₁`` / ``s₂`` of Algorithm 1 (the paper uses
+        1.0, or 0.1 / 0.01 on CASIA). The pAUC window is taken on the sampled cannot-links.
+    eta0, rho, tau : float, default=0.05, 1.01, 0.5
+        Step size schedule ``η₀``, ``η ← min(η ρ, τ)`` (the paper's values, §IV-B).
+    max_iter : int, default=300
+        Maximum number of iterations.
+    tol : float, default=1e-3
+        Stop when the mini-batch objective has not improved on its best value by a relative
+        ``tol`` for ``n_iter_no_change`` consecutive iterations (the paper leaves
+        "converged" open; with a non-smooth, sampled objective this rule is robust).
+    n_iter_no_change : int, default=10
+    init : {"pca", "identity"}, default="pca"
+        ``M₀``: the paper's PCA initialisation ``[W_x0; W_y0][W_x0; W_y0]ᵀ`` with ``W_x0``,
+        ``W_y0`` the top ``min(d_x, d_y)`` principal directions of each modality, or ``I``.
+    standardize : bool, default=True
+        Centre each modality and divide it by the root-mean-square norm of its centred
+        training samples before learning. The hinge margin of eq. (5) is 1, so the method is
+        scale dependent; this puts typical distances at O(1) whatever the input units.
+        (Our choice; the paper feeds PCA-reduced features.)
+    random_state : int, RandomState instance or None
+        Seeds the mini-batch sampling.
+    verbose : int, default=0
+        Print one table row per iteration.
+    preprocessor : tuple (X, Y), optional
+        Samples that integer index pairs refer to.
+
+    Attributes
+    ----------
+    M_ : ndarray of shape (d_x + d_y, d_x + d_y)
+        The learned metric (acting on standardised inputs).
+    components_x_ : ndarray of shape (n_components, d_x)
+    components_y_ : ndarray of shape (n_components, d_y)
+        ``L_x``, ``L_y``: ``M ≈ [L_x, L_y]ᵀ [L_x, L_y]`` (the paper's ``W_xᵀ``, ``W_yᵀ``).
+    eigenvalues_ : ndarray of shape (n_components,)
+        The kept eigenvalues of ``M``, descending.
+    mean_x_, mean_y_ : ndarray ; scale_x_, scale_y_ : float
+        Standardisation of each modality.
+    loss_curve_ : list of float
+        Objective of eq. (6) at ``M_t`` on iteration ``t``'s mini-batch (the exact objective
+        when both batch sizes are 1.0).
+    n_iter_ : int
+    eig_time_ : float
+        Seconds spent in the eigendecompositions (the bottleneck of Table XI).
+    threshold_ : float
+
+    Notes
+    -----
+    * ``M₀`` is the PCA initialisation passed once through ``φ⁺_{η₀μ}`` (the proximal map of
+      the log-det term), so that it is positive definite and the objective is finite.
+    * Per iteration ``P_A`` is assembled from per-pair coefficients (row and column sums of
+      ``J``, eq. 8) aggregated into the per-sample matrices of eq. (22); see
+      :func:`weighted_pair_outer_sum`.
+    """
+
+    _cross = True
+
+    def _fit(self, data: PairData, y: np.ndarray) -> None:
+        self._run_ppa(data, y)
+
+    def _store_components(self, L: np.ndarray) -> None:
+        dx = self.n_features_in_x_
+        self.components_x_ = L[:, :dx]
+        self.components_y_ = L[:, dx:]   # z = [x; −y]: L z = L_x x − L_y y
+
+    def _embed_x(self, X: np.ndarray) -> np.ndarray:
+        return ((X - self.mean_x_) / self.scale_x_) @ self.components_x_.T
+
+    def _embed_y(self, Y: np.ndarray) -> np.ndarray:
+        return ((Y - self.mean_y_) / self.scale_y_) @ self.components_y_.T
+
+
+class MahaAUC(LinearSingleModalMixin, _AUCMetricLearner, BaseEstimator):
+    """Mahalanobis metric learning for AUC / partial AUC (Maha_AUC, Maha_pAUC).
+
+    The single-modal variant of :class:`CMLAUC` that Huo et al. (TNNLS 2018, §IV-C) compare
+    against: ``D_M(x, y) = (x − y)ᵀ M (x − y)``, ``M ⪰ 0`` of size ``n_features``, learned
+    with the same objective (eq. 6) and the same Algorithm 1; ``M₀ = I``. Works on
+    single-modal pairs and on cross-modal pairs whose two sides have the same dimension
+    (the paper's setting, also after CCA: the "-C" variants).
+
+    Parameters
+    ----------
+    n_components, fpr_range, gamma, mu, batch_size_pos, batch_size_neg, eta0, rho, tau, \
+max_iter, tol, n_iter_no_change, random_state, verbose
+        As in :class:`CMLAUC`.
+    init : {"pca", "identity"}, default="pca"
+        Both give ``M₀ = I`` here (PCA with all directions kept is a rotation).
+    standardize : bool, default=True
+        Divide all samples by one global scale (the root-mean-square norm of the centred
+        training samples); shifts do not change ``x − y``.
+    preprocessor : array-like or tuple (X, Y), optional
+
+    Attributes
+    ----------
+    M_ : ndarray of shape (n_features, n_features)
+        The learned metric on scaled inputs; :meth:`get_mahalanobis_matrix` gives the one on
+        raw inputs (``M_ / scale_²`` when ``n_components=None``).
+    components_ : ndarray of shape (n_components, n_features)
+        ``L`` with ``Lᵀ L = M_ / scale_²`` (top ``n_components`` eigenpairs).
+    eigenvalues_, scale_, loss_curve_, n_iter_, eig_time_, threshold_
+        As in :class:`CMLAUC`.
+    """
+
+    _cross = False
+
+    def _fit(self, data: PairData, y: np.ndarray) -> None:
+        self._run_ppa(data, y)
+
+    def _store_components(self, L: np.ndarray) -> None:
+        self.components_ = L / self.scale_
