@@ -1,0 +1,655 @@
+"""Evaluation protocols of the papers and a runner that turns them into a results table.
+
+* **Verification** (LFW / CMML / CML-AUC): k folds; a model is trained on the pairs of k − 1
+  folds and scored on the pairs of the held-out fold; measures are reported as mean ± standard
+  deviation (and standard error ``σ/√k``) over the folds. :func:`kfold_pairs` splits a fixed
+  set of pairs (LFW's ``pairs.txt``); :func:`verification_splits` first splits the *samples* of
+  a labelled dataset into folds and then draws pairs inside each part with
+  :func:`crossmetric.pairs.make_pairs`.
+* **Identification** (VIPeR in PCCA, CUFSF in CML-AUC, GSM): repeated random splits; the test
+  objects' first modality is the probe set, their second modality the gallery
+  (:func:`identification_splits`); measures are CMC / rank-r / mAP.
+* :func:`run_protocols` fits named estimators (cloned for every split) under both protocols,
+  in parallel through joblib (and so on a Dask cluster with ``joblib.parallel_config("dask")``),
+  and returns a :class:`BenchmarkResult` -- a tidy table (method × measure, mean ± std).
+
+Every random choice (splits, pairs, the seeds handed to estimators whose ``random_state`` is
+``None``) is drawn in the calling process from ``random_state`` before any work is dispatched,
+so results do not depend on the joblib backend or the number of workers.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import time
+import warnings
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+from sklearn.base import clone
+from sklearn.model_selection import StratifiedKFold
+from sklearn.utils import Bunch, check_random_state
+
+from crossmetric import metrics as M
+from crossmetric._checks import as_float_array, check_pair_labels, check_positive_int
+from crossmetric.pairs import make_pairs
+
+__all__ = [
+    "Split",
+    "kfold_pairs",
+    "verification_splits",
+    "identification_splits",
+    "CCAProjection",
+    "run_protocols",
+    "BenchmarkResult",
+    "MEASURES",
+]
+
+#: measure key -> (column title, scale for display, protocol)
+MEASURES = {
+    "auc": ("AUC", 1.0, "verification"),
+    "one_minus_eer": ("1-EER(%)", 100.0, "verification"),
+    "vr": ("VR@0.1%(%)", 100.0, "verification"),
+    "pauc": ("pAUC[0,.1]", 1.0, "verification"),
+    "acc_median": ("Acc@med(%)", 100.0, "verification"),
+    "rank1": ("Rank-1(%)", 100.0, "identification"),
+    "rank5": ("Rank-5(%)", 100.0, "identification"),
+    "rank10": ("Rank-10(%)", 100.0, "identification"),
+    "map": ("mAP(%)", 100.0, "identification"),
+    "fit_seconds": ("fit(s)", 1.0, "both"),
+}
+
+#: FPR grid on which ROC curves of different folds are averaged (vertical averaging)
+ROC_GRID = np.unique(np.r_[0.0, np.logspace(-4, 0, 81), np.linspace(0, 1, 101)])
+
+
+# ------------------------------------------------------------------------------- splits
+@dataclass
+class Split:
+    """One train/test unit of a protocol.
+
+    ``train_pairs`` index rows of ``(X, Y)`` (column 0: ``X``, column 1: ``Y``). Verification
+    splits carry ``test_pairs`` / ``test_y``; identification splits ``probe_rows`` (rows of
+    ``X``) and ``gallery_rows`` (rows of ``Y``).
+    """
+
+    protocol: str
+    index: int
+    train_pairs: np.ndarray
+    train_y: np.ndarray
+    test_pairs: np.ndarray | None = None
+    test_y: np.ndarray | None = None
+    probe_rows: np.ndarray | None = None
+    gallery_rows: np.ndarray | None = None
+    seed: int = 0
+
+
+def kfold_pairs(y, n_folds: int = 10, *, folds=None, random_state=None
+                ) -> list[tuple[np.ndarray, np.ndarray]]:
+    """k-fold split of a fixed set of labelled pairs (LFW View 2 style).
+
+    Parameters
+    ----------
+    y : array-like of shape (n_pairs,)
+        +1 / -1 labels; folds are stratified so that each has both.
+    n_folds : int, default=10
+    folds : array-like of shape (n_pairs,), optional
+        Predefined fold of every pair (e.g. ``read_lfw_pairs(...).fold``); overrides
+        ``n_folds`` and ``random_state``.
+    random_state : int, RandomState or None
+        Shuffles the pairs before the stratified split.
+
+    Returns
+    -------
+    list of (train_index, test_index)
+        Test folds are disjoint and together cover every pair.
+    """
+    y = check_pair_labels(y)
+    if folds is not None:
+        folds = np.asarray(folds)
+        if folds.shape != y.shape:
+            raise ValueError(f"folds must have one entry per pair ({y.shape[0]}), got shape "
+                             f"{folds.shape}.")
+        ids = np.unique(folds)
+        if ids.size < 2:
+            raise ValueError("folds must name at least two different folds.")
+        return [(np.flatnonzero(folds != f), np.flatnonzero(folds == f)) for f in ids]
+    n_folds = check_positive_int(n_folds, "n_folds", minimum=2)
+    skf = StratifiedKFold(n_splits=n_folds, shuffle=True,
+                          random_state=check_random_state(random_state).randint(2**31 - 1))
+    return [(tr, te) for tr, te in skf.split(np.zeros(y.size), y)]
+
+
+def _pairs_among(rows: np.ndarray, labels: np.ndarray, *, cross_modal: bool, n_negatives: int,
+                 max_positives: int | None, rng) -> tuple[np.ndarray, np.ndarray]:
+    """``make_pairs`` on a subset of rows, returned as indices into the full arrays."""
+    lab = labels[rows]
+    pairs, y = make_pairs(lab, lab if cross_modal else None, n_negatives=n_negatives,
+                          max_positives=max_positives, random_state=rng)
+    return rows[pairs], y
+
+
+def _sample_folds(labels: np.ndarray, n_folds: int, split: str, rng) -> list[np.ndarray]:
+    """Test rows of each fold: identity-disjoint or stratified by identity."""
+    ids, codes = np.unique(labels, return_inverse=True)
+    if split == "auto":
+        split = "identity" if ids.size >= max(20, 2 * n_folds) else "sample"
+    if split == "identity":
+        if ids.size < 2 * n_folds:
+            raise ValueError(
+                f"split='identity' needs at least 2 identities per fold: {ids.size} "
+                f"identities for n_folds={n_folds}."
+            )
+        fold_of_id = rng.permutation(ids.size) % n_folds
+        fold = fold_of_id[codes]
+        return [np.flatnonzero(fold == f) for f in range(n_folds)]
+    if split != "sample":
+        raise ValueError(f"split must be 'auto', 'identity' or 'sample', got {split!r}.")
+    min_count = np.bincount(codes).min()
+    if min_count < n_folds:
+        warnings.warn(f"an identity has only {min_count} samples, fewer than n_folds="
+                      f"{n_folds}; some folds lack it.", UserWarning, stacklevel=3)
+    skf = StratifiedKFold(n_splits=n_folds, shuffle=True, random_state=rng.randint(2**31 - 1))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        return [te for _, te in skf.split(np.zeros(labels.size), codes)]
+
+
+def verification_splits(labels, n_folds: int = 10, *, cross_modal: bool = True,
+                        n_negatives: int = 1, n_test_negatives: int = 1,
+                        max_train_positives: int | None = 2000,
+                        max_test_positives: int | None = 1000, split: str = "auto",
+                        random_state=None) -> list[Split]:
+    """k-fold verification on a labelled dataset whose row ``r`` of ``X`` and ``Y`` is one object.
+
+    The rows are split into ``n_folds`` parts. ``split="identity"`` puts every identity in one
+    part only (LFW: "people cannot be represented in more than one set"); ``"sample"``
+    stratifies the rows by identity (each part holds every identity -- the only choice when
+    there are few identities, such as the 10 digit classes); ``"auto"`` takes ``identity`` when
+    there are at least 20 identities and two per fold, else ``sample``.
+
+    Fold ``k`` trains on pairs drawn among the other parts (``n_negatives`` negatives per
+    positive, at most ``max_train_positives`` positives) and is tested on pairs drawn among its
+    own rows (``n_test_negatives`` per positive, at most ``max_test_positives``; the default 1
+    makes the test set balanced as in LFW and CMML, so that the median-threshold accuracy sits
+    at the EER).
+
+    Returns
+    -------
+    list of Split
+        ``protocol="verification"``. The test rows of the folds are disjoint and cover every row.
+    """
+    labels = np.asarray(labels)
+    if labels.ndim != 1 or labels.size < 4:
+        raise ValueError(f"labels must be a 1-D array of at least 4 identities, got shape "
+                         f"{labels.shape}.")
+    n_folds = check_positive_int(n_folds, "n_folds", minimum=2)
+    rng = check_random_state(random_state)
+    parts = _sample_folds(labels, n_folds, split, rng)
+    out = []
+    for k, test_rows in enumerate(parts):
+        train_rows = np.sort(np.concatenate([p for j, p in enumerate(parts) if j != k]))
+        test_rows = np.sort(test_rows)
+        tr_p, tr_y = _pairs_among(train_rows, labels, cross_modal=cross_modal,
+                                  n_negatives=n_negatives, max_positives=max_train_positives,
+                                  rng=rng)
+        te_p, te_y = _pairs_among(test_rows, labels, cross_modal=cross_modal,
+                                  n_negatives=n_test_negatives,
+                                  max_positives=max_test_positives, rng=rng)
+        out.append(Split("verification", k, tr_p, tr_y, test_pairs=te_p, test_y=te_y,
+                         probe_rows=test_rows, seed=int(rng.randint(2**31 - 1))))
+    return out
+
+
+def identification_splits(labels, n_repeats: int = 10, *, test_size: float | int = 0.3,
+                          cross_modal: bool = True, n_negatives: int = 1,
+                          max_train_positives: int | None = 2000, split: str = "auto",
+                          random_state=None) -> list[Split]:
+    """Repeated random gallery / probe splits (VIPeR in PCCA §4.2, CUFSF in CML-AUC §IV).
+
+    Each repetition puts ``p`` identities (``split="identity"``; ``test_size`` is ``p`` when an
+    integer, a fraction of the identities when a float) or a stratified fraction of the rows
+    (``split="sample"``, for datasets with few identities) in the test set and trains on pairs
+    drawn among the others. The test objects' first modality (rows of ``X``) is the probe set
+    and their second modality (rows of ``Y``) the gallery -- as photo probes against a sketch
+    gallery in CUFSF. ``"auto"`` takes ``identity`` when there are at least 20 identities.
+
+    Returns
+    -------
+    list of Split
+        ``protocol="identification"`` with ``probe_rows`` and ``gallery_rows``.
+    """
+    labels = np.asarray(labels)
+    if labels.ndim != 1 or labels.size < 4:
+        raise ValueError(f"labels must be a 1-D array of at least 4 identities, got shape "
+                         f"{labels.shape}.")
+    n_repeats = check_positive_int(n_repeats, "n_repeats")
+    rng = check_random_state(random_state)
+    ids, codes = np.unique(labels, return_inverse=True)
+    if split == "auto":
+        split = "identity" if ids.size >= 20 else "sample"
+    if split not in ("identity", "sample"):
+        raise ValueError(f"split must be 'auto', 'identity' or 'sample', got {split!r}.")
+    units = ids.size if split == "identity" else labels.size
+    if isinstance(test_size, bool) or not isinstance(test_size, int | float | np.number):
+        raise ValueError(f"test_size must be a fraction in (0, 1) or a count, got {test_size!r}.")
+    n_test = int(round(test_size * units)) if isinstance(test_size, float) else int(test_size)
+    if not 2 <= n_test <= units - 2:
+        raise ValueError(f"test_size={test_size!r} gives {n_test} test "
+                         f"{'identities' if split == 'identity' else 'rows'} out of {units}; "
+                         "at least 2 must be in each of the test and training sets.")
+    out = []
+    for k in range(n_repeats):
+        if split == "identity":
+            test_ids = rng.choice(ids.size, n_test, replace=False)
+            is_test = np.isin(codes, test_ids)
+        else:
+            order = rng.permutation(labels.size)
+            # stratified: the same fraction of every identity
+            is_test = np.zeros(labels.size, bool)
+            frac = n_test / labels.size
+            for c in range(ids.size):
+                rows = order[codes[order] == c]
+                is_test[rows[: max(1, int(round(frac * rows.size)))]] = True
+        test_rows, train_rows = np.flatnonzero(is_test), np.flatnonzero(~is_test)
+        tr_p, tr_y = _pairs_among(train_rows, labels, cross_modal=cross_modal,
+                                  n_negatives=n_negatives, max_positives=max_train_positives,
+                                  rng=rng)
+        out.append(Split("identification", k, tr_p, tr_y, probe_rows=test_rows,
+                         gallery_rows=test_rows.copy(), seed=int(rng.randint(2**31 - 1))))
+    return out
+
+
+# ---------------------------------------------------------------- shared preprocessing
+class CCAProjection:
+    """Regularised linear CCA used to bring two views to one common dimension ("-C" variants).
+
+    The CML-AUC paper (§IV-B) runs single-modal learners on CCA-processed features of the two
+    modalities (PCA-C, LMNN-C, LDML-C, ...). This closed form is used because scikit-learn's
+    NIPALS ``CCA`` needs about a minute for 32 components on the 1,800 digits: with centred views,
+    ``C_xx + r_x I``, ``C_yy + r_y I`` (``r = reg · trace(C)/d``) and the cross-covariance
+    ``C_xy``, the directions are ``A = C_xx^{-1/2} U_k``, ``B = C_yy^{-1/2} V_k`` from the SVD
+    ``C_xx^{-1/2} C_xy C_yy^{-1/2} = U S Vᵀ``; ``transform`` returns ``((X − x̄) A,
+    (Y − ȳ) B)``.
+    """
+
+    def __init__(self, n_components: int = 32, reg: float = 1e-3):
+        self.n_components = n_components
+        self.reg = reg
+
+    @staticmethod
+    def _inv_sqrt(C: np.ndarray, reg: float) -> np.ndarray:
+        d = C.shape[0]
+        C = C + reg * max(np.trace(C) / d, 1e-12) * np.eye(d)
+        w, V = np.linalg.eigh(C)
+        return (V / np.sqrt(np.maximum(w, 1e-12))) @ V.T
+
+    def fit(self, X: np.ndarray, Y: np.ndarray) -> CCAProjection:
+        """Fit on row-aligned views (row ``r`` of ``X`` and ``Y`` = one matching pair)."""
+        X = as_float_array(X, "X", ndim=2)
+        Y = as_float_array(Y, "Y", ndim=2)
+        n = X.shape[0]
+        if Y.shape[0] != n or n < 2:
+            raise ValueError(f"CCA needs >= 2 row-aligned pairs, got {n} and {Y.shape[0]} rows.")
+        k = min(int(self.n_components), X.shape[1], Y.shape[1], n - 1)
+        self.mean_x_, self.mean_y_ = X.mean(0), Y.mean(0)
+        Xc, Yc = X - self.mean_x_, Y - self.mean_y_
+        Wx = self._inv_sqrt(Xc.T @ Xc / (n - 1), self.reg)
+        Wy = self._inv_sqrt(Yc.T @ Yc / (n - 1), self.reg)
+        U, s, Vt = np.linalg.svd(Wx @ (Xc.T @ Yc / (n - 1)) @ Wy, full_matrices=False)
+        self.x_weights_ = Wx @ U[:, :k]
+        self.y_weights_ = Wy @ Vt[:k].T
+        self.correlations_ = s[:k]
+        return self
+
+    def transform(self, X: np.ndarray, Y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return (X - self.mean_x_) @ self.x_weights_, (Y - self.mean_y_) @ self.y_weights_
+
+
+def _is_cross_modal(est) -> bool:
+    return bool(getattr(est, "_cross_modal", True))
+
+
+def _uses_images(est) -> bool:
+    return int(getattr(est, "_sample_ndim", 1)) > 1
+
+
+# ------------------------------------------------------------------------ one work unit
+def _run_split(name: str, estimator, X: np.ndarray, Y: np.ndarray, split: Split,
+               options: dict) -> dict:
+    """Fit a clone of ``estimator`` on one split and measure it (runs in a worker)."""
+    est = clone(estimator)
+    params = est.get_params(deep=False)
+    if "random_state" in params and params["random_state"] is None:
+        est.set_params(random_state=split.seed)
+    Xs, Ys = X, Y
+    if options.get("cca") and not _is_cross_modal(est):
+        pos = split.train_pairs[split.train_y == 1]
+        proj = CCAProjection(options["cca_components"]).fit(X[pos[:, 0]], Y[pos[:, 1]])
+        Xs, Ys = proj.transform(X, Y)
+    est.set_params(preprocessor=(Xs, Ys))
+    t0 = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # ConvergenceWarning of short benchmark schedules
+        est.fit(split.train_pairs, split.train_y)
+    fit_seconds = time.perf_counter() - t0
+    out: dict = {"method": name, "protocol": split.protocol, "split": split.index,
+                 "measures": {"fit_seconds": fit_seconds}}
+    if split.protocol == "verification":
+        score = -est.pair_distance(split.test_pairs)
+        out["measures"].update(M.verification_report(split.test_y, score, fpr=options["fpr"],
+                                                     fpr_range=options["fpr_range"]))
+        fpr, tpr, _ = M.roc(split.test_y, score)
+        out["roc"] = np.interp(ROC_GRID, fpr, tpr)
+    else:
+        D = est.cross_distance(Xs[split.probe_rows], Ys[split.gallery_rows])
+        lab = options["labels"]
+        pl, gl = lab[split.probe_rows], lab[split.gallery_rows]
+        curve = M.cmc(D, pl, gl, max_rank=min(options["max_rank"], D.shape[1]))
+        curve = np.r_[curve, np.full(options["max_rank"] - curve.size, curve[-1])]
+        out["cmc"] = curve
+        out["measures"].update({
+            "rank1": float(curve[0]), "rank5": float(curve[min(5, curve.size) - 1]),
+            "rank10": float(curve[min(10, curve.size) - 1]),
+            "map": M.mean_average_precision(D, pl, gl),
+        })
+    return out
+
+
+def _run_safely(name, estimator, X, Y, split, options):
+    try:
+        return _run_split(name, estimator, X, Y, split, options)
+    except Exception as exc:  # recorded, reported by the caller
+        return {"method": name, "protocol": split.protocol, "split": split.index,
+                "error": f"{type(exc).__name__}: {exc}"}
+
+
+# ------------------------------------------------------------------------------ results
+@dataclass
+class BenchmarkResult:
+    """Output of :func:`run_protocols`.
+
+    Attributes
+    ----------
+    records : list of dict
+        Tidy raw results: one row per (method, protocol, split, measure) with its value.
+    summary : list of dict
+        One row per (method, measure): ``mean``, ``std`` (ddof=1; 0 for one run), ``sem``
+        (``std/√n``, LFW's standard error), ``n``.
+    curves : dict
+        ``{method: {"roc": (fpr_grid, mean_tpr), "cmc": mean_cmc}}``.
+    skipped : dict
+        ``{method: reason}`` for methods not run (e.g. image learners on a feature dataset).
+    errors : dict
+        ``{method: message}`` for methods that failed (with ``on_error="record"``).
+    methods : list of str
+        Display names in the order given.
+    """
+
+    records: list = field(default_factory=list)
+    summary: list = field(default_factory=list)
+    curves: dict = field(default_factory=dict)
+    skipped: dict = field(default_factory=dict)
+    errors: dict = field(default_factory=dict)
+    methods: list = field(default_factory=list)
+    info: dict = field(default_factory=dict)
+
+    def value(self, method: str, measure: str, stat: str = "mean") -> float:
+        for row in self.summary:
+            if row["method"] == method and row["measure"] == measure:
+                return row[stat]
+        raise KeyError(f"no result for method {method!r}, measure {measure!r}.")
+
+    def table(self, measures: Sequence[str] | None = None) -> str:
+        """A paper-style table: one row per method, ``mean ± std`` per measure."""
+        have = {row["measure"] for row in self.summary}
+        measures = [m for m in (measures or MEASURES) if m in have]
+        by = {(r["method"], r["measure"]): r for r in self.summary}
+        head = ["Method"] + [MEASURES[m][0] if m in MEASURES else m for m in measures]
+        rows = []
+        for meth in self.methods:
+            if not any((meth, m) in by for m in measures):
+                continue
+            cells = [meth]
+            for m in measures:
+                r = by.get((meth, m))
+                if r is None:
+                    cells.append("-")
+                    continue
+                scale = MEASURES.get(m, (m, 1.0))[1]
+                digits = 3 if scale == 1.0 and m != "fit_seconds" else 1
+                if m == "fit_seconds":
+                    cells.append(f"{r['mean']:.2f}")
+                else:
+                    cells.append(f"{r['mean'] * scale:.{digits}f} ± {r['std'] * scale:.{digits}f}")
+            rows.append(cells)
+        widths = [max(len(str(c)) for c in col) for col in zip(head, *rows, strict=False)]
+        lines = ["  ".join(h.ljust(w) if i == 0 else h.rjust(w)
+                           for i, (h, w) in enumerate(zip(head, widths, strict=True)))]
+        lines.append("  ".join("-" * w for w in widths))
+        for cells in rows:
+            lines.append("  ".join(c.ljust(w) if i == 0 else c.rjust(w)
+                                   for i, (c, w) in enumerate(zip(cells, widths, strict=True))))
+        return "\n".join(lines)
+
+    def to_csv(self, path) -> None:
+        """The summary (method, measure, mean, std, sem, n) as CSV."""
+        with open(path, "w", newline="", encoding="utf-8") as fh:
+            w = csv.DictWriter(fh, fieldnames=["method", "measure", "mean", "std", "sem", "n"])
+            w.writeheader()
+            for row in self.summary:
+                w.writerow(row)
+
+    def to_dict(self) -> dict:
+        def plain(v):
+            if isinstance(v, np.ndarray):
+                return v.tolist()
+            if isinstance(v, tuple | list):
+                return [plain(x) for x in v]
+            if isinstance(v, dict):
+                return {k: plain(x) for k, x in v.items()}
+            if isinstance(v, float) and not math.isfinite(v):
+                return None
+            if isinstance(v, np.generic):
+                return v.item()
+            return v
+
+        return plain({"summary": self.summary, "records": self.records,
+                      "curves": self.curves, "skipped": self.skipped,
+                      "errors": self.errors, "methods": self.methods, "info": self.info})
+
+    def to_json(self, path) -> None:
+        with open(path, "w", encoding="utf-8") as fh:
+            json.dump(self.to_dict(), fh, indent=1)
+
+
+def _summarise(records: list[dict], methods: list[str]) -> list[dict]:
+    values: dict[tuple[str, str], list[float]] = {}
+    for r in records:
+        values.setdefault((r["method"], r["measure"]), []).append(r["value"])
+    order = {m: i for i, m in enumerate(methods)}
+    mkeys = list(MEASURES)
+    out = []
+    for (meth, meas), vals in sorted(
+            values.items(), key=lambda kv: (order.get(kv[0][0], 1e9),
+                                            mkeys.index(kv[0][1]) if kv[0][1] in mkeys else 99)):
+        v = np.asarray(vals, dtype=float)
+        std = float(v.std(ddof=1)) if v.size > 1 else 0.0
+        out.append({"method": meth, "measure": meas, "mean": float(v.mean()), "std": std,
+                    "sem": std / math.sqrt(v.size), "n": int(v.size)})
+    return out
+
+
+# ------------------------------------------------------------------------------- runner
+def run_protocols(estimators: Mapping, dataset: Mapping, *,
+                  protocols: Sequence[str] = ("verification", "identification"),
+                  n_folds: int = 10, n_repeats: int = 10, n_negatives: int = 1,
+                  max_train_positives: int | None = 2000,
+                  max_test_positives: int | None = 1000, test_size: float | int = 0.3,
+                  level: str = "labels", split: str = "auto", unequal_dims: str = "cca",
+                  cca_components: int = 32, max_rank: int = 20, fpr: float = 1e-3,
+                  fpr_range=(0.0, 0.1), n_jobs: int | None = None, random_state=0,
+                  progress: bool = False, on_error: str = "raise") -> BenchmarkResult:
+    """Run named estimators under the verification and identification protocols.
+
+    Parameters
+    ----------
+    estimators : mapping name -> unfitted pair learner
+        Each is cloned for every split; its ``preprocessor`` is set to the split's ``(X, Y)``
+        and it is fitted on index pairs. An estimator whose ``random_state`` is ``None`` gets
+        a seed drawn from ``random_state`` for each split.
+    dataset : Bunch / mapping
+        ``X``, ``Y`` (row-aligned views), ``labels``; optionally ``instance`` and ``images_x``,
+        ``images_y`` (used by image learners such as ``DeepGSM``; a dataset without images
+        records them in ``skipped``).
+    protocols : sequence of {"verification", "identification"}
+    n_folds : int, default=10
+        Verification folds (:func:`verification_splits`).
+    n_repeats : int, default=10
+        Identification repetitions (:func:`identification_splits`).
+    n_negatives : int, default=1
+        Negative training pairs per positive (the papers' n⁻).
+    max_train_positives, max_test_positives : int or None
+        Caps on the positives drawn per split (class-level labels make quadratically many).
+    test_size : float or int, default=0.3
+        Identification test set (fraction or count of identities / rows).
+    level : {"labels", "instance"}, default="labels"
+        Identity used to form pairs and matches: ``labels`` (e.g. digit class) or ``instance``
+        (object id: photo ↔ sketch of the same image).
+    split : {"auto", "identity", "sample"}
+        Passed to both split functions.
+    unequal_dims : {"cca", "skip"}, default="cca"
+        What to do with a single-modal learner when ``X`` and ``Y`` have different widths:
+        ``"cca"`` fits :class:`CCAProjection` (``cca_components``) on each split's positive
+        training pairs and runs the learner on the projected views, reported as ``name-C``
+        (the CML-AUC paper's "-C" setting); ``"skip"`` records it in ``skipped``.
+    max_rank : int, default=20
+        Length of the CMC curves.
+    fpr, fpr_range :
+        VR@FPR operating point and pAUC window.
+    n_jobs : int or None
+        joblib workers; the active joblib backend is used (``joblib.parallel_config``), so
+        ``with parallel_config(backend="dask"):`` runs the splits on a Dask cluster.
+    random_state : int, RandomState or None, default=0
+    progress : bool, default=False
+        tqdm progress bar over the (method, split) units.
+    on_error : {"raise", "record"}, default="raise"
+        ``"record"``: a failing method is reported in ``errors`` and left out of the table.
+
+    Returns
+    -------
+    BenchmarkResult
+    """
+    from joblib import Parallel, delayed
+
+    for p in protocols:
+        if p not in ("verification", "identification"):
+            raise ValueError(f"protocols must name 'verification' and/or 'identification', "
+                             f"got {p!r}.")
+    if on_error not in ("raise", "record"):
+        raise ValueError(f"on_error must be 'raise' or 'record', got {on_error!r}.")
+    if unequal_dims not in ("cca", "skip"):
+        raise ValueError(f"unequal_dims must be 'cca' or 'skip', got {unequal_dims!r}.")
+    if level not in ("labels", "instance"):
+        raise ValueError(f"level must be 'labels' or 'instance', got {level!r}.")
+    if not estimators:
+        raise ValueError("estimators is empty; give at least one name -> estimator.")
+    for key in ("X", "Y", "labels"):
+        if key not in dataset:
+            raise ValueError(f"dataset must provide {key!r}.")
+    X = as_float_array(dataset["X"], "dataset X", ndim=2)
+    Y = as_float_array(dataset["Y"], "dataset Y", ndim=2)
+    if level == "instance" and "instance" not in dataset:
+        raise ValueError("level='instance' needs dataset['instance'].")
+    labels = np.asarray(dataset["labels"] if level == "labels" else dataset["instance"])
+    if not (X.shape[0] == Y.shape[0] == labels.shape[0]):
+        raise ValueError(f"dataset X, Y and labels must have the same number of rows, got "
+                         f"{X.shape[0]}, {Y.shape[0]}, {labels.shape[0]}.")
+    images = None
+    if "images_x" in dataset and "images_y" in dataset:
+        images = (as_float_array(dataset["images_x"], "dataset images_x"),
+                  as_float_array(dataset["images_y"], "dataset images_y"))
+    rng = check_random_state(random_state)
+    result = BenchmarkResult()
+    result.info = {"n_samples": int(X.shape[0]), "dims": [int(X.shape[1]), int(Y.shape[1])],
+                   "level": level, "n_folds": n_folds, "n_repeats": n_repeats,
+                   "protocols": list(protocols)}
+
+    splits: list[Split] = []
+    if "verification" in protocols:
+        splits += verification_splits(labels, n_folds, n_negatives=n_negatives,
+                                      max_train_positives=max_train_positives,
+                                      max_test_positives=max_test_positives, split=split,
+                                      random_state=rng)
+    if "identification" in protocols:
+        splits += identification_splits(labels, n_repeats, test_size=test_size,
+                                         n_negatives=n_negatives,
+                                         max_train_positives=max_train_positives,
+                                         split=split, random_state=rng)
+    base_options = {"fpr": fpr, "fpr_range": fpr_range, "max_rank": max_rank,
+                    "labels": labels, "cca_components": cca_components}
+    tasks = []
+    for name, est in estimators.items():
+        shown, opts, data = name, dict(base_options), (X, Y)
+        if _uses_images(est):
+            if images is None:
+                result.skipped[name] = "needs images (dataset has no images_x / images_y)"
+                continue
+            data = images
+        elif not _is_cross_modal(est) and X.shape[1] != Y.shape[1]:
+            if unequal_dims == "skip":
+                result.skipped[name] = (f"single-modal learner, views have {X.shape[1]} and "
+                                        f"{Y.shape[1]} features")
+                continue
+            shown, opts["cca"] = f"{name}-C", True
+        result.methods.append(shown)
+        for sp in splits:
+            tasks.append((shown, est, data, sp, opts))
+
+    runner = _run_safely if on_error == "record" else _run_split
+    jobs = (delayed(runner)(shown, est, data[0], data[1], sp, opts)
+            for shown, est, data, sp, opts in tasks)
+    parallel = Parallel(n_jobs=n_jobs, return_as="generator")
+    outputs = parallel(jobs)
+    if progress:
+        from tqdm.auto import tqdm
+
+        outputs = tqdm(outputs, total=len(tasks), desc="benchmark", unit="fit")
+    outputs = list(outputs)
+
+    rocs: dict[str, list] = {}
+    cmcs: dict[str, list] = {}
+    for out in outputs:
+        meth = out["method"]
+        if "error" in out:
+            result.errors.setdefault(meth, out["error"])
+            continue
+        for meas, val in out["measures"].items():
+            result.records.append({"method": meth, "protocol": out["protocol"],
+                                   "split": out["split"], "measure": meas,
+                                   "value": float(val)})
+        if "roc" in out:
+            rocs.setdefault(meth, []).append(out["roc"])
+        if "cmc" in out:
+            cmcs.setdefault(meth, []).append(out["cmc"])
+    for meth in result.errors:
+        result.records = [r for r in result.records if r["method"] != meth]
+    for meth in result.methods:
+        if meth in result.errors:
+            continue
+        c: dict = {}
+        if meth in rocs:
+            c["roc"] = (ROC_GRID.copy(), np.mean(rocs[meth], axis=0))
+        if meth in cmcs:
+            c["cmc"] = np.mean(cmcs[meth], axis=0)
+        result.curves[meth] = c
+    result.summary = _summarise(result.records, result.methods)
+    return result
+
+
+def dataset_from_arrays(X, Y, labels) -> Bunch:
+    """A dataset mapping for :func:`run_protocols` from two row-aligned views and labels."""
+    return Bunch(X=X, Y=Y, labels=np.asarray(labels))

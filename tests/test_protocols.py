@@ -1,0 +1,223 @@
+"""Protocols: folds, repeated splits, the shared CCA step and the runner (local, joblib, Dask)."""
+
+import json
+
+import numpy as np
+import pytest
+from sklearn.base import BaseEstimator
+
+from crossmetric import CMML, Euclidean
+from crossmetric._base import CrossModalMixin
+from crossmetric.datasets import make_cross_modal
+from crossmetric.protocols import (
+    CCAProjection,
+    identification_splits,
+    kfold_pairs,
+    run_protocols,
+    verification_splits,
+)
+
+
+@pytest.fixture(scope="module")
+def data():
+    return make_cross_modal(240, n_classes=24, n_latent=4, n_features_x=12, n_features_y=9,
+                            random_state=0)
+
+
+# ---------------------------------------------------------------------------- splits
+def test_kfold_pairs_disjoint_cover_stratified():
+    rng = np.random.default_rng(0)
+    y = np.where(rng.random(103) < 0.3, 1, -1)
+    folds = kfold_pairs(y, 5, random_state=1)
+    tests = [te for _, te in folds]
+    allt = np.concatenate(tests)
+    assert np.array_equal(np.sort(allt), np.arange(103))  # disjoint + cover
+    for tr, te in folds:
+        assert np.intersect1d(tr, te).size == 0 and tr.size + te.size == 103
+        assert set(y[te]) == {-1, 1}
+    again = kfold_pairs(y, 5, random_state=1)
+    assert all(np.array_equal(a[1], b[1]) for a, b in zip(folds, again, strict=True))
+
+
+def test_kfold_pairs_predefined_lfw_folds():
+    y = np.tile(np.r_[np.ones(3, int), -np.ones(3, int)], 4)
+    fold = np.repeat(np.arange(4), 6)
+    folds = kfold_pairs(y, folds=fold)
+    assert len(folds) == 4
+    for f, (tr, te) in enumerate(folds):
+        assert np.array_equal(te, np.arange(6 * f, 6 * f + 6))
+        assert np.array_equal(np.sort(np.r_[tr, te]), np.arange(24))
+    with pytest.raises(ValueError, match="folds"):
+        kfold_pairs(y, folds=fold[:5])
+
+
+@pytest.mark.parametrize("split", ["identity", "sample"])
+def test_verification_splits_disjoint_and_cover(data, split):
+    labels = data.labels
+    splits = verification_splits(labels, 4, split=split, random_state=3)
+    test_rows = [np.unique(s.test_pairs) for s in splits]
+    # the rows used by test pairs of different folds never overlap
+    for a in range(4):
+        for b in range(a + 1, 4):
+            assert np.intersect1d(test_rows[a], test_rows[b]).size == 0
+    # the folds' row sets (probe_rows) partition all rows
+    parts = np.concatenate([s.probe_rows for s in splits])
+    assert np.array_equal(np.sort(parts), np.arange(labels.size))
+    for s in splits:
+        assert np.intersect1d(np.unique(s.train_pairs), s.probe_rows).size == 0
+        # labels agree with identities
+        same = labels[s.test_pairs[:, 0]] == labels[s.test_pairs[:, 1]]
+        assert np.array_equal(same, s.test_y == 1)
+        same = labels[s.train_pairs[:, 0]] == labels[s.train_pairs[:, 1]]
+        assert np.array_equal(same, s.train_y == 1)
+        if split == "identity":
+            assert np.intersect1d(labels[s.probe_rows], labels[np.unique(s.train_pairs)]).size == 0
+
+
+def test_splits_are_reproducible_with_a_seed(data):
+    a = verification_splits(data.labels, 3, random_state=7)
+    b = verification_splits(data.labels, 3, random_state=7)
+    c = verification_splits(data.labels, 3, random_state=8)
+    for sa, sb in zip(a, b, strict=True):
+        assert np.array_equal(sa.train_pairs, sb.train_pairs)
+        assert np.array_equal(sa.test_pairs, sb.test_pairs) and sa.seed == sb.seed
+    assert not all(np.array_equal(sa.test_pairs, sc.test_pairs) for sa, sc in zip(a, c,
+                                                                                 strict=True))
+    i1 = identification_splits(data.labels, 3, test_size=6, random_state=5)
+    i2 = identification_splits(data.labels, 3, test_size=6, random_state=5)
+    for sa, sb in zip(i1, i2, strict=True):
+        assert np.array_equal(sa.probe_rows, sb.probe_rows)
+        assert np.array_equal(sa.train_pairs, sb.train_pairs)
+
+
+def test_identification_splits_p_identities(data):
+    labels = data.labels
+    for s in identification_splits(labels, 4, test_size=6, random_state=0):
+        test_ids = np.unique(labels[s.probe_rows])
+        assert test_ids.size == 6
+        assert np.array_equal(s.probe_rows, s.gallery_rows)
+        assert np.intersect1d(test_ids, labels[np.unique(s.train_pairs)]).size == 0
+    with pytest.raises(ValueError, match="test_size"):
+        identification_splits(labels, 2, test_size=1)
+    # few identities -> stratified sample split, every identity in the test set
+    few = np.repeat(np.arange(5), 20)
+    for s in identification_splits(few, 2, test_size=0.25, random_state=0):
+        assert np.array_equal(np.bincount(few[s.probe_rows]), np.full(5, 5))
+
+
+def test_split_errors():
+    with pytest.raises(ValueError, match="split"):
+        verification_splits(np.repeat(np.arange(30), 2), 3, split="bogus")
+    with pytest.raises(ValueError, match="identities per fold"):
+        verification_splits(np.repeat(np.arange(5), 4), 3, split="identity")
+
+
+# ------------------------------------------------------------------------------- CCA
+def test_cca_projection_matches_sklearn_first_component():
+    from sklearn.cross_decomposition import CCA
+
+    d = make_cross_modal(300, n_classes=10, n_latent=2, n_features_x=5, n_features_y=4,
+                         random_state=1)
+    proj = CCAProjection(2, reg=0.0).fit(d.X, d.Y)
+    u, v = proj.transform(d.X, d.Y)
+    ours = np.corrcoef(u[:, 0], v[:, 0])[0, 1]
+    assert ours == pytest.approx(proj.correlations_[0], rel=1e-6)
+    a, b = CCA(n_components=1, max_iter=5000, tol=1e-10).fit(d.X, d.Y).transform(d.X, d.Y)
+    ref = abs(np.corrcoef(a[:, 0], b[:, 0])[0, 1])
+    assert ours == pytest.approx(ref, abs=1e-4)
+    # canonical variates are uncorrelated within a view
+    assert abs(np.corrcoef(u[:, 0], u[:, 1])[0, 1]) < 1e-6
+
+
+# ------------------------------------------------------------------------------ runner
+def _run(data, **kw):
+    est = {"euclid": Euclidean(), "cmml": CMML(n_components=3, max_iter=30)}
+    kw.setdefault("n_folds", 3)
+    kw.setdefault("n_repeats", 2)
+    kw.setdefault("random_state", 0)
+    return run_protocols(est, data, **kw)
+
+
+def _summary(res):
+    return [(r["method"], r["measure"], r["mean"], r["std"]) for r in res.summary
+            if r["measure"] != "fit_seconds"]
+
+
+def test_runner_table_and_cca_variant(data, tmp_path):
+    res = _run(data)
+    assert res.methods == ["euclid-C", "cmml"]
+    assert not res.errors and not res.skipped
+    for meth in res.methods:
+        for meas in ("auc", "one_minus_eer", "vr", "rank1", "map"):
+            assert 0.0 <= res.value(meth, meas) <= 1.0
+        assert res.value(meth, "auc", "n") == 3
+        assert res.value(meth, "rank1", "n") == 2
+    # a learned cross-modal metric beats chance on this easy synthetic task
+    assert res.value("cmml", "auc") > 0.7
+    text = res.table()
+    assert "euclid-C" in text and "AUC" in text and "±" in text
+    res.to_csv(tmp_path / "r.csv")
+    res.to_json(tmp_path / "r.json")
+    assert json.loads((tmp_path / "r.json").read_text())["methods"] == res.methods
+    assert set(res.curves["cmml"]) == {"roc", "cmc"}
+    skip = _run(data, unequal_dims="skip")
+    assert "euclid" in skip.skipped and skip.methods == ["cmml"]
+
+
+def test_runner_reproducible_and_seed_sensitive(data):
+    a, b = _run(data), _run(data)
+    assert _summary(a) == _summary(b)
+    c = _run(data, random_state=1)
+    assert _summary(a) != _summary(c)
+
+
+def test_runner_joblib_workers_identical(data):
+    assert _summary(_run(data, n_jobs=2)) == _summary(_run(data, n_jobs=1))
+
+
+def test_runner_dask_backend_identical(data):
+    distributed = pytest.importorskip("distributed")
+    from joblib import parallel_config
+
+    local = _run(data)
+    with distributed.Client(processes=False, n_workers=2, threads_per_worker=1,
+                            dashboard_address=None):
+        with parallel_config(backend="dask"):
+            remote = _run(data)
+    assert _summary(local) == _summary(remote)
+
+
+class _Broken(CrossModalMixin, BaseEstimator):
+    def __init__(self, *, preprocessor=None):
+        self.preprocessor = preprocessor
+
+    def _fit(self, data, y):
+        raise ArithmeticError("boom")
+
+
+class _ImageLearner(_Broken):
+    _sample_ndim = 2
+
+
+def test_runner_records_errors_and_skips_image_learners(data):
+    est = {"broken": _Broken(), "img": _ImageLearner(), "euclid": Euclidean()}
+    res = run_protocols(est, data, n_folds=2, n_repeats=1, on_error="record")
+    assert "boom" in res.errors["broken"]
+    assert "images" in res.skipped["img"]
+    assert res.methods == ["broken", "euclid-C"]
+    assert all(r["method"] == "euclid-C" for r in res.summary)
+    with pytest.raises(ArithmeticError):
+        run_protocols({"broken": _Broken()}, data, n_folds=2, n_repeats=1)
+
+
+def test_runner_input_errors(data):
+    with pytest.raises(ValueError, match="protocols"):
+        run_protocols({"e": Euclidean()}, data, protocols=("speed",))
+    with pytest.raises(ValueError, match="estimators"):
+        run_protocols({}, data)
+    with pytest.raises(ValueError, match="'Y'"):
+        run_protocols({"e": Euclidean()}, {"X": data.X, "labels": data.labels})
+    bad = dict(data)
+    bad["labels"] = data.labels[:-1]
+    with pytest.raises(ValueError, match="same number of rows"):
+        run_protocols({"e": Euclidean()}, bad)
