@@ -23,6 +23,7 @@ from __future__ import annotations
 import numbers
 
 import numpy as np
+from scipy.special import expit
 from sklearn.base import BaseEstimator, clone
 from sklearn.decomposition import PCA
 from sklearn.mixture import GaussianMixture
@@ -43,6 +44,7 @@ from crossmetric.ldml import (
     _minimize_lbfgs,
     _PairObjective,
     _used_samples,
+    pair_log_likelihood,
 )
 
 __all__ = ["CLML", "CLMLCV", "sparsify_assignments"]
@@ -354,6 +356,10 @@ class CLML(SingleModalMixin, BaseEstimator):
         q = self._posteriors(X, sparse=True)
         return _local_embed(X, q, self.local_components_, self.local_offsets_)
 
+    def pair_probability(self, pairs) -> np.ndarray:
+        """LDML's ``p(same) = σ(b − ‖z_i − z_j‖²)`` for each pair."""
+        return expit(self.bias_ - self.pair_distance(pairs))
+
     def expand(self, X) -> np.ndarray:
         """The expanded representation ``x̃`` of eq. (4), shape (n, k · (n_features + 1)).
 
@@ -379,11 +385,14 @@ class CLMLCV(CLML):
     """CLML with the number of local metrics ``k`` chosen by cross-validation.
 
     Runs scikit-learn's ``GridSearchCV`` over ``n_clusters`` in ``n_clusters_grid`` on the
-    training pairs (folds over pairs; ``scoring=None`` uses the pair ROC AUC of
-    :meth:`score`), then refits a :class:`CLML` with the best ``k`` on all pairs. Every other
-    parameter is CLML's. The same as the recipe::
+    training pairs (stratified folds over pairs), then refits a :class:`CLML` with the best
+    ``k`` on all pairs. The default criterion is the held-out log-likelihood of LDML's model
+    (:func:`crossmetric.ldml.pair_log_likelihood`): the pair ROC AUC saturates at 1.0 on easy
+    data and then cannot tell k apart. Every other parameter is CLML's. The same as the recipe::
 
-        GridSearchCV(CLML(preprocessor=X), {"n_clusters": [1, 2, 4, 8, 16, 32]}, cv=3)
+        from crossmetric.ldml import pair_log_likelihood
+        GridSearchCV(CLML(preprocessor=X), {"n_clusters": [1, 2, 4, 8, 16, 32]}, cv=3,
+                     scoring=pair_log_likelihood).fit(pairs, y)
 
     packaged as a pair learner (``transform``, ``pair_distance``, retrieval ...).
 
@@ -393,7 +402,8 @@ class CLMLCV(CLML):
         Candidate values of ``k``.
     cv : int or cross-validation generator, default=3
     scoring : str or callable, optional
-        Passed to ``GridSearchCV``.
+        Passed to ``GridSearchCV``; ``None``: :func:`~crossmetric.ldml.pair_log_likelihood`.
+        ``"roc_auc"`` would use the pair ROC AUC.
     n_jobs : int, optional
         Passed to ``GridSearchCV``.
     **CLML parameters
@@ -405,7 +415,8 @@ class CLMLCV(CLML):
     cv_results_ : dict
         ``GridSearchCV.cv_results_``.
     best_estimator_ : CLML
-        The refitted model; its fitted attributes are copied onto this object.
+        The refitted model (a complete CLML whose preprocessor holds the distinct training
+        samples); its fitted attributes are copied onto this object.
     """
 
     def __init__(self, n_clusters_grid=(1, 2, 4, 8, 16, 32), n_components: int = 32, *,
@@ -443,15 +454,15 @@ class CLMLCV(CLML):
         params = {k: v for k, v in self.get_params(deep=False).items()
                   if k not in ("n_clusters_grid", "cv", "scoring", "n_jobs", "preprocessor")}
         base = CLML(preprocessor=Xu, **params)
+        scoring = pair_log_likelihood if self.scoring is None else self.scoring
         search = GridSearchCV(base, {"n_clusters": [int(g) for g in grid]}, cv=self.cv,
-                              scoring=self.scoring, n_jobs=self.n_jobs, refit=False,
+                              scoring=scoring, n_jobs=self.n_jobs, refit=False,
                               error_score="raise")
         pairs = np.column_stack([i, j])
         search.fit(pairs, y)
         self.cv_results_ = search.cv_results_
         self.best_n_clusters_ = int(search.best_params_["n_clusters"])
-        best = clone(base).set_params(n_clusters=self.best_n_clusters_)
-        best._fit(PairData(Xu, Xu, i, j), y)
+        best = clone(base).set_params(n_clusters=self.best_n_clusters_).fit(pairs, y)
         self.best_estimator_ = best
         for name in ("pca_", "gmm_", "local_components_", "local_offsets_", "bias_",
                      "n_iter_", "loss_curve_"):

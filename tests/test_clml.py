@@ -214,5 +214,12 @@ def test_clmlcv_chooses_k_from_grid(digits):
     assert "n_clusters" not in cv.get_params()
     np.testing.assert_allclose(cv.transform(X), cv.best_estimator_._embed_x(X))
     assert 0.5 < cv.score(pairs, y) <= 1.0
+    np.testing.assert_allclose(cv.pair_probability(pairs),
+                               1 / (1 + np.exp(cv.pair_distance(pairs) - cv.bias_)))
     with pytest.raises(ValueError, match="n_clusters_grid"):
         CLMLCV((0, 2), 6, preprocessor=X).fit(pairs, y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        auc = CLMLCV((1, 2), 4, scoring="roc_auc", cv=2, preprocessor=X, random_state=0,
+                     max_iter=20).fit(pairs, y)
+    assert auc.cv_results_["mean_test_score"].max() <= 1.0

@@ -10,7 +10,7 @@ from sklearn.exceptions import ConvergenceWarning, NotFittedError
 from sklearn.model_selection import GridSearchCV
 
 from crossmetric._base import PairData
-from crossmetric.ldml import LDML, _PairObjective, _used_samples
+from crossmetric.ldml import LDML, _PairObjective, _used_samples, pair_log_likelihood
 from crossmetric.pairs import make_pairs
 
 
@@ -167,3 +167,14 @@ def test_clone_and_grid_search(digits):
         warnings.simplefilter("ignore", ConvergenceWarning)
         gs = GridSearchCV(model, {"alpha": [1e-4, 1e-1]}, cv=2).fit(pairs, y)
     assert gs.best_params_["alpha"] in (1e-4, 1e-1)
+
+
+def test_pair_log_likelihood_is_the_data_term(digits):
+    X, lab, pairs, y = digits
+    model = LDML(4, alpha=1e-2, preprocessor=X, random_state=0).fit(pairs, y)
+    ll = pair_log_likelihood(model, pairs, y)
+    penalty = 0.5 * 1e-2 * np.sum(model.components_ ** 2)
+    assert -ll + penalty == pytest.approx(model.loss_curve_[-1], rel=1e-6)
+    slow = np.mean([np.log(p if t == 1 else 1 - p)
+                    for p, t in zip(model.pair_probability(pairs), y, strict=True)])
+    assert ll == pytest.approx(slow, rel=1e-9)
