@@ -33,7 +33,7 @@ from crossmetric._checks import (
 )
 from crossmetric._threshold import best_threshold
 
-__all__ = ["PairData", "PairLearnerMixin", "SingleModalMixin", "CrossModalMixin",
+__all__ = ["PairData", "used_rows", "PairLearnerMixin", "SingleModalMixin", "CrossModalMixin",
            "LinearSingleModalMixin", "squared_euclidean_rows", "squared_euclidean_matrix"]
 
 #: Elements (float64) of one block of an all-pairs distance matrix: 4 Mi values, 32 MiB.
@@ -84,6 +84,19 @@ class PairData(NamedTuple):
                 rank[np.argsort(first)] = np.arange(uniq.shape[0])
                 i, j = rank[inverse[i]], rank[inverse[j]]
         return Z, i, j
+
+
+def used_rows(A: np.ndarray, *indices: np.ndarray):
+    """Keep only the rows of ``A`` that ``indices`` refer to, and renumber the indices.
+
+    Returns ``(A_used, idx_1, idx_2, ...)``; ``A`` itself (no copy) when every row is used.
+    """
+    sizes = [ix.shape[0] for ix in indices]
+    used, inverse = np.unique(np.concatenate(indices), return_inverse=True)
+    parts = np.split(inverse.reshape(-1).astype(np.int64), np.cumsum(sizes)[:-1])
+    if used.shape[0] == A.shape[0]:
+        return (A, *parts)
+    return (A[used], *parts)
 
 
 def squared_euclidean_rows(F: np.ndarray, G: np.ndarray) -> np.ndarray:
@@ -418,7 +431,11 @@ class SingleModalMixin(PairLearnerMixin):
 
 
 class LinearSingleModalMixin(SingleModalMixin):
-    """Single-modal learner whose tower is ``x ↦ components_ @ x``."""
+    """Single-modal learner whose tower is ``x ↦ components_ @ x``.
+
+    A learner that is linear only for some settings (kernel PCCA) overrides ``_embed_x`` and
+    leaves ``components_`` unset there; the Mahalanobis members then say so.
+    """
 
     def _embed_x(self, X: np.ndarray) -> np.ndarray:
         return X @ self.components_.T
@@ -426,11 +443,18 @@ class LinearSingleModalMixin(SingleModalMixin):
     def get_mahalanobis_matrix(self) -> np.ndarray:
         """``M = Lᵀ L`` (n_features × n_features), formed on request only."""
         check_is_fitted(self)
+        if not hasattr(self, "components_"):
+            raise ValueError(
+                f"get_mahalanobis_matrix needs a linear model; this {type(self).__name__} has "
+                "no components_ (it was fitted with a kernel)."
+            )
         return self.components_.T @ self.components_
 
     def get_metric(self):
         """A function ``metric(u, v, squared=False) = ‖L (u − v)‖`` (squared if asked)."""
         check_is_fitted(self)
+        if not hasattr(self, "components_"):
+            return super().get_metric()
         L = self.components_.copy()
 
         def metric(u, v, squared: bool = False) -> float:

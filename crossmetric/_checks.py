@@ -17,6 +17,10 @@ __all__ = [
     "check_n_components",
     "check_nonnegative",
     "check_indices",
+    "check_choice",
+    "check_positive_scalar",
+    "check_positive_int",
+    "as_float_array",
 ]
 
 
@@ -140,3 +144,10 @@ def check_positive_int(value, name: str, *, minimum: int = 1) -> int:
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
         raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}.")
     return int(value)
+
+
+def check_choice(value, name: str, choices) -> str:
+    """``value`` must be one of the strings ``choices``."""
+    if not isinstance(value, str) or value not in choices:
+        raise ValueError(f"{name} must be one of {tuple(choices)}, got {value!r}.")
+    return value

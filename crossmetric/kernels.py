@@ -43,7 +43,8 @@ def check_kernel(kernel, name: str = "kernel") -> str:
     return kernel
 
 
-def _check_kernel_input(X: np.ndarray, kernel: str, name: str) -> np.ndarray:
+def check_kernel_input(X: np.ndarray, kernel: str, name: str) -> np.ndarray:
+    """χ² kernels need non-negative input: raise ``ValueError`` naming ``name`` otherwise."""
     if kernel in _NONNEGATIVE:
         check_nonnegative(X, name, f"the {kernel!r} kernel")
     return X
@@ -101,8 +102,8 @@ def pairwise_kernel(X, Y=None, kernel: str = "linear", gamma: float | None = Non
     ndarray of shape (n_x, n_y)
     """
     kernel = check_kernel(kernel)
-    X = _check_kernel_input(check_array_2d(X, "X"), kernel, "X")
-    Y = X if Y is None else _check_kernel_input(check_array_2d(Y, "Y"), kernel, "Y")
+    X = check_kernel_input(check_array_2d(X, "X"), kernel, "X")
+    Y = X if Y is None else check_kernel_input(check_array_2d(Y, "Y"), kernel, "Y")
     if X.shape[1] != Y.shape[1]:
         raise ValueError(
             f"X and Y must have the same number of features, got {X.shape[1]} and {Y.shape[1]}."
@@ -140,7 +141,7 @@ class KernelMap(TransformerMixin, BaseEstimator):
     def fit(self, X, y=None):
         """Store the training samples and resolve ``gamma``."""
         kernel = check_kernel(self.kernel)
-        X = _check_kernel_input(check_array_2d(X, "X"), kernel, "X")
+        X = check_kernel_input(check_array_2d(X, "X"), kernel, "X")
         if kernel in _NEEDS_GAMMA:
             self.gamma_ = (estimate_gamma(X, kernel) if self.gamma is None
                            else check_positive_scalar(self.gamma, "gamma"))
@@ -166,7 +167,7 @@ class KernelMap(TransformerMixin, BaseEstimator):
         ndarray of shape (n_samples, n_train)
         """
         check_is_fitted(self)
-        X = _check_kernel_input(check_array_2d(X, "X"), self.kernel, "X")
+        X = check_kernel_input(check_array_2d(X, "X"), self.kernel, "X")
         if X.shape[1] != self.n_features_in_:
             raise ValueError(
                 f"X has {X.shape[1]} features, but KernelMap was fitted on "

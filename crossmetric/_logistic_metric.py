@@ -1,0 +1,319 @@
+"""Objective and solvers shared by PCCA and CMML.
+
+Both learn linear towers ``F = Φ Wᵀ`` of fixed features ``Φ`` (the samples for the linear
+methods, the kernel matrix ``K`` for the kernel ones) and minimise the mean over pairs of
+
+    ℓ_β(y_n (‖f(x_{i_n}) − g(y_{j_n})‖² − 1))                     (pcca eq. 2, cmml eq. 4)
+
+with ``ℓ_β(x) = log(1 + e^{βx}) / β``. PCCA is the tied case (one tower, ``f = g``).
+
+The gradient is taken with respect to the embeddings first: a pair touches two rows of
+``∂E/∂F``, so it is gathered with a sparse sample × pair incidence matrix in
+O(n_pairs · k); the chain rule to the weights, ``∂E/∂W = Gᵀ Φ``, is one dense product
+(pcca eq. 3, cmml eq. 5-6). For a kernel tower the K⁻¹-preconditioned gradient of pcca eq. 9-10
+and cmml eq. 12 is ``(Gᵀ K) K⁻¹ = Gᵀ``: each pair changes only the columns of its two samples,
+and no product with ``K`` is needed at all.
+
+Note on pcca eq. (3): the derivative of ℓ_β(y (D² − 1)) with respect to D² is
+``y σ(β y (D² − 1))``; the printed ``σ_β(y_n(1 − D²))`` has the sign of the argument flipped.
+The code follows the derivative (checked against finite differences in the tests).
+
+The mean over pairs is used instead of the papers' sum: same minimiser, step sizes that do not
+depend on the number of pairs.
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+
+import numpy as np
+import scipy.linalg
+import scipy.optimize
+import scipy.sparse as sp
+import scipy.sparse.linalg
+from sklearn.exceptions import ConvergenceWarning
+from threadpoolctl import threadpool_limits
+
+from crossmetric.losses import generalized_logistic, generalized_logistic_grad
+
+__all__ = ["Tower", "PairLogisticObjective", "TowerProblem", "minimize_lbfgs", "minimize_gd"]
+
+
+class Tower:
+    """A linear map of fixed features: ``F = Φ Wᵀ``, ``W`` of shape (k, n_features).
+
+    With ``preconditioned=True`` ``Φ`` must be a symmetric kernel matrix ``K`` and the descent
+    direction is the gradient right-multiplied by ``K⁻¹``: ``(Gᵀ K) K⁻¹ = Gᵀ`` (pcca eq. 9).
+    """
+
+    def __init__(self, Phi: np.ndarray, preconditioned: bool = False):
+        self.Phi = Phi
+        self.preconditioned = preconditioned
+
+    def embed(self, W: np.ndarray) -> np.ndarray:
+        return self.Phi @ W.T
+
+    def grad(self, G: np.ndarray) -> np.ndarray:
+        """∂E/∂W from ∂E/∂F."""
+        return G.T @ self.Phi
+
+    def direction(self, G: np.ndarray) -> np.ndarray:
+        """Descent direction (the negative is taken by the solver)."""
+        return G.T.copy() if self.preconditioned else self.grad(G)
+
+
+class PairLogisticObjective:
+    """Mean generalized-logistic pair loss on embeddings, with its gradient on embeddings.
+
+    Parameters
+    ----------
+    ix, iy : int arrays (n_pairs,)
+        Rows of ``FX`` and ``FY`` joined by each pair.
+    y : int array (n_pairs,)
+        +1 / -1.
+    beta : float
+        Sharpness of ℓ_β.
+    n_x, n_y : int
+        Number of rows of ``FX`` / ``FY``.
+    """
+
+    def __init__(self, ix, iy, y, beta: float, n_x: int, n_y: int):
+        self.ix, self.iy = ix, iy
+        self.y = y.astype(float)
+        self.beta = float(beta)
+        n = ix.shape[0]
+        ones = np.ones(n)
+        cols = np.arange(n)
+        self._Sx = sp.csr_matrix((ones, (ix, cols)), shape=(n_x, n))
+        self._Sy = sp.csr_matrix((ones, (iy, cols)), shape=(n_y, n))
+
+    def distances(self, FX: np.ndarray, FY: np.ndarray) -> np.ndarray:
+        E = FX[self.ix] - FY[self.iy]
+        return np.einsum("ij,ij->i", E, E)
+
+    def loss(self, FX: np.ndarray, FY: np.ndarray) -> float:
+        m = self.y * (self.distances(FX, FY) - 1.0)
+        return float(np.mean(generalized_logistic(m, self.beta)))
+
+    def loss_grad(self, FX: np.ndarray, FY: np.ndarray):
+        """``(E, ∂E/∂FX, ∂E/∂FY)``."""
+        E = FX[self.ix] - FY[self.iy]
+        D = np.einsum("ij,ij->i", E, E)
+        m = self.y * (D - 1.0)
+        n = D.shape[0]
+        loss = float(np.mean(generalized_logistic(m, self.beta)))
+        c = (2.0 / n) * self.y * generalized_logistic_grad(m, self.beta)  # ∂E/∂D² · 2
+        W = E * c[:, None]
+        return loss, np.asarray(self._Sx @ W), -np.asarray(self._Sy @ W)
+
+
+class TowerProblem:
+    """One tied tower (PCCA) or two towers (CMML) plus the pair objective."""
+
+    def __init__(self, towers: list[Tower], objective: PairLogisticObjective):
+        if len(towers) not in (1, 2):
+            raise ValueError("a TowerProblem has one (tied) or two towers")
+        self.towers = towers
+        self.objective = objective
+        self.tied = len(towers) == 1
+
+    def embed(self, Ws):
+        Fs = [t.embed(W) for t, W in zip(self.towers, Ws, strict=True)]
+        return (Fs[0], Fs[0]) if self.tied else (Fs[0], Fs[1])
+
+    def loss_grad_embeddings(self, Fs):
+        """Loss and ∂E/∂F per tower (tied: the two sides' gradients are summed)."""
+        loss, GX, GY = self.objective.loss_grad(Fs[0], Fs[-1])
+        return loss, ([GX + GY] if self.tied else [GX, GY])
+
+    def embeddings_list(self, FX, FY):
+        return [FX] if self.tied else [FX, FY]
+
+    def loss_grad(self, Ws):
+        """``(E, [∂E/∂W per tower])`` -- the plain gradient."""
+        Fs = self.embeddings_list(*self.embed(Ws))
+        loss, Gs = self.loss_grad_embeddings(Fs)
+        return loss, [t.grad(G) for t, G in zip(self.towers, Gs, strict=True)]
+
+
+def _print_header(verbose: int, name: str) -> None:
+    if verbose:
+        print(f"[{name}]")
+        print(f"{'iter':>6} {'objective':>14} {'step':>10} {'time(s)':>9}")
+
+
+def _print_row(verbose: int, it: int, loss: float, step: float, t0: float) -> None:
+    if verbose:
+        print(f"{it:>6d} {loss:>14.6e} {step:>10.3g} {time.perf_counter() - t0:>9.3f}")
+
+
+def minimize_lbfgs(problem: TowerProblem, W0s, *, max_iter: int, tol: float,
+                   verbose: int = 0, name: str = "L-BFGS"):
+    """Minimise with scipy's L-BFGS-B on the flattened weights.
+
+    Returns ``(Ws, loss_curve, n_iter)``; warns ``ConvergenceWarning`` if ``max_iter`` is hit.
+    """
+    shapes = [W.shape for W in W0s]
+    sizes = [W.size for W in W0s]
+    splits = np.cumsum(sizes)[:-1]
+
+    def unpack(theta):
+        return [part.reshape(s) for part, s in zip(np.split(theta, splits), shapes,
+                                                       strict=True)]
+
+    def fun(theta):
+        loss, grads = problem.loss_grad(unpack(theta))
+        return loss, np.concatenate([g.ravel() for g in grads])
+
+    curve: list[float] = []
+    t0 = time.perf_counter()
+    _print_header(verbose, name)
+
+    def callback(intermediate_result):
+        curve.append(float(intermediate_result.fun))
+        _print_row(verbose, len(curve), curve[-1], float("nan"), t0)
+
+    theta0 = np.concatenate([W.ravel() for W in W0s])
+    res = scipy.optimize.minimize(
+        fun, theta0, jac=True, method="L-BFGS-B", callback=callback,
+        options={"maxiter": max_iter, "ftol": tol, "gtol": 1e-10},
+    )
+    if res.status == 1:  # max iterations reached
+        warnings.warn(f"{name} did not converge in max_iter={max_iter} iterations "
+                      f"(objective {res.fun:.6g}); increase max_iter.", ConvergenceWarning,
+                      stacklevel=3)
+    if not curve:
+        curve.append(float(res.fun))
+    return unpack(res.x), curve, int(res.nit)
+
+
+def minimize_gd(problem: TowerProblem, W0s, *, max_iter: int, tol: float, verbose: int = 0,
+                name: str = "GD", step0: float = 1.0, armijo: float = 1e-4):
+    """Gradient descent with backtracking (Armijo) line search -- the papers' solver.
+
+    The direction is each tower's :meth:`Tower.direction` (the K⁻¹-preconditioned gradient for
+    preconditioned kernel towers). Trial points are evaluated on the embeddings,
+    ``F − η Φ dᵀ``, so each backtracking step costs O(n_pairs · k); the accepted step is doubled
+    as the next trial. Stops when the relative decrease of the objective falls below ``tol``.
+
+    Returns ``(Ws, loss_curve, n_iter)``.
+    """
+    Ws = [W.copy() for W in W0s]
+    Fs = problem.embeddings_list(*problem.embed(Ws))
+    loss, Gs = problem.loss_grad_embeddings(Fs)
+    curve: list[float] = []
+    step = float(step0)
+    t0 = time.perf_counter()
+    _print_header(verbose, name)
+    converged = False
+    it = 0
+    for it in range(1, max_iter + 1):
+        dirs = [t.direction(G) for t, G in zip(problem.towers, Gs, strict=True)]
+        dFs = [t.embed(d) for t, d in zip(problem.towers, dirs, strict=True)]
+        # <∂E/∂W, d> = Σ G ⊙ (Φ dᵀ): the slope along -d, free from the trial embeddings
+        slope = float(sum(np.vdot(G, dF) for G, dF in zip(Gs, dFs, strict=True)))
+        if slope <= 0 or not np.isfinite(slope):
+            converged = True
+            break
+        eta = step
+        while True:
+            trial = [F - eta * dF for F, dF in zip(Fs, dFs, strict=True)]
+            new_loss = problem.objective.loss(trial[0], trial[-1])
+            if new_loss <= loss - armijo * eta * slope:
+                break
+            eta *= 0.5
+            if eta < 1e-20:
+                break
+        if eta < 1e-20:
+            converged = True
+            break
+        Ws = [W - eta * d for W, d in zip(Ws, dirs, strict=True)]
+        Fs = trial
+        decrease = loss - new_loss
+        loss, Gs = problem.loss_grad_embeddings(Fs)
+        curve.append(loss)
+        _print_row(verbose, it, loss, eta, t0)
+        step = 2.0 * eta
+        if decrease <= tol * max(abs(loss), 1e-12):
+            converged = True
+            break
+    if not converged:
+        warnings.warn(f"{name} did not converge in max_iter={max_iter} iterations "
+                      f"(objective {loss:.6g}); increase max_iter.", ConvergenceWarning,
+                      stacklevel=3)
+    if not curve:
+        curve.append(loss)
+    return Ws, curve, len(curve) if curve else it
+
+
+def initial_weights(Phi: np.ndarray, k: int, init: str, rng: np.random.RandomState,
+                    is_kernel: bool) -> np.ndarray:
+    """Starting weights ``W₀`` (k × n_features of ``Φ``); the papers leave this open.
+
+    ``"pca"``: for a linear tower the top-k principal axes of the samples (randomized SVD, so
+    no d × d matrix is formed); for a kernel tower the top-k eigenvectors of ``K``, i.e. the
+    embeddings start as uncentred kernel-PCA coordinates. Components beyond the rank of the
+    data are filled with small random rows. ``"random"``: Gaussian entries. Either is rescaled
+    afterwards by :func:`rescale_to_unit_distance`.
+    """
+    n, p = Phi.shape
+    if init == "random":
+        return rng.standard_normal((k, p)) / np.sqrt(p)
+    if is_kernel:
+        W = np.zeros((k, p))
+        r = min(k, n - 1) if n > 1 else 0
+        if r > 0:
+            if n > 600 and r < n // 4:
+                v0 = rng.uniform(-1, 1, n)
+                vals, vecs = scipy.sparse.linalg.eigsh(Phi, k=r, which="LA", v0=v0)
+            else:
+                vals, vecs = scipy.linalg.eigh(Phi, subset_by_index=[n - r, n - 1])
+            W[:r] = vecs[:, ::-1].T
+        W[r:] = rng.standard_normal((k - r, p)) * (1e-3 / np.sqrt(p))
+        return W
+    from sklearn.utils.extmath import randomized_svd
+
+    W = np.zeros((k, p))
+    r = min(k, n - 1, p)
+    if r > 0:
+        centered = Phi - Phi.mean(axis=0)
+        _, _, Vt = randomized_svd(centered, r, random_state=rng)
+        W[:r] = Vt
+    W[r:] = rng.standard_normal((k - r, p)) * (1e-3 / np.sqrt(p))
+    return W
+
+
+def rescale_to_unit_distance(problem: TowerProblem, Ws):
+    """Scale all weights by one factor so that the mean training ``D²`` is 1 (the threshold)."""
+    FX, FY = problem.embed(Ws)
+    mean = float(np.mean(problem.objective.distances(FX, FY)))
+    if not np.isfinite(mean) or mean <= 0:
+        return Ws
+    return [W / np.sqrt(mean) for W in Ws]
+
+
+SOLVERS = ("auto", "lbfgs", "gd")
+INITS = ("pca", "random")
+
+
+#: below this many multiply-adds per embedding pass, BLAS runs single-threaded: for small
+#: products OpenBLAS's thread start-up and spinning cost more than they save (measured 10×
+#: slower on a busy 2-core machine for a 900 × 64 × 32 product).
+SMALL_PROBLEM_FLOPS = 5e7
+
+
+def solve(problem: TowerProblem, W0s, *, solver: str, is_kernel: bool, max_iter: int,
+          tol: float, verbose: int, name: str):
+    """Run the chosen solver. ``"auto"``: L-BFGS for linear towers, preconditioned GD for
+    kernel towers (the papers' algorithm, whose point is the K⁻¹ preconditioner)."""
+    if solver == "auto":
+        solver = "gd" if is_kernel else "lbfgs"
+    flops = sum(t.Phi.size * W.shape[0] for t, W in zip(problem.towers, W0s, strict=True))
+    limits = 1 if flops < SMALL_PROBLEM_FLOPS else None
+    with threadpool_limits(limits=limits, user_api="blas"):
+        if solver == "lbfgs":
+            return minimize_lbfgs(problem, W0s, max_iter=max_iter, tol=tol, verbose=verbose,
+                                  name=name)
+        return minimize_gd(problem, W0s, max_iter=max_iter, tol=tol, verbose=verbose,
+                           name=name)
