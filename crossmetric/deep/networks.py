@@ -1,0 +1,216 @@
+"""The deep architecture of §4.1 (Figure 3), scaled to the input size.
+
+* **Domain-specific sub-networks** g₁, g₂ (one per modality): a convolution with 3 filters of
+  5 × 5, stride 2, ReLU, and a 3 × 3 max-pooling with stride 3.
+* **Shared sub-network** f (the same weights for both modalities): a convolution with 32
+  filters of 5 × 5, stride 1, ReLU, 3 × 3 max-pooling with stride 3, then two fully connected
+  layers of 400 units (ReLU between them); the output is L2-normalised.
+* **Similarity sub-network**: one structured fully connected layer per modality (no bias) whose
+  ``2r + 1`` outputs are the similarity components ``[L_A f₁(x), L_Cx f₁(x), dᵀf₁(x)]`` and
+  ``[L_B f₂(y), L_Cy f₂(y), eᵀf₂(y)]`` (eq. 10), r = 400 = the dimension of f(·).
+
+Scaling with ``input_shape``: the paper's geometry (stride-2 first convolution, no padding,
+3 × 3 / stride-3 pooling) needs images of at least about 48 pixels a side (its inputs are
+230 × 80 and larger). For smaller images (``min(h, w) < 48``) both convolutions keep the size
+(stride 1, padding 2) and both poolings are 2 × 2 with stride 2, so that a 16 × 16 image gives
+a 32 × 4 × 4 map before the fully connected layers. ``hidden_units`` replaces the 400 units.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+__all__ = ["PAPER_MIN_SIDE", "conv_geometry", "DomainNet", "SharedNet", "SimilarityHead",
+           "GSMNet"]
+
+#: smallest image side for which the paper's strides and pooling are used
+PAPER_MIN_SIDE = 48
+_NO_F = ("linear", "joint_bayesian")
+
+
+def conv_geometry(input_shape: tuple[int, int]) -> dict:
+    """Kernel, stride, padding and pooling of the two convolutions for an image size."""
+    h, w = input_shape
+    if min(h, w) >= PAPER_MIN_SIDE:
+        return dict(stride1=2, pad=0, pool=3, name="paper")
+    return dict(stride1=1, pad=2, pool=2, name="small")
+
+
+class DomainNet(nn.Module):
+    """g_i: conv 3 @ 5 × 5 + ReLU + max-pool (§4.1, domain-specific sub-network)."""
+
+    def __init__(self, geometry: dict, in_channels: int = 1, channels: int = 3):
+        super().__init__()
+        self.conv = nn.Conv2d(in_channels, channels, 5, stride=geometry["stride1"],
+                              padding=geometry["pad"])
+        self.pool = nn.MaxPool2d(geometry["pool"], stride=geometry["pool"])
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.pool(torch.relu(self.conv(x)))
+
+
+class SharedNet(nn.Module):
+    """f: conv 32 @ 5 × 5 + ReLU + max-pool, fc 400, ReLU, fc 400, L2 normalisation."""
+
+    def __init__(self, geometry: dict, in_shape: tuple[int, int, int], hidden_units: int,
+                 channels: int = 32):
+        super().__init__()
+        self.conv = nn.Conv2d(in_shape[0], channels, 5, stride=1, padding=geometry["pad"])
+        self.pool = nn.MaxPool2d(geometry["pool"], stride=geometry["pool"])
+        with torch.no_grad():
+            n_flat = self.pool(self.conv(torch.zeros(1, *in_shape))).numel()
+        self.fc1 = nn.Linear(n_flat, hidden_units)
+        self.fc2 = nn.Linear(hidden_units, hidden_units)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.pool(torch.relu(self.conv(x))).flatten(1)
+        h = self.fc2(torch.relu(self.fc1(h)))
+        return nn.functional.normalize(h, dim=1)
+
+
+class SimilarityHead(nn.Module):
+    """The two structured fully connected layers of the similarity sub-network (eq. 10).
+
+    ``structure`` ties or drops parameters exactly as :class:`crossmetric.GSM` does
+    (see :data:`crossmetric.gsm.STRUCTURES`).
+    """
+
+    _PARAMS = {
+        "generalized": ("LA", "LB", "LCx", "LCy", "d", "e"),
+        "linear": ("LA", "LB", "LCx", "LCy"),
+        "ladf": ("LA", "LCx", "LCy", "d"),
+        "joint_bayesian": ("LA", "LCx", "LCy"),
+        "euclidean": ("U", "V", "c"),
+        "inner_product": ("U", "V", "a", "b"),
+    }
+
+    def __init__(self, r: int, structure: str = "generalized", f: float = -1.9,
+                 learn_f: bool = False):
+        super().__init__()
+        if structure not in self._PARAMS:
+            raise ValueError(
+                f"structure must be one of {sorted(self._PARAMS)}, got {structure!r}."
+            )
+        self.r = r
+        self.structure = structure
+        self.params = nn.ParameterDict({
+            k: nn.Parameter(torch.zeros((r, r) if k[0] in "LUV" else (r,)))
+            for k in self._PARAMS[structure]
+        })
+        f_value = torch.tensor(0.0 if structure in _NO_F else float(f))
+        if learn_f and structure not in _NO_F:
+            self.f0 = nn.Parameter(f_value)
+        else:
+            self.register_buffer("f0", f_value)
+
+    def components(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(W_x, W_y, f)``: ``W_x = [L_A; L_Cx; dᵀ]`` (2r+1, r), ``W_y = [L_B; L_Cy; eᵀ]``."""
+        p, s, r = self.params, self.structure, self.r
+        zeros = torch.zeros(r, dtype=self.f0.dtype, device=self.f0.device)
+        f = self.f0
+        if s in ("generalized", "linear"):
+            LA, LB, LCx, LCy = p["LA"], p["LB"], p["LCx"], p["LCy"]
+            d, e = (p["d"], p["e"]) if s == "generalized" else (zeros, zeros)
+        elif s in ("ladf", "joint_bayesian"):
+            LA, LCx, LCy = p["LA"], p["LCx"], p["LCy"]
+            LB = LA
+            d = p["d"] if s == "ladf" else zeros
+            e = d
+        elif s == "euclidean":
+            U, V, c = p["U"], p["V"], p["c"]
+            LA, LB, LCx, LCy = U, V, U, V
+            d, e = U.T @ c, -(V.T @ c)
+            f = f + c @ c
+        else:  # inner_product
+            U, V, a, b = p["U"], p["V"], p["a"], p["b"]
+            LA = LB = torch.zeros(r, r, dtype=U.dtype, device=U.device)
+            LCx, LCy = U, V
+            d, e = -(U.T @ b), -(V.T @ a)
+            f = f - 2.0 * (a @ b)
+        Wx = torch.cat([LA, LCx, d[None, :]], dim=0)
+        Wy = torch.cat([LB, LCy, e[None, :]], dim=0)
+        return Wx, Wy, f
+
+
+class GSMNet(nn.Module):
+    """The whole network of Figure 3: ``x ↦ x̃``, ``y ↦ ỹ`` and the constant f."""
+
+    def __init__(self, input_shape: tuple[int, int], hidden_units: int = 400,
+                 structure: str = "generalized", f: float = -1.9, learn_f: bool = False):
+        super().__init__()
+        geometry = conv_geometry(input_shape)
+        self.input_shape = tuple(input_shape)
+        self.domain_x = DomainNet(geometry)
+        self.domain_y = DomainNet(geometry)
+        try:
+            with torch.no_grad():
+                mid = self.domain_x(torch.zeros(1, 1, *input_shape)).shape[1:]
+            self.shared = SharedNet(geometry, tuple(mid), hidden_units)
+        except RuntimeError as exc:
+            raise ValueError(
+                f"input_shape={tuple(input_shape)} is too small for the architecture (each "
+                f"side needs at least 4 pixels): {exc}"
+            ) from None
+        self.head = SimilarityHead(hidden_units, structure, f, learn_f)
+
+    def features_x(self, x: torch.Tensor) -> torch.Tensor:
+        """f₁(x) = f(g₁(x)), L2-normalised, shape (n, r)."""
+        return self.shared(self.domain_x(x[:, None]))
+
+    def features_y(self, y: torch.Tensor) -> torch.Tensor:
+        """f₂(y) = f(g₂(y)), L2-normalised, shape (n, r)."""
+        return self.shared(self.domain_y(y[:, None]))
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor):
+        """Similarity components ``(x̃, ỹ, f)`` of a batch of images of each domain."""
+        Wx, Wy, f = self.head.components()
+        return self.features_x(x) @ Wx.T, self.features_y(y) @ Wy.T, f
+
+    def embed_x(self, x: torch.Tensor) -> torch.Tensor:
+        Wx, _, _ = self.head.components()
+        return self.features_x(x) @ Wx.T
+
+    def embed_y(self, y: torch.Tensor) -> torch.Tensor:
+        _, Wy, _ = self.head.components()
+        return self.features_y(y) @ Wy.T
+
+    def f_value(self) -> float:
+        return float(self.head.components()[2])
+
+    def feature_parameters(self):
+        """W of eq. (7): the weights of the domain-specific and shared sub-networks."""
+        for mod in (self.domain_x, self.domain_y, self.shared):
+            yield from mod.parameters()
+
+    def similarity_parameters(self):
+        """Φ of eq. (7): the similarity components (and f when it is learnt)."""
+        return self.head.parameters()
+
+    def initialize(self, init: str, generator: torch.Generator) -> None:
+        """Initialise every parameter from ``generator``.
+
+        ``"paper"``: zero-mean Gaussians with standard deviation 0.01 for convolutions and
+        0.001 for fully connected layers, zero biases (§5, experimental setting).
+        ``"default"``: He-uniform weights ``U(±√(6 / fan_in))`` for the feature layers (zero
+        biases) and ``N(0, 1/r)`` for the similarity components, so that activations keep
+        their scale; trains faster from scratch on small CPU budgets.
+        """
+        with torch.no_grad():
+            for m in self.modules():
+                if isinstance(m, (nn.Conv2d, nn.Linear)):
+                    if init == "paper":
+                        std = 0.01 if isinstance(m, nn.Conv2d) else 0.001
+                        m.weight.normal_(0.0, std, generator=generator)
+                    else:
+                        bound = math.sqrt(6.0 / m.weight[0].numel())
+                        m.weight.uniform_(-bound, bound, generator=generator)
+                    m.bias.zero_()
+            std = 0.001 if init == "paper" else 1.0 / math.sqrt(self.head.r)
+            for p in self.head.params.values():
+                if p.ndim == 2:
+                    p.normal_(0.0, std, generator=generator)
+                else:
+                    p.zero_()

@@ -1,0 +1,154 @@
+"""The cross-domain batch generator of §4.2 (NumPy only).
+
+"For each round, we first randomly choose K̂ instance categories. For each category, a number of
+Ô₁ images [of the] first domain and a number of Ô₂ from [the] second domain are randomly
+selected. For each selected image in [the] first domain, we randomly take samples from the
+second domain and the proportions of positive and negative samples are equal."
+
+:meth:`CrossDomainBatchSampler.sample` returns the K̂·Ô₁ + K̂·Ô₂ images of one round together
+with the labels of all their K̂Ô₁ × K̂Ô₂ pairs and pair weights that give positives and negatives
+equal total weight (the sample-based batch of eq. 14-18). :meth:`~CrossDomainBatchSampler.
+sample_pairs` draws the same kind of round as an explicit list of pairs, half positive and half
+negative, whose images are fed once per pair (the paper's sample-pair-based batch of §5.5).
+
+Identities come from labels, or from pairs: :func:`identities_from_pairs` takes the connected
+components of the graph whose edges are the positive pairs.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+from scipy import sparse
+from scipy.sparse.csgraph import connected_components
+from sklearn.utils import check_random_state
+
+from crossmetric._checks import check_positive_int
+
+__all__ = ["CrossDomainBatchSampler", "SampleBatch", "PairBatch", "identities_from_pairs"]
+
+
+class SampleBatch(NamedTuple):
+    """One sample-based batch: images ``ix`` of X and ``iy`` of Y, and all their pairs."""
+
+    ix: np.ndarray  #: (n_x,) rows of the first domain
+    iy: np.ndarray  #: (n_y,) rows of the second domain
+    same: np.ndarray  #: (n_x, n_y) bool, True where the two images share an identity
+    weight: np.ndarray  #: (n_x, n_y) pair weights; positives and negatives each sum to 1/2
+
+
+class PairBatch(NamedTuple):
+    """One pair-based batch: pair ``p`` joins row ``ix[p]`` of X and ``iy[p]`` of Y."""
+
+    ix: np.ndarray
+    iy: np.ndarray
+    same: np.ndarray  #: (n_pairs,) bool
+    weight: np.ndarray  #: (n_pairs,) positives and negatives each sum to 1/2
+
+
+def balanced_weights(same: np.ndarray) -> np.ndarray:
+    """Weights ``1 / (2 n_pos)`` on positives and ``1 / (2 n_neg)`` on negatives."""
+    n_pos = int(np.count_nonzero(same))
+    n_neg = same.size - n_pos
+    w = np.zeros(same.shape)
+    if n_pos:
+        w[same] = 0.5 / n_pos
+    if n_neg:
+        w[~same] = 0.5 / n_neg
+    return w
+
+
+def identities_from_pairs(n_x: int, n_y: int, ix: np.ndarray, iy: np.ndarray,
+                          y: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
+    """Identity of every row of X and Y: connected components of the positive pairs.
+
+    Rows of X and of Y are the nodes of one bipartite graph; each pair labelled +1 is an edge.
+    Two images are of the same identity when a chain of positive pairs joins them.
+
+    Returns
+    -------
+    ids_x : ndarray of shape (n_x,)
+    ids_y : ndarray of shape (n_y,)
+    n_conflicts : int
+        Pairs labelled −1 whose two images nevertheless fall in one component.
+    """
+    pos = y == 1
+    graph = sparse.coo_matrix(
+        (np.ones(int(pos.sum())), (ix[pos], n_x + iy[pos])), shape=(n_x + n_y, n_x + n_y)
+    )
+    _, comp = connected_components(graph, directed=False)
+    ids_x, ids_y = comp[:n_x], comp[n_x:]
+    neg = ~pos
+    n_conflicts = int(np.sum(ids_x[ix[neg]] == ids_y[iy[neg]]))
+    return ids_x.astype(np.int64), ids_y.astype(np.int64), n_conflicts
+
+
+class CrossDomainBatchSampler:
+    """Draw rounds of K̂ identities with Ô₁ first-domain and Ô₂ second-domain images each.
+
+    Parameters
+    ----------
+    ids_x, ids_y : array-like of shape (n_x,), (n_y,)
+        Identity of each image of the two domains. Only identities with at least one image in
+        each domain are drawn.
+    n_identities : int
+        K̂, identities per round (at most the number of usable identities; at least 2).
+    n_images_x, n_images_y : int
+        Ô₁ and Ô₂, images per identity and domain. Drawn without replacement when the identity
+        has enough images, with replacement otherwise.
+    random_state : int, RandomState instance or None
+    """
+
+    def __init__(self, ids_x, ids_y, n_identities: int, n_images_x: int = 1,
+                 n_images_y: int = 1, random_state=None):
+        ids_x, ids_y = np.asarray(ids_x), np.asarray(ids_y)
+        self.n_identities = check_positive_int(n_identities, "n_identities", minimum=2)
+        self.n_images_x = check_positive_int(n_images_x, "n_images_x")
+        self.n_images_y = check_positive_int(n_images_y, "n_images_y")
+        usable = np.intersect1d(ids_x, ids_y)
+        if usable.size < 2:
+            raise ValueError(
+                "the cross-domain batch generator needs at least 2 identities with images in "
+                f"both domains (positive pairs), found {usable.size}."
+            )
+        self.identities = usable
+        self.n_identities = min(self.n_identities, usable.size)
+        self._rows_x = {c: np.flatnonzero(ids_x == c) for c in usable}
+        self._rows_y = {c: np.flatnonzero(ids_y == c) for c in usable}
+        self.ids_x, self.ids_y = ids_x, ids_y
+        self.rng = check_random_state(random_state)
+
+    def _draw(self, rows: np.ndarray, k: int) -> np.ndarray:
+        return self.rng.choice(rows, k, replace=rows.size < k)
+
+    def _identities(self) -> np.ndarray:
+        return self.rng.choice(self.identities, self.n_identities, replace=False)
+
+    def sample(self) -> SampleBatch:
+        """One round as a sample-based batch: all K̂Ô₁ × K̂Ô₂ pairs of its images."""
+        chosen = self._identities()
+        ix = np.concatenate([self._draw(self._rows_x[c], self.n_images_x) for c in chosen])
+        iy = np.concatenate([self._draw(self._rows_y[c], self.n_images_y) for c in chosen])
+        same = self.ids_x[ix][:, None] == self.ids_y[iy][None, :]
+        return SampleBatch(ix, iy, same, balanced_weights(same))
+
+    def sample_pairs(self, n_pairs: int) -> PairBatch:
+        """One round as ``n_pairs`` explicit pairs, half positive and half negative.
+
+        Positives join a random first-domain and a random second-domain image of one chosen
+        identity; negatives join images of two different chosen identities.
+        """
+        n_pairs = check_positive_int(n_pairs, "n_pairs", minimum=2)
+        chosen = self._identities()
+        n_pos = n_pairs // 2
+        n_neg = n_pairs - n_pos
+        a = self.rng.choice(chosen, n_pos)
+        b1 = self.rng.randint(0, chosen.size, n_neg)
+        b2 = (b1 + self.rng.randint(1, chosen.size, n_neg)) % chosen.size
+        cx = np.r_[a, chosen[b1]]
+        cy = np.r_[a, chosen[b2]]
+        ix = np.array([self._draw(self._rows_x[c], 1)[0] for c in cx], dtype=np.int64)
+        iy = np.array([self._draw(self._rows_y[c], 1)[0] for c in cy], dtype=np.int64)
+        same = self.ids_x[ix] == self.ids_y[iy]
+        return PairBatch(ix, iy, same, balanced_weights(same))
