@@ -232,6 +232,11 @@ def prox_logdet(X: np.ndarray, lam: float, *, return_eig: bool = False):
     return Y
 
 
+def _spectral_scale(Xc: np.ndarray) -> float:
+    """``√λ_max`` of the (biased) covariance of the centred rows ``Xc`` (0 for constant data)."""
+    return float(np.linalg.norm(Xc, 2) / np.sqrt(Xc.shape[0]))
+
+
 def _batch_size(value, n_total: int, name: str) -> int:
     """A batch size given as a count (int >= 1) or a ratio (float in (0, 1])."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
@@ -255,7 +260,7 @@ class _AUCMetricLearner:
     _cross: bool = True
 
     def __init__(self, n_components=None, *, fpr_range=(0.0, 1.0), gamma: float = 1.0,
-                 mu: float = 1e-2, batch_size_pos=1.0, batch_size_neg=1.0,
+                 mu: float = 1e-3, batch_size_pos=1.0, batch_size_neg=1.0,
                  eta0: float = 0.05, rho: float = 1.01, tau: float = 0.5,
                  max_iter: int = 300, tol: float = 1e-3, n_iter_no_change: int = 10,
                  init: str = "pca", standardize: bool = True, random_state=None,
@@ -303,8 +308,8 @@ class _AUCMetricLearner:
             Yu = Y[np.unique(data.iy)]
             if self.standardize:
                 self.mean_x_, self.mean_y_ = Xu.mean(axis=0), Yu.mean(axis=0)
-                sx = np.sqrt(np.mean((Xu - self.mean_x_) ** 2))
-                sy = np.sqrt(np.mean((Yu - self.mean_y_) ** 2))
+                sx = _spectral_scale(Xu - self.mean_x_)
+                sy = _spectral_scale(Yu - self.mean_y_)
                 self.scale_x_ = sx if sx > 0 else 1.0
                 self.scale_y_ = sy if sy > 0 else 1.0
             else:
@@ -317,7 +322,7 @@ class _AUCMetricLearner:
         if self.standardize:
             Z, i, j = data.stacked()
             Zu = Z[np.unique(np.r_[i, j])]
-            s = np.sqrt(np.mean((Zu - Zu.mean(axis=0)) ** 2))
+            s = _spectral_scale(Zu - Zu.mean(axis=0))
             self.scale_ = s if s > 0 else 1.0
         else:
             self.scale_ = 1.0
@@ -395,7 +400,7 @@ class _AUCMetricLearner:
             # step 3: sample Ŝᵗ, D̂ᵗ and the pAUC window on D̂ᵗ
             bp = pos if n_s == pos.size else rng.choice(pos, n_s, replace=False)
             bn = neg if n_d == neg.size else rng.choice(neg, n_d, replace=False)
-            W = U * np.sqrt(w)
+            W = U * np.sqrt(w)                        # M_t = W Wᵀ
             d_both = self._embed_batch(W, Xs, Ys, np.r_[ix_all[bp], ix_all[bn]],
                                        np.r_[iy_all[bp], iy_all[bn]])
             d_pos, d_neg_all = d_both[:bp.size], d_both[bp.size:]
@@ -416,7 +421,8 @@ class _AUCMetricLearner:
             v, U = _sym_eigh(M - eta * (P_A + G_fixed))
             t_eig += time.perf_counter() - t0
             w = phi_plus(v, eta * mu)
-            M = (U * w) @ U.T
+            Wn = U * np.sqrt(w)
+            M = Wn @ Wn.T                                 # symmetric rank-k update (syrk)
             if self.verbose:
                 print(f"[{type(self).__name__}] {it:>5} {obj:>12.6g} {eta:>8.4g} "
                       f"{d_neg.size:>7} {int(rows.sum()):>8} "
@@ -472,10 +478,10 @@ class CMLAUC(CrossModalMixin, _AUCMetricLearner, BaseEstimator):
     gamma : float >= 0, default=1.0
         ``γ``, weight of the mean must-link distance (eq. 6). The paper tunes it in
         [0.1, 5].
-    mu : float > 0, default=1e-2
+    mu : float > 0, default=1e-3
         ``μ``, weight of the LogDet regulariser ``tr(M) − log det M`` (eq. 6). The paper tunes
-        it in [1e-7, 1e-3] on its own feature scaling; with ``standardize=True`` (unit mean
-        feature variance) 1e-2 was best on mfeat fac ↔ pix (``benchmarks/bench_cmlauc.py``).
+        it in [1e-7, 1e-3]; of {1e-2, 1e-3, 1e-4}, 1e-3 was best on mfeat fac ↔ pix
+        (``benchmarks/bench_cmlauc.py``).
     batch_size_pos, batch_size_neg : int or float, default=1.0
         Must-link / cannot-link pairs sampled per iteration: an ``int`` is a count, a
         ``float`` in (0, 1] the sampling ratio ``s₁`` / ``s₂`` of Algorithm 1 (the paper uses
@@ -493,10 +499,12 @@ class CMLAUC(CrossModalMixin, _AUCMetricLearner, BaseEstimator):
         ``M₀``: the paper's PCA initialisation ``[W_x0; W_y0][W_x0; W_y0]ᵀ`` with ``W_x0``,
         ``W_y0`` the top ``min(d_x, d_y)`` principal directions of each modality, or ``I``.
     standardize : bool, default=True
-        Centre each modality and divide it by the root-mean-square norm of its centred
-        training samples before learning. The hinge margin of eq. (5) is 1, so the method is
-        scale dependent; this puts typical distances at O(1) whatever the input units.
-        (Our choice; the paper feeds PCA-reduced features.)
+        Centre each modality and divide it by ``√λ_max`` of its covariance (over the training
+        samples the pairs use) before learning, so the largest variance of each modality is 1.
+        The hinge margin of eq. (5) is 1 and the step ``η P_A`` scales with the data, so the
+        method is scale dependent; this makes ``η₀, τ, μ`` mean the same whatever the input
+        units. (Our choice: the paper feeds PCA-reduced SIFT features and leaves scaling
+        open. Unit feature variance or unit mean squared norm tested worse on mfeat.)
     random_state : int, RandomState instance or None
         Seeds the mini-batch sampling.
     verbose : int, default=0
@@ -566,8 +574,8 @@ max_iter, tol, n_iter_no_change, random_state, verbose
     init : {"pca", "identity"}, default="pca"
         Both give ``M₀ = I`` here (PCA with all directions kept is a rotation).
     standardize : bool, default=True
-        Divide all samples by one global scale (the root-mean-square norm of the centred
-        training samples); shifts do not change ``x − y``.
+        Divide all samples by one global scale (``√λ_max`` of the covariance of the training
+        samples, as in :class:`CMLAUC`); shifts do not change ``x − y``.
     preprocessor : array-like or tuple (X, Y), optional
 
     Attributes

@@ -520,3 +520,17 @@ def test_clone_and_params():
     c = clone(m)
     assert c.get_params()["fpr_range"] == (0.0, 0.1) and c.n_components == 5
     assert "fpr_range" in MahaAUC().get_params()
+
+
+def test_standardize_is_centring_and_spectral_scaling():
+    X, Y, lab = cross_modal_data(seed=19)
+    pairs, y = make_pairs(lab, lab, n_negatives=1, max_positives=80, random_state=0)
+    Xu, Yu = X[np.unique(pairs[:, 0])], Y[np.unique(pairs[:, 1])]
+    Xs = (X - Xu.mean(0)) / np.sqrt(np.linalg.eigvalsh(np.cov(Xu.T, bias=True)).max())
+    Ys = (Y - Yu.mean(0)) / np.sqrt(np.linalg.eigvalsh(np.cov(Yu.T, bias=True)).max())
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        a = CMLAUC(max_iter=5, preprocessor=(X, Y)).fit(pairs, y)
+        b = CMLAUC(max_iter=5, standardize=False, preprocessor=(Xs, Ys)).fit(pairs, y)
+    np.testing.assert_allclose(a.M_, b.M_, atol=1e-9)
+    np.testing.assert_allclose(a.pair_distance(pairs), b.pair_distance(pairs), rtol=1e-8)
