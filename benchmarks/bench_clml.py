@@ -1,5 +1,6 @@
 """CLML vs global LDML vs PCCA vs Euclidean: retrieval mAP and 1-call@{1,5,10}, and the speed-up
-of the faiss indexes (CLML mixture = multiple-assignment ``gmm``, k-means ``ivf``) over exact search.
+of the faiss indexes (CLML mixture = multiple-assignment ``gmm``, k-means ``ivf``) over exact
+search.
 
 Protocol (the clml paper's retrieval evaluation, on small data sets): a stratified half of the
 samples trains (index pairs from ``make_pairs``: every positive up to ``--max-positives`` and
@@ -37,7 +38,6 @@ from sklearn.preprocessing import StandardScaler
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-from crossmetric.baselines import Euclidean  # noqa: E402
 from crossmetric.clml import CLML, CLMLCV  # noqa: E402
 from crossmetric.ldml import LDML  # noqa: E402
 from crossmetric.metrics import mean_average_precision, one_call_at_n  # noqa: E402
@@ -164,7 +164,8 @@ def index_speedup(model, Q, DB, lq, ldb) -> dict:
     configs = [("gmm", dict(w=w, nprobe=p)) for w in (1, 2, 3) for p in (1, 2, 3, 4)
                if w <= k and p <= k]
     nlist = max(2, k)
-    configs += [("ivf", dict(nlist=nlist, nprobe=p)) for p in sorted({1, 2, 3, 4, nlist // 2})]
+    probes = sorted(p for p in {1, 2, 3, 4, 6, nlist // 4, nlist // 2} if 1 <= p <= nlist)
+    configs += [("ivf", dict(nlist=nlist, nprobe=p)) for p in probes]
     print(f"  index on CLML k={k} (exact mAP {base:.2f}, database {n}):")
     for kind, kw in configs:
         index = Index(model, kind, random_state=0, **kw).add(DB)

@@ -101,7 +101,7 @@ class Index:
     -----
     Distances are squared Euclidean distances in the embedding, computed by faiss in float32:
     for an exact ``flat`` index they equal the model's ``cross_distance`` up to float32 rounding.
-    ``ivf``, ``ivf`` + ``ivfpq`` train on the first :meth:`add` (at most ``256 · nlist`` random
+    ``ivf`` and ``ivfpq`` train on the first :meth:`add` (at most ``256 · nlist`` random
     rows); later calls only add. Missing results (fewer than ``k`` vectors in the probed lists)
     have id ``-1`` and distance ``inf``.
 
