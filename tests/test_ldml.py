@@ -8,10 +8,18 @@ from sklearn.base import clone
 from sklearn.datasets import load_digits
 from sklearn.exceptions import ConvergenceWarning, NotFittedError
 from sklearn.model_selection import GridSearchCV
+from threadpoolctl import threadpool_limits
 
 from crossmetric._base import PairData
 from crossmetric.ldml import LDML, _PairObjective, _used_samples, pair_log_likelihood
 from crossmetric.pairs import make_pairs
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    """Small problems: one BLAS / OpenMP thread avoids oversubscription on shared machines."""
+    with threadpool_limits(1):
+        yield
 
 
 @pytest.fixture(scope="module")
@@ -178,3 +186,18 @@ def test_pair_log_likelihood_is_the_data_term(digits):
     slow = np.mean([np.log(p if t == 1 else 1 - p)
                     for p, t in zip(model.pair_probability(pairs), y, strict=True)])
     assert ll == pytest.approx(slow, rel=1e-9)
+
+
+def test_usable_on_cross_modal_data_of_equal_dimension():
+    """Issue 4: single-modal learners run on two modalities with the same number of features."""
+    rng = np.random.RandomState(0)
+    lab = np.repeat(np.arange(10), 6)
+    X = rng.randn(60, 5) + lab[:, None] * 0.5
+    Y = X + 0.1 * rng.randn(60, 5)
+    pairs, y = make_pairs(lab, lab, random_state=0)
+    model = LDML(3, preprocessor=(X, Y), random_state=0).fit(pairs, y)
+    D = model.cross_distance(X[:4], Y)
+    np.testing.assert_allclose(D[:, :3],
+                               ((model.transform(X[:4])[:, None] - model.transform(Y[:3])[None])
+                                ** 2).sum(-1))
+    assert model.score(pairs, y) > 0.7
