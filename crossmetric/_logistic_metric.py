@@ -87,6 +87,7 @@ class PairLogisticObjective:
         cols = np.arange(n)
         self._Sx = sp.csr_matrix((ones, (ix, cols)), shape=(n_x, n))
         self._Sy = sp.csr_matrix((ones, (iy, cols)), shape=(n_y, n))
+        self._S = None  # Sx − Sy, built on first tied use
 
     def distances(self, FX: np.ndarray, FY: np.ndarray) -> np.ndarray:
         E = FX[self.ix] - FY[self.iy]
@@ -96,16 +97,26 @@ class PairLogisticObjective:
         m = self.y * (self.distances(FX, FY) - 1.0)
         return float(np.mean(generalized_logistic(m, self.beta)))
 
-    def loss_grad(self, FX: np.ndarray, FY: np.ndarray):
-        """``(E, ∂E/∂FX, ∂E/∂FY)``."""
+    def _pair_terms(self, FX: np.ndarray, FY: np.ndarray):
+        """Loss and ``W[p] = ∂E/∂FX[ix[p]]`` per pair (= −∂E/∂FY[iy[p]])."""
         E = FX[self.ix] - FY[self.iy]
         D = np.einsum("ij,ij->i", E, E)
         m = self.y * (D - 1.0)
-        n = D.shape[0]
         loss = float(np.mean(generalized_logistic(m, self.beta)))
-        c = (2.0 / n) * self.y * generalized_logistic_grad(m, self.beta)  # ∂E/∂D² · 2
-        W = E * c[:, None]
+        c = (2.0 / D.shape[0]) * self.y * generalized_logistic_grad(m, self.beta)
+        return loss, E * c[:, None]
+
+    def loss_grad(self, FX: np.ndarray, FY: np.ndarray):
+        """``(E, ∂E/∂FX, ∂E/∂FY)``."""
+        loss, W = self._pair_terms(FX, FY)
         return loss, np.asarray(self._Sx @ W), -np.asarray(self._Sy @ W)
+
+    def loss_grad_tied(self, F: np.ndarray):
+        """``(E, ∂E/∂F)`` when both sides are rows of one embedding ``F`` (PCCA)."""
+        if self._S is None:
+            self._S = (self._Sx - self._Sy).tocsr()
+        loss, W = self._pair_terms(F, F)
+        return loss, np.asarray(self._S @ W)
 
 
 class TowerProblem:
@@ -124,8 +135,11 @@ class TowerProblem:
 
     def loss_grad_embeddings(self, Fs):
         """Loss and ∂E/∂F per tower (tied: the two sides' gradients are summed)."""
-        loss, GX, GY = self.objective.loss_grad(Fs[0], Fs[-1])
-        return loss, ([GX + GY] if self.tied else [GX, GY])
+        if self.tied:
+            loss, G = self.objective.loss_grad_tied(Fs[0])
+            return loss, [G]
+        loss, GX, GY = self.objective.loss_grad(Fs[0], Fs[1])
+        return loss, [GX, GY]
 
     def embeddings_list(self, FX, FY):
         return [FX] if self.tied else [FX, FY]
@@ -207,7 +221,6 @@ def minimize_gd(problem: TowerProblem, W0s, *, max_iter: int, tol: float, verbos
     t0 = time.perf_counter()
     _print_header(verbose, name)
     converged = False
-    it = 0
     for it in range(1, max_iter + 1):
         dirs = [t.direction(G) for t, G in zip(problem.towers, Gs, strict=True)]
         dFs = [t.embed(d) for t, d in zip(problem.towers, dirs, strict=True)]
@@ -244,7 +257,7 @@ def minimize_gd(problem: TowerProblem, W0s, *, max_iter: int, tol: float, verbos
                       stacklevel=3)
     if not curve:
         curve.append(loss)
-    return Ws, curve, len(curve) if curve else it
+    return Ws, curve, len(curve)
 
 
 def initial_weights(Phi: np.ndarray, k: int, init: str, rng: np.random.RandomState,
