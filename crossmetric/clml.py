@@ -194,6 +194,8 @@ class CLML(SingleModalMixin, BaseEstimator):
         ``b_s``.
     bias_ : float
         LDML's ``b``: pairs with ``‖z_i − z_j‖² < b`` are more likely *same*.
+    ldml_init_ : LDML
+        The global metric the local ones started from (``init="ldml"`` only).
     n_iter_ : int
     loss_curve_ : list of float
     threshold_ : float
@@ -280,7 +282,7 @@ class CLML(SingleModalMixin, BaseEstimator):
                                  self.max_assignments)
 
         # (3) the coordinated local metrics
-        Ls0, bs0, b0 = self._initial_parameters(k, p, Xu, i, j, data, y)
+        Ls0, bs0, b0 = self._initial_parameters(k, p, Xu, q, i, j, data, y)
         objective = _PairObjective(i, j, y, n)
         theta = _minimize_lbfgs(
             self, lambda t: self._loss_grad(t, Xu, q, objective, k, p),
@@ -288,7 +290,7 @@ class CLML(SingleModalMixin, BaseEstimator):
         )
         self.local_components_, self.local_offsets_, self.bias_ = self._unpack(theta, k, p, d)
 
-    def _initial_parameters(self, k, p, Xu, i, j, data, y):
+    def _initial_parameters(self, k, p, Xu, q, i, j, data, y):
         d = Xu.shape[1]
         init = self.init
         if isinstance(init, str) and init == "ldml":
@@ -304,7 +306,7 @@ class CLML(SingleModalMixin, BaseEstimator):
                     f"init must have shape (n_clusters, n_components, n_features) = "
                     f"{(k, p, d)}, got {Ls.shape}."
                 )
-            Z0 = _local_embed(Xu, np.ones((Xu.shape[0], k)) / k, Ls, np.zeros((k, p)))
+            Z0 = _local_embed(Xu, q, Ls, np.zeros((k, p)))
             diff = Z0[i] - Z0[j]
             return Ls, np.zeros((k, p)), float(np.median(np.einsum("ij,ij->i", diff, diff)))
         else:

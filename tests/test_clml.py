@@ -231,3 +231,21 @@ def test_clmlcv_chooses_k_from_grid(digits):
         auc = CLMLCV((1, 2), 4, scoring="roc_auc", cv=2, preprocessor=X, random_state=0,
                      max_iter=20).fit(pairs, y)
     assert auc.cv_results_["mean_test_score"].max() <= 1.0
+
+
+def test_per_cluster_array_init():
+    X, pairs, y = _small(seed=8)
+    k, p = 3, 2
+    Xu, i, j = _used_samples(PairData(X, X, pairs[:, 0], pairs[:, 1]))
+    rng = np.random.RandomState(0)
+    q = sparsify_assignments(rng.dirichlet(np.ones(k), size=Xu.shape[0]), 0.05, 2)
+    init = rng.randn(k, p, X.shape[1])
+    model = CLML(k, p, init=init)
+    Ls, bs, b0 = model._initial_parameters(k, p, Xu, q, i, j, None, y)
+    np.testing.assert_array_equal(Ls, init)
+    np.testing.assert_array_equal(bs, 0.0)
+    Z0 = np.stack([sum(q[r, s] * init[s] @ Xu[r] for s in range(k)) for r in range(len(Xu))])
+    assert b0 == pytest.approx(np.median(((Z0[i] - Z0[j]) ** 2).sum(1)))
+    # a global (n_components, n_features) array is copied to every cluster
+    Ls, _, _ = CLML(k, p, init=init[0])._initial_parameters(k, p, Xu, q, i, j, None, y)
+    np.testing.assert_array_equal(Ls, np.repeat(init[:1], k, axis=0))
