@@ -76,7 +76,7 @@ class CMML(CrossModalMixin, BaseEstimator):
         tower on its own modality's principal axes (or kernel-PCA coordinates), which are not
         aligned across modalities; ``"random"`` (Gaussian) is the neutral default.
     max_iter : int, default=1000
-    tol : float, default=1e-6
+    tol : float, default=1e-5
     random_state : int, RandomState instance or None
     verbose : int, default=0
     preprocessor : tuple (X, Y) or array-like, optional
@@ -107,7 +107,7 @@ class CMML(CrossModalMixin, BaseEstimator):
 
     def __init__(self, n_components: int = 30, *, beta: float = 3.0, kernel="linear",
                  gamma=None, solver: str = "auto", preconditioned: bool = True,
-                 init: str = "random", max_iter: int = 1000, tol: float = 1e-6,
+                 init: str = "random", max_iter: int = 1000, tol: float = 1e-5,
                  random_state=None, verbose: int = 0, preprocessor=None):
         self.n_components = n_components
         self.beta = beta

@@ -69,7 +69,7 @@ class PCCA(LinearSingleModalMixin, BaseEstimator):
         Starting point (PCA axes, or kernel-PCA coordinates), rescaled so that the mean training
         ``D²`` is 1.
     max_iter : int, default=1000
-    tol : float, default=1e-6
+    tol : float, default=1e-5
         Stop when an iteration lowers the objective by less than ``tol`` (relative).
     random_state : int, RandomState instance or None
         Seeds the initialisation.
@@ -112,7 +112,7 @@ class PCCA(LinearSingleModalMixin, BaseEstimator):
 
     def __init__(self, n_components: int = 40, *, beta: float = 3.0, kernel: str = "linear",
                  gamma: float | None = None, solver: str = "auto", preconditioned: bool = True,
-                 init: str = "pca", max_iter: int = 1000, tol: float = 1e-6, random_state=None,
+                 init: str = "pca", max_iter: int = 1000, tol: float = 1e-5, random_state=None,
                  verbose: int = 0, preprocessor=None):
         self.n_components = n_components
         self.beta = beta

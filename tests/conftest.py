@@ -5,10 +5,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 from sklearn.datasets import load_digits
+from threadpoolctl import threadpool_limits
 
 from crossmetric.pairs import make_pairs
 
 MFEAT_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "mfeat"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _single_threaded_blas():
+    """Tests use small matrices: one BLAS thread is faster and immune to a busy machine."""
+    with threadpool_limits(limits=1, user_api="blas"):
+        yield
 
 
 @pytest.fixture(scope="session")
