@@ -37,7 +37,8 @@ from threadpoolctl import threadpool_limits
 
 from crossmetric.losses import generalized_logistic, generalized_logistic_grad
 
-__all__ = ["Tower", "PairLogisticObjective", "TowerProblem", "minimize_lbfgs", "minimize_gd"]
+__all__ = ["Tower", "PairLogisticObjective", "TowerProblem", "lbfgs", "minimize_lbfgs",
+           "minimize_gd"]
 
 
 class Tower:
@@ -93,30 +94,34 @@ class PairLogisticObjective:
         E = FX[self.ix] - FY[self.iy]
         return np.einsum("ij,ij->i", E, E)
 
-    def loss(self, FX: np.ndarray, FY: np.ndarray) -> float:
-        m = self.y * (self.distances(FX, FY) - 1.0)
-        return float(np.mean(generalized_logistic(m, self.beta)))
-
-    def _pair_terms(self, FX: np.ndarray, FY: np.ndarray):
-        """Loss and ``W[p] = ∂E/∂FX[ix[p]]`` per pair (= −∂E/∂FY[iy[p]])."""
+    def _pair_terms(self, FX: np.ndarray, FY: np.ndarray, threshold: float = 1.0):
+        """Loss, ``W[p] = ∂E/∂FX[ix[p]]`` (= −∂E/∂FY[iy[p]]) and ``c[p] = ∂E/∂D²_p``."""
         E = FX[self.ix] - FY[self.iy]
         D = np.einsum("ij,ij->i", E, E)
-        m = self.y * (D - 1.0)
+        m = self.y * (D - threshold)
         loss = float(np.mean(generalized_logistic(m, self.beta)))
-        c = (2.0 / D.shape[0]) * self.y * generalized_logistic_grad(m, self.beta)
-        return loss, E * c[:, None]
+        c = self.y * generalized_logistic_grad(m, self.beta) / D.shape[0]
+        return loss, E * (2.0 * c)[:, None], c
+
+    def loss(self, FX: np.ndarray, FY: np.ndarray, threshold: float = 1.0) -> float:
+        m = self.y * (self.distances(FX, FY) - threshold)
+        return float(np.mean(generalized_logistic(m, self.beta)))
 
     def loss_grad(self, FX: np.ndarray, FY: np.ndarray):
-        """``(E, ∂E/∂FX, ∂E/∂FY)``."""
-        loss, W = self._pair_terms(FX, FY)
+        """``(E, ∂E/∂FX, ∂E/∂FY)`` at the papers' threshold 1."""
+        loss, W, _ = self._pair_terms(FX, FY)
         return loss, np.asarray(self._Sx @ W), -np.asarray(self._Sy @ W)
 
-    def loss_grad_tied(self, F: np.ndarray):
-        """``(E, ∂E/∂F)`` when both sides are rows of one embedding ``F`` (PCCA)."""
+    def loss_grad_tied(self, F: np.ndarray, threshold: float = 1.0):
+        """``(E, ∂E/∂F, ∂E/∂threshold)`` when both sides are rows of one embedding ``F``.
+
+        With ``beta=1`` and a learned ``threshold`` b this is LDML's log-loss
+        ``ln(1 + exp(y (D − b)))`` (clml eq. 5), used by :mod:`crossmetric.ldml` and CLML.
+        """
         if self._S is None:
             self._S = (self._Sx - self._Sy).tocsr()
-        loss, W = self._pair_terms(F, F)
-        return loss, np.asarray(self._S @ W)
+        loss, W, c = self._pair_terms(F, F, threshold)
+        return loss, np.asarray(self._S @ W), float(-c.sum())
 
 
 class TowerProblem:
@@ -136,7 +141,7 @@ class TowerProblem:
     def loss_grad_embeddings(self, Fs):
         """Loss and ∂E/∂F per tower (tied: the two sides' gradients are summed)."""
         if self.tied:
-            loss, G = self.objective.loss_grad_tied(Fs[0])
+            loss, G, _ = self.objective.loss_grad_tied(Fs[0])
             return loss, [G]
         loss, GX, GY = self.objective.loss_grad(Fs[0], Fs[1])
         return loss, [GX, GY]
@@ -162,24 +167,13 @@ def _print_row(verbose: int, it: int, loss: float, step: float, t0: float) -> No
         print(f"{it:>6d} {loss:>14.6e} {step:>10.3g} {time.perf_counter() - t0:>9.3f}")
 
 
-def minimize_lbfgs(problem: TowerProblem, W0s, *, max_iter: int, tol: float,
-                   verbose: int = 0, name: str = "L-BFGS"):
-    """Minimise with scipy's L-BFGS-B on the flattened weights.
+def lbfgs(fun, theta0: np.ndarray, *, max_iter: int, tol: float, verbose: int = 0,
+          name: str = "L-BFGS"):
+    """Minimise ``fun(theta) -> (loss, grad)`` with scipy's L-BFGS-B, as scikit-learn's NCA.
 
-    Returns ``(Ws, loss_curve, n_iter)``; warns ``ConvergenceWarning`` if ``max_iter`` is hit.
+    Stops when the relative decrease of the objective is below ``tol`` (scipy's ``ftol``).
+    Returns ``(theta, loss_curve, n_iter)``; warns ``ConvergenceWarning`` if ``max_iter`` is hit.
     """
-    shapes = [W.shape for W in W0s]
-    sizes = [W.size for W in W0s]
-    splits = np.cumsum(sizes)[:-1]
-
-    def unpack(theta):
-        return [part.reshape(s) for part, s in zip(np.split(theta, splits), shapes,
-                                                       strict=True)]
-
-    def fun(theta):
-        loss, grads = problem.loss_grad(unpack(theta))
-        return loss, np.concatenate([g.ravel() for g in grads])
-
     curve: list[float] = []
     t0 = time.perf_counter()
     _print_header(verbose, name)
@@ -188,7 +182,6 @@ def minimize_lbfgs(problem: TowerProblem, W0s, *, max_iter: int, tol: float,
         curve.append(float(intermediate_result.fun))
         _print_row(verbose, len(curve), curve[-1], float("nan"), t0)
 
-    theta0 = np.concatenate([W.ravel() for W in W0s])
     res = scipy.optimize.minimize(
         fun, theta0, jac=True, method="L-BFGS-B", callback=callback,
         options={"maxiter": max_iter, "ftol": tol, "gtol": 1e-10},
@@ -199,7 +192,26 @@ def minimize_lbfgs(problem: TowerProblem, W0s, *, max_iter: int, tol: float,
                       stacklevel=3)
     if not curve:
         curve.append(float(res.fun))
-    return unpack(res.x), curve, int(res.nit)
+    return res.x, curve, int(res.nit)
+
+
+def minimize_lbfgs(problem: TowerProblem, W0s, *, max_iter: int, tol: float,
+                   verbose: int = 0, name: str = "L-BFGS"):
+    """:func:`lbfgs` on the flattened tower weights. Returns ``(Ws, loss_curve, n_iter)``."""
+    shapes = [W.shape for W in W0s]
+    splits = np.cumsum([W.size for W in W0s])[:-1]
+
+    def unpack(theta):
+        return [part.reshape(s) for part, s in zip(np.split(theta, splits), shapes,
+                                                       strict=True)]
+
+    def fun(theta):
+        loss, grads = problem.loss_grad(unpack(theta))
+        return loss, np.concatenate([g.ravel() for g in grads])
+
+    theta, curve, n_iter = lbfgs(fun, np.concatenate([W.ravel() for W in W0s]),
+                                 max_iter=max_iter, tol=tol, verbose=verbose, name=name)
+    return unpack(theta), curve, n_iter
 
 
 def minimize_gd(problem: TowerProblem, W0s, *, max_iter: int, tol: float, verbose: int = 0,

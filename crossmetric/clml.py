@@ -37,12 +37,12 @@ from crossmetric._checks import (
     check_positive_int,
     check_positive_scalar,
 )
+from crossmetric._logistic_metric import PairLogisticObjective
 from crossmetric.ldml import (
     LDML,
     _check_common,
     _initial_projection,
-    _minimize_lbfgs,
-    _PairObjective,
+    _minimize,
     _used_samples,
     pair_log_likelihood,
 )
@@ -283,8 +283,8 @@ class CLML(SingleModalMixin, BaseEstimator):
 
         # (3) the coordinated local metrics
         Ls0, bs0, b0 = self._initial_parameters(k, p, Xu, q, i, j, data, y)
-        objective = _PairObjective(i, j, y, n)
-        theta = _minimize_lbfgs(
+        objective = PairLogisticObjective(i, j, y, 1.0, n, n)
+        theta = _minimize(
             self, lambda t: self._loss_grad(t, Xu, q, objective, k, p),
             np.r_[Ls0.ravel(), bs0.ravel(), b0],
         )
@@ -320,10 +320,11 @@ class CLML(SingleModalMixin, BaseEstimator):
                 float(theta[-1]))
 
     def _loss_grad(self, theta: np.ndarray, Xu: np.ndarray, q: np.ndarray,
-                   objective: _PairObjective, k: int, p: int) -> tuple[float, np.ndarray]:
+                   objective: PairLogisticObjective, k: int,
+                   p: int) -> tuple[float, np.ndarray]:
         """Objective ``J`` and its gradient at ``theta = [vec(L_1..L_k), vec(b_1..b_k), b]``."""
         Ls, bs, b = self._unpack(theta, k, p, Xu.shape[1])
-        loss, dZ, db = objective(_local_embed(Xu, q, Ls, bs), b)
+        loss, dZ, db = objective.loss_grad_tied(_local_embed(Xu, q, Ls, bs), threshold=b)
         c = self.alpha / k
         loss += 0.5 * c * (float(np.sum(Ls * Ls)) + float(np.sum(bs * bs)))
         gL, gb = _local_backprop(Xu, q, dZ, k)

@@ -9,39 +9,32 @@ log-likelihood of the pair labels, i.e. minimising the log-loss of the clml pape
 
     ℒ(L, b) = Σ_ij ln(1 + exp(−y_ij (b − D_ij))).
 
-This module also holds the pieces that CLML (``crossmetric.clml``) reuses, so that
-``CLML(n_clusters=1)`` runs *the same* objective code as :class:`LDML`:
-
-* :class:`_PairObjective` -- the log-loss over pairs and its gradient with respect to the
-  embedded samples ``Z`` (each sample embedded once, the pair gradients scattered back through a
-  sparse incidence matrix: O(n_pairs · p) per call, no ``(n_pairs, d, d)`` or ``d × d`` arrays);
-* :func:`_initial_projection` -- the shared initialisation;
-* :func:`_minimize_lbfgs` -- scipy's L-BFGS with ``verbose`` table, ``loss_curve_`` and
-  ``ConvergenceWarning``.
+The log-loss is PCCA's generalized logistic objective with β = 1 and a learned threshold b
+(:class:`crossmetric._logistic_metric.PairLogisticObjective`, ``loss_grad_tied``): each sample is
+embedded once and the pair gradients are scattered back through a sparse incidence matrix,
+O(n_pairs · p) per call, no ``(n_pairs, d, d)`` or ``d × d`` arrays. It is minimised with the
+same L-BFGS driver (:func:`crossmetric._logistic_metric.lbfgs`). CLML (``crossmetric.clml``)
+reuses the objective, :func:`_initial_projection` and :func:`_used_samples`, so that
+``CLML(n_clusters=1)`` runs *the same* code as :class:`LDML`.
 """
 
 from __future__ import annotations
 
-import time
-import warnings
-
 import numpy as np
-import scipy.sparse as sp
-from scipy.optimize import minimize
 from scipy.special import expit
 from sklearn.base import BaseEstimator
 from sklearn.decomposition import PCA
-from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 
-from crossmetric._base import LinearSingleModalMixin, PairData
+from crossmetric._base import LinearSingleModalMixin, PairData, squared_euclidean_rows
 from crossmetric._checks import (
     as_float_array,
     check_n_components,
     check_positive_int,
     check_positive_scalar,
 )
-from crossmetric.losses import generalized_logistic, generalized_logistic_grad
+from crossmetric._logistic_metric import PairLogisticObjective, lbfgs
+from crossmetric.losses import generalized_logistic
 
 __all__ = ["LDML", "pair_log_likelihood"]
 
@@ -49,52 +42,6 @@ _INITS = ("auto", "pca", "identity", "random")
 
 
 # ---------------------------------------------------------------------------- shared pieces
-class _PairObjective:
-    """Mean LDML log-loss over pairs of embedded samples, and its gradient.
-
-    For pair ``p = (i, j)`` with label ``y_p`` and distance ``D_p = ‖z_i − z_j‖²`` the loss is
-    ``ln(1 + exp(y_p (D_p − b)))`` (eq. 5 with the sign of the exponent moved inside), i.e. the
-    generalized logistic ℓ_β of ``crossmetric.losses`` with β = 1 (``logaddexp``: no overflow).
-    The objective is the *mean* over pairs (the paper writes the sum; the mean
-    makes the ℓ2 weight independent of the number of pairs).
-
-    Parameters
-    ----------
-    i, j : ndarray of int
-        Rows of ``Z`` joined by each pair.
-    y : ndarray of {+1, -1}
-    n_samples : int
-        Number of rows of ``Z``.
-    """
-
-    def __init__(self, i: np.ndarray, j: np.ndarray, y: np.ndarray, n_samples: int):
-        self.i, self.j = i, j
-        self.y = y.astype(np.float64)
-        n = i.shape[0]
-        cols = np.arange(n)
-        # incidence: column p has +1 at row i_p and -1 at row j_p, so S @ G scatters the
-        # per-pair gradients G (dℓ/dz_i = G_p, dℓ/dz_j = −G_p) back to the samples
-        self.S = sp.csr_matrix(
-            (np.r_[np.ones(n), -np.ones(n)], (np.r_[i, j], np.r_[cols, cols])),
-            shape=(n_samples, n),
-        )
-
-    def distances(self, Z: np.ndarray) -> np.ndarray:
-        diff = Z[self.i] - Z[self.j]
-        return np.einsum("ij,ij->i", diff, diff)
-
-    def __call__(self, Z: np.ndarray, b: float) -> tuple[float, np.ndarray, float]:
-        """Return ``(loss, dloss/dZ, dloss/db)``."""
-        diff = Z[self.i] - Z[self.j]
-        D = np.einsum("ij,ij->i", diff, diff)
-        t = self.y * (D - b)
-        n = t.shape[0]
-        loss = float(generalized_logistic(t, 1.0).sum() / n)  # ℓ_1 = ln(1 + e^t)
-        g = self.y * generalized_logistic_grad(t, 1.0) / n  # dℓ/dD_p = y σ(t)
-        dZ = self.S @ (diff * (2.0 * g)[:, None])
-        return loss, np.asarray(dZ), float(-g.sum())
-
-
 def _used_samples(data: PairData):
     """Distinct samples taking part in the pairs, in lexicographic order, and pair indices.
 
@@ -163,41 +110,15 @@ def _initial_projection(init, n_components: int, Xu: np.ndarray, i: np.ndarray,
 
 
 def _pair_dist(Z, i, j):
-    diff = Z[i] - Z[j]
-    return np.einsum("ij,ij->i", diff, diff)
+    return squared_euclidean_rows(Z[i], Z[j])
 
 
-def _minimize_lbfgs(estimator, fun, theta0: np.ndarray) -> np.ndarray:
-    """Minimise ``fun(theta) -> (loss, grad)`` with L-BFGS-B, as scikit-learn's NCA does.
-
-    Sets ``estimator.n_iter_`` and ``estimator.loss_curve_`` (objective after each iteration),
-    prints a short table when ``estimator.verbose``, and warns with ``ConvergenceWarning`` when
-    ``max_iter`` is reached without meeting ``tol``.
-    """
-    name = type(estimator).__name__
-    curve: list[float] = []
-    t0 = time.perf_counter()
-    if estimator.verbose:
-        print(f"[{name}] {'iter':>6} {'objective':>14} {'time (s)':>10}")
-
-    def callback(intermediate_result):
-        curve.append(float(intermediate_result.fun))
-        if estimator.verbose:
-            print(f"[{name}] {len(curve):>6d} {curve[-1]:>14.6e} "
-                  f"{time.perf_counter() - t0:>10.2f}")
-
-    res = minimize(fun, theta0, jac=True, method="L-BFGS-B", tol=estimator.tol,
-                   callback=callback, options={"maxiter": estimator.max_iter})
-    estimator.n_iter_ = int(res.nit)
-    estimator.loss_curve_ = curve
-    if res.status == 1 or res.nit >= estimator.max_iter:
-        warnings.warn(
-            f"{name} did not converge: max_iter={estimator.max_iter} iterations reached "
-            f"(objective {res.fun:.6g}); raise max_iter or loosen tol.",
-            ConvergenceWarning,
-            stacklevel=3,
-        )
-    return res.x
+def _minimize(estimator, fun, theta0: np.ndarray) -> np.ndarray:
+    """L-BFGS on ``fun``; sets ``n_iter_`` and ``loss_curve_`` on the estimator."""
+    theta, estimator.loss_curve_, estimator.n_iter_ = lbfgs(
+        fun, theta0, max_iter=estimator.max_iter, tol=estimator.tol,
+        verbose=estimator.verbose, name=type(estimator).__name__)
+    return theta
 
 
 def pair_log_likelihood(estimator, pairs, y) -> float:
@@ -308,21 +229,21 @@ class LDML(LinearSingleModalMixin, BaseEstimator):
         d = Xu.shape[1]
         p = d if self.n_components is None else check_n_components(self.n_components, d)
         L0, b0 = _initial_projection(self.init, p, Xu, i, j, self.random_state)
-        objective = _PairObjective(i, j, y, Xu.shape[0])
-        theta = _minimize_lbfgs(self, lambda t: self._loss_grad(t, Xu, objective, p),
-                                np.r_[L0.ravel(), b0])
+        objective = PairLogisticObjective(i, j, y, 1.0, Xu.shape[0], Xu.shape[0])
+        theta = _minimize(self, lambda t: self._loss_grad(t, Xu, objective, p),
+                          np.r_[L0.ravel(), b0])
         self.components_ = theta[:-1].reshape(p, d)
         self.bias_ = float(theta[-1])
 
-    def _loss_grad(self, theta: np.ndarray, Xu: np.ndarray, objective: _PairObjective,
-                   p: int) -> tuple[float, np.ndarray]:
+    def _loss_grad(self, theta: np.ndarray, Xu: np.ndarray,
+                   objective: PairLogisticObjective, p: int) -> tuple[float, np.ndarray]:
         """Objective ``J(L, b)`` and its gradient at ``theta = [vec(L), b]``.
 
         ``∂J/∂L = (∂ℓ/∂Z)ᵀ X + α L`` with ``Z = X Lᵀ`` (chain rule through the embedding);
-        ``∂ℓ/∂Z`` comes from :class:`_PairObjective`.
+        ``∂ℓ/∂Z`` comes from :meth:`PairLogisticObjective.loss_grad_tied`.
         """
         L = theta[:-1].reshape(p, Xu.shape[1])
-        loss, dZ, db = objective(Xu @ L.T, theta[-1])
+        loss, dZ, db = objective.loss_grad_tied(Xu @ L.T, threshold=theta[-1])
         loss += 0.5 * self.alpha * float(np.sum(L * L))
         gL = dZ.T @ Xu + self.alpha * L
         return loss, np.r_[gL.ravel(), db]

@@ -9,6 +9,7 @@ from sklearn.exceptions import ConvergenceWarning, NotFittedError
 from threadpoolctl import threadpool_limits
 
 from crossmetric._base import PairData
+from crossmetric._logistic_metric import PairLogisticObjective
 from crossmetric.clml import (
     CLML,
     CLMLCV,
@@ -16,7 +17,7 @@ from crossmetric.clml import (
     _local_embed,
     sparsify_assignments,
 )
-from crossmetric.ldml import LDML, _PairObjective, _used_samples
+from crossmetric.ldml import LDML, _used_samples
 from crossmetric.pairs import make_pairs
 
 
@@ -102,7 +103,7 @@ def test_local_embed_and_backprop_against_dense():
 def _objective_pieces(X, pairs, y, k, p, seed=0):
     model = CLML(k, p, alpha=0.07, random_state=seed)
     Xu, i, j = _used_samples(PairData(X, X, pairs[:, 0], pairs[:, 1]))
-    obj = _PairObjective(i, j, y, Xu.shape[0])
+    obj = PairLogisticObjective(i, j, y, 1.0, Xu.shape[0], Xu.shape[0])
     rng = np.random.RandomState(seed)
     q = sparsify_assignments(rng.dirichlet(np.ones(k) * 0.5, size=Xu.shape[0]), 0.05, 2)
     return model, Xu, obj, q
