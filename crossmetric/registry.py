@@ -1,0 +1,167 @@
+"""Method names of the command line → learners with benchmark-suitable settings.
+
+``crossmetric benchmark --methods pcca,cmml`` and ``crossmetric fit METHOD`` look names up
+here. Learner classes are imported on first use through ``crossmetric.<ClassName>`` (so the
+registry itself imports no learner module, and ``deepgsm`` pulls in PyTorch only when asked for).
+
+The settings are those of the papers where the papers give them, shortened where a full schedule
+would not fit the default benchmark's budget (five minutes on two CPU cores for all methods):
+``max_iter`` caps of the iterative learners and a time-boxed DeepGSM. They are listed in
+:data:`METHODS` and shown by ``crossmetric benchmark --list``.
+
+A method whose module or class is missing from the installation is reported by
+:func:`method_status` with the reason (``ModuleNotFoundError`` of the learner module itself, or
+a class not defined there); any other import failure -- a broken dependency, a syntax error --
+propagates from :func:`make_estimator` instead of being hidden.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+
+__all__ = ["MethodSpec", "METHODS", "make_estimator", "method_status", "available_methods"]
+
+
+@dataclass(frozen=True)
+class MethodSpec:
+    """One command-line method.
+
+    Attributes
+    ----------
+    name : str
+        Lower-case command-line name.
+    display : str
+        Name in result tables (the papers' spelling).
+    class_name : str
+        Attribute of :mod:`crossmetric` that holds the learner class.
+    params : dict
+        Constructor arguments used by the benchmark (the paper's defaults otherwise).
+    note : str
+        Why the settings are what they are.
+    """
+
+    name: str
+    display: str
+    class_name: str
+    params: dict = field(default_factory=dict)
+    note: str = ""
+
+
+METHODS: dict[str, MethodSpec] = {s.name: s for s in [
+    MethodSpec("euclidean", "Euclidean", "Euclidean", {},
+               "untrained squared Euclidean distance (the floor)"),
+    MethodSpec("pcca", "PCCA", "PCCA", {"n_components": 32, "max_iter": 300},
+               "linear PCCA, beta=3 (paper); 32 dims, at most 300 iterations"),
+    MethodSpec("cmml", "CMML", "CMML", {"n_components": 30, "max_iter": 300},
+               "linear CMML, 30 dims and beta=3 (paper); at most 300 iterations"),
+    MethodSpec("cmlauc", "CML_AUC", "CMLAUC",
+               {"n_components": 32, "batch_size_pos": 256, "batch_size_neg": 256,
+                "max_iter": 60},
+               "full AUC window; mini-batches of 256 must-link x 256 cannot-link pairs "
+               "(Algorithm 1), at most 60 iterations; 32 eigen-directions kept"),
+    MethodSpec("cmlpauc", "CML_pAUC", "CMLAUC",
+               {"n_components": 32, "fpr_range": (0.0, 0.1), "batch_size_pos": 256,
+                "batch_size_neg": 256, "max_iter": 60},
+               "pAUC window [0, 0.1] (paper); mini-batches as cmlauc"),
+    MethodSpec("mahaauc", "Maha_AUC", "MahaAUC",
+               {"n_components": 32, "batch_size_pos": 256, "batch_size_neg": 256,
+                "max_iter": 60},
+               "single-modal AUC metric; mini-batches as cmlauc"),
+    MethodSpec("ldml", "LDML", "LDML", {"n_components": 32, "max_iter": 100},
+               "low-rank LDML, 32 dims; at most 100 L-BFGS iterations"),
+    MethodSpec("clml", "CLML", "CLML", {"n_clusters": 4, "n_components": 32, "max_iter": 100},
+               "4 local metrics of 32 dims (small data); at most 100 iterations"),
+    MethodSpec("gsm", "GSM", "GSM", {"n_components": 32, "max_iter": 15},
+               "generalized similarity on fixed features; 32 dims, 15 epochs"),
+    MethodSpec("deepgsm", "DeepGSM", "DeepGSM",
+               {"hidden_units": 64, "n_identities": 10, "n_images_x": 4, "n_images_y": 4,
+                "max_iter": 400, "max_time": 6.0, "device": "cpu"},
+               "end-to-end GSM on the images; small network (64 units), rounds of 10 "
+               "identities x 4 + 4 images, 400 rounds capped at 6 s: a short CPU schedule, "
+               "far from the paper's"),
+    MethodSpec("cca", "CCA", "CCA", {"n_components": 10, "max_iter": 100, "tol": 1e-4},
+               "CCA common space, 10 components (NIPALS capped at 100 iterations)"),
+    MethodSpec("pls", "PLS", "PLS", {"n_components": 10},
+               "PLS common space, 10 components"),
+    MethodSpec("kcca", "KCCA", "KCCA", {"n_components": 10},
+               "kernel CCA (RBF), 10 components"),
+    MethodSpec("cdfe", "CDFE", "CDFE", {"n_components": 10},
+               "common discriminant feature extraction, 10 components"),
+    MethodSpec("kissme", "KISSME", "KISSME", {},
+               "KISS metric (single-modal)"),
+]}
+
+
+def _spec(name: str) -> MethodSpec:
+    key = str(name).strip().lower()
+    if key not in METHODS:
+        raise ValueError(f"unknown method {name!r}; expected one of {', '.join(METHODS)}.")
+    return METHODS[key]
+
+
+def _learner_class(spec: MethodSpec):
+    import crossmetric
+
+    return getattr(crossmetric, spec.class_name)
+
+
+def method_status(name: str) -> str | None:
+    """``None`` when the method can be built, else why not (module or class missing).
+
+    Raises
+    ------
+    ValueError
+        Unknown method name.
+    ImportError
+        The learner module exists but fails to import (e.g. a missing dependency).
+    """
+    spec = _spec(name)
+    import crossmetric
+
+    module = crossmetric._LAZY.get(spec.class_name)
+    try:
+        _learner_class(spec)
+    except ModuleNotFoundError as exc:
+        if module is not None and exc.name == module:
+            return f"module {module} is not part of this installation"
+        raise
+    except AttributeError:
+        if module is not None:
+            try:
+                importlib.import_module(module)
+            except ModuleNotFoundError as exc:
+                if exc.name == module:
+                    return f"module {module} is not part of this installation"
+                raise
+        return f"class {spec.class_name} is not defined in {module}"
+    return None
+
+
+def available_methods() -> dict[str, str | None]:
+    """``{name: None | reason}`` for every registered method, in registry order."""
+    return {name: method_status(name) for name in METHODS}
+
+
+def make_estimator(name: str, **overrides):
+    """An unfitted learner for a command-line method name, with the benchmark settings.
+
+    Parameters
+    ----------
+    name : str
+        One of :data:`METHODS` (case-insensitive).
+    **overrides
+        Constructor arguments replacing the registry's (e.g. ``random_state=0``).
+
+    Raises
+    ------
+    ValueError
+        Unknown name, or a method not available in this installation.
+    """
+    spec = _spec(name)
+    reason = method_status(spec.name)
+    if reason is not None:
+        raise ValueError(f"method {spec.name!r} is not available: {reason}.")
+    params = dict(spec.params)
+    params.update(overrides)
+    return _learner_class(spec)(**params)
