@@ -308,9 +308,10 @@ class GSM(CrossModalMixin, BaseEstimator):
         Weight μ of the penalty ``μ‖Φ‖²`` of eq. (7) on the similarity parameters (f excluded).
     batch_size : int, default=512
         Pairs per mini-batch.
-    learning_rate : float, default=0.01
+    learning_rate : float, default=1e-3
         Step size of Adam (the paper uses plain gradient steps, eq. 16; Adam is our choice: it
-        is insensitive to the scale of the features).
+        is insensitive to the scale of the features). Larger steps overfit the hinge quickly
+        on identity-level pairs.
     max_iter : int, default=100
         Maximum number of epochs (passes over the training pairs).
     tol : float, default=1e-4
@@ -353,7 +354,7 @@ class GSM(CrossModalMixin, BaseEstimator):
 
     def __init__(self, n_components: int | None = None, *, structure: str = "generalized",
                  f: float = -1.9, learn_f: bool = False, mu: float = 1e-4,
-                 batch_size: int = 512, learning_rate: float = 0.01, max_iter: int = 100,
+                 batch_size: int = 512, learning_rate: float = 1e-3, max_iter: int = 100,
                  tol: float = 1e-4, n_iter_no_change: int = 5, init_scale: float = 1.0,
                  random_state=None, verbose: int = 0, preprocessor=None):
         self.n_components = n_components
