@@ -430,8 +430,12 @@ def _read_csv_matrix(path: str, what: str) -> np.ndarray:
     return arr
 
 
-def load_features(path: str | os.PathLike, *, key: str | None = None) -> np.ndarray:
+def load_features(path: str | os.PathLike, *, key: str | None = None,
+                  allow_images: bool = False) -> np.ndarray:
     """A feature matrix ``(n_samples, n_features)`` from ``.npy``, ``.npz`` or ``.csv``.
+
+    With ``allow_images=True`` a 3-D ``.npy`` / ``.npz`` array ``(n_samples, h, w)`` of images
+    (for :class:`crossmetric.DeepGSM`) is accepted too.
 
     ``.npz``: the array named ``key``, else ``"X"``, else the only array in the file.
     ``.csv``: comma-separated numbers, one optional header line.
@@ -476,9 +480,12 @@ def load_features(path: str | os.PathLike, *, key: str | None = None) -> np.ndar
     arr = np.asarray(arr)
     if arr.dtype.kind not in "biuf":
         raise ValueError(f"feature file {path!r} must hold numbers, got dtype {arr.dtype}.")
-    if arr.ndim != 2 or arr.shape[0] == 0 or arr.shape[1] == 0:
-        raise ValueError(f"feature file {path!r} must hold a non-empty 2-D matrix "
-                         f"(n_samples, n_features), got shape {arr.shape}.")
+    ok_ndim = (2, 3) if allow_images else (2,)
+    if arr.ndim not in ok_ndim or 0 in arr.shape:
+        want = "a 2-D matrix (n_samples, n_features)" + (
+            " or a 3-D stack of images (n_samples, h, w)" if allow_images else "")
+        raise ValueError(f"feature file {path!r} must hold {want}, non-empty; got shape "
+                         f"{arr.shape}.")
     arr = arr.astype(np.float64, copy=False)
     if not np.isfinite(arr).all():
         raise ValueError(f"feature file {path!r} contains NaN or infinity.")

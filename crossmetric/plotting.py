@@ -122,6 +122,9 @@ def plot_cmc(curves, *, title: str = "CMC", path: str | os.PathLike | None = Non
         ranks = np.arange(1, c.size + 1)
         ax.plot(ranks, 100 * c, marker="o", ms=3, lw=1.5, label=name or None)
         n_max = max(n_max, c.size)
+    from matplotlib.ticker import MaxNLocator
+
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlim(1, n_max)
     ax.set_ylim(0, 101)
     ax.set_xlabel("rank")
