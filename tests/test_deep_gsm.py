@@ -6,6 +6,7 @@ import pickle
 import subprocess
 import sys
 import warnings
+from pathlib import Path
 
 import joblib
 import numpy as np
@@ -373,4 +374,5 @@ def test_import_crossmetric_does_not_import_torch():
     code = ("import sys, crossmetric; crossmetric.GSM; "
             "assert 'torch' not in sys.modules, 'torch imported'; "
             "crossmetric.DeepGSM; assert 'torch' in sys.modules")
-    subprocess.run([sys.executable, "-c", code], check=True, cwd=".")
+    root = Path(__file__).resolve().parents[1]
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=root)
