@@ -311,7 +311,7 @@ def test_array_pairs_form_and_clone(photo_sketch):
     images_x, images_y = photo_sketch
     pairs, y = instance_pairs(40)
     Xp, Yp = images_x[pairs[:, 0]], images_y[pairs[:, 1]]
-    model = DeepGSM(**SMALL).fit((Xp, Yp), y)
+    model = DeepGSM(**SMALL, progress=True).fit((Xp, Yp), y)  # with a tqdm bar
     assert model.n_identities_ == 40  # duplicated images are merged back into instances
     assert clone(model).get_params()["hidden_units"] == 16
 
