@@ -386,6 +386,7 @@ class _AUCMetricLearner:
         eta = float(self.eta0)
         # M₀ made positive definite by the proximal map of the log-det term (see Notes)
         M, w, U = prox_logdet(self._init_metric(Xs, Ys, data), eta * mu, return_eig=True)
+        W = U * np.sqrt(w)                                # M_t = W Wᵀ
 
         self.loss_curve_ = []
         best, no_change = np.inf, 0
@@ -400,7 +401,6 @@ class _AUCMetricLearner:
             # step 3: sample Ŝᵗ, D̂ᵗ and the pAUC window on D̂ᵗ
             bp = pos if n_s == pos.size else rng.choice(pos, n_s, replace=False)
             bn = neg if n_d == neg.size else rng.choice(neg, n_d, replace=False)
-            W = U * np.sqrt(w)                        # M_t = W Wᵀ
             d_both = self._embed_batch(W, Xs, Ys, np.r_[ix_all[bp], ix_all[bn]],
                                        np.r_[iy_all[bp], iy_all[bn]])
             d_pos, d_neg_all = d_both[:bp.size], d_both[bp.size:]
@@ -421,8 +421,8 @@ class _AUCMetricLearner:
             v, U = _sym_eigh(M - eta * (P_A + G_fixed))
             t_eig += time.perf_counter() - t0
             w = phi_plus(v, eta * mu)
-            Wn = U * np.sqrt(w)
-            M = Wn @ Wn.T                                 # symmetric rank-k update (syrk)
+            W = U * np.sqrt(w)
+            M = W @ W.T                                   # BLAS syrk: A Aᵀ at half the cost
             if self.verbose:
                 print(f"[{type(self).__name__}] {it:>5} {obj:>12.6g} {eta:>8.4g} "
                       f"{d_neg.size:>7} {int(rows.sum()):>8} "
