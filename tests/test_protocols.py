@@ -221,3 +221,22 @@ def test_runner_input_errors(data):
     bad["labels"] = data.labels[:-1]
     with pytest.raises(ValueError, match="same number of rows"):
         run_protocols({"e": Euclidean()}, bad)
+
+
+def test_runner_pca_step(data):
+    from crossmetric.protocols import _pca_views
+
+    split = verification_splits(data.labels, 3, random_state=0)[0]
+    Xp, Yp = _pca_views(data.X, data.Y, split, 4)
+    assert Xp.shape == (data.X.shape[0], 4) and Yp.shape == (data.Y.shape[0], 4)
+    # fitted on the training rows only: those rows are centred, the held-out ones are not
+    rows = np.unique(split.train_pairs[:, 0])
+    np.testing.assert_allclose(Xp[rows].mean(0), 0, atol=1e-10)
+    assert np.abs(Xp[split.probe_rows].mean(0)).max() > 1e-6
+    plain = _run(data)
+    reduced = _run(data, pca_components={"cmml": 3})
+    assert reduced.info["pca"] == {"cmml": 3}
+    assert reduced.value("cmml", "auc") != plain.value("cmml", "auc")
+    assert reduced.value("euclid-C", "auc") == plain.value("euclid-C", "auc")
+    with pytest.raises(ValueError, match="pca_components"):
+        _run(data, pca_components=0)
