@@ -33,6 +33,7 @@ import scipy.optimize
 import scipy.sparse as sp
 import scipy.sparse.linalg
 from sklearn.exceptions import ConvergenceWarning
+from sklearn.utils.extmath import randomized_svd
 from threadpoolctl import threadpool_limits
 
 from crossmetric.losses import generalized_logistic, generalized_logistic_grad
@@ -297,13 +298,14 @@ def initial_weights(Phi: np.ndarray, k: int, init: str, rng: np.random.RandomSta
             W[:r] = vecs[:, ::-1].T
         W[r:] = rng.standard_normal((k - r, p)) * (1e-3 / np.sqrt(p))
         return W
-    from sklearn.utils.extmath import randomized_svd
-
     W = np.zeros((k, p))
     r = min(k, n - 1, p)
     if r > 0:
         centered = Phi - Phi.mean(axis=0)
-        _, _, Vt = randomized_svd(centered, r, random_state=rng)
+        if min(n, p) <= 2000:  # exact thin SVD is cheap here
+            Vt = np.linalg.svd(centered, full_matrices=False)[2][:r]
+        else:  # randomized SVD: O(n·p·k), no p × p matrix
+            Vt = randomized_svd(centered, r, random_state=rng)[2]
         W[:r] = Vt
     W[r:] = rng.standard_normal((k - r, p)) * (1e-3 / np.sqrt(p))
     return W
@@ -328,17 +330,19 @@ INITS = ("pca", "random")
 SMALL_PROBLEM_FLOPS = 5e7
 
 
+def blas_threads(towers_flops: float):
+    """Context that runs BLAS single-threaded for small problems (see SMALL_PROBLEM_FLOPS)."""
+    return threadpool_limits(limits=1 if towers_flops < SMALL_PROBLEM_FLOPS else None,
+                             user_api="blas")
+
+
 def solve(problem: TowerProblem, W0s, *, solver: str, is_kernel: bool, max_iter: int,
           tol: float, verbose: int, name: str):
     """Run the chosen solver. ``"auto"``: L-BFGS for linear towers, preconditioned GD for
     kernel towers (the papers' algorithm, whose point is the K⁻¹ preconditioner)."""
     if solver == "auto":
         solver = "gd" if is_kernel else "lbfgs"
-    flops = sum(t.Phi.size * W.shape[0] for t, W in zip(problem.towers, W0s, strict=True))
-    limits = 1 if flops < SMALL_PROBLEM_FLOPS else None
-    with threadpool_limits(limits=limits, user_api="blas"):
-        if solver == "lbfgs":
-            return minimize_lbfgs(problem, W0s, max_iter=max_iter, tol=tol, verbose=verbose,
-                                  name=name)
-        return minimize_gd(problem, W0s, max_iter=max_iter, tol=tol, verbose=verbose,
-                           name=name)
+    if solver == "lbfgs":
+        return minimize_lbfgs(problem, W0s, max_iter=max_iter, tol=tol, verbose=verbose,
+                              name=name)
+    return minimize_gd(problem, W0s, max_iter=max_iter, tol=tol, verbose=verbose, name=name)

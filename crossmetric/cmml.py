@@ -28,6 +28,7 @@ from crossmetric._logistic_metric import (
     PairLogisticObjective,
     Tower,
     TowerProblem,
+    blas_threads,
     initial_weights,
     rescale_to_unit_distance,
     solve,
@@ -150,12 +151,13 @@ class CMML(CrossModalMixin, BaseEstimator):
                                what="features or kernel samples of both modalities together")
         is_kernel = any(m is not None for m in maps)
         problem = TowerProblem(towers, PairLogisticObjective(ix, iy, y, beta, len(X), len(Y)))
-        W0 = [initial_weights(t.Phi, k, init, rng, m is not None)
-              for t, m in zip(towers, maps, strict=True)]
-        W0 = rescale_to_unit_distance(problem, W0)
-        Ws, self.loss_curve_, self.n_iter_ = solve(
-            problem, W0, solver=solver, is_kernel=is_kernel, max_iter=max_iter, tol=tol,
-            verbose=self.verbose, name="CMML")
+        with blas_threads(sum(t.Phi.size for t in towers) * k):
+            W0 = [initial_weights(t.Phi, k, init, rng, m is not None)
+                  for t, m in zip(towers, maps, strict=True)]
+            W0 = rescale_to_unit_distance(problem, W0)
+            Ws, self.loss_curve_, self.n_iter_ = solve(
+                problem, W0, solver=solver, is_kernel=is_kernel, max_iter=max_iter, tol=tol,
+                verbose=self.verbose, name="CMML")
         for side, W, km in zip("xy", Ws, maps, strict=True):
             for attr in (f"components_{side}_", f"dual_coef_{side}_", f"kernel_map_{side}_"):
                 self.__dict__.pop(attr, None)  # refit with another kernel: drop stale towers

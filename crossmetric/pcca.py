@@ -26,6 +26,7 @@ from crossmetric._logistic_metric import (
     PairLogisticObjective,
     Tower,
     TowerProblem,
+    blas_threads,
     initial_weights,
     rescale_to_unit_distance,
     solve,
@@ -150,10 +151,12 @@ class PCCA(LinearSingleModalMixin, BaseEstimator):
 
         tower = Tower(Phi, preconditioned=is_kernel and bool(self.preconditioned))
         problem = TowerProblem([tower], PairLogisticObjective(i, j, y, beta, *(2 * [len(Z)])))
-        W0 = rescale_to_unit_distance(problem, [initial_weights(Phi, k, init, rng, is_kernel)])
-        (W,), self.loss_curve_, self.n_iter_ = solve(
-            problem, W0, solver=solver, is_kernel=is_kernel, max_iter=max_iter, tol=tol,
-            verbose=self.verbose, name="PCCA")
+        with blas_threads(Phi.size * k):
+            W0 = rescale_to_unit_distance(
+                problem, [initial_weights(Phi, k, init, rng, is_kernel)])
+            (W,), self.loss_curve_, self.n_iter_ = solve(
+                problem, W0, solver=solver, is_kernel=is_kernel, max_iter=max_iter, tol=tol,
+                verbose=self.verbose, name="PCCA")
         for attr in ("components_", "dual_coef_", "kernel_map_"):
             self.__dict__.pop(attr, None)  # a refit with another kernel drops the old tower
         if is_kernel:
