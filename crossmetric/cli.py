@@ -410,9 +410,10 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--data-home", default=None, help="folder of the mfeat files")
     b.add_argument("--methods", default=None,
                    help="comma-separated method names (default: all; see --list)")
-    b.add_argument("--folds", type=int, default=5, help="verification folds (default 5)")
-    b.add_argument("--repeats", type=int, default=3,
-                   help="identification repetitions (default 3)")
+    b.add_argument("--folds", type=int, default=10,
+                   help="verification folds (default 10, as LFW)")
+    b.add_argument("--repeats", type=int, default=10,
+                   help="identification repetitions (default 10, as VIPeR / CUFSF)")
     b.add_argument("--protocol", choices=("both", "verification", "identification"),
                    default="both")
     b.add_argument("--level", choices=("labels", "instance"), default="labels",

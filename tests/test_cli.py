@@ -163,3 +163,41 @@ def test_python_dash_m_entry_point(tmp_path):
     assert proc.returncode == 2
     assert proc.stderr.strip().count("\n") == 0 and "unknown method" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+# ------------------------------------------------------------------------------ registry
+def test_registry_builds_every_method():
+    import crossmetric
+    from crossmetric.registry import METHODS, available_methods, make_estimator
+
+    status = available_methods()
+    assert list(status) == list(METHODS)
+    for name, reason in status.items():
+        assert reason is None, f"{name}: {reason}"
+    est = make_estimator("cmlpauc", random_state=3)
+    assert isinstance(est, crossmetric.CMLAUC)
+    assert est.fpr_range == (0.0, 0.1) and est.random_state == 3
+    assert isinstance(make_estimator("PCCA"), crossmetric.PCCA)
+    with pytest.raises(ValueError, match="unknown method"):
+        make_estimator("lmnn")
+
+
+def test_registry_reports_missing_modules_but_not_broken_imports(monkeypatch, tmp_path):
+    import crossmetric
+    from crossmetric import registry
+
+    monkeypatch.setitem(registry.METHODS, "ghost",
+                        registry.MethodSpec("ghost", "Ghost", "GhostLearner"))
+    monkeypatch.setitem(crossmetric._LAZY, "GhostLearner", "crossmetric.ghost_module")
+    assert "not part of this installation" in registry.method_status("ghost")
+    with pytest.raises(ValueError, match="not available"):
+        registry.make_estimator("ghost")
+    # a module that exists but lacks the class
+    monkeypatch.setitem(crossmetric._LAZY, "GhostLearner", "crossmetric.baselines")
+    assert "not defined" in registry.method_status("ghost")
+    # a module that exists but fails on a missing dependency: the error propagates
+    (tmp_path / "cm_broken_learner.py").write_text("import nonexistent_dependency_xyz\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setitem(crossmetric._LAZY, "GhostLearner", "cm_broken_learner")
+    with pytest.raises(ModuleNotFoundError, match="nonexistent_dependency_xyz"):
+        registry.method_status("ghost")

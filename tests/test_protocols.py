@@ -175,7 +175,9 @@ def test_runner_joblib_workers_identical(data):
     assert _summary(_run(data, n_jobs=2)) == _summary(_run(data, n_jobs=1))
 
 
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 def test_runner_dask_backend_identical(data):
+    # in-process Dask workers are threads: the runner's warning filter is process-wide state
     distributed = pytest.importorskip("distributed")
     from joblib import parallel_config
 
