@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from sklearn.base import clone
 from sklearn.model_selection import StratifiedKFold
-from sklearn.utils import Bunch, check_random_state
+from sklearn.utils import check_random_state
 
 from crossmetric import metrics as M
 from crossmetric._checks import as_float_array, check_pair_labels, check_positive_int
@@ -44,6 +44,7 @@ __all__ = [
     "identification_splits",
     "CCAProjection",
     "run_protocols",
+    "run_pair_folds",
     "BenchmarkResult",
     "MEASURES",
 ]
@@ -570,7 +571,6 @@ def run_protocols(estimators: Mapping, dataset: Mapping, *,
     -------
     BenchmarkResult
     """
-    from joblib import Parallel, delayed
 
     for p in protocols:
         if p not in ("verification", "identification"):
@@ -618,6 +618,17 @@ def run_protocols(estimators: Mapping, dataset: Mapping, *,
                                          split=split, random_state=rng)
     base_options = {"fpr": fpr, "fpr_range": fpr_range, "max_rank": max_rank,
                     "labels": labels, "cca_components": cca_components}
+    return _execute(result, estimators, X, Y, images, splits, base_options,
+                    pca_components=pca_components, unequal_dims=unequal_dims, n_jobs=n_jobs,
+                    progress=progress, on_error=on_error)
+
+
+def _execute(result: BenchmarkResult, estimators: Mapping, X: np.ndarray, Y: np.ndarray,
+             images, splits: list[Split], base_options: dict, *, pca_components,
+             unequal_dims: str, n_jobs, progress: bool, on_error: str) -> BenchmarkResult:
+    """Fit every estimator on every split (joblib) and gather the results."""
+    from joblib import Parallel, delayed
+
     tasks = []
     for name, est in estimators.items():
         shown, opts, data = name, dict(base_options), (X, Y)
@@ -689,6 +700,60 @@ def run_protocols(estimators: Mapping, dataset: Mapping, *,
     return result
 
 
-def dataset_from_arrays(X, Y, labels) -> Bunch:
-    """A dataset mapping for :func:`run_protocols` from two row-aligned views and labels."""
-    return Bunch(X=X, Y=Y, labels=np.asarray(labels))
+def run_pair_folds(estimators: Mapping, X, Y=None, *, pairs, y, folds=None,
+                   n_folds: int = 10, unequal_dims: str = "cca", cca_components: int = 32,
+                   pca_components=None, fpr: float = 1e-3, fpr_range=(0.0, 0.1),
+                   n_jobs: int | None = None, random_state=0, progress: bool = False,
+                   on_error: str = "raise") -> BenchmarkResult:
+    """k-fold verification on a fixed set of labelled pairs (LFW's restricted setting).
+
+    Every estimator (cloned per fold) is trained on the pairs of k − 1 folds and scored on the
+    held-out fold; measures are mean ± std (and standard error) over the folds.
+
+    Parameters
+    ----------
+    estimators : mapping name -> unfitted pair learner
+    X : array-like (n_x, d_x)
+        Samples that column 0 of ``pairs`` indexes.
+    Y : array-like (n_y, d_y), optional
+        Samples that column 1 indexes; ``None``: ``X`` (single-modal data such as LFW).
+    pairs : int array (n_pairs, 2)
+    y : array (n_pairs,) of +1 / -1
+    folds : array (n_pairs,), optional
+        Predefined fold of every pair (``read_lfw_pairs(...).fold``); else ``n_folds``
+        stratified random folds (:func:`kfold_pairs`).
+    unequal_dims, cca_components, pca_components, fpr, fpr_range, n_jobs, random_state, \
+progress, on_error :
+        As in :func:`run_protocols`.
+
+    Returns
+    -------
+    BenchmarkResult
+    """
+    if not estimators:
+        raise ValueError("estimators is empty; give at least one name -> estimator.")
+    if on_error not in ("raise", "record"):
+        raise ValueError(f"on_error must be 'raise' or 'record', got {on_error!r}.")
+    X = as_float_array(X, "X", ndim=2)
+    Y = X if Y is None else as_float_array(Y, "Y", ndim=2)
+    P = np.asarray(pairs)
+    if P.ndim != 2 or P.shape[1] != 2 or P.dtype.kind not in "iu":
+        raise ValueError(f"pairs must be an integer array (n_pairs, 2), got shape {P.shape} "
+                         f"and dtype {P.dtype}.")
+    y = check_pair_labels(y, P.shape[0])
+    for col, n, name in ((0, X.shape[0], "X"), (1, Y.shape[0], "Y")):
+        if P[:, col].min() < 0 or P[:, col].max() >= n:
+            raise ValueError(f"pairs[:, {col}] must index rows of {name} (0..{n - 1}).")
+    rng = check_random_state(random_state)
+    splits = []
+    for k, (tr, te) in enumerate(kfold_pairs(y, n_folds, folds=folds, random_state=rng)):
+        splits.append(Split("verification", k, P[tr], y[tr], test_pairs=P[te], test_y=y[te],
+                            seed=int(rng.randint(2**31 - 1))))
+    result = BenchmarkResult()
+    result.info = {"n_pairs": int(P.shape[0]), "dims": [int(X.shape[1]), int(Y.shape[1])],
+                   "n_folds": len(splits), "protocols": ["verification"]}
+    options = {"fpr": fpr, "fpr_range": fpr_range, "max_rank": 1, "labels": None,
+               "cca_components": cca_components}
+    return _execute(result, estimators, X, Y, None, splits, options,
+                    pca_components=pca_components, unequal_dims=unequal_dims, n_jobs=n_jobs,
+                    progress=progress, on_error=on_error)

@@ -242,3 +242,44 @@ def test_runner_pca_step(data):
     assert reduced.value("euclid-C", "auc") == plain.value("euclid-C", "auc")
     with pytest.raises(ValueError, match="pca_components"):
         _run(data, pca_components=0)
+
+
+def test_run_pair_folds_lfw_style(data):
+    from crossmetric.pairs import make_pairs
+    from crossmetric.protocols import run_pair_folds
+
+    # single-modal data with fixed pairs and predefined folds (LFW's restricted setting)
+    pairs, y = make_pairs(data.labels, random_state=0)
+    fold = np.arange(y.size) % 4
+    res = run_pair_folds({"euclid": Euclidean()}, data.X, pairs=pairs, y=y, folds=fold)
+    assert res.methods == ["euclid"] and res.value("euclid", "auc", "n") == 4
+    # fold by fold the same numbers as fitting by hand
+    from crossmetric.metrics import roc_auc
+
+    manual = []
+    for f in range(4):
+        est = Euclidean(preprocessor=data.X).fit(pairs[fold != f], y[fold != f])
+        manual.append(roc_auc(y[fold == f], est.pair_score(pairs[fold == f])))
+    assert res.value("euclid", "auc") == pytest.approx(np.mean(manual))
+    assert res.value("euclid", "auc", "sem") == pytest.approx(
+        np.std(manual, ddof=1) / 2.0)
+    # cross-modal pairs with random stratified folds
+    cp, cy = make_pairs(data.labels, data.labels, random_state=0)
+    res = run_pair_folds({"cmml": CMML(n_components=3, max_iter=30)}, data.X, data.Y,
+                         pairs=cp, y=cy, n_folds=3)
+    assert res.value("cmml", "auc", "n") == 3 and res.value("cmml", "auc") > 0.6
+    with pytest.raises(ValueError, match="index rows"):
+        run_pair_folds({"e": Euclidean()}, data.X[:5], pairs=pairs, y=y)
+
+
+def test_runner_instance_level(data):
+    # identity = the object: photo i matches only sketch i (CUFSF style)
+    res = run_protocols({"cmml": CMML(n_components=3, max_iter=30)}, data, level="instance",
+                        n_folds=3, n_repeats=2, test_size=40)
+    assert res.info["level"] == "instance"
+    assert 0.0 < res.value("cmml", "rank1") < 1.0
+    curve = res.curves["cmml"]["cmc"]
+    assert curve.shape == (20,) and np.all(np.diff(curve) >= 0) and curve[-1] <= 1.0
+    with pytest.raises(ValueError, match="instance"):
+        run_protocols({"c": CMML()}, {"X": data.X, "Y": data.Y, "labels": data.labels},
+                      level="instance")
