@@ -18,6 +18,7 @@ from crossmetric.auc import (
     CMLAUC,
     MahaAUC,
     hinge_coefficients,
+    pair_quadratic_forms,
     pauc_window,
     pauc_window_bounds,
     phi_plus,
@@ -157,6 +158,20 @@ def test_P_A_equals_naive_tetrad_sum(cross):
     iy = np.array([j for _, j in S] + [l for _, l in Dn])
     got = weighted_pair_outer_sum(X, Y, ix, iy, np.r_[rows * s, -cols * s], cross=cross)
     np.testing.assert_allclose(got, naive, atol=1e-12)
+
+
+@pytest.mark.parametrize("cross", [True, False])
+def test_pair_quadratic_forms_equal_naive(cross):
+    rng = np.random.RandomState(20)
+    X, Y = rng.randn(9, 4), rng.randn(7, 3 if cross else 4)
+    d = 7 if cross else 4
+    Lm = rng.randn(d, d)
+    M = Lm @ Lm.T
+    ix, iy = rng.randint(9, size=30), rng.randint(7, size=30)
+    Z = (np.concatenate([X[ix], -Y[iy]], axis=1) if cross else X[ix] - Y[iy])
+    naive = np.array([z @ M @ z for z in Z])
+    np.testing.assert_allclose(pair_quadratic_forms(M, X, Y, ix, iy, cross=cross), naive,
+                               rtol=1e-10)
 
 
 # ----------------------------------------------------------------------------- Lemmas 1-3
