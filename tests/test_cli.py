@@ -36,7 +36,7 @@ def _err_line(capsys):
 
 def test_benchmark_writes_all_files(tmp_path, capsys):
     out = tmp_path / "res"
-    rc = main(["benchmark", "--methods", "euclidean,pcca", "--repeats", "1", "--folds", "2",
+    rc = main(["benchmark", "--methods", "euclidean,pcca", "--repeats", "1",
                "--out", str(out), "--no-progress", "--n-jobs", "1"])
     assert rc == 0
     captured = capsys.readouterr()
