@@ -283,6 +283,16 @@ def cmd_fit(args) -> int:
         raise CLIError(_one_line(exc)) from None
     elapsed = time.perf_counter() - t0
     train_auc = est.score(pairs, y)
+    if args.convergence:
+        curve = getattr(est, "loss_curve_", None)
+        if curve is None or len(curve) == 0:
+            print(f"crossmetric: {METHODS[name].display} is not iterative (no loss_curve_); "
+                  "no convergence plot", file=sys.stderr)
+        else:
+            from crossmetric.plotting import plot_convergence
+
+            plot_convergence({METHODS[name].display: curve}, path=args.convergence,
+                             title=f"{METHODS[name].display} convergence")
     _save_model(args.out, est, name)
     print(f"fitted {METHODS[name].display} on {pairs.shape[0]} pairs in {elapsed:.2f} s "
           f"(training AUC {train_auc:.4f}); saved to {args.out}")
@@ -440,6 +450,8 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("--param", action="append", metavar="NAME=VALUE",
                    help="override a constructor argument (repeatable)")
     f.add_argument("--seed", type=int, default=None, help="random_state of the learner")
+    f.add_argument("--convergence", default=None, metavar="PNG",
+                   help="also plot the objective per iteration (loss_curve_) to this file")
     f.set_defaults(func=cmd_fit)
 
     e = sub.add_parser("evaluate", help="verification measures of a saved model on pairs")

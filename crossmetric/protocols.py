@@ -60,6 +60,7 @@ MEASURES = {
     "rank5": ("Rank-5(%)", 100.0, "identification"),
     "rank10": ("Rank-10(%)", 100.0, "identification"),
     "map": ("mAP(%)", 100.0, "identification"),
+    "nn_accuracy": ("NN(%)", 100.0, "identification"),
     "fit_seconds": ("fit(s)", 1.0, "both"),
 }
 
@@ -377,6 +378,7 @@ def _run_split(name: str, estimator, X: np.ndarray, Y: np.ndarray, split: Split,
             "rank1": float(curve[0]), "rank5": float(curve[min(5, curve.size) - 1]),
             "rank10": float(curve[min(10, curve.size) - 1]),
             "map": M.mean_average_precision(D, pl, gl),
+            "nn_accuracy": M.nearest_neighbor_accuracy(D, pl, gl),
         })
     return out
 

@@ -91,9 +91,11 @@ def test_fit_evaluate_search_roundtrip(files, tmp_path, capsys):
     model = tmp_path / "cmml.joblib"
     rc = main(["fit", "cmml", "--x", str(tmp / "x.npy"), "--y", str(tmp / "y.csv"),
                "--pairs", str(tmp / "pairs.csv"), "--out", str(model),
-               "--param", "n_components=4", "--param", "max_iter=50", "--seed", "0"])
+               "--param", "n_components=4", "--param", "max_iter=50", "--seed", "0",
+               "--convergence", str(tmp_path / "conv.png")])
     assert rc == 0, capsys.readouterr().err
     assert "saved" in capsys.readouterr().out
+    assert (tmp_path / "conv.png").read_bytes()[:4] == b"\x89PNG"
     rc = main(["evaluate", str(model), "--x", str(tmp / "x.npy"), "--y", str(tmp / "y.csv"),
                "--pairs", str(tmp / "pairs.csv"), "--json"])
     assert rc == 0

@@ -148,7 +148,7 @@ def test_runner_table_and_cca_variant(data, tmp_path):
     assert res.methods == ["euclid-C", "cmml"]
     assert not res.errors and not res.skipped
     for meth in res.methods:
-        for meas in ("auc", "one_minus_eer", "vr", "rank1", "map"):
+        for meas in ("auc", "one_minus_eer", "vr", "rank1", "map", "nn_accuracy"):
             assert 0.0 <= res.value(meth, meas) <= 1.0
         assert res.value(meth, "auc", "n") == 3
         assert res.value(meth, "rank1", "n") == 2
