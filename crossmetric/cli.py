@@ -25,6 +25,7 @@ import json
 import os
 import sys
 import time
+import warnings
 
 import numpy as np
 
@@ -278,10 +279,14 @@ def cmd_fit(args) -> int:
     est.set_params(preprocessor=_preprocessor(est, X, Y))
     t0 = time.perf_counter()
     try:
-        est.fit(pairs, y)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            est.fit(pairs, y)
     except ValueError as exc:
         raise CLIError(_one_line(exc)) from None
     elapsed = time.perf_counter() - t0
+    for msg in dict.fromkeys(f"{w.category.__name__}: {_one_line(w.message)}" for w in caught):
+        print(f"crossmetric: warning: {msg}", file=sys.stderr)
     train_auc = est.score(pairs, y)
     if args.convergence:
         curve = getattr(est, "loss_curve_", None)

@@ -203,3 +203,23 @@ def test_registry_reports_missing_modules_but_not_broken_imports(monkeypatch, tm
     monkeypatch.setitem(crossmetric._LAZY, "GhostLearner", "cm_broken_learner")
     with pytest.raises(ModuleNotFoundError, match="nonexistent_dependency_xyz"):
         registry.method_status("ghost")
+
+
+def test_search_falls_back_to_exhaustive_for_non_l2_scores(files, tmp_path, capsys):
+    pytest.importorskip("crossmetric.retrieval")
+    tmp, d = files
+    model = tmp_path / "gsm.joblib"
+    assert main(["fit", "gsm", "--x", str(tmp / "x.npy"), "--y", str(tmp / "y.csv"),
+                 "--pairs", str(tmp / "pairs.csv"), "--out", str(model), "--seed", "0",
+                 "--param", "n_components=4", "--param", "max_iter=3"]) == 0
+    capsys.readouterr()
+    assert main(["search", str(model), "--database", str(tmp / "y.csv"), "--queries",
+                 str(tmp / "x.npy"), "-k", "3", "--out", str(tmp_path / "hits.npz")]) == 0
+    assert "exhaustive" in capsys.readouterr().err
+    import joblib
+
+    est = joblib.load(model)["model"]
+    hits = np.load(tmp_path / "hits.npz")
+    D = est.cross_distance(d.X, d.Y)
+    np.testing.assert_allclose(hits["distances"], np.sort(D, axis=1)[:, :3])
+    np.testing.assert_allclose(np.take_along_axis(D, hits["ids"], axis=1), hits["distances"])
