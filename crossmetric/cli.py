@@ -228,6 +228,11 @@ def cmd_benchmark(args) -> int:
         print(f"crossmetric: skipped {meth}: {reason}", file=sys.stderr)
     for meth, msg in result.errors.items():
         print(f"crossmetric: {meth} failed: {_one_line(msg)}", file=sys.stderr)
+    n_fits = args.folds * ("verification" in protocols) + args.repeats * (
+        "identification" in protocols)
+    for meth, counts in result.warnings.items():
+        what = ", ".join(f"{cat} in {k}/{n_fits} fits" for cat, k in counts.items())
+        print(f"crossmetric: note: {meth}: {what}", file=sys.stderr)
     print(result.table())
     print(f"\n{description}; mean ± std over {args.folds} folds (verification) and "
           f"{args.repeats} repeats (identification); {elapsed:.1f} s")

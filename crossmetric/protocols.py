@@ -355,12 +355,14 @@ def _run_split(name: str, estimator, X: np.ndarray, Y: np.ndarray, split: Split,
         Xs, Ys = proj.transform(Xs, Ys)
     est.set_params(preprocessor=(Xs, Ys))
     t0 = time.perf_counter()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # ConvergenceWarning of short benchmark schedules
+    with warnings.catch_warnings(record=True) as caught:
+        # recorded, not shown: e.g. the ConvergenceWarnings of short benchmark schedules
+        warnings.simplefilter("always")
         est.fit(split.train_pairs, split.train_y)
     fit_seconds = time.perf_counter() - t0
     out: dict = {"method": name, "protocol": split.protocol, "split": split.index,
-                 "measures": {"fit_seconds": fit_seconds}}
+                 "measures": {"fit_seconds": fit_seconds},
+                 "warnings": sorted({w.category.__name__ for w in caught})}
     if split.protocol == "verification":
         score = -est.pair_distance(split.test_pairs)
         out["measures"].update(M.verification_report(split.test_y, score, fpr=options["fpr"],
@@ -409,6 +411,9 @@ class BenchmarkResult:
         ``{method: reason}`` for methods not run (e.g. image learners on a feature dataset).
     errors : dict
         ``{method: message}`` for methods that failed (with ``on_error="record"``).
+    warnings : dict
+        ``{method: {warning class name: number of fits that raised it}}`` (e.g.
+        ``ConvergenceWarning`` when a short schedule stops at ``max_iter``).
     methods : list of str
         Display names in the order given.
     """
@@ -418,6 +423,7 @@ class BenchmarkResult:
     curves: dict = field(default_factory=dict)
     skipped: dict = field(default_factory=dict)
     errors: dict = field(default_factory=dict)
+    warnings: dict = field(default_factory=dict)
     methods: list = field(default_factory=list)
     info: dict = field(default_factory=dict)
 
@@ -483,7 +489,8 @@ class BenchmarkResult:
 
         return plain({"summary": self.summary, "records": self.records,
                       "curves": self.curves, "skipped": self.skipped,
-                      "errors": self.errors, "methods": self.methods, "info": self.info})
+                      "errors": self.errors, "warnings": self.warnings,
+                      "methods": self.methods, "info": self.info})
 
     def to_json(self, path) -> None:
         with open(path, "w", encoding="utf-8") as fh:
@@ -679,6 +686,9 @@ def _execute(result: BenchmarkResult, estimators: Mapping, X: np.ndarray, Y: np.
         if "error" in out:
             result.errors.setdefault(meth, out["error"])
             continue
+        for cat in out.get("warnings", ()):
+            counts = result.warnings.setdefault(meth, {})
+            counts[cat] = counts.get(cat, 0) + 1
         for meas, val in out["measures"].items():
             result.records.append({"method": meth, "protocol": out["protocol"],
                                    "split": out["split"], "measure": meas,
