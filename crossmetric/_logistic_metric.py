@@ -312,7 +312,19 @@ def initial_weights(Phi: np.ndarray, k: int, init: str, rng: np.random.RandomSta
 
 
 def rescale_to_unit_distance(problem: TowerProblem, Ws):
-    """Scale all weights by one factor so that the mean training ``D²`` is 1 (the threshold)."""
+    """Scale the starting weights so that the mean training ``D²`` is 1 (the threshold).
+
+    With two towers each is first scaled so that its centred embeddings have unit mean squared
+    norm: modalities of very different scales (mfeat's Fourier coefficients ~0.1, its pixel
+    averages ~3) then start on an equal footing instead of one tower dominating ``D²``.
+    """
+    if not problem.tied:
+        balanced = []
+        for tower, W in zip(problem.towers, Ws, strict=True):
+            F = tower.embed(W)
+            spread = float(np.mean(np.sum((F - F.mean(axis=0)) ** 2, axis=1)))
+            balanced.append(W / np.sqrt(spread) if np.isfinite(spread) and spread > 0 else W)
+        Ws = balanced
     FX, FY = problem.embed(Ws)
     mean = float(np.mean(problem.objective.distances(FX, FY)))
     if not np.isfinite(mean) or mean <= 0:
