@@ -139,10 +139,10 @@ def run_dataset(name: str, data_home: str, args) -> dict:
         clml_kw = dict(gmm_pca_components=gmm_pca, init=args.init, preprocessor=Xtr, **common)
         for k in args.fixed_k:
             t = time.perf_counter()
-            m = CLML(k, P, **clml_kw).fit(pairs, y)
+            m = CLML(k, n_components=P, **clml_kw).fit(pairs, y)
             evaluate(f"CLML k={k}", m, time.perf_counter() - t)
         t = time.perf_counter()
-        cv = CLMLCV(tuple(args.grid), P, cv=3, **clml_kw).fit(pairs, y)
+        cv = CLMLCV(tuple(args.grid), n_components=P, cv=3, **clml_kw).fit(pairs, y)
         res["cv_k"] = cv.best_n_clusters_
         res["cv_scores"] = {int(k): round(float(s), 5) for k, s in zip(
             cv.cv_results_["param_n_clusters"], cv.cv_results_["mean_test_score"],

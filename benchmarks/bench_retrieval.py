@@ -127,7 +127,7 @@ def main() -> None:
     t = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
-        model = CLML(32, 32, preprocessor=Xtr.astype(np.float64), max_iter=200,
+        model = CLML(32, n_components=32, preprocessor=Xtr.astype(np.float64), max_iter=200,
                      random_state=args.seed).fit(pairs, y)
     out["clml_fit_s"] = round(time.perf_counter() - t, 2)
     print(f"== through CLML (k=32, d=32; fit {out['clml_fit_s']} s on {len(y)} pairs)",

@@ -214,7 +214,7 @@ class CLML(SingleModalMixin, BaseEstimator):
     learning").
     """
 
-    def __init__(self, n_clusters: int = 16, n_components: int = 32, *, alpha: float = 1e-4,
+    def __init__(self, n_clusters: int = 16, *, n_components: int = 32, alpha: float = 1e-4,
                  covariance_type: str = "diag", gmm_pca_components: int | None = None,
                  min_assignment: float = 0.01, max_assignments: int | None = 3,
                  reg_covar: float = 1e-6, init="auto", max_iter: int = 1000,
@@ -422,7 +422,7 @@ class CLMLCV(CLML):
         samples); its fitted attributes are copied onto this object.
     """
 
-    def __init__(self, n_clusters_grid=(1, 2, 4, 8, 16, 32), n_components: int = 32, *,
+    def __init__(self, n_clusters_grid=(1, 2, 4, 8, 16, 32), *, n_components: int = 32,
                  cv=3, scoring=None, n_jobs=None, alpha: float = 1e-4,
                  covariance_type: str = "diag", gmm_pca_components: int | None = None,
                  min_assignment: float = 0.01, max_assignments: int | None = 3,

@@ -66,7 +66,7 @@ def test_direct_embedding_equals_explicit_expansion():
     X, pairs, y = _small()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
-        model = CLML(3, 5, preprocessor=X, max_iter=10, min_assignment=1e-4,
+        model = CLML(3, n_components=5, preprocessor=X, max_iter=10, min_assignment=1e-4,
                      max_assignments=2, random_state=0).fit(pairs, y)
     q = model.cluster_posteriors(X, sparse=True)
     assert np.count_nonzero(q) < q.size  # sparsity is exercised
@@ -101,7 +101,7 @@ def test_local_embed_and_backprop_against_dense():
 
 
 def _objective_pieces(X, pairs, y, k, p, seed=0):
-    model = CLML(k, p, alpha=0.07, random_state=seed)
+    model = CLML(k, n_components=p, alpha=0.07, random_state=seed)
     Xu, i, j = _used_samples(PairData(X, X, pairs[:, 0], pairs[:, 1]))
     obj = PairLogisticObjective(i, j, y, 1.0, Xu.shape[0], Xu.shape[0])
     rng = np.random.RandomState(seed)
@@ -148,7 +148,8 @@ def test_one_cluster_fit_matches_ldml(digits, init):
     if init == "array":
         init = np.random.RandomState(0).randn(6, 64) * 0.1
     ldml = LDML(6, alpha=1e-3, init=init, preprocessor=X, random_state=0).fit(pairs, y)
-    clml = CLML(1, 6, alpha=1e-3, init=init, preprocessor=X, random_state=0).fit(pairs, y)
+    clml = CLML(1, n_components=6, alpha=1e-3, init=init, preprocessor=X,
+                random_state=0).fit(pairs, y)
     np.testing.assert_allclose(clml.local_components_[0], ldml.components_, atol=1e-5)
     assert clml.bias_ == pytest.approx(ldml.bias_, abs=1e-5)
     assert clml.loss_curve_[-1] == pytest.approx(ldml.loss_curve_[-1], rel=1e-6)
@@ -159,7 +160,7 @@ def test_one_cluster_fit_matches_ldml(digits, init):
 def test_local_metrics_improve_on_global(digits):
     X, lab, pairs, y = digits
     ldml = LDML(8, preprocessor=X, random_state=0).fit(pairs, y)
-    clml = CLML(4, 8, init="ldml", preprocessor=X, random_state=0).fit(pairs, y)
+    clml = CLML(4, n_components=8, init="ldml", preprocessor=X, random_state=0).fit(pairs, y)
     # starts at LDML's optimum (same penalty for equal local metrics), L-BFGS only goes down
     assert clml.loss_curve_[0] <= ldml.loss_curve_[-1] + 1e-9
     assert clml.loss_curve_[-1] < ldml.loss_curve_[-1]
@@ -170,12 +171,12 @@ def test_local_metrics_improve_on_global(digits):
 
 def test_gmm_on_pca_and_input_forms(digits):
     X, lab, pairs, y = digits
-    a = CLML(3, 4, gmm_pca_components=5, covariance_type="full", preprocessor=X,
+    a = CLML(3, n_components=4, gmm_pca_components=5, covariance_type="full", preprocessor=X,
              random_state=0, max_iter=50)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         a.fit(pairs, y)
-        b = CLML(3, 4, gmm_pca_components=5, covariance_type="full", random_state=0,
+        b = CLML(3, n_components=4, gmm_pca_components=5, covariance_type="full", random_state=0,
                  max_iter=50).fit(np.stack([X[pairs[:, 0]], X[pairs[:, 1]]], axis=1), y)
     assert a.pca_.n_components_ == 5
     np.testing.assert_allclose(a.transform(X), b.transform(X), atol=1e-6)
@@ -188,18 +189,18 @@ def test_bad_parameters(digits):
     with pytest.raises(ValueError, match="n_clusters=5000"):
         CLML(5000, preprocessor=X).fit(pairs, y)
     with pytest.raises(ValueError, match="covariance_type"):
-        CLML(2, 4, covariance_type="banana", preprocessor=X).fit(pairs, y)
+        CLML(2, n_components=4, covariance_type="banana", preprocessor=X).fit(pairs, y)
     with pytest.raises(ValueError, match="min_assignment"):
-        CLML(2, 4, min_assignment=1.5, preprocessor=X).fit(pairs, y)
+        CLML(2, n_components=4, min_assignment=1.5, preprocessor=X).fit(pairs, y)
     with pytest.raises(ValueError, match="gmm_pca_components"):
-        CLML(2, 4, gmm_pca_components=100, preprocessor=X).fit(pairs, y)
+        CLML(2, n_components=4, gmm_pca_components=100, preprocessor=X).fit(pairs, y)
     with pytest.raises(ValueError, match="init must have shape"):
-        CLML(2, 4, init=np.zeros((3, 4, 64)), preprocessor=X).fit(pairs, y)
+        CLML(2, n_components=4, init=np.zeros((3, 4, 64)), preprocessor=X).fit(pairs, y)
     with pytest.raises(NotFittedError):
-        CLML(2, 4).transform(X)
+        CLML(2, n_components=4).transform(X)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
-        model = CLML(2, 4, preprocessor=X, max_iter=3).fit(pairs, y)
+        model = CLML(2, n_components=4, preprocessor=X, max_iter=3).fit(pairs, y)
     with pytest.raises(ValueError, match="features"):
         model.transform(X[:, :5])
 
@@ -207,12 +208,12 @@ def test_bad_parameters(digits):
 def test_convergence_warning(digits):
     X, lab, pairs, y = digits
     with pytest.warns(ConvergenceWarning, match="CLML did not converge"):
-        CLML(2, 4, preprocessor=X, max_iter=2, random_state=0).fit(pairs, y)
+        CLML(2, n_components=4, preprocessor=X, max_iter=2, random_state=0).fit(pairs, y)
 
 
 def test_clmlcv_chooses_k_from_grid(digits):
     X, lab, pairs, y = digits
-    cv = CLMLCV((1, 3), 6, preprocessor=X, random_state=0, cv=2, max_iter=100)
+    cv = CLMLCV((1, 3), n_components=6, preprocessor=X, random_state=0, cv=2, max_iter=100)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         cv.fit(pairs, y)
@@ -226,11 +227,11 @@ def test_clmlcv_chooses_k_from_grid(digits):
     np.testing.assert_allclose(cv.pair_probability(pairs),
                                1 / (1 + np.exp(cv.pair_distance(pairs) - cv.bias_)))
     with pytest.raises(ValueError, match="n_clusters_grid"):
-        CLMLCV((0, 2), 6, preprocessor=X).fit(pairs, y)
+        CLMLCV((0, 2), n_components=6, preprocessor=X).fit(pairs, y)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
-        auc = CLMLCV((1, 2), 4, scoring="roc_auc", cv=2, preprocessor=X, random_state=0,
-                     max_iter=20).fit(pairs, y)
+        auc = CLMLCV((1, 2), n_components=4, scoring="roc_auc", cv=2, preprocessor=X,
+                     random_state=0, max_iter=20).fit(pairs, y)
     assert auc.cv_results_["mean_test_score"].max() <= 1.0
 
 
@@ -241,12 +242,12 @@ def test_per_cluster_array_init():
     rng = np.random.RandomState(0)
     q = sparsify_assignments(rng.dirichlet(np.ones(k), size=Xu.shape[0]), 0.05, 2)
     init = rng.randn(k, p, X.shape[1])
-    model = CLML(k, p, init=init)
+    model = CLML(k, n_components=p, init=init)
     Ls, bs, b0 = model._initial_parameters(k, p, Xu, q, i, j, None, y)
     np.testing.assert_array_equal(Ls, init)
     np.testing.assert_array_equal(bs, 0.0)
     Z0 = np.stack([sum(q[r, s] * init[s] @ Xu[r] for s in range(k)) for r in range(len(Xu))])
     assert b0 == pytest.approx(np.median(((Z0[i] - Z0[j]) ** 2).sum(1)))
     # a global (n_components, n_features) array is copied to every cluster
-    Ls, _, _ = CLML(k, p, init=init[0])._initial_parameters(k, p, Xu, q, i, j, None, y)
+    Ls, _, _ = CLML(k, n_components=p, init=init[0])._initial_parameters(k, p, Xu, q, i, j, None, y)
     np.testing.assert_array_equal(Ls, np.repeat(init[:1], k, axis=0))

@@ -45,7 +45,8 @@ def clml(digits):
     X, lab, pairs, y = digits
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
-        return CLML(4, 8, preprocessor=X[:400], random_state=0, max_iter=100).fit(pairs, y)
+        return CLML(4, n_components=8, preprocessor=X[:400], random_state=0,
+                    max_iter=100).fit(pairs, y)
 
 
 def _exact(dist, k):
