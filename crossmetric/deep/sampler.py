@@ -116,11 +116,25 @@ class CrossDomainBatchSampler:
         self.n_identities = min(self.n_identities, usable.size)
         self._rows_x = {c: np.flatnonzero(ids_x == c) for c in usable}
         self._rows_y = {c: np.flatnonzero(ids_y == c) for c in usable}
+        # flat layout for vectorised single draws: rows of identity usable[k] are
+        # flat[start[k]:start[k] + count[k]]
+        self._flat = {}
+        for side, rows in (("x", self._rows_x), ("y", self._rows_y)):
+            counts = np.array([rows[c].size for c in usable])
+            starts = np.r_[0, np.cumsum(counts)[:-1]]
+            self._flat[side] = (np.concatenate([rows[c] for c in usable]), starts, counts)
         self.ids_x, self.ids_y = ids_x, ids_y
         self.rng = check_random_state(random_state)
 
     def _draw(self, rows: np.ndarray, k: int) -> np.ndarray:
         return self.rng.choice(rows, k, replace=rows.size < k)
+
+    def _draw_one(self, side: str, identities: np.ndarray) -> np.ndarray:
+        """One random image of each identity in ``identities`` (vectorised)."""
+        flat, starts, counts = self._flat[side]
+        k = np.searchsorted(self.identities, identities)
+        offset = (self.rng.random_sample(k.size) * counts[k]).astype(np.int64)
+        return flat[starts[k] + offset].astype(np.int64)
 
     def _identities(self) -> np.ndarray:
         return self.rng.choice(self.identities, self.n_identities, replace=False)
@@ -148,7 +162,7 @@ class CrossDomainBatchSampler:
         b2 = (b1 + self.rng.randint(1, chosen.size, n_neg)) % chosen.size
         cx = np.r_[a, chosen[b1]]
         cy = np.r_[a, chosen[b2]]
-        ix = np.array([self._draw(self._rows_x[c], 1)[0] for c in cx], dtype=np.int64)
-        iy = np.array([self._draw(self._rows_y[c], 1)[0] for c in cy], dtype=np.int64)
+        ix = self._draw_one("x", cx)
+        iy = self._draw_one("y", cy)
         same = self.ids_x[ix] == self.ids_y[iy]
         return PairBatch(ix, iy, same, balanced_weights(same))
