@@ -131,7 +131,8 @@ class DeepGSM(CrossModalMixin, BaseEstimator):
     tol : float or None, default=1e-4
         Convergence: training stops when the mean batch objective of the last
         ``n_iter_no_change`` iterations is not ``tol`` below that of the window before.
-        ``None`` disables the test (and the warning); a hinge of exactly 0 always stops.
+        ``None`` disables the test (and the warning). (A single batch with zero hinge does not
+        stop training: the next round's identities differ.)
     n_iter_no_change : int, default=200
     device : {"auto", "cpu", "cuda", ...}, default="auto"
         ``"auto"`` uses CUDA when ``torch.cuda.is_available()``, else the CPU. Results are
@@ -412,9 +413,6 @@ class DeepGSM(CrossModalMixin, BaseEstimator):
                 if self.verbose and (done % int(self.checkpoint_every) == 0 or done == 1):
                     print(f"{done:>7} {np.mean(curve[-window:]):>11.5f} "
                           f"{opt.param_groups[0]['lr']:>9.2e} {time.perf_counter() - t0:>9.1f}")
-                if float(hinge.detach()) == 0.0:
-                    converged, stop_reason = True, "zero loss"
-                    break
                 if self.tol is not None and len(curve) >= 2 * window and done % window == 0:
                     prev = np.mean(curve[-2 * window:-window])
                     cur = np.mean(curve[-window:])
