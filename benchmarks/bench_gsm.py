@@ -21,16 +21,19 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 import warnings
+from pathlib import Path
 
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
-from crossmetric.datasets import load_digits_views
-from crossmetric.gsm import GSM, STRUCTURES
-from crossmetric.metrics import cmc
-from crossmetric.pairs import make_pairs
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from crossmetric.datasets import load_digits_views  # noqa: E402
+from crossmetric.gsm import GSM, STRUCTURES  # noqa: E402
+from crossmetric.metrics import cmc  # noqa: E402
+from crossmetric.pairs import make_pairs  # noqa: E402
 
 
 def split(n: int, n_train: int, n_test: int, seed: int):
