@@ -15,12 +15,21 @@ __all__ = ["plot_roc", "plot_cmc", "plot_convergence", "save_figure"]
 
 
 def _figure(figsize=(5.5, 4.2)):
+    from cycler import cycler
+    from matplotlib import colormaps
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
     fig = Figure(figsize=figsize, dpi=110)
     FigureCanvasAgg(fig)
-    return fig, fig.add_subplot(1, 1, 1)
+    ax = fig.add_subplot(1, 1, 1)
+    # up to 20 distinguishable curves: tab20's dark shades first, then its light ones, each
+    # with its own dash pattern so that curves stay apart in grey print too
+    colors = list(colormaps["tab20"].colors)
+    colors = colors[0::2] + colors[1::2]
+    styles = ["-", "--", "-.", ":"] * 5
+    ax.set_prop_cycle(cycler(color=colors) + cycler(linestyle=styles))
+    return fig, ax
 
 
 def save_figure(fig, path: str | os.PathLike) -> str:
