@@ -13,9 +13,10 @@ MFEAT_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "mf
 
 
 @pytest.fixture(scope="session", autouse=True)
-def _single_threaded_blas():
-    """Tests use small matrices: one BLAS thread is faster and immune to a busy machine."""
-    with threadpool_limits(limits=1, user_api="blas"):
+def _single_threaded():
+    """Tests use small matrices: one BLAS / OpenMP thread is faster and immune to a busy
+    machine (no oversubscription)."""
+    with threadpool_limits(limits=1):
         yield
 
 

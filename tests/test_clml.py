@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 from sklearn.datasets import load_digits
 from sklearn.exceptions import ConvergenceWarning, NotFittedError
-from threadpoolctl import threadpool_limits
 
 from crossmetric._base import PairData
 from crossmetric._logistic_metric import PairLogisticObjective
@@ -19,13 +18,6 @@ from crossmetric.clml import (
 )
 from crossmetric.ldml import LDML, _used_samples
 from crossmetric.pairs import make_pairs
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Small problems: one BLAS / OpenMP thread avoids oversubscription on shared machines."""
-    with threadpool_limits(1):
-        yield
 
 
 @pytest.fixture(scope="module")

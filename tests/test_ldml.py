@@ -8,19 +8,11 @@ from sklearn.base import clone
 from sklearn.datasets import load_digits
 from sklearn.exceptions import ConvergenceWarning, NotFittedError
 from sklearn.model_selection import GridSearchCV
-from threadpoolctl import threadpool_limits
 
 from crossmetric._base import PairData
 from crossmetric._logistic_metric import PairLogisticObjective
 from crossmetric.ldml import LDML, _used_samples, pair_log_likelihood
 from crossmetric.pairs import make_pairs
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Small problems: one BLAS / OpenMP thread avoids oversubscription on shared machines."""
-    with threadpool_limits(1):
-        yield
 
 
 @pytest.fixture(scope="module")

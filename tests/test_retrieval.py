@@ -8,7 +8,6 @@ import pytest
 from sklearn.base import BaseEstimator
 from sklearn.datasets import load_digits
 from sklearn.exceptions import ConvergenceWarning, NotFittedError
-from threadpoolctl import threadpool_limits
 
 pytest.importorskip("faiss")
 
@@ -17,13 +16,6 @@ from crossmetric.clml import CLML  # noqa: E402
 from crossmetric.ldml import LDML  # noqa: E402
 from crossmetric.pairs import make_pairs  # noqa: E402
 from crossmetric.retrieval import Index, _first_distinct  # noqa: E402
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Small problems: one BLAS / OpenMP thread avoids oversubscription on shared machines."""
-    with threadpool_limits(1):
-        yield
 
 
 @pytest.fixture(scope="module")

@@ -23,6 +23,8 @@ import math
 import torch
 from torch import nn
 
+from crossmetric.gsm import STRUCTURES
+
 __all__ = ["PAPER_MIN_SIDE", "conv_geometry", "DomainNet", "SharedNet", "SimilarityHead",
            "GSMNet"]
 
@@ -78,14 +80,8 @@ class SimilarityHead(nn.Module):
     (see :data:`crossmetric.gsm.STRUCTURES`).
     """
 
-    _PARAMS = {
-        "generalized": ("LA", "LB", "LCx", "LCy", "d", "e"),
-        "linear": ("LA", "LB", "LCx", "LCy"),
-        "ladf": ("LA", "LCx", "LCy", "d"),
-        "joint_bayesian": ("LA", "LCx", "LCy"),
-        "euclidean": ("U", "V", "c"),
-        "inner_product": ("U", "V", "a", "b"),
-    }
+    #: free parameters of each structure: the same table as the feature-based GSM
+    _PARAMS = STRUCTURES
 
     def __init__(self, r: int, structure: str = "generalized", f: float = -1.9,
                  learn_f: bool = False):
