@@ -302,9 +302,9 @@ def initial_weights(Phi: np.ndarray, k: int, init: str, rng: np.random.RandomSta
     r = min(k, n - 1, p)
     if r > 0:
         centered = Phi - Phi.mean(axis=0)
-        if min(n, p) <= 2000:  # exact thin SVD is cheap here
+        if min(n, p) <= max(256, 4 * k):  # exact thin SVD is cheap here
             Vt = np.linalg.svd(centered, full_matrices=False)[2][:r]
-        else:  # randomized SVD: O(n·p·k), no p × p matrix
+        else:  # randomized SVD: O(n·p·k) time, O((n + p)·k) extra memory, no p × p matrix
             Vt = randomized_svd(centered, r, random_state=rng)[2]
         W[:r] = Vt
     W[r:] = rng.standard_normal((k - r, p)) * (1e-3 / np.sqrt(p))
