@@ -264,9 +264,55 @@ def test_cross_val_score_with_index_pairs(two_views):
     pairs, y = make_pairs(labels[:200], labels[:200], max_positives=600, random_state=0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
-        scores = cross_val_score(GSM(5, max_iter=3, random_state=0,
+        scores = cross_val_score(GSM(5, max_iter=30, random_state=0,
                                      preprocessor=(X[:200], Y[:200])), pairs, y, cv=3)
     assert scores.shape == (3,) and np.all(scores > 0.5)
+
+
+@pytest.mark.parametrize("n_components", [None, 6])
+def test_reduction_keeps_relative_variances_unless_whiten(two_views, n_components):
+    X, Y, labels = two_views
+    pairs, y = make_pairs(labels[:150], labels[:150], max_positives=300, random_state=0)
+    prep = (X[:150], Y[:150])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        plain = GSM(n_components, max_iter=1, feature_norm=3.0, random_state=0,
+                    preprocessor=prep).fit(pairs, y)
+        white = GSM(n_components, max_iter=1, whiten=True, random_state=0,
+                    preprocessor=prep).fit(pairs, y)
+    # the reduction is fitted on the distinct samples that the pairs use
+    ux, uy = np.unique(pairs[:, 0]), np.unique(pairs[:, 1])
+    for Z, reduce in ((X[ux], plain.reduce_x), (Y[uy], plain.reduce_y)):
+        R = reduce(Z)
+        # one scalar per modality: mean squared norm feature_norm², variances proportional
+        assert np.isclose(np.mean(np.sum(R ** 2, axis=1)), 9.0)
+        v = R.var(axis=0)
+        ref = (Z - Z.mean(0)).var(axis=0) if n_components is None else None
+        if ref is not None:
+            assert np.allclose(v / v.max(), ref / ref.max())
+        else:
+            assert np.all(np.diff(v) <= 1e-9)  # PCA order kept, not equalised
+            assert v[0] > 2 * v[-1]
+    for Z, reduce in ((X[ux], white.reduce_x), (Y[uy], white.reduce_y)):
+        v = reduce(Z).var(axis=0)
+        keep = (Z.std(axis=0) > 0) if n_components is None else slice(None)
+        assert np.allclose(v[keep], 1.0, rtol=0.02)
+
+
+def test_euclidean_init_starts_at_the_distance_special_case(two_views):
+    X, Y, labels = two_views
+    pairs, y = make_pairs(labels[:100], labels[:100], max_positives=200, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        kw = dict(max_iter=1, learning_rate=1e-12, random_state=0,
+                  preprocessor=(X[:100], Y[:100]))
+        eu = GSM(5, init="euclidean", **kw).fit(pairs, y)
+        rnd = GSM(5, init="random", **kw).fit(pairs, y)
+    p = eu.params_
+    assert np.allclose(p["LCx"], p["LA"], atol=1e-9) and np.allclose(p["LCy"], p["LB"], atol=1e-9)
+    assert not np.allclose(rnd.params_["LCx"], rnd.params_["LA"], atol=1e-3)
+    # S = ‖L_A x − L_B y‖² + 2dᵀx + 2eᵀy + f ≥ f (d = e = 0 at the start)
+    assert np.all(eu.pair_distance(pairs) >= eu.f_ - 1e-6)
 
 
 def test_array_pairs_and_verbose(two_views, capsys):
@@ -294,6 +340,12 @@ def test_bad_input_raises_value_error(two_views):
         GSM(1000, preprocessor=prep).fit(pairs, y)
     with pytest.raises(ValueError, match="mu"):
         GSM(4, mu=-1.0, preprocessor=prep).fit(pairs, y)
+    with pytest.raises(ValueError, match="feature_norm"):
+        GSM(4, feature_norm=0.0, preprocessor=prep).fit(pairs, y)
+    with pytest.raises(ValueError, match="class_weight"):
+        GSM(4, class_weight="auto", preprocessor=prep).fit(pairs, y)
+    with pytest.raises(ValueError, match="init"):
+        GSM(4, init="zeros", preprocessor=prep).fit(pairs, y)
     with pytest.raises(ValueError, match="f must be"):
         GSM(4, f=np.nan, preprocessor=prep).fit(pairs, y)
     with pytest.raises(ValueError, match="y"):
