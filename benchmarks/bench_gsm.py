@@ -127,8 +127,14 @@ def main(argv=None) -> dict:
             # need one dimension: PCA of both to d_y
             k = Y.shape[1] if structure in ("ladf", "joint_bayesian") else None
             run(f"GSM {structure} (features)",
-                lambda s=structure, k=k: GSM(k, structure=s, max_iter=20, random_state=0,
+                lambda s=structure, k=k: GSM(k, structure=s, random_state=0,
                                              preprocessor=(X[tr], Y[tr])),
+                pairs, y, X[te], Y[te], rows)
+        # the former default: whitened features (per-feature standardisation / PCA whitening)
+        for structure in ("generalized", "euclidean"):
+            run(f"GSM {structure} (whiten=True)",
+                lambda s=structure: GSM(structure=s, whiten=True, random_state=0,
+                                        preprocessor=(X[tr], Y[tr])),
                 pairs, y, X[te], Y[te], rows)
 
     if "deep" in skip and "race" in skip:
