@@ -25,7 +25,8 @@ in the sample-based form (eq. 14-18): each distinct sample of a batch is embedde
 gradient is the sum over the pairs it takes part in (eq. 18).
 
 This is the paper's "hand.fea + gen.sim" ablation (§5.5 (i)): an optional linear reduction of each
-modality (here PCA with whitening, where the paper has a learned fully connected layer), then the
+modality (here a fixed PCA, or centring, with one scale per modality -- no whitening by default,
+see ``GSM``'s ``whiten`` -- where the paper has a learned fully connected layer), then the
 similarity layers. ``structure`` selects the special cases of §3.2 and the baselines of §5.5.
 """
 
