@@ -319,7 +319,10 @@ class GSM(CrossModalMixin, BaseEstimator):
         (44%) in twice the epochs.
     max_iter : int, default=100
         Maximum number of epochs (passes over the training pairs). Training for up to 200
-        epochs with ``n_iter_no_change=10`` gave the same rank-1 (44%) as the defaults.
+        epochs with ``n_iter_no_change=10`` gave the same rank-1 (44%) as the defaults. Far
+        fewer epochs undertrain the unwhitened model: on 2000 class-level pairs (PCA-32)
+        held-out AUC is 0.76 after 15 epochs and 0.93 with the default early stopping (whitened:
+        0.81 and 0.87).
     tol : float, default=1e-4
         Training stops when the objective has not decreased by more than ``tol`` for
         ``n_iter_no_change`` consecutive epochs.
@@ -348,8 +351,9 @@ class GSM(CrossModalMixin, BaseEstimator):
         centred training samples is ``feature_norm²``, so that an L of norm of order 1 moves S
         on the scale on which the fixed ``f = −1.9`` and the hinge margin 1 of eq. (5) act
         (standardised 256-d pixels have ‖x‖² ≈ 256, and S then swings far past the margin).
-        Measured rank-1 (task above): 44% at 1, 44% at 2, 42% at 4 -- flat; 27% at 0.1 (the
-        margin is then out of reach under the ``μ`` penalty).
+        Measured rank-1 (task above, 3 splits): 37% at 1, 42% at 2, 41% at 4, 36% at 8; 27% at
+        0.1 (the margin is then out of reach under the ``μ`` penalty). Class-level pairs of the
+        same data (1000 positives, PCA-32): held-out AUC 0.931 at 2, 0.924 at 4, 0.920 at 8.
     class_weight : {"balanced", None}, default="balanced"
         ``"balanced"``: positives and negatives weigh equally in the hinge (see Notes);
         ``None``: every pair weighs the same. Measured rank-1 44% balanced vs 43% unweighted.
