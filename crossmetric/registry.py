@@ -78,8 +78,9 @@ METHODS: dict[str, MethodSpec] = {s.name: s for s in [
                "low-rank LDML, 32 dims; at most 100 L-BFGS iterations"),
     MethodSpec("clml", "CLML", "CLML", {"n_clusters": 4, "n_components": 32, "max_iter": 100},
                "4 local metrics of 32 dims (small data); at most 100 iterations"),
-    MethodSpec("gsm", "GSM", "GSM", {"n_components": 32, "max_iter": 15},
-               "generalized similarity on fixed features; 32 dims, 15 epochs"),
+    MethodSpec("gsm", "GSM", "GSM", {"n_components": 32},
+               "generalized similarity on fixed features; 32 dims, early stopping "
+               "(at most 100 epochs)"),
     MethodSpec("deepgsm", "DeepGSM", "DeepGSM",
                {"hidden_units": 64, "n_identities": 10, "n_images_x": 4, "n_images_y": 4,
                 "max_iter": 800, "device": "cpu"},
