@@ -380,25 +380,17 @@ class DeepGSM(CrossModalMixin, BaseEstimator):
             net.train()
             for it in range(start, max_iter):
                 if self.batch_mode == "sample":
-                    b = sampler.sample()
-                    xb = self._shift(X_t[torch.as_tensor(b.ix, device=device)], rng)
-                    yb = self._shift(Y_t[torch.as_tensor(b.iy, device=device)], rng)
-                    TX, TY, fv = net(xb, yb)
-                    hinge = gsm_hinge_sample_based(
-                        TX, TY, fv,
-                        torch.as_tensor(np.where(b.same, -1.0, 1.0), dtype=torch.float32,
-                                        device=device),
-                        torch.as_tensor(b.weight, dtype=torch.float32, device=device))
+                    b, hinge_of = sampler.sample(), gsm_hinge_sample_based
                 else:
-                    b = sampler.sample_pairs(int(n_pairs))
-                    xb = self._shift(X_t[torch.as_tensor(b.ix, device=device)], rng)
-                    yb = self._shift(Y_t[torch.as_tensor(b.iy, device=device)], rng)
-                    TX, TY, fv = net(xb, yb)
-                    hinge = gsm_hinge_pair_based(
-                        TX, TY, fv,
-                        torch.as_tensor(np.where(b.same, -1.0, 1.0), dtype=torch.float32,
-                                        device=device),
-                        torch.as_tensor(b.weight, dtype=torch.float32, device=device))
+                    b, hinge_of = sampler.sample_pairs(int(n_pairs)), gsm_hinge_pair_based
+                xb = self._shift(X_t[torch.as_tensor(b.ix, device=device)], rng)
+                yb = self._shift(Y_t[torch.as_tensor(b.iy, device=device)], rng)
+                TX, TY, fv = net(xb, yb)
+                hinge = hinge_of(
+                    TX, TY, fv,
+                    torch.as_tensor(np.where(b.same, -1.0, 1.0), dtype=torch.float32,
+                                    device=device),
+                    torch.as_tensor(b.weight, dtype=torch.float32, device=device))
                 loss = hinge + self._penalty(net)
                 opt.zero_grad(set_to_none=True)
                 loss.backward()
