@@ -22,7 +22,6 @@ from typing import NamedTuple
 
 import numpy as np
 from sklearn.base import ClassifierMixin
-from sklearn.metrics import roc_auc_score
 from sklearn.utils import gen_batches
 from sklearn.utils.validation import check_is_fitted
 
@@ -32,6 +31,7 @@ from crossmetric._checks import (
     check_pair_labels,
 )
 from crossmetric._threshold import best_threshold
+from crossmetric.metrics import roc_auc
 
 __all__ = ["PairData", "used_rows", "PairLearnerMixin", "SingleModalMixin", "CrossModalMixin",
            "LinearSingleModalMixin", "squared_euclidean_rows", "squared_euclidean_matrix"]
@@ -317,9 +317,7 @@ class PairLearnerMixin(ClassifierMixin):
 
     def score(self, pairs, y) -> float:
         """ROC AUC of :meth:`pair_score` against the +1 / -1 labels ``y``."""
-        s = self.pair_score(pairs)
-        y = check_pair_labels(y, s.shape[0])
-        return float(roc_auc_score(y, s))
+        return roc_auc(y, self.pair_score(pairs))
 
     def calibrate_threshold(self, pairs, y, strategy: str = "accuracy",
                             min_rate: float | None = None, beta: float = 1.0):
