@@ -260,6 +260,8 @@ def minimize_lbfgs(problem: TowerProblem, W0s, *, max_iter: int, tol: float,
     theta, curve, n_iter = lbfgs(fun, np.concatenate([W.ravel() for W in W0s]),
                                  max_iter=max_iter, tol=tol, verbose=verbose, name=name,
                                  monitor=monitor)
+    if isinstance(theta, list):  # early stopping kept the starting point
+        return theta, curve, n_iter
     return unpack(theta), curve, n_iter
 
 
@@ -434,12 +436,13 @@ def blas_threads(towers_flops: float):
 
 
 def solve(problem: TowerProblem, W0s, *, solver: str, is_kernel: bool, max_iter: int,
-          tol: float, verbose: int, name: str):
+          tol: float, verbose: int, name: str, monitor=None):
     """Run the chosen solver. ``"auto"``: L-BFGS for linear towers, preconditioned GD for
     kernel towers (the papers' algorithm, whose point is the K⁻¹ preconditioner)."""
     if solver == "auto":
         solver = "gd" if is_kernel else "lbfgs"
     if solver == "lbfgs":
         return minimize_lbfgs(problem, W0s, max_iter=max_iter, tol=tol, verbose=verbose,
-                              name=name)
-    return minimize_gd(problem, W0s, max_iter=max_iter, tol=tol, verbose=verbose, name=name)
+                              name=name, monitor=monitor)
+    return minimize_gd(problem, W0s, max_iter=max_iter, tol=tol, verbose=verbose, name=name,
+                       monitor=monitor)
