@@ -233,7 +233,7 @@ def lbfgs(fun, theta0: np.ndarray, *, max_iter: int, tol: float, verbose: int = 
     )
     if not curve:
         curve.append(float(res.fun))
-    if not state["stopped"] and len(curve) >= max_iter:
+    if not state["stopped"] and (len(curve) >= max_iter or res.status == 1):
         _warn_not_converged(name, max_iter, float(res.fun))
     theta = res.x
     if monitor is not None and monitor.best_params is not None:

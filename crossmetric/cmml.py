@@ -90,8 +90,8 @@ class CMML(CrossModalMixin, BaseEstimator):
         the training pairs are few for the number of parameters (kernel towers have one column per
         training sample and the paper's objective no regulariser), so that the fit overfits; when
         the held-out AUC still rises at convergence it costs accuracy (measured on digits instance
-        pairs, 500 training objects: 0.983-0.988 with it, 0.991 without), so compare both by cross-
-        validation.
+        pairs, 500 training objects, 10 negatives per positive, 3 seeds: held-out AUC 0.973-0.988
+        with it, 0.991 without), so compare both by cross-validation.
     validation_fraction : float in (0, 1), default=0.1
         Share of the training samples (whole identities) held out for early stopping.
     n_iter_no_change : int, default=10
