@@ -190,9 +190,12 @@ class LDML(LinearSingleModalMixin, BaseEstimator):
         is 1; the initial bias is the median training-pair distance.
     max_iter : int, default=1000
         Maximum number of L-BFGS iterations.
-    tol : float, default=1e-5
+    tol : float, default=1e-4
         Stop on a plateau: when ``J`` has decreased by less than ``tol`` relative to its value
         per iteration, over the last 10 L-BFGS iterations.
+        The default stops when 10 iterations together lower the objective by less than
+        0.1 %: on digits (1,600 objects) 1e-5 took up to 3× the iterations for the same
+        held-out AUC (PCCA 0.9750 vs 0.9748, CMML 0.9591 vs 0.9581, LDML 0.9575 vs 0.9576).
     early_stopping : bool, default=False
         Hold out ``validation_fraction`` of the training samples, grouped by identity (the
         connected components of the positive pairs), with the pairs among them (see
@@ -248,7 +251,7 @@ class LDML(LinearSingleModalMixin, BaseEstimator):
     """
 
     def __init__(self, n_components: int | None = None, *, alpha: float = 1e-4,
-                 init="auto", max_iter: int = 1000, tol: float = 1e-5,
+                 init="auto", max_iter: int = 1000, tol: float = 1e-4,
                  early_stopping: bool = False, validation_fraction: float = 0.1,
                  n_iter_no_change: int = 10, verbose: int = 0, random_state=None,
                  preprocessor=None):

@@ -71,9 +71,12 @@ class PCCA(LinearSingleModalMixin, BaseEstimator):
         Starting point (PCA axes, or kernel-PCA coordinates), rescaled so that the mean training
         ``D²`` is 1.
     max_iter : int, default=1000
-    tol : float, default=1e-5
+    tol : float, default=1e-4
         Stop on a plateau: when the objective has decreased by less than ``tol`` relative to
         its value per iteration, over the last 10 iterations.
+        The default stops when 10 iterations together lower the objective by less than
+        0.1 %: on digits (1,600 objects) 1e-5 took up to 3× the iterations for the same
+        held-out AUC (PCCA 0.9750 vs 0.9748, CMML 0.9591 vs 0.9581, LDML 0.9575 vs 0.9576).
     early_stopping : bool, default=False
         Hold out ``validation_fraction`` of the training samples, grouped by identity (the
         connected components of the positive pairs), with the pairs among them (see
@@ -139,7 +142,7 @@ class PCCA(LinearSingleModalMixin, BaseEstimator):
 
     def __init__(self, n_components: int = 40, *, beta: float = 3.0, kernel: str = "linear",
                  gamma: float | None = None, solver: str = "auto", preconditioned: bool = True,
-                 init: str = "pca", max_iter: int = 1000, tol: float = 1e-5,
+                 init: str = "pca", max_iter: int = 1000, tol: float = 1e-4,
                  early_stopping: bool = False, validation_fraction: float = 0.1,
                  n_iter_no_change: int = 10, random_state=None, verbose: int = 0,
                  preprocessor=None):
