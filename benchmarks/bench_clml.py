@@ -7,7 +7,7 @@ samples trains (index pairs from ``make_pairs``: every positive up to ``--max-po
 as many random negatives); the other half is split into queries (``--queries-per-class`` per class)
 and a database (the rest). mAP and 1-call@n of the queries against the database; the number of
 local metrics ``k`` is chosen by ``CLMLCV`` (3 folds of the training *samples*, held-out pair
-log-likelihood). ``--gmm-pca`` / ``--reg-covar`` override CLML's mixture defaults.
+ROC AUC). ``--gmm-pca`` / ``--reg-covar`` override CLML's mixture defaults.
 All learners project to 32 dimensions (the paper's d = 32).
 
 Data sets: scikit-learn ``digits`` (64 pixel features / 16) and UCI ``mfeat`` with the views
