@@ -6,47 +6,23 @@ number of Ô₂ from [the] second domain are randomly selected", and the loss ru
 ``n_x · n_y`` pairs of the batch's samples, positives and negatives balanced (eq. 14-18).
 
 This module builds such batches from identities for learners on fixed features (``GSM``),
-without torch: :func:`identities_from_pairs` (identities as the connected components of the
-positive pairs), :func:`pair_completeness` (whether those components may be fragments),
-:class:`IdentityRounds` (the rounds of one epoch), :func:`balanced_weights` and
-:func:`hardest_negatives`. ``crossmetric.deep.sampler`` has the same generator for images
-(torch-free too, but inside the torch package).
+without torch: identities are the connected components of the positive pairs
+(:func:`crossmetric.pairs.identities_from_pairs`); :func:`pair_completeness` says whether
+those components may be fragments; :class:`IdentityRounds` draws the rounds of an epoch;
+:func:`balanced_weights` and :func:`hardest_negatives` weight a batch's pairs.
+``crossmetric.deep.sampler`` has a generator of the same kind for images (torch-free too, but
+inside the torch package); its ``balanced_weights`` is :func:`balanced_weights` without
+``keep``.
 """
 
 from __future__ import annotations
 
 import numpy as np
-from scipy import sparse
-from scipy.sparse.csgraph import connected_components
 from sklearn.utils import check_random_state
 
 from crossmetric._checks import check_positive_int
 
-__all__ = ["identities_from_pairs", "pair_completeness", "balanced_weights",
-           "hardest_negatives", "IdentityRounds"]
-
-
-def identities_from_pairs(n_x: int, n_y: int, ix: np.ndarray, iy: np.ndarray,
-                          y: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
-    """Identity of every row of X and Y: connected components of the positive pairs.
-
-    Rows of X and of Y are the nodes of one bipartite graph, each +1 pair an edge; two samples
-    share an identity when a chain of positive pairs joins them.
-
-    Returns
-    -------
-    ids_x : ndarray of shape (n_x,)
-    ids_y : ndarray of shape (n_y,)
-    n_conflicts : int
-        Pairs labelled −1 whose two samples nevertheless fall in one component.
-    """
-    pos = y == 1
-    graph = sparse.coo_matrix((np.ones(int(pos.sum())), (ix[pos], n_x + iy[pos])),
-                              shape=(n_x + n_y, n_x + n_y))
-    _, comp = connected_components(graph, directed=False)
-    ids_x, ids_y = comp[:n_x].astype(np.int64), comp[n_x:].astype(np.int64)
-    neg = ~pos
-    return ids_x, ids_y, int(np.sum(ids_x[ix[neg]] == ids_y[iy[neg]]))
+__all__ = ["pair_completeness", "balanced_weights", "hardest_negatives", "IdentityRounds"]
 
 
 def pair_completeness(ids_x: np.ndarray, ids_y: np.ndarray, ix: np.ndarray, iy: np.ndarray,

@@ -61,7 +61,8 @@ from crossmetric._gsm_training import (
     validation_loss,
     validation_split,
 )
-from crossmetric.batches import IdentityRounds, identities_from_pairs
+from crossmetric.batches import IdentityRounds
+from crossmetric.pairs import identities_from_pairs
 
 __all__ = ["GSM", "STRUCTURES", "gsm_components", "gsm_rowwise", "gsm_matrix"]
 
