@@ -114,7 +114,8 @@ class GSM(CrossModalMixin, BaseEstimator):
         on identity-level pairs (rank-1 22% at 1e-2); 3e-4 gives the same rank-1 as 1e-3
         (44%) in twice the epochs.
     max_iter : int, default=100
-        Maximum number of epochs (passes over the training pairs). Training for up to 200
+        Maximum number of epochs (passes over the training pairs; for sample-based batches,
+        rounds drawing about every first-modality sample once). Training for up to 200
         epochs with ``n_iter_no_change=10`` gave the same rank-1 (44%) as the defaults. Far
         fewer epochs undertrain the unwhitened model: on 2000 class-level pairs (PCA-32)
         held-out AUC is 0.76 after 15 epochs and 0.93 with the default early stopping (whitened:
@@ -169,7 +170,9 @@ class GSM(CrossModalMixin, BaseEstimator):
         ``UserWarning`` says so. ``"pair"``: mini-batches are ``batch_size`` slices of the
         given pairs (the paper's "sample-pair-based" batches). ``"auto"``: ``"sample"`` when
         the positives are complete and consistent with the negatives, else ``"pair"``
-        (attribute ``batch_mode_``). MEASURED_BATCH
+        (attribute ``batch_mode_``). Rank-1 on the photo → sketch instance task of
+        ``benchmarks/bench_gsm.py`` (1,000 training objects, 200 held out): "generalized"
+        42.5% with pair slices → 43.5% with sample-based batches, "euclidean" 55.0% → 57.5%.
     n_identities : int, default=64
         K̂, identities per sample-based batch.
     n_images_x, n_images_y : int, default=2
@@ -179,7 +182,8 @@ class GSM(CrossModalMixin, BaseEstimator):
         Sample-based batches only. ``None``: every negative of the batch enters the loss. An
         int ``h``: all positives, and for every sample only its ``h`` hardest negatives (the
         smallest S, most violating ``S >= 1``; the union over rows and columns), re-balanced
-        to half the weight. MEASURED_HARD
+        to half the weight. Same task: "generalized" 43.5% → 53.0% (h = 5), 56.0%
+        (h = 2), 53.0% (h = 10); "euclidean" 57.5% → 60.0% (h = 5).
     early_stopping : bool, default=False
         Hold out ``validation_fraction`` of the identities (of the samples when there are
         fewer than 20 identities), with every pair that touches them, so that no validation
@@ -188,7 +192,9 @@ class GSM(CrossModalMixin, BaseEstimator):
         improved by ``tol`` for ``n_iter_no_change`` epochs and keep the best epoch's
         parameters. Use it when the training objective keeps falling while held-out
         matching gets worse (many epochs, small data, large ``learning_rate``); it costs the
-        held-out data. MEASURED_ES
+        held-out data. On the instance task above it does not pay: the objective
+        does not overfit there, and holding out 20% of the objects costs rank-1 ("generalized"
+        43.5% → 36.0%, "euclidean" 57.5% → 45.0%).
     validation_fraction : float in (0, 1), default=0.2
         Share of identities (or samples) held out by ``early_stopping``.
 
