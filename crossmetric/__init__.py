@@ -29,6 +29,7 @@ _LAZY = {
     "CDFE": "crossmetric.baselines",
     "KISSME": "crossmetric.baselines",
     "Euclidean": "crossmetric.baselines",
+    "ITML": "crossmetric.itml",
     "make_pairs": "crossmetric.pairs",
 }
 
