@@ -30,6 +30,9 @@ _LAZY = {
     "KISSME": "crossmetric.baselines",
     "Euclidean": "crossmetric.baselines",
     "ITML": "crossmetric.itml",
+    "NCA": "crossmetric.neighbours",
+    "LMNN": "crossmetric.neighbours",
+    "MCC": "crossmetric.neighbours",
     "make_pairs": "crossmetric.pairs",
 }
 
