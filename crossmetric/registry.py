@@ -112,6 +112,9 @@ METHODS: dict[str, MethodSpec] = {s.name: s for s in [
     MethodSpec("mcc", "MCC", "MCC", {"n_components": 32, "max_iter": 300, "random_state": 0},
                "MCC (collapsing classes), classes = connected components of the positive "
                "pairs; 32 dims, at most 300 L-BFGS iterations"),
+    MethodSpec("prdc", "PRDC", "PRDC", {"max_triplets": 20000, "random_state": 0},
+               "PRDC, triplets = positive and negative pairs sharing a sample; columns added "
+               "until the objective stops decreasing (relative 1e-3)"),
 ]}
 
 

@@ -23,6 +23,7 @@ SINGLE = {
     "NCA": dict(n_components=3, max_iter=30),
     "LMNN": dict(n_components=3, max_iter=30),
     "MCC": dict(n_components=3, max_iter=30),
+    "PRDC": dict(n_components=3, max_iter=30),
 }
 CROSS = {
     "CMML": dict(n_components=3, max_iter=30),
@@ -34,7 +35,7 @@ CROSS = {
     "CDFE": dict(n_components=2),
 }
 ALL = {**SINGLE, **CROSS}
-RANDOM = {"PCCA", "MahaAUC", "LDML", "CLML", "CMML", "CMLAUC", "GSM", "ITML", "NCA", "LMNN", "MCC"}
+RANDOM = {"PCCA", "MahaAUC", "LDML", "CLML", "CMML", "CMLAUC", "GSM", "ITML", "NCA", "LMNN", "MCC", "PRDC"}
 
 
 @pytest.fixture(scope="module")
