@@ -158,6 +158,7 @@ class PRDC(SingleModalMixin, BaseEstimator):
         Q = np.zeros((d, 0))
         r_prev = float(np.log(2.0))                      # r(W) with no column
         self.loss_curve_ = []
+        unconverged = 0
         for _ in range(n_max):
             rp = dp - (dp @ Q) @ Q.T                     # residual differences
             rn = dn - (dn @ Q) @ Q.T
@@ -166,11 +167,13 @@ class PRDC(SingleModalMixin, BaseEstimator):
             if ev[-1] <= 1e-12 * max(1.0, abs(ev).max()):
                 break                                    # no direction left that separates
             w0 = U[:, -1] / np.sqrt(ev[-1])
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", ConvergenceWarning)
-                w, _, _ = lbfgs(lambda v: prdc_objective(v, rp, rn, offset, alpha), w0,
-                                max_iter=self.max_iter, tol=self.tol, verbose=self.verbose,
-                                name="PRDC column")
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always", ConvergenceWarning)
+                w, _, _ = lbfgs(
+                    lambda v, rp=rp, rn=rn, o=offset: prdc_objective(v, rp, rn, o, alpha), w0,
+                    max_iter=self.max_iter, tol=self.tol, verbose=self.verbose,
+                    name="PRDC column")
+            unconverged += any(issubclass(c.category, ConvergenceWarning) for c in caught)
             w = w - Q @ (Q.T @ w)                        # exact orthogonality
             m = offset + (dp @ w) ** 2 - (dn @ w) ** 2
             r = float(np.mean(np.logaddexp(0.0, m)))
@@ -184,6 +187,10 @@ class PRDC(SingleModalMixin, BaseEstimator):
         if not cols:
             raise ValueError("PRDC found no direction that brings positive pairs closer than "
                              "negative ones.")
+        if unconverged:
+            warnings.warn(f"PRDC: {unconverged} column(s) stopped at max_iter={self.max_iter} "
+                          "L-BFGS iterations; increase max_iter.", ConvergenceWarning,
+                          stacklevel=3)
         self.projection_ = np.column_stack(cols)
         self.n_iter_ = len(cols)
 

@@ -35,7 +35,8 @@ CROSS = {
     "CDFE": dict(n_components=2),
 }
 ALL = {**SINGLE, **CROSS}
-RANDOM = {"PCCA", "MahaAUC", "LDML", "CLML", "CMML", "CMLAUC", "GSM", "ITML", "NCA", "LMNN", "MCC", "PRDC"}
+RANDOM = {"PCCA", "MahaAUC", "LDML", "CLML", "CMML", "CMLAUC", "GSM", "ITML", "NCA", "LMNN",
+          "MCC", "PRDC"}
 
 
 @pytest.fixture(scope="module")

@@ -14,9 +14,10 @@ def test_triplets_are_positive_and_negative_pairs_sharing_a_sample():
     y = np.array([1, 1, -1, -1, -1, 1])
     T = triplets_from_pairs(i, j, y)
     slow = set()
+    trip = list(zip(i, j, y, strict=True))
     for a in range(6):
-        P = {b if a == c else c for c, b, s in zip(i, j, y) if s == 1 and a in (c, b)}
-        N = {b if a == c else c for c, b, s in zip(i, j, y) if s == -1 and a in (c, b)}
+        P = {b if a == c else c for c, b, s in trip if s == 1 and a in (c, b)}
+        N = {b if a == c else c for c, b, s in trip if s == -1 and a in (c, b)}
         slow |= {(a, p, n) for p in P for n in N}
     assert {tuple(t) for t in T} == slow and len(T) == len(slow)
 
