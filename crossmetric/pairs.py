@@ -10,11 +10,13 @@ another identity, so every sample that has a positive also takes part in negativ
 from __future__ import annotations
 
 import numpy as np
+from scipy import sparse
+from scipy.sparse.csgraph import connected_components
 from sklearn.utils import check_random_state
 
 from crossmetric._checks import check_positive_int
 
-__all__ = ["make_pairs", "labels_from_pairs"]
+__all__ = ["make_pairs", "identities_from_pairs", "labels_from_pairs"]
 
 
 def _as_labels(labels, name: str) -> np.ndarray:
@@ -166,14 +168,39 @@ def _negative_pairs(anchors: np.ndarray, cx: np.ndarray, cy: np.ndarray, n_negat
     return np.column_stack([ai, aj]).astype(np.int64)
 
 
+def identities_from_pairs(n_x: int, n_y: int, ix: np.ndarray, iy: np.ndarray,
+                          y: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
+    """Identity of every row of X and Y: connected components of the positive pairs.
+
+    Rows of X and of Y are the nodes of one bipartite graph; each pair labelled +1 is an edge.
+    Two images are of the same identity when a chain of positive pairs joins them.
+
+    Returns
+    -------
+    ids_x : ndarray of shape (n_x,)
+    ids_y : ndarray of shape (n_y,)
+    n_conflicts : int
+        Pairs labelled −1 whose two images nevertheless fall in one component.
+    """
+    pos = y == 1
+    graph = sparse.coo_matrix(
+        (np.ones(int(pos.sum())), (ix[pos], n_x + iy[pos])), shape=(n_x + n_y, n_x + n_y)
+    )
+    _, comp = connected_components(graph, directed=False)
+    ids_x, ids_y = comp[:n_x], comp[n_x:]
+    neg = ~pos
+    n_conflicts = int(np.sum(ids_x[ix[neg]] == ids_y[iy[neg]]))
+    return ids_x.astype(np.int64), ids_y.astype(np.int64), n_conflicts
+
+
 def labels_from_pairs(i, j, y, n_samples: int) -> np.ndarray:
-    """Class labels implied by pair constraints: connected components of the positive pairs.
+    """Class labels implied by single-modal pairs: connected components of the positive pairs.
 
     Learners that need class labels (NCA, LMNN, MCC) but are given only pairs take, as the
     classes, the connected components of the graph on the samples whose edges are the
     *same* (+1) pairs: two samples share a label when a chain of positive pairs joins them.
-    Negative pairs do not enter (a negative pair inside one component contradicts the
-    positives and is ignored). A sample in no positive pair is a class of its own.
+    Negative pairs do not enter. A sample in no positive pair is a class of its own. This is
+    :func:`identities_from_pairs` with each sample both an X and a Y node, the two joined.
 
     Parameters
     ----------
@@ -188,14 +215,10 @@ def labels_from_pairs(i, j, y, n_samples: int) -> np.ndarray:
     labels : ndarray of shape (n_samples,), int64
         Component number of each sample, numbered by first appearance.
     """
-    from scipy.sparse import coo_matrix
-    from scipy.sparse.csgraph import connected_components
-
-    i, j, y = np.asarray(i, np.int64), np.asarray(j, np.int64), np.asarray(y)
-    pos = y == 1
-    graph = coo_matrix((np.ones(int(pos.sum())), (i[pos], j[pos])),
-                       shape=(n_samples, n_samples))
-    _, comp = connected_components(graph, directed=False)
+    k = np.arange(n_samples, dtype=np.int64)
+    comp, _, _ = identities_from_pairs(
+        n_samples, n_samples, np.r_[np.asarray(i, np.int64), k],
+        np.r_[np.asarray(j, np.int64), k], np.r_[np.asarray(y), np.ones(n_samples, np.int64)])
     # renumber by first appearance so that the labels do not depend on scipy's numbering
     _, first, inv = np.unique(comp, return_index=True, return_inverse=True)
     rank = np.empty(first.size, np.int64)
