@@ -87,6 +87,11 @@ class PRDC(SingleModalMixin, BaseEstimator):
     (validated) samples unchanged and the learned ``W`` is applied inside
     :meth:`pair_distance` and :meth:`cross_distance`.
 
+    Use it, as the paper does, on non-negative features such as histograms: the absolute
+    difference of signed coordinates (e.g. PCA scores) loses the sign information. On one
+    VIPeR split (colour strip histograms, p = 316, n⁻ = 10) rank-1 was 12 % on the raw
+    square-rooted histograms and 6 % on their PCA-100 scores.
+
     Parameters
     ----------
     n_components : int, optional
