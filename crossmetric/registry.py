@@ -103,9 +103,11 @@ METHODS: dict[str, MethodSpec] = {s.name: s for s in [
     MethodSpec("kissme", "KISSME", "KISSME", {},
                "KISS metric (single-modal)"),
     MethodSpec("kpls", "KPLS", "KPLS", {"n_components": 10},
-               "kernel PLS (RBF per modality), 10 components (cmml paper's kernel baseline)"),
+               "kernel PLS (RBF per modality), 10 components (cmml paper's kernel baseline)",
+               in_default=False),
     MethodSpec("kcdfe", "KCDFE", "KCDFE", {"n_components": 10},
-               "kernel CDFE (RBF per modality), 10 components (cmml paper's kernel baseline)"),
+               "kernel CDFE (RBF per modality), 10 components (cmml paper's kernel baseline)",
+               in_default=False),
     MethodSpec("mvda", "MvDA", "MvDA", {"n_components": 10},
                "multi-view discriminant analysis, 10 components; identities = connected "
                "components of the positive pairs"),
@@ -113,10 +115,10 @@ METHODS: dict[str, MethodSpec] = {s.name: s for s in [
                "coupled spectral regression, all n_identities - 1 responses; identities = "
                "connected components of the positive pairs"),
     MethodSpec("kcsr", "KCSR", "KCSR", {},
-               "kernel CSR (RBF per modality), as csr"),
+               "kernel CSR (RBF per modality), as csr", in_default=False),
     MethodSpec("dmleig", "DML-eig", "DMLEig", {},
                "DML-eig (single-modal): accelerated solver of the paper's smoothed "
-               "eigenvalue problem, to a duality gap of 1e-4"),
+               "eigenvalue problem, to a duality gap of 1e-4", in_default=False),
     MethodSpec("itml", "ITML", "ITML", {"gamma": 1.0, "max_iter": 1000, "tol": 1e-3,
                                         "random_state": 0},
                "ITML (Davis et al. 2007), identity prior, bounds from the 5th/95th percentiles "
