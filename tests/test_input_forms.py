@@ -97,7 +97,7 @@ def test_kernel_pcca_same_dual_size_from_arrays(data):
 
 def test_estimate_gamma_samples_rows_evenly():
     """1,999 rows sorted so that the first 1,000 are one tight cluster: the estimate must
-    see the whole set (a prefix gave γ 40× too large)."""
+    see the whole set (the old prefix gave γ = 120 instead of 0.044)."""
     rng = np.random.RandomState(0)
     X = np.r_[rng.rand(1000, 5) * 0.1, rng.rand(999, 5) * 0.1 + 3.0]
     full = estimate_gamma(X, "rbf", max_samples=len(X))
