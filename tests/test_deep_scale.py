@@ -37,8 +37,9 @@ SMALL = dict(hidden_units=16, n_identities=8, max_iter=6, device="cpu", tol=None
 @pytest.fixture(scope="module")
 def digits():
     """Photo / sketch views of digits: images_x, images_y (16 × 16) and the class of each row."""
-    from crossmetric.datasets import load_digits_views
     from sklearn.datasets import load_digits
+
+    from crossmetric.datasets import load_digits_views
 
     b = load_digits_views()
     cls = load_digits().target[:b.images_x.shape[0]]

@@ -27,8 +27,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-__all__ = ["SplitMix", "as_rng", "Compose", "Resize", "RandomCrop", "RandomHorizontalFlip", "ColorJitter",
-           "RandomErasing", "reid_augmentation", "make_augmentation"]
+__all__ = ["SplitMix", "as_rng", "Compose", "Resize", "RandomCrop", "RandomHorizontalFlip",
+           "ColorJitter", "RandomErasing", "reid_augmentation", "make_augmentation"]
 
 
 _MASK = (1 << 64) - 1

@@ -408,6 +408,8 @@ class DeepGSM(CrossModalMixin, BaseEstimator):
                              f"{self.device!r}: {exc}") from None
         if dev.type == "cuda" and not torch.cuda.is_available():
             raise ValueError(f"device={self.device!r} asked for CUDA, which is not available.")
+        if dev.type == "cuda" and dev.index is None and rank:
+            dev = torch.device("cuda", rank % torch.cuda.device_count())  # one GPU per process
         return dev
 
     def _use_amp(self, device: torch.device) -> bool:
@@ -816,8 +818,7 @@ class DeepGSM(CrossModalMixin, BaseEstimator):
         model = net
         if world > 1:
             model = torch.nn.parallel.DistributedDataParallel(
-                net, device_ids=[device.index] if device.type == "cuda" else None,
-                broadcast_buffers=False)
+                net, device_ids=[device.index] if device.type == "cuda" else None)
         max_iter = int(self.max_iter)
         opt, sched = self._make_optimizer(net, max_iter)
         scaler = torch.amp.GradScaler("cuda", enabled=amp)
