@@ -230,6 +230,9 @@ class DeepGSM(CrossModalMixin, BaseEstimator):
         ``nccl`` with one GPU each); each round's identities are shared among them and the
         loss is the one-process loss of the whole round (:mod:`crossmetric.deep.distributed`).
         Under ``torchrun`` (a process group already initialised) ``fit`` uses that group.
+        The processes are started with ``torch.multiprocessing.spawn``: as with any spawned
+        multiprocessing, the calling script must be a file whose top level is guarded by
+        ``if __name__ == "__main__":`` (code piped to ``python -`` cannot be re-imported).
     num_workers : int, default=0
         ``DataLoader`` worker processes that read (and decode / augment) training images.
     device : {"auto", "cpu", "cuda", ...}, default="auto"
