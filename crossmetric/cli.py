@@ -499,6 +499,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--seed", type=int, default=0)
     r.add_argument("--out", default=None,
                    help="output folder (default ./crossmetric-reproduce/NAME)")
+    r.add_argument("--n-jobs", type=int, default=-1,
+                   help="parallel workers over the splits (default: all cores)")
     r.add_argument("--quiet", action="store_true", help="no progress lines")
     r.set_defaults(func=cmd_reproduce)
     return p
@@ -523,7 +525,7 @@ def cmd_reproduce(args) -> int:
         raise CLIError(f"--splits must be >= 1, got {args.splits}")
     out = args.out or os.path.join("crossmetric-reproduce", args.name)
     result = run_reproduction(args.name, args.data_home, n_splits=args.splits, out=out,
-                              seed=args.seed, verbose=not args.quiet)
+                              seed=args.seed, verbose=not args.quiet, n_jobs=args.n_jobs)
     print(result.table())
     print(f"({result.seconds:.1f} s; wrote {', '.join(result.files)})")
     return 0

@@ -283,26 +283,39 @@ def select_max_iter(estimator, X, ids, domains, split, *, n_negatives: int,
     return best, scores
 
 
-def _viper_run(name: str, estimator, X, ids, domains, splits, *, n_negatives: int,
-               select: bool, seed: int) -> dict:
-    """Fit/evaluate ``estimator`` on every split (``None`` = Euclidean)."""
-    per, chosen, curves, secs, warns = [], [], [], 0.0, set()
-    rng = check_random_state(seed)
-    for s in splits:
-        est = estimator
+def _viper_split(estimator, X, ids, domains, split, n_negatives: int, select: bool,
+                 seed: int) -> dict:
+    """One split: choose ``max_iter`` (when ``select``), fit, measure (runs in a worker)."""
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=1):
         t0 = time.perf_counter()
+        est, chosen = estimator, None
         if est is not None and select:
-            m, _ = select_max_iter(est, X, ids, domains, s, n_negatives=n_negatives,
-                                   random_state=rng.randint(2**31 - 1))
-            est = clone(est).set_params(max_iter=m)
-            chosen.append(m)
-        res = evaluate_reid(est, X, ids, s)
-        secs += time.perf_counter() - t0
-        per.append([100 * res[f"rank{r}"] for r in CMC_RANKS])
-        curves.append(res["cmc"])
-        warns.update(res["warnings"])
-    return {"per_split": np.array(per), "cmc": np.mean(curves, axis=0), "max_iter": chosen,
-            "seconds": secs, "warnings": sorted(warns)}
+            chosen, _ = select_max_iter(est, X, ids, domains, split, n_negatives=n_negatives,
+                                        random_state=seed)
+            est = clone(est).set_params(max_iter=chosen)
+        res = evaluate_reid(est, X, ids, split)
+        res.pop("model")
+        res["max_iter"], res["seconds"] = chosen, time.perf_counter() - t0
+    return res
+
+
+def _viper_run(name: str, estimator, X, ids, domains, splits, *, n_negatives: int,
+               select: bool, seed: int, n_jobs: int = -1) -> dict:
+    """Fit/evaluate ``estimator`` on every split (``None`` = Euclidean), splits in parallel."""
+    from joblib import Parallel, delayed
+
+    rng = check_random_state(seed)
+    seeds = [int(rng.randint(2**31 - 1)) for _ in splits]
+    results = Parallel(n_jobs=n_jobs if estimator is not None else 1)(
+        delayed(_viper_split)(estimator, X, ids, domains, s, n_negatives, select, sd)
+        for s, sd in zip(splits, seeds, strict=True))
+    per = np.array([[100 * r[f"rank{k}"] for k in CMC_RANKS] for r in results])
+    return {"per_split": per, "cmc": np.mean([r["cmc"] for r in results], axis=0),
+            "max_iter": [r["max_iter"] for r in results if r["max_iter"] is not None],
+            "seconds": float(sum(r["seconds"] for r in results)),
+            "warnings": sorted({w for r in results for w in r["warnings"]})}
 
 
 def _itml_estimator():
@@ -322,7 +335,7 @@ def _progress(verbose: bool, msg: str):
 
 def reproduce_pcca_viper(data_home, *, n_splits: int = 10, seed: int = 0, verbose=True,
                          ps=(316, 532), negatives=(1, 10), itml: bool = True,
-                         variants=None) -> ReproductionResult:
+                         variants=None, n_jobs: int = -1) -> ReproductionResult:
     """PCCA Table 2 (see the module docstring for the choices)."""
     pub = PUBLISHED["pcca-viper"]
     res = ReproductionResult("pcca-viper", pub["source"])
@@ -361,7 +374,7 @@ def reproduce_pcca_viper(data_home, *, n_splits: int = 10, seed: int = 0, verbos
             _progress(verbose, f"[pcca-viper] {key} ...")
             run = _viper_run(method, est, _feature_map(X, fmap), ids, dom, splits_by_n[n],
                              n_negatives=n, select=est is not None and method != "ITML",
-                             seed=seed + p + n)
+                             seed=seed + p + n, n_jobs=n_jobs)
             paper = pub["rows"].get((p, method, n))
             label = method if method == "Euclidean" else f"{method} n-={n}"
             for k, meas in enumerate(pub["measures"]):
@@ -429,7 +442,8 @@ class _PCAThen:
 
 def reproduce_pcca_viper_negatives(data_home, *, n_splits: int = 10, seed: int = 0,
                                    verbose=True, ps=(316, 532),
-                                   negatives=(1, 2, 3, 5, 7, 10, 15, 20)) -> ReproductionResult:
+                                   negatives=(1, 2, 3, 5, 7, 10, 15, 20),
+                                   n_jobs: int = -1) -> ReproductionResult:
     """PCCA Fig. 6: CMC@20 of PCCA-χ²RBF against n⁻ (iterations chosen per split)."""
     pub = PUBLISHED["pcca-viper-negatives"]
     res = ReproductionResult("pcca-viper-negatives", pub["source"])
@@ -445,7 +459,7 @@ def reproduce_pcca_viper_negatives(data_home, *, n_splits: int = 10, seed: int =
             splits = reid_splits(ids, dom, p, n_negatives=n, n_splits=n_splits,
                                  random_state=seed)
             run = _viper_run("PCCA-chi2RBF", est, _feature_map(X, fmap), ids, dom, splits,
-                             n_negatives=n, select=True, seed=seed + p + n)
+                             n_negatives=n, select=True, seed=seed + p + n, n_jobs=n_jobs)
             r20 = run["per_split"][:, 3]
             res.add(f"p={p}", f"PCCA-chi2RBF n-={n}", "r20", r20, pub["rows"].get((p, n)))
             means.append(r20.mean())
@@ -716,6 +730,10 @@ def run_reproduction(name: str, data_home=None, *, n_splits: int | None = None,
     n_splits = rep.default_splits if n_splits is None else int(n_splits)
     if n_splits < 1:
         raise ValueError(f"n_splits must be >= 1, got {n_splits}.")
+    import inspect
+
+    if "n_jobs" in options and "n_jobs" not in inspect.signature(rep.run).parameters:
+        options.pop("n_jobs")
     t0 = time.perf_counter()
     result = rep.run(data_home, n_splits=n_splits, seed=seed, verbose=verbose, **options)
     result.seconds = time.perf_counter() - t0
