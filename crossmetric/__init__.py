@@ -29,6 +29,10 @@ _LAZY = {
     "CDFE": "crossmetric.baselines",
     "KISSME": "crossmetric.baselines",
     "Euclidean": "crossmetric.baselines",
+    "ITML": "crossmetric.itml",
+    "NCA": "crossmetric.neighbours",
+    "LMNN": "crossmetric.neighbours",
+    "MCC": "crossmetric.neighbours",
     "make_pairs": "crossmetric.pairs",
 }
 
