@@ -23,6 +23,7 @@ SINGLE = {
     "NCA": dict(n_components=3, max_iter=30),
     "LMNN": dict(n_components=3, max_iter=30),
     "MCC": dict(n_components=3, max_iter=30),
+    "DMLEig": dict(max_iter=50),
 }
 CROSS = {
     "CMML": dict(n_components=3, max_iter=30),
@@ -32,6 +33,11 @@ CROSS = {
     "PLS": dict(n_components=2),
     "KCCA": dict(n_components=2),
     "CDFE": dict(n_components=2),
+    "KPLS": dict(n_components=2),
+    "KCDFE": dict(n_components=2),
+    "MvDA": dict(n_components=2),
+    "CSR": dict(),
+    "KCSR": dict(),
 }
 ALL = {**SINGLE, **CROSS}
 RANDOM = {"PCCA", "MahaAUC", "LDML", "CLML", "CMML", "CMLAUC", "GSM", "ITML", "NCA", "LMNN", "MCC"}
