@@ -194,9 +194,9 @@ class ReproductionResult:
 
 def _fmt(v: float, sign: bool = False) -> str:
     """Two decimals (percentages), four significant digits for small values (objectives)."""
-    if v != 0 and abs(v) < 0.1:
-        return f"{v:+.3g}" if sign else f"{v:.3g}"
-    return f"{v:+.2f}" if sign else f"{v:.2f}"
+    if sign:
+        return f"{v:+.2f}"
+    return f"{v:.3g}" if v != 0 and abs(v) < 0.1 else f"{v:.2f}"
 
 
 def _jsonable(obj):
