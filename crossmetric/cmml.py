@@ -33,7 +33,13 @@ from crossmetric._logistic_metric import (
     rescale_to_unit_distance,
     solve,
 )
-from crossmetric.kernels import KernelMap, check_kernel, check_kernel_input
+from crossmetric.kernels import (
+    KernelMap,
+    NystroemMap,
+    check_kernel,
+    check_kernel_approximation,
+    check_kernel_input,
+)
 
 __all__ = ["CMML"]
 
@@ -82,6 +88,12 @@ class CMML(CrossModalMixin, BaseEstimator):
     verbose : int, default=0
     preprocessor : tuple (X, Y) or array-like, optional
         Samples that integer index pairs refer to (column 0 → rows of X, column 1 → rows of Y).
+    kernel_approximation : {None, "nystroem"}, default=None
+        ``"nystroem"``: each kernel tower uses the Nyström features of ``n_landmarks`` random
+        training samples of its modality (:class:`~crossmetric.kernels.NystroemMap`) and
+        learns a *linear* tower on them; O(n·m) memory instead of O(n²).
+    n_landmarks : int, default=1000
+        Landmarks m per Nyström modality.
 
     Attributes
     ----------
@@ -91,6 +103,9 @@ class CMML(CrossModalMixin, BaseEstimator):
         ``Â`` and ``B̂`` of a kernel tower (eq. 9).
     kernel_map_x_, kernel_map_y_ : KernelMap
         Training samples of a kernel tower.
+    feature_map_x_, feature_map_y_ : NystroemMap
+        Nyström towers only, with their linear maps ``feature_components_x_`` /
+        ``feature_components_y_``.
     n_iter_ : int
     loss_curve_ : list of float
     threshold_ : float
@@ -109,7 +124,10 @@ class CMML(CrossModalMixin, BaseEstimator):
     def __init__(self, n_components: int = 30, *, beta: float = 3.0, kernel="linear",
                  gamma=None, solver: str = "auto", preconditioned: bool = True,
                  init: str = "random", max_iter: int = 1000, tol: float = 1e-5,
-                 random_state=None, verbose: int = 0, preprocessor=None):
+                 random_state=None, verbose: int = 0, preprocessor=None,
+                 kernel_approximation=None, n_landmarks: int = 1000):
+        self.kernel_approximation = kernel_approximation
+        self.n_landmarks = n_landmarks
         self.n_components = n_components
         self.beta = beta
         self.kernel = kernel
@@ -135,6 +153,7 @@ class CMML(CrossModalMixin, BaseEstimator):
 
         X, ix = used_rows(data.X, data.ix)
         Y, iy = used_rows(data.Y, data.iy)
+        nystroem = check_kernel_approximation(self.kernel_approximation) == "nystroem"
         towers, maps = [], []
         names = ("X (first modality)", "Y (second modality)")
         for S, kernel, gamma, name in zip((X, Y), kernels, gammas, names, strict=True):
@@ -142,6 +161,11 @@ class CMML(CrossModalMixin, BaseEstimator):
             if kernel == "linear":
                 towers.append(Tower(S))
                 maps.append(None)
+            elif nystroem:  # Nyström features feed a linear tower
+                fm = NystroemMap(kernel, gamma=gamma, n_landmarks=self.n_landmarks,
+                                 random_state=rng).fit(S)
+                towers.append(Tower(fm.transform(S)))
+                maps.append(fm)
             else:
                 km = KernelMap(kernel, gamma=gamma).fit(S)
                 towers.append(Tower(km.train_kernel(), preconditioned=bool(self.preconditioned)))
@@ -149,25 +173,33 @@ class CMML(CrossModalMixin, BaseEstimator):
         upper = sum(t.Phi.shape[1] for t in towers)
         k = check_n_components(self.n_components, upper,
                                what="features or kernel samples of both modalities together")
-        is_kernel = any(m is not None for m in maps)
+        exact = [isinstance(m, KernelMap) for m in maps]
+        is_kernel = any(exact)
         problem = TowerProblem(towers, PairLogisticObjective(ix, iy, y, beta, len(X), len(Y)))
         with blas_threads(sum(t.Phi.size for t in towers) * k):
-            W0 = [initial_weights(t.Phi, k, init, rng, m is not None)
-                  for t, m in zip(towers, maps, strict=True)]
+            W0 = [initial_weights(t.Phi, k, init, rng, e) for t, e in zip(towers, exact,
+                                                                         strict=True)]
             W0 = rescale_to_unit_distance(problem, W0)
             Ws, self.loss_curve_, self.n_iter_ = solve(
                 problem, W0, solver=solver, is_kernel=is_kernel, max_iter=max_iter, tol=tol,
                 verbose=self.verbose, name="CMML")
         for side, W, km in zip("xy", Ws, maps, strict=True):
-            for attr in (f"components_{side}_", f"dual_coef_{side}_", f"kernel_map_{side}_"):
-                self.__dict__.pop(attr, None)  # refit with another kernel: drop stale towers
+            for attr in ("components", "dual_coef", "kernel_map", "feature_map",
+                         "feature_components"):
+                self.__dict__.pop(f"{attr}_{side}_", None)  # refit: drop stale towers
             if km is None:
                 setattr(self, f"components_{side}_", W)
+            elif isinstance(km, NystroemMap):
+                setattr(self, f"feature_map_{side}_", km)
+                setattr(self, f"feature_components_{side}_", W)
             else:
                 setattr(self, f"dual_coef_{side}_", W)
                 setattr(self, f"kernel_map_{side}_", km)
 
     def _embed(self, S: np.ndarray, side: str) -> np.ndarray:
+        fm = getattr(self, f"feature_map_{side}_", None)
+        if fm is not None:
+            return fm.transform(S) @ getattr(self, f"feature_components_{side}_").T
         km = getattr(self, f"kernel_map_{side}_", None)
         if km is None:
             return S @ getattr(self, f"components_{side}_").T

@@ -31,7 +31,12 @@ from crossmetric._logistic_metric import (
     rescale_to_unit_distance,
     solve,
 )
-from crossmetric.kernels import KernelMap, check_kernel
+from crossmetric.kernels import (
+    KernelMap,
+    NystroemMap,
+    check_kernel,
+    check_kernel_approximation,
+)
 
 __all__ = ["PCCA"]
 
@@ -78,6 +83,14 @@ class PCCA(LinearSingleModalMixin, BaseEstimator):
         Print one line per iteration (iteration, objective, step, time).
     preprocessor : array-like or tuple (X, Y), optional
         Samples that integer index pairs refer to.
+    kernel_approximation : {None, "nystroem"}, default=None
+        ``"nystroem"``: replace the n × n kernel matrix by the Nyström features of
+        ``n_landmarks`` random training samples (:class:`~crossmetric.kernels.NystroemMap`)
+        and learn the *linear* tower on them (solver as for ``kernel="linear"``). Memory
+        O(n·m) instead of O(n²); use it past a few thousand samples. Ignored for
+        ``kernel="linear"``.
+    n_landmarks : int, default=1000
+        Landmarks m of the Nyström map.
 
     Attributes
     ----------
@@ -86,7 +99,10 @@ class PCCA(LinearSingleModalMixin, BaseEstimator):
     dual_coef_ : ndarray of shape (n_components, n_train)
         ``A`` of ``L = A Xᵀ`` (kernels only).
     kernel_map_ : KernelMap
-        The training samples and resolved bandwidth (kernels only).
+        The training samples and resolved bandwidth (exact kernels only).
+    feature_map_ : NystroemMap
+        ``kernel_approximation="nystroem"`` only; ``feature_components_`` (n_components, m)
+        is then the linear tower on its features.
     n_iter_ : int
     loss_curve_ : list of float
         Objective after each iteration.
@@ -114,7 +130,10 @@ class PCCA(LinearSingleModalMixin, BaseEstimator):
     def __init__(self, n_components: int = 40, *, beta: float = 3.0, kernel: str = "linear",
                  gamma: float | None = None, solver: str = "auto", preconditioned: bool = True,
                  init: str = "pca", max_iter: int = 1000, tol: float = 1e-5, random_state=None,
-                 verbose: int = 0, preprocessor=None):
+                 verbose: int = 0, preprocessor=None, kernel_approximation=None,
+                 n_landmarks: int = 1000):
+        self.kernel_approximation = kernel_approximation
+        self.n_landmarks = n_landmarks
         self.n_components = n_components
         self.beta = beta
         self.kernel = kernel
@@ -137,10 +156,19 @@ class PCCA(LinearSingleModalMixin, BaseEstimator):
         tol = check_positive_scalar(self.tol, "tol", allow_zero=True)
         rng = check_random_state(self.random_state)
         is_kernel = kernel != "linear"
+        nystroem = (check_kernel_approximation(self.kernel_approximation) == "nystroem"
+                    and is_kernel)
 
         Z, i, j = data.stacked(dedupe=True)
         Z, i, j = used_rows(Z, i, j)
-        if is_kernel:
+        if nystroem:  # Nyström features feed the linear tower
+            kernel_map = NystroemMap(kernel, gamma=self.gamma, n_landmarks=self.n_landmarks,
+                                     random_state=rng).fit(Z)
+            Phi = kernel_map.transform(Z)
+            k = check_n_components(self.n_components, Phi.shape[1],
+                                   what="the number of Nyström landmarks")
+            is_kernel = False
+        elif is_kernel:
             kernel_map = KernelMap(kernel, gamma=self.gamma).fit(Z)
             Phi = kernel_map.train_kernel()
             k = check_n_components(self.n_components, Z.shape[0],
@@ -157,15 +185,20 @@ class PCCA(LinearSingleModalMixin, BaseEstimator):
             (W,), self.loss_curve_, self.n_iter_ = solve(
                 problem, W0, solver=solver, is_kernel=is_kernel, max_iter=max_iter, tol=tol,
                 verbose=self.verbose, name="PCCA")
-        for attr in ("components_", "dual_coef_", "kernel_map_"):
+        for attr in ("components_", "dual_coef_", "kernel_map_", "feature_map_",
+                     "feature_components_"):
             self.__dict__.pop(attr, None)  # a refit with another kernel drops the old tower
-        if is_kernel:
+        if nystroem:
+            self.feature_map_, self.feature_components_ = kernel_map, W
+        elif is_kernel:
             self.dual_coef_ = W
             self.kernel_map_ = kernel_map
         else:
             self.components_ = W
 
     def _embed_x(self, X: np.ndarray) -> np.ndarray:
+        if hasattr(self, "feature_map_"):
+            return self.feature_map_.transform(X) @ self.feature_components_.T
         if hasattr(self, "dual_coef_"):
             return self.kernel_map_.transform(X) @ self.dual_coef_.T
         return X @ self.components_.T

@@ -344,6 +344,8 @@ class Index:
         Z = self._embed_all(X, "y")
         if self._index is None:
             self._start(Z.shape[1])
+        if not self.is_trained and not self.ntotal and n >= self._train_threshold():
+            self._train_on(Z)  # enough vectors at once: train on them, skip the exact store
         if self.kind == "gmm":
             from faiss.contrib.ivf_tools import add_preassigned
 
