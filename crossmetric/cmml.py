@@ -33,6 +33,7 @@ from crossmetric._logistic_metric import (
     rescale_to_unit_distance,
     solve,
 )
+from crossmetric._stochastic import STOCHASTIC_SOLVERS, fit_pair_towers
 from crossmetric.kernels import (
     KernelMap,
     NystroemMap,
@@ -72,10 +73,11 @@ class CMML(CrossModalMixin, BaseEstimator):
         ``(kernel_x, kernel_y)``. The paper uses ``chi2_rbf`` for its histograms (§4.1).
     gamma : float or (float, float), optional
         Bandwidths for ``rbf`` / ``chi2_rbf``; ``None`` = ``1 / mean d²`` per modality.
-    solver : {"auto", "lbfgs", "gd"}, default="auto"
+    solver : {"auto", "lbfgs", "gd", "minibatch", "sgd"}, default="auto"
         As in :class:`~crossmetric.PCCA`: ``"auto"`` is L-BFGS when both towers are linear,
         otherwise the paper's gradient descent with line search, preconditioned for kernel
-        towers when ``preconditioned``.
+        towers when ``preconditioned``. ``"minibatch"`` / ``"sgd"``: stochastic solvers reading
+        ``batch_size`` pairs (and only their samples) at a time, for linear or Nyström towers.
     preconditioned : bool, default=True
         Use eq. (12)'s K⁻¹-preconditioned direction for kernel towers (``solver="gd"``).
     init : {"random", "pca"}, default="random"
@@ -93,6 +95,11 @@ class CMML(CrossModalMixin, BaseEstimator):
         training samples of its modality (:class:`~crossmetric.kernels.NystroemMap`) and
         learns a *linear* tower on them; O(n·m) memory instead of O(n²).
     n_landmarks : int, default=1000
+    batch_size : int, default=4096
+        ``solver="minibatch"`` / ``"sgd"`` only: pairs per block.
+    learning_rate : float, default=0.3
+        ``solver="minibatch"`` / ``"sgd"`` only: first step relative to the weights' size,
+        divided by 5 at each plateau (rule in :mod:`crossmetric._stochastic`).
         Landmarks m per Nyström modality.
 
     Attributes
@@ -125,7 +132,10 @@ class CMML(CrossModalMixin, BaseEstimator):
                  gamma=None, solver: str = "auto", preconditioned: bool = True,
                  init: str = "random", max_iter: int = 1000, tol: float = 1e-5,
                  random_state=None, verbose: int = 0, preprocessor=None,
-                 kernel_approximation=None, n_landmarks: int = 1000):
+                 kernel_approximation=None, n_landmarks: int = 1000,
+                 batch_size: int = 4096, learning_rate: float = 0.3):
+        self.batch_size = batch_size
+        self.learning_rate = learning_rate
         self.kernel_approximation = kernel_approximation
         self.n_landmarks = n_landmarks
         self.n_components = n_components
@@ -145,12 +155,23 @@ class CMML(CrossModalMixin, BaseEstimator):
         beta = check_positive_scalar(self.beta, "beta")
         kernels = tuple(check_kernel(k, "kernel") for k in per_modality(self.kernel, "kernel"))
         gammas = per_modality(self.gamma, "gamma")
-        solver = check_choice(self.solver, "solver", SOLVERS)
+        solver = check_choice(self.solver, "solver", SOLVERS + STOCHASTIC_SOLVERS)
         init = check_choice(self.init, "init", INITS)
         max_iter = check_positive_int(self.max_iter, "max_iter")
         tol = check_positive_scalar(self.tol, "tol", allow_zero=True)
         rng = check_random_state(self.random_state)
 
+        if solver in STOCHASTIC_SOLVERS:
+            Ws, maps, self.loss_curve_, self.n_iter_ = fit_pair_towers(
+                data, y, tied=False, kernels=kernels, gammas=gammas,
+                approximation=check_kernel_approximation(self.kernel_approximation),
+                n_landmarks=self.n_landmarks, n_components=self.n_components, beta=beta,
+                init=init, solver=solver,
+                batch_size=check_positive_int(self.batch_size, "batch_size"),
+                learning_rate=check_positive_scalar(self.learning_rate, "learning_rate"),
+                max_iter=max_iter, tol=tol, rng=rng, verbose=self.verbose, name="CMML")
+            self._set_towers(Ws, maps)
+            return
         X, ix = used_rows(data.X, data.ix)
         Y, iy = used_rows(data.Y, data.iy)
         nystroem = check_kernel_approximation(self.kernel_approximation) == "nystroem"
@@ -183,6 +204,9 @@ class CMML(CrossModalMixin, BaseEstimator):
             Ws, self.loss_curve_, self.n_iter_ = solve(
                 problem, W0, solver=solver, is_kernel=is_kernel, max_iter=max_iter, tol=tol,
                 verbose=self.verbose, name="CMML")
+        self._set_towers(Ws, maps)
+
+    def _set_towers(self, Ws, maps) -> None:
         for side, W, km in zip("xy", Ws, maps, strict=True):
             for attr in ("components", "dual_coef", "kernel_map", "feature_map",
                          "feature_components"):

@@ -31,6 +31,7 @@ from crossmetric._logistic_metric import (
     rescale_to_unit_distance,
     solve,
 )
+from crossmetric._stochastic import STOCHASTIC_SOLVERS, fit_pair_towers
 from crossmetric.kernels import (
     KernelMap,
     NystroemMap,
@@ -66,7 +67,10 @@ class PCCA(LinearSingleModalMixin, BaseEstimator):
         ``"lbfgs"`` is scipy's L-BFGS on the plain gradient. ``"auto"`` picks L-BFGS for the
         linear model (it reaches the same optimum in far fewer passes over the pairs: the
         problem is smooth and small) and preconditioned GD for kernels (the paper's method; its
-        direction needs no product with K).
+        direction needs no product with K). ``"minibatch"`` (Adam) / ``"sgd"``: stochastic
+        solvers reading ``batch_size`` pairs at a time, only the samples those pairs use, for
+        pairs and samples that do not fit in memory (``preprocessor`` may be a memmap); linear
+        or Nyström towers (:mod:`crossmetric._stochastic`); ``max_iter`` counts epochs.
     preconditioned : bool, default=True
         Kernel PCCA with ``solver="gd"`` only: descend along ``∇_A K⁻¹`` (eq. 9-10), where each
         pair touches two columns. ``False`` descends along the plain gradient ``∇_A`` (the
@@ -90,6 +94,11 @@ class PCCA(LinearSingleModalMixin, BaseEstimator):
         O(n·m) instead of O(n²); use it past a few thousand samples. Ignored for
         ``kernel="linear"``.
     n_landmarks : int, default=1000
+    batch_size : int, default=4096
+        ``solver="minibatch"`` / ``"sgd"`` only: pairs per block.
+    learning_rate : float, default=0.3
+        ``solver="minibatch"`` / ``"sgd"`` only: first step relative to the weights' size,
+        divided by 5 at each plateau (rule in :mod:`crossmetric._stochastic`).
         Landmarks m of the Nyström map.
 
     Attributes
@@ -131,7 +140,10 @@ class PCCA(LinearSingleModalMixin, BaseEstimator):
                  gamma: float | None = None, solver: str = "auto", preconditioned: bool = True,
                  init: str = "pca", max_iter: int = 1000, tol: float = 1e-5, random_state=None,
                  verbose: int = 0, preprocessor=None, kernel_approximation=None,
-                 n_landmarks: int = 1000):
+                 n_landmarks: int = 1000,
+                 batch_size: int = 4096, learning_rate: float = 0.3):
+        self.batch_size = batch_size
+        self.learning_rate = learning_rate
         self.kernel_approximation = kernel_approximation
         self.n_landmarks = n_landmarks
         self.n_components = n_components
@@ -150,7 +162,7 @@ class PCCA(LinearSingleModalMixin, BaseEstimator):
     def _fit(self, data: PairData, y: np.ndarray) -> None:
         beta = check_positive_scalar(self.beta, "beta")
         kernel = check_kernel(self.kernel)
-        solver = check_choice(self.solver, "solver", SOLVERS)
+        solver = check_choice(self.solver, "solver", SOLVERS + STOCHASTIC_SOLVERS)
         init = check_choice(self.init, "init", INITS)
         max_iter = check_positive_int(self.max_iter, "max_iter")
         tol = check_positive_scalar(self.tol, "tol", allow_zero=True)
@@ -159,6 +171,22 @@ class PCCA(LinearSingleModalMixin, BaseEstimator):
         nystroem = (check_kernel_approximation(self.kernel_approximation) == "nystroem"
                     and is_kernel)
 
+        for attr in ("components_", "dual_coef_", "kernel_map_", "feature_map_",
+                     "feature_components_"):
+            self.__dict__.pop(attr, None)  # a refit with another kernel drops the old tower
+        if solver in STOCHASTIC_SOLVERS:
+            (W,), (fmap,), self.loss_curve_, self.n_iter_ = fit_pair_towers(
+                data, y, tied=True, kernels=(kernel,), gammas=(self.gamma,),
+                approximation=self.kernel_approximation, n_landmarks=self.n_landmarks,
+                n_components=self.n_components, beta=beta, init=init, solver=solver,
+                batch_size=check_positive_int(self.batch_size, "batch_size"),
+                learning_rate=check_positive_scalar(self.learning_rate, "learning_rate"),
+                max_iter=max_iter, tol=tol, rng=rng, verbose=self.verbose, name="PCCA")
+            if fmap is None:
+                self.components_ = W
+            else:
+                self.feature_map_, self.feature_components_ = fmap, W
+            return
         Z, i, j = data.stacked(dedupe=True)
         Z, i, j = used_rows(Z, i, j)
         if nystroem:  # Nyström features feed the linear tower
@@ -185,9 +213,6 @@ class PCCA(LinearSingleModalMixin, BaseEstimator):
             (W,), self.loss_curve_, self.n_iter_ = solve(
                 problem, W0, solver=solver, is_kernel=is_kernel, max_iter=max_iter, tol=tol,
                 verbose=self.verbose, name="PCCA")
-        for attr in ("components_", "dual_coef_", "kernel_map_", "feature_map_",
-                     "feature_components_"):
-            self.__dict__.pop(attr, None)  # a refit with another kernel drops the old tower
         if nystroem:
             self.feature_map_, self.feature_components_ = kernel_map, W
         elif is_kernel:
