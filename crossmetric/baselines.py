@@ -162,33 +162,6 @@ class _SklearnLatent(CrossModalMixin, BaseEstimator):
         self.y_rotations_ = est.y_rotations_
         self.n_iter_ = int(max(getattr(est, "n_iter_", [0]) or [0]))
 
-    def _fit_nystroem(self, Xp, Yp, kernels, gammas, reg) -> None:
-        """The exact solution below on ``K̃_c = Φ_c Φ_cᵀ``, from the thin SVD of ``Φ_c``."""
-        n = Xp.shape[0]
-        rng = check_random_state(self.random_state)
-        parts = []
-        for side, S, kernel, gamma in zip("xy", (Xp, Yp), kernels, gammas, strict=True):
-            fm = NystroemMap(kernel, gamma=gamma, n_landmarks=self.n_landmarks,
-                             random_state=rng).fit(S)
-            Phi = fm.transform(S)
-            mean = Phi.mean(axis=0)
-            U, sv, Vt = np.linalg.svd(Phi - mean, full_matrices=False)
-            s = sv ** 2
-            keep = s > max(s.max(initial=0.0), 0.0) * 1e-10
-            setattr(self, f"feature_map_{side}_", fm)
-            setattr(self, f"feature_mean_{side}_", mean)
-            parts.append((s[keep], U[:, keep], Vt[keep].T * sv[keep], s.sum()))
-        (sx, Ux, Vx, trx), (sy, Uy, Vy, try_) = parts
-        k = check_n_components(self.n_components, min(sx.size, sy.size),
-                               what="the rank of the centred Nyström features")
-        kap_x, kap_y = reg * trx / n, reg * try_ / n
-        T = (np.sqrt(sx / (sx + kap_x))[:, None] * (Ux.T @ Uy)) * np.sqrt(sy / (sy + kap_y))
-        P, sig, Qt = np.linalg.svd(T, full_matrices=False)
-        self.correlations_ = sig[:k]
-        # centred kernel row of x is φ_c(x) Φ_cᵀ = φ_c(x) V S Uᵀ, so Uᵀ k_c(x) = φ_c(x) V S
-        self.feature_coef_x_ = Vx @ (P[:, :k] / np.sqrt(sx * (sx + kap_x))[:, None])
-        self.feature_coef_y_ = Vy @ (Qt[:k].T / np.sqrt(sy * (sy + kap_y))[:, None])
-
     def _finish(self, F: np.ndarray) -> np.ndarray:
         return _l2_normalize(F) if self.distance == "cosine" else F
 
@@ -514,33 +487,6 @@ class CDFE(CrossModalMixin, BaseEstimator):
         self.eigenvalues_ = w
         self.components_x_ = W[:dx].T
         self.components_y_ = W[dx:].T       # z = [x; −y]: Wᵀz = Uᵀx − Vᵀy
-
-    def _fit_nystroem(self, Xp, Yp, kernels, gammas, reg) -> None:
-        """The exact solution below on ``K̃_c = Φ_c Φ_cᵀ``, from the thin SVD of ``Φ_c``."""
-        n = Xp.shape[0]
-        rng = check_random_state(self.random_state)
-        parts = []
-        for side, S, kernel, gamma in zip("xy", (Xp, Yp), kernels, gammas, strict=True):
-            fm = NystroemMap(kernel, gamma=gamma, n_landmarks=self.n_landmarks,
-                             random_state=rng).fit(S)
-            Phi = fm.transform(S)
-            mean = Phi.mean(axis=0)
-            U, sv, Vt = np.linalg.svd(Phi - mean, full_matrices=False)
-            s = sv ** 2
-            keep = s > max(s.max(initial=0.0), 0.0) * 1e-10
-            setattr(self, f"feature_map_{side}_", fm)
-            setattr(self, f"feature_mean_{side}_", mean)
-            parts.append((s[keep], U[:, keep], Vt[keep].T * sv[keep], s.sum()))
-        (sx, Ux, Vx, trx), (sy, Uy, Vy, try_) = parts
-        k = check_n_components(self.n_components, min(sx.size, sy.size),
-                               what="the rank of the centred Nyström features")
-        kap_x, kap_y = reg * trx / n, reg * try_ / n
-        T = (np.sqrt(sx / (sx + kap_x))[:, None] * (Ux.T @ Uy)) * np.sqrt(sy / (sy + kap_y))
-        P, sig, Qt = np.linalg.svd(T, full_matrices=False)
-        self.correlations_ = sig[:k]
-        # centred kernel row of x is φ_c(x) Φ_cᵀ = φ_c(x) V S Uᵀ, so Uᵀ k_c(x) = φ_c(x) V S
-        self.feature_coef_x_ = Vx @ (P[:, :k] / np.sqrt(sx * (sx + kap_x))[:, None])
-        self.feature_coef_y_ = Vy @ (Qt[:k].T / np.sqrt(sy * (sy + kap_y))[:, None])
 
     def _finish(self, F: np.ndarray) -> np.ndarray:
         return _l2_normalize(F) if self.distance == "cosine" else F
