@@ -106,6 +106,8 @@ def main() -> None:
     ap.add_argument("--nlist", type=int, default=1024)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--skip-raw", action="store_true", help="only the CLML part")
+    ap.add_argument("--skip-gmm", action="store_true", help="no gmm rows in the CLML part")
     args = ap.parse_args()
     rng = np.random.RandomState(args.seed)
     gen = Synthetic(seed=args.seed)
@@ -116,16 +118,17 @@ def main() -> None:
            "raw": [], "clml": []}
     print(f"== raw vectors: {args.n_database} x {D_IN} float32 database, "
           f"{args.n_queries} queries, k={k}", flush=True)
-    rows, exact = measure("flat (exact)", lambda: Index(), DB, Q, k)
-    out["raw"] += rows
-    rows, _ = measure(f"ivf nlist={nlist}",
-                      lambda: Index(kind="ivf", nlist=nlist, random_state=0), DB, Q, k, exact,
-                      probes=(1, 4, 16, 64))
-    out["raw"] += rows
-    rows, _ = measure(f"ivfpq nlist={nlist} m=16 nbits=8",
-                      lambda: Index(kind="ivfpq", nlist=nlist, m=16, nbits=8, random_state=0),
-                      DB, Q, k, exact, probes=(4, 16, 64))
-    out["raw"] += rows
+    if not args.skip_raw:
+        rows, exact = measure("flat (exact)", lambda: Index(), DB, Q, k)
+        out["raw"] += rows
+        rows, _ = measure(f"ivf nlist={nlist}",
+                          lambda: Index(kind="ivf", nlist=nlist, random_state=0), DB, Q, k,
+                          exact, probes=(1, 4, 16, 64))
+        out["raw"] += rows
+        rows, _ = measure(f"ivfpq nlist={nlist} m=16 nbits=8",
+                          lambda: Index(kind="ivfpq", nlist=nlist, m=16, nbits=8,
+                                        random_state=0), DB, Q, k, exact, probes=(4, 16, 64))
+        out["raw"] += rows
 
     # ------------------------------------------------------------- through a CLML model
     Xtr, ltr = gen.sample(20_000, rng)
@@ -140,7 +143,7 @@ def main() -> None:
           flush=True)
     rows, exact = measure("clml flat (exact)", lambda: Index(model), DB, Q, k)
     out["clml"] += rows
-    for w in (1, 2):
+    for w in () if args.skip_gmm else (1, 2):
         rows, _ = measure(f"clml gmm w={w}", lambda w=w: Index(model, "gmm", w=w), DB, Q, k,
                           exact, probes=(1, 2, 4))
         out["clml"] += rows
