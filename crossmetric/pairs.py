@@ -16,7 +16,7 @@ from sklearn.utils import check_random_state
 
 from crossmetric._checks import check_positive_int
 
-__all__ = ["make_pairs", "identities_from_pairs"]
+__all__ = ["make_pairs", "identities_from_pairs", "labels_from_pairs", "group_pair_folds"]
 
 
 def _as_labels(labels, name: str) -> np.ndarray:
@@ -191,3 +191,90 @@ def identities_from_pairs(n_x: int, n_y: int, ix: np.ndarray, iy: np.ndarray,
     neg = ~pos
     n_conflicts = int(np.sum(ids_x[ix[neg]] == ids_y[iy[neg]]))
     return ids_x.astype(np.int64), ids_y.astype(np.int64), n_conflicts
+
+
+def group_pair_folds(groups_a, groups_b, n_folds: int = 3, *, random_state=None,
+                     y=None) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Cross-validation folds of pairs that keep groups (samples, identities) apart.
+
+    The groups are dealt at random into ``n_folds`` parts of (nearly) equal group count. For
+    part ``f`` the validation pairs are those whose *two* ends belong to groups of part ``f``
+    and the training pairs those with *neither* end in part ``f``; pairs that join part ``f``
+    to another part are left out of both, so that no sample (or identity) of a validation pair
+    is seen in training -- splitting the pairs themselves would put most validation samples in
+    training pairs too, and model selection would then favour the models that overfit.
+    With ``g`` = the sample indices of the two ends (single-modal pairs), each validation fold
+    holds about ``1/n_folds²`` of the pairs and its training set ``((n_folds − 1)/n_folds)²``.
+
+    Parameters
+    ----------
+    groups_a, groups_b : array-like of shape (n_pairs,)
+        Group of the first and of the second end of every pair (one label space for both,
+        e.g. the sample index for single-modal pairs, a shared identity for cross-modal ones).
+    n_folds : int, default=3
+    random_state : int, RandomState instance or None
+    y : array-like of shape (n_pairs,), optional
+        Pair labels; when given, every validation and training set must hold both labels.
+
+    Returns
+    -------
+    list of (train_index, validation_index)
+        Usable as ``cv=`` of scikit-learn's ``GridSearchCV`` / ``cross_val_score``.
+    """
+    ga, gb = np.asarray(groups_a), np.asarray(groups_b)
+    if ga.ndim != 1 or ga.shape != gb.shape:
+        raise ValueError(f"groups_a and groups_b must be 1-D with one entry per pair, got "
+                         f"shapes {ga.shape} and {gb.shape}.")
+    n_folds = check_positive_int(n_folds, "n_folds", minimum=2)
+    names, codes = np.unique(np.r_[ga, gb], return_inverse=True)
+    if names.size < n_folds:
+        raise ValueError(f"n_folds={n_folds} exceeds the {names.size} groups of the pairs.")
+    rng = check_random_state(random_state)
+    part = rng.permutation(names.size) % n_folds
+    pa, pb = part[codes[: ga.size]], part[codes[ga.size:]]
+    folds = []
+    for f in range(n_folds):
+        val = np.flatnonzero((pa == f) & (pb == f))
+        train = np.flatnonzero((pa != f) & (pb != f))
+        if y is not None:
+            yy = np.asarray(y)
+            for idx, what in ((val, "validation"), (train, "training")):
+                if np.unique(yy[idx]).size < 2:
+                    raise ValueError(
+                        f"fold {f}: its {what} pairs do not hold both labels once samples are "
+                        f"kept apart ({idx.size} pairs); use fewer folds or more pairs.")
+        folds.append((train, val))
+    return folds
+
+
+def labels_from_pairs(i, j, y, n_samples: int) -> np.ndarray:
+    """Class labels implied by single-modal pairs: connected components of the positive pairs.
+
+    Learners that need class labels (NCA, LMNN, MCC) but are given only pairs take, as the
+    classes, the connected components of the graph on the samples whose edges are the
+    *same* (+1) pairs: two samples share a label when a chain of positive pairs joins them.
+    Negative pairs do not enter. A sample in no positive pair is a class of its own. This is
+    :func:`identities_from_pairs` with each sample both an X and a Y node, the two joined.
+
+    Parameters
+    ----------
+    i, j : array-like of int, shape (n_pairs,)
+        The two samples of each pair (indices in ``[0, n_samples)``).
+    y : array-like of shape (n_pairs,)
+        +1 (same) / -1 (different).
+    n_samples : int
+
+    Returns
+    -------
+    labels : ndarray of shape (n_samples,), int64
+        Component number of each sample, numbered by first appearance.
+    """
+    k = np.arange(n_samples, dtype=np.int64)
+    comp, _, _ = identities_from_pairs(
+        n_samples, n_samples, np.r_[np.asarray(i, np.int64), k],
+        np.r_[np.asarray(j, np.int64), k], np.r_[np.asarray(y), np.ones(n_samples, np.int64)])
+    # renumber by first appearance so that the labels do not depend on scipy's numbering
+    _, first, inv = np.unique(comp, return_index=True, return_inverse=True)
+    rank = np.empty(first.size, np.int64)
+    rank[np.argsort(first)] = np.arange(first.size)
+    return rank[inv.reshape(-1)]
