@@ -142,7 +142,7 @@ def main() -> None:
     ap.add_argument("--solver", default="minibatch")
     ap.add_argument("--n-components", type=int, default=32)
     ap.add_argument("--batch-size", type=int, default=8192)
-    ap.add_argument("--learning-rate", type=float, default=0.05)
+    ap.add_argument("--learning-rate", type=float, default=0.3)
     ap.add_argument("--max-iter", type=int, default=3)
     ap.add_argument("--subset", type=int, default=0)
     ap.add_argument("--seed", type=int, default=0)
