@@ -23,6 +23,7 @@ Examples
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -216,6 +217,15 @@ def cmd_benchmark(args) -> int:
           f"{args.folds}-fold verification, {args.repeats} identification repeats",
           file=sys.stderr)
     t0 = time.perf_counter()
+    dask = contextlib.ExitStack()
+    if args.dask_scheduler is not None or args.dask_workers is not None:
+        from crossmetric.cluster import dask_backend
+
+        try:
+            dask.enter_context(dask_backend(args.dask_scheduler, n_workers=(
+                2 if args.dask_workers is None else args.dask_workers)))
+        except (ValueError, OSError) as exc:
+            raise CLIError(f"--dask-scheduler/--dask-workers: {_one_line(exc)}") from None
     try:
         result = run_protocols(
             estimators, dataset, protocols=protocols, n_folds=args.folds,
@@ -226,6 +236,8 @@ def cmd_benchmark(args) -> int:
             on_error="record")
     except ValueError as exc:
         raise CLIError(_one_line(exc)) from None
+    finally:
+        dask.close()
     elapsed = time.perf_counter() - t0
     result.info.update(dataset=description, seconds=round(elapsed, 1), seed=args.seed)
     for meth, reason in result.skipped.items():
@@ -450,6 +462,10 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--max-train-positives", type=int, default=1000,
                    help="positive training pairs per split (default 1000)")
     b.add_argument("--n-jobs", type=int, default=-1, help="parallel workers (default: all)")
+    b.add_argument("--dask-scheduler", metavar="ADDRESS", default=None,
+                   help="run the splits on an existing Dask cluster (tcp://host:8786)")
+    b.add_argument("--dask-workers", type=int, default=None, metavar="N",
+                   help="run the splits on a local Dask cluster of N worker processes")
     b.add_argument("--seed", type=int, default=0)
     b.add_argument("--out", default="crossmetric-results",
                    help="output folder (default ./crossmetric-results)")

@@ -28,17 +28,20 @@ from sklearn.base import BaseEstimator, clone
 from sklearn.decomposition import PCA
 from sklearn.mixture import GaussianMixture
 from sklearn.model_selection import GridSearchCV
+from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
 from crossmetric._base import PairData, SingleModalMixin
 from crossmetric._checks import (
     as_float_array,
+    check_choice,
     check_n_components,
     check_positive_int,
     check_positive_scalar,
 )
-from crossmetric._early_stopping import split_pairs
+from crossmetric._early_stopping import clear, split_pairs
 from crossmetric._logistic_metric import PairLogisticObjective
+from crossmetric._stochastic import STOCHASTIC_SOLVERS, fit_theta
 from crossmetric.ldml import (
     LDML,
     _check_common,
@@ -204,6 +207,13 @@ class CLML(SingleModalMixin, BaseEstimator):
         Seeds the PCA, the mixture, a random initialisation and the validation split.
     preprocessor : array-like, optional
         Samples that integer index pairs refer to.
+    solver : {"lbfgs", "minibatch", "sgd"}, default="lbfgs"
+        ``"minibatch"`` (Adam) / ``"sgd"``: stochastic solvers reading ``batch_size`` pairs
+        and only their samples at a time (pairs and samples may be memory-mapped). The PCA,
+        the mixture and the starting point are fitted on the samples of 20,000 random pairs;
+        ``max_iter`` counts epochs (rate rule in :mod:`crossmetric._stochastic`).
+    batch_size : int, default=4096
+    learning_rate : float, default=0.3
 
     Attributes
     ----------
@@ -253,7 +263,11 @@ class CLML(SingleModalMixin, BaseEstimator):
                  reg_covar: float = 1e-6, init="auto", max_iter: int = 1000,
                  tol: float = 1e-4, early_stopping: bool = False,
                  validation_fraction: float = 0.1, n_iter_no_change: int = 10,
-                 verbose: int = 0, random_state=None, preprocessor=None):
+                 verbose: int = 0, random_state=None, preprocessor=None,
+                 solver: str = "lbfgs", batch_size: int = 4096, learning_rate: float = 0.3):
+        self.solver = solver
+        self.batch_size = batch_size
+        self.learning_rate = learning_rate
         self.n_clusters = n_clusters
         self.n_components = n_components
         self.alpha = alpha
@@ -302,24 +316,19 @@ class CLML(SingleModalMixin, BaseEstimator):
 
     # -------------------------------------------------------------------------- fit
     def _fit(self, data: PairData, y: np.ndarray) -> None:
+        if check_choice(self.solver, "solver", ("lbfgs", *STOCHASTIC_SOLVERS)) != "lbfgs":
+            if self.early_stopping:
+                raise ValueError("early_stopping works with the full-batch solver; the "
+                                 f"stochastic solver {self.solver!r} has its own plateau rule.")
+            self._fit_stochastic(data, y)
+            clear(self)
+            return
         data, y, val, y_val = split_pairs(self, data, y)
         Xu, i, j = _used_samples(data)
         n, d = Xu.shape
         k, p = self._check_params(n, d)
-
-        # (1)-(2) the fixed clustering
-        n_pca = self._gmm_dims(n, d)
-        if n_pca is not None:
-            self.pca_ = PCA(n_components=n_pca, random_state=self.random_state).fit(Xu)
-            G = self.pca_.transform(Xu)
-        else:
-            self.pca_ = None
-            G = Xu
-        self.gmm_ = GaussianMixture(n_components=k, covariance_type=self.covariance_type,
-                                    reg_covar=self.reg_covar,
-                                    random_state=self.random_state).fit(G)
-        q = sparsify_assignments(self.gmm_.predict_proba(G), self.min_assignment,
-                                 self.max_assignments)
+        self._fit_mixture(Xu)
+        q = self._posteriors(Xu, True)
 
         # (3) the coordinated local metrics
         Ls0, bs0, b0 = self._initial_parameters(k, p, Xu, q, i, j, data, y)
@@ -336,6 +345,51 @@ class CLML(SingleModalMixin, BaseEstimator):
             np.r_[Ls0.ravel(), bs0.ravel(), b0], _monitor(self, val, y_val, embed_validation, y),
         )
         self.local_components_, self.local_offsets_, self.bias_ = self._unpack(theta, k, p, d)
+
+    def _fit_stochastic(self, data: PairData, y: np.ndarray) -> None:
+        """Mini-batch version of :meth:`_fit` (:func:`crossmetric._stochastic.fit_theta`)."""
+        d = data.X.shape[1]
+        shape = {}
+
+        def init_fn(block):
+            (Z,), i, j, yb = block
+            shape["k"], shape["p"] = k, p = self._check_params(Z.shape[0], d)
+            self._fit_mixture(Z)
+            Ls0, bs0, b0 = self._initial_parameters(k, p, Z, self._posteriors(Z, True), i, j,
+                                                    PairData(Z, Z, i, j), yb)
+            return np.r_[Ls0.ravel(), bs0.ravel(), b0]
+
+        def loss_fn(theta, block):
+            (Z,), i, j, yb = block
+            obj = PairLogisticObjective(i, j, yb, 1.0, Z.shape[0], Z.shape[0])
+            return self._loss_grad(theta, Z, self._posteriors(Z, True), obj, shape["k"],
+                                   shape["p"])
+
+        theta, self.loss_curve_, self.n_iter_ = fit_theta(
+            data, y, init_fn, loss_fn, solver=self.solver,
+            batch_size=check_positive_int(self.batch_size, "batch_size"),
+            learning_rate=check_positive_scalar(self.learning_rate, "learning_rate"),
+            max_iter=check_positive_int(self.max_iter, "max_iter"),
+            tol=check_positive_scalar(self.tol, "tol", allow_zero=True),
+            rng=check_random_state(self.random_state), verbose=self.verbose, name="CLML")
+        self.local_components_, self.local_offsets_, self.bias_ = self._unpack(
+            theta, shape["k"], shape["p"], d)
+
+    def _fit_mixture(self, Xu: np.ndarray) -> None:
+        """Steps (1)-(2): the optional PCA and the fixed clustering."""
+        k = self.n_clusters
+        n, d = Xu.shape
+        # (1)-(2) the fixed clustering
+        n_pca = self._gmm_dims(n, d)
+        if n_pca is not None:
+            self.pca_ = PCA(n_components=n_pca, random_state=self.random_state).fit(Xu)
+            G = self.pca_.transform(Xu)
+        else:
+            self.pca_ = None
+            G = Xu
+        self.gmm_ = GaussianMixture(n_components=k, covariance_type=self.covariance_type,
+                                    reg_covar=self.reg_covar,
+                                    random_state=self.random_state).fit(G)
 
     def _gmm_dims(self, n_samples: int, d: int) -> int | None:
         """PCA dimension before the mixture (``None``: the mixture sees the raw features)."""

@@ -34,7 +34,14 @@ from crossmetric._logistic_metric import (
     rescale_to_unit_distance,
     solve,
 )
-from crossmetric.kernels import KernelMap, check_kernel, check_kernel_input
+from crossmetric._stochastic import STOCHASTIC_SOLVERS, fit_pair_towers
+from crossmetric.kernels import (
+    KernelMap,
+    NystroemMap,
+    check_kernel,
+    check_kernel_approximation,
+    check_kernel_input,
+)
 
 __all__ = ["CMML"]
 
@@ -67,10 +74,11 @@ class CMML(CrossModalMixin, BaseEstimator):
         ``(kernel_x, kernel_y)``. The paper uses ``chi2_rbf`` for its histograms (§4.1).
     gamma : float or (float, float), optional
         Bandwidths for ``rbf`` / ``chi2_rbf``; ``None`` = ``1 / mean d²`` per modality.
-    solver : {"auto", "lbfgs", "gd"}, default="auto"
+    solver : {"auto", "lbfgs", "gd", "minibatch", "sgd"}, default="auto"
         As in :class:`~crossmetric.PCCA`: ``"auto"`` is L-BFGS when both towers are linear,
         otherwise the paper's gradient descent with line search, preconditioned for kernel
-        towers when ``preconditioned``.
+        towers when ``preconditioned``. ``"minibatch"`` / ``"sgd"``: stochastic solvers reading
+        ``batch_size`` pairs (and only their samples) at a time, for linear or Nyström towers.
     preconditioned : bool, default=True
         Use eq. (12)'s K⁻¹-preconditioned direction for kernel towers (``solver="gd"``).
     init : {"random", "pca"}, default="random"
@@ -104,6 +112,17 @@ class CMML(CrossModalMixin, BaseEstimator):
     verbose : int, default=0
     preprocessor : tuple (X, Y) or array-like, optional
         Samples that integer index pairs refer to (column 0 → rows of X, column 1 → rows of Y).
+    kernel_approximation : {None, "nystroem"}, default=None
+        ``"nystroem"``: each kernel tower uses the Nyström features of ``n_landmarks`` random
+        training samples of its modality (:class:`~crossmetric.kernels.NystroemMap`) and
+        learns a *linear* tower on them; O(n·m) memory instead of O(n²).
+    n_landmarks : int, default=1000
+    batch_size : int, default=4096
+        ``solver="minibatch"`` / ``"sgd"`` only: pairs per block.
+    learning_rate : float, default=0.3
+        ``solver="minibatch"`` / ``"sgd"`` only: first step relative to the weights' size,
+        divided by 5 at each plateau (rule in :mod:`crossmetric._stochastic`).
+        Landmarks m per Nyström modality.
 
     Attributes
     ----------
@@ -113,6 +132,9 @@ class CMML(CrossModalMixin, BaseEstimator):
         ``Â`` and ``B̂`` of a kernel tower (eq. 9).
     kernel_map_x_, kernel_map_y_ : KernelMap
         Training samples of a kernel tower.
+    feature_map_x_, feature_map_y_ : NystroemMap
+        Nyström towers only, with their linear maps ``feature_components_x_`` /
+        ``feature_components_y_``.
     n_iter_ : int
     loss_curve_ : list of float
     validation_scores_ : list of float or None
@@ -142,7 +164,12 @@ class CMML(CrossModalMixin, BaseEstimator):
                  init: str = "random", max_iter: int = 1000, tol: float = 1e-4,
                  early_stopping: bool = False, validation_fraction: float = 0.1,
                  n_iter_no_change: int = 10, random_state=None, verbose: int = 0,
-                 preprocessor=None):
+                 preprocessor=None, kernel_approximation=None, n_landmarks: int = 1000,
+                 batch_size: int = 4096, learning_rate: float = 0.3):
+        self.batch_size = batch_size
+        self.learning_rate = learning_rate
+        self.kernel_approximation = kernel_approximation
+        self.n_landmarks = n_landmarks
         self.n_components = n_components
         self.beta = beta
         self.kernel = kernel
@@ -163,16 +190,32 @@ class CMML(CrossModalMixin, BaseEstimator):
         beta = check_positive_scalar(self.beta, "beta")
         kernels = tuple(check_kernel(k, "kernel") for k in per_modality(self.kernel, "kernel"))
         gammas = per_modality(self.gamma, "gamma")
-        solver = check_choice(self.solver, "solver", SOLVERS)
+        solver = check_choice(self.solver, "solver", SOLVERS + STOCHASTIC_SOLVERS)
         init = check_choice(self.init, "init", INITS)
         max_iter = check_positive_int(self.max_iter, "max_iter")
         tol = check_positive_scalar(self.tol, "tol", allow_zero=True)
         _, _, patience = check_early_stopping(self)
         rng = check_random_state(self.random_state)
 
+        if solver in STOCHASTIC_SOLVERS:
+            if self.early_stopping:
+                raise ValueError("early_stopping works with the full-batch solvers; the "
+                                 f"stochastic solver {solver!r} has its own plateau rule.")
+            Ws, maps, self.loss_curve_, self.n_iter_ = fit_pair_towers(
+                data, y, tied=False, kernels=kernels, gammas=gammas,
+                approximation=check_kernel_approximation(self.kernel_approximation),
+                n_landmarks=self.n_landmarks, n_components=self.n_components, beta=beta,
+                init=init, solver=solver,
+                batch_size=check_positive_int(self.batch_size, "batch_size"),
+                learning_rate=check_positive_scalar(self.learning_rate, "learning_rate"),
+                max_iter=max_iter, tol=tol, rng=rng, verbose=self.verbose, name="CMML")
+            clear(self)
+            self._set_towers(Ws, maps)
+            return
         data, y, val, y_val = split_pairs(self, data, y)
         X, ix = used_rows(data.X, data.ix)
         Y, iy = used_rows(data.Y, data.iy)
+        nystroem = check_kernel_approximation(self.kernel_approximation) == "nystroem"
         towers, maps = [], []
         names = ("X (first modality)", "Y (second modality)")
         for S, kernel, gamma, name in zip((X, Y), kernels, gammas, names, strict=True):
@@ -180,6 +223,11 @@ class CMML(CrossModalMixin, BaseEstimator):
             if kernel == "linear":
                 towers.append(Tower(S))
                 maps.append(None)
+            elif nystroem:  # Nyström features feed a linear tower
+                fm = NystroemMap(kernel, gamma=gamma, n_landmarks=self.n_landmarks,
+                                 random_state=rng).fit(S)
+                towers.append(Tower(fm.transform(S)))
+                maps.append(fm)
             else:
                 km = KernelMap(kernel, gamma=gamma).fit(S)
                 towers.append(Tower(km.train_kernel(), preconditioned=bool(self.preconditioned)))
@@ -187,7 +235,8 @@ class CMML(CrossModalMixin, BaseEstimator):
         upper = sum(t.Phi.shape[1] for t in towers)
         k = check_n_components(self.n_components, upper,
                                what="features or kernel samples of both modalities together")
-        is_kernel = any(m is not None for m in maps)
+        exact = [isinstance(m, KernelMap) for m in maps]
+        is_kernel = any(exact)
         problem = TowerProblem(towers, PairLogisticObjective(ix, iy, y, beta, len(X), len(Y)))
         monitor = None
         if val is not None:
@@ -201,8 +250,8 @@ class CMML(CrossModalMixin, BaseEstimator):
                 lambda Ws: (vproblem.objective.distances(*vproblem.embed(Ws)), 1.0), y_val,
                 patience, beta, float(np.mean(y == 1)))
         with blas_threads(sum(t.Phi.size for t in towers) * k):
-            W0 = [initial_weights(t.Phi, k, init, rng, m is not None)
-                  for t, m in zip(towers, maps, strict=True)]
+            W0 = [initial_weights(t.Phi, k, init, rng, e) for t, e in zip(towers, exact,
+                                                                         strict=True)]
             W0 = rescale_to_unit_distance(problem, W0)
             if monitor is not None:
                 monitor.update(0, W0)
@@ -213,11 +262,18 @@ class CMML(CrossModalMixin, BaseEstimator):
             clear(self)
         else:
             monitor.record(self)
+        self._set_towers(Ws, maps)
+
+    def _set_towers(self, Ws, maps) -> None:
         for side, W, km in zip("xy", Ws, maps, strict=True):
-            for attr in (f"components_{side}_", f"dual_coef_{side}_", f"kernel_map_{side}_"):
-                self.__dict__.pop(attr, None)  # refit with another kernel: drop stale towers
+            for attr in ("components", "dual_coef", "kernel_map", "feature_map",
+                         "feature_components"):
+                self.__dict__.pop(f"{attr}_{side}_", None)  # refit: drop stale towers
             if km is None:
                 setattr(self, f"components_{side}_", W)
+            elif isinstance(km, NystroemMap):
+                setattr(self, f"feature_map_{side}_", km)
+                setattr(self, f"feature_components_{side}_", W)
             else:
                 setattr(self, f"dual_coef_{side}_", W)
                 setattr(self, f"kernel_map_{side}_", km)
@@ -227,6 +283,9 @@ class CMML(CrossModalMixin, BaseEstimator):
         return 1.0
 
     def _embed(self, S: np.ndarray, side: str) -> np.ndarray:
+        fm = getattr(self, f"feature_map_{side}_", None)
+        if fm is not None:
+            return fm.transform(S) @ getattr(self, f"feature_components_{side}_").T
         km = getattr(self, f"kernel_map_{side}_", None)
         if km is None:
             return S @ getattr(self, f"components_{side}_").T

@@ -16,20 +16,32 @@ their own features (cmml §4.1: γ = 2 on its LTP histograms).
 
 Kernel rows of new samples against the training samples are computed in row blocks
 (:class:`KernelMap`), so memory stays bounded for large inputs.
+
+Past a few thousand samples the n × n kernel matrix is the bottleneck (O(n²) memory, O(n²k)
+per iteration). :class:`NystroemMap` replaces it by an explicit m-dimensional feature map
+``φ(x)`` with ``φ(x)ᵀφ(x') ≈ k(x, x')`` built on ``m`` random landmark samples (Williams &
+Seeger 2001): the kernel learners' ``kernel_approximation="nystroem"`` feeds ``φ`` to their
+*linear* tower, so a fit costs O(n·m²) once plus O(n·m·k) per iteration.
 """
 
 from __future__ import annotations
 
 import numpy as np
 from sklearn.base import BaseEstimator, TransformerMixin
+from sklearn.kernel_approximation import Nystroem
 from sklearn.metrics.pairwise import additive_chi2_kernel, euclidean_distances
-from sklearn.utils import gen_batches
+from sklearn.utils import check_random_state, gen_batches
 from sklearn.utils.validation import check_is_fitted
 
-from crossmetric._checks import check_array_2d, check_nonnegative, check_positive_scalar
+from crossmetric._checks import (
+    check_array_2d,
+    check_nonnegative,
+    check_positive_int,
+    check_positive_scalar,
+)
 
 __all__ = ["KERNELS", "pairwise_kernel", "estimate_gamma", "KernelMap", "HellingerMap",
-           "KernelCoordinates"]
+           "KernelCoordinates", "NystroemMap", "KERNEL_APPROXIMATIONS"]
 
 KERNELS = ("linear", "rbf", "chi2", "chi2_rbf")
 _NEEDS_GAMMA = ("rbf", "chi2_rbf")
@@ -282,3 +294,98 @@ class KernelCoordinates(TransformerMixin, BaseEstimator):
         Kr = self.kernel_map_.transform(X)
         Kr = Kr - self.col_mean_[None, :] - Kr.mean(axis=1, keepdims=True) + self.total_mean_
         return Kr @ self.projection_
+
+
+KERNEL_APPROXIMATIONS = (None, "nystroem")
+#: our kernel name -> scikit-learn's, where sklearn's Nystroem computes the same kernel
+#: (sklearn's ``chi2`` kernel is exp(−γ Σ (x−y)²/(x+y)), our ``chi2_rbf``)
+_SKLEARN_KERNEL = {"rbf": "rbf", "chi2_rbf": "chi2"}
+
+
+def check_kernel_approximation(value, name: str = "kernel_approximation"):
+    if value not in KERNEL_APPROXIMATIONS:
+        raise ValueError(f"{name} must be one of {KERNEL_APPROXIMATIONS}, got {value!r}.")
+    return value
+
+
+class NystroemMap(TransformerMixin, BaseEstimator):
+    """Nyström feature map ``φ(x) = K_mm^{-1/2} [k(x, l_1), …, k(x, l_m)]`` on m landmarks.
+
+    ``φ(x)ᵀφ(x') = k_xmᵀ K_mm⁺ k_x'm`` is the Nyström approximation of ``k(x, x')``; it is exact
+    when the landmarks are all the training samples (and ``K`` is non-singular). ``rbf`` and
+    ``chi2_rbf`` use scikit-learn's :class:`~sklearn.kernel_approximation.Nystroem` (its
+    ``"chi2"`` kernel is our ``chi2_rbf``); ``chi2`` (additive) and ``linear`` use the same
+    construction with this module's kernels (sklearn would call a Python callable per pair).
+
+    Parameters
+    ----------
+    kernel : {"linear", "rbf", "chi2", "chi2_rbf"}, default="rbf"
+    gamma : float, optional
+        Bandwidth; ``None`` estimates it from the training samples (:func:`estimate_gamma`).
+    n_landmarks : int, default=1000
+        Landmarks m, drawn uniformly without replacement (at most the number of samples).
+    random_state : int, RandomState instance or None
+    block_elements : int, default=4194304
+        Kernel values computed per block in :meth:`transform`.
+
+    Attributes
+    ----------
+    gamma_ : float or None
+    landmarks_ : ndarray of shape (m, n_features)
+    normalization_ : ndarray of shape (m, m)
+        ``K_mm^{-1/2}`` (pseudo-inverse square root).
+    n_features_in_ : int
+    """
+
+    def __init__(self, kernel: str = "rbf", *, gamma: float | None = None,
+                 n_landmarks: int = 1000, random_state=None,
+                 block_elements: int = _BLOCK_ELEMENTS):
+        self.kernel = kernel
+        self.gamma = gamma
+        self.n_landmarks = n_landmarks
+        self.random_state = random_state
+        self.block_elements = block_elements
+
+    def fit(self, X, y=None):
+        """Draw the landmarks and compute ``K_mm^{-1/2}``."""
+        kernel = check_kernel(self.kernel)
+        m = check_positive_int(self.n_landmarks, "n_landmarks")
+        X = check_kernel_input(check_array_2d(X, "X"), kernel, "X")
+        if kernel in _NEEDS_GAMMA:
+            self.gamma_ = (estimate_gamma(X, kernel) if self.gamma is None
+                           else check_positive_scalar(self.gamma, "gamma"))
+        else:
+            self.gamma_ = None
+        m = min(m, X.shape[0])
+        rng = check_random_state(self.random_state)
+        if kernel in _SKLEARN_KERNEL:
+            ny = Nystroem(kernel=_SKLEARN_KERNEL[kernel], gamma=self.gamma_, n_components=m,
+                          random_state=rng).fit(X)
+            self.landmarks_, self.normalization_ = ny.components_, ny.normalization_
+        else:
+            idx = np.sort(rng.permutation(X.shape[0])[:m])
+            self.landmarks_ = X[idx]
+            # as sklearn's Nystroem: K_mm^{-1/2} from the SVD, singular values floored at 1e-12
+            U, S, Vt = np.linalg.svd(_kernel_block(self.landmarks_, self.landmarks_, kernel,
+                                                   self.gamma_))
+            S = np.maximum(S, 1e-12)
+            self.normalization_ = (U / np.sqrt(S)) @ Vt
+        self.n_features_in_ = X.shape[1]
+        return self
+
+    def transform(self, X) -> np.ndarray:
+        """``φ(X)``, computed in row blocks. Returns an array of shape (n_samples, m)."""
+        check_is_fitted(self)
+        X = check_kernel_input(check_array_2d(X, "X"), self.kernel, "X")
+        if X.shape[1] != self.n_features_in_:
+            raise ValueError(
+                f"X has {X.shape[1]} features, but NystroemMap was fitted on "
+                f"{self.n_features_in_} features."
+            )
+        m = self.landmarks_.shape[0]
+        out = np.empty((X.shape[0], m))
+        rows = max(1, int(self.block_elements) // m)
+        for sl in gen_batches(X.shape[0], rows):
+            out[sl] = _kernel_block(X[sl], self.landmarks_, self.kernel,
+                                    self.gamma_) @ self.normalization_.T
+        return out

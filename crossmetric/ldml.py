@@ -29,12 +29,14 @@ from sklearn.utils import check_random_state
 from crossmetric._base import LinearSingleModalMixin, PairData, squared_euclidean_rows, used_rows
 from crossmetric._checks import (
     as_float_array,
+    check_choice,
     check_n_components,
     check_positive_int,
     check_positive_scalar,
 )
 from crossmetric._early_stopping import EarlyStopping, check_early_stopping, clear, split_pairs
 from crossmetric._logistic_metric import PairLogisticObjective, lbfgs
+from crossmetric._stochastic import STOCHASTIC_SOLVERS, fit_theta
 from crossmetric.losses import generalized_logistic
 
 __all__ = ["LDML", "pair_log_likelihood"]
@@ -214,6 +216,13 @@ class LDML(LinearSingleModalMixin, BaseEstimator):
         Seeds the PCA solver, the random initialisation and the validation split.
     preprocessor : array-like, optional
         Samples that integer index pairs refer to.
+    solver : {"lbfgs", "minibatch", "sgd"}, default="lbfgs"
+        ``"minibatch"`` (Adam) / ``"sgd"``: stochastic solvers that read ``batch_size`` pairs
+        and only their samples at a time (pairs and samples may be memory-mapped); the
+        starting point is computed on 20,000 random pairs; ``max_iter`` counts epochs
+        (learning-rate rule in :mod:`crossmetric._stochastic`).
+    batch_size : int, default=4096
+    learning_rate : float, default=0.3
 
     Attributes
     ----------
@@ -254,7 +263,11 @@ class LDML(LinearSingleModalMixin, BaseEstimator):
                  init="auto", max_iter: int = 1000, tol: float = 1e-4,
                  early_stopping: bool = False, validation_fraction: float = 0.1,
                  n_iter_no_change: int = 10, verbose: int = 0, random_state=None,
-                 preprocessor=None):
+                 preprocessor=None, solver: str = "lbfgs", batch_size: int = 4096,
+                 learning_rate: float = 0.3):
+        self.solver = solver
+        self.batch_size = batch_size
+        self.learning_rate = learning_rate
         self.n_components = n_components
         self.alpha = alpha
         self.init = init
@@ -269,6 +282,35 @@ class LDML(LinearSingleModalMixin, BaseEstimator):
 
     def _fit(self, data: PairData, y: np.ndarray) -> None:
         _check_common(self)
+        solver = check_choice(self.solver, "solver", ("lbfgs", *STOCHASTIC_SOLVERS))
+        if solver != "lbfgs":
+            if self.early_stopping:
+                raise ValueError("early_stopping works with the full-batch solver; the "
+                                 f"stochastic solver {solver!r} has its own plateau rule.")
+            d = data.X.shape[1]
+            p = d if self.n_components is None else check_n_components(self.n_components, d)
+
+            def init_fn(block):
+                (Z,), i, j, _ = block
+                L0, b0 = _initial_projection(self.init, p, Z, i, j, self.random_state)
+                return np.r_[L0.ravel(), b0]
+
+            def loss_fn(theta, block):
+                (Z,), i, j, yb = block
+                obj = PairLogisticObjective(i, j, yb, 1.0, Z.shape[0], Z.shape[0])
+                return self._loss_grad(theta, Z, obj, p)
+
+            theta, self.loss_curve_, self.n_iter_ = fit_theta(
+                data, y, init_fn, loss_fn, solver=solver,
+                batch_size=check_positive_int(self.batch_size, "batch_size"),
+                learning_rate=check_positive_scalar(self.learning_rate, "learning_rate"),
+                max_iter=check_positive_int(self.max_iter, "max_iter"),
+                tol=check_positive_scalar(self.tol, "tol", allow_zero=True),
+                rng=check_random_state(self.random_state), verbose=self.verbose, name="LDML")
+            self.components_ = theta[:-1].reshape(p, d)
+            self.bias_ = float(theta[-1])
+            clear(self)
+            return
         data, y, val, y_val = split_pairs(self, data, y)
         Xu, i, j = _used_samples(data)
         d = Xu.shape[1]

@@ -32,7 +32,13 @@ from crossmetric._logistic_metric import (
     rescale_to_unit_distance,
     solve,
 )
-from crossmetric.kernels import KernelMap, check_kernel
+from crossmetric._stochastic import STOCHASTIC_SOLVERS, fit_pair_towers
+from crossmetric.kernels import (
+    KernelMap,
+    NystroemMap,
+    check_kernel,
+    check_kernel_approximation,
+)
 
 __all__ = ["PCCA"]
 
@@ -62,7 +68,10 @@ class PCCA(LinearSingleModalMixin, BaseEstimator):
         ``"lbfgs"`` is scipy's L-BFGS on the plain gradient. ``"auto"`` picks L-BFGS for the
         linear model (it reaches the same optimum in far fewer passes over the pairs: the
         problem is smooth and small) and preconditioned GD for kernels (the paper's method; its
-        direction needs no product with K).
+        direction needs no product with K). ``"minibatch"`` (Adam) / ``"sgd"``: stochastic
+        solvers reading ``batch_size`` pairs at a time, only the samples those pairs use, for
+        pairs and samples that do not fit in memory (``preprocessor`` may be a memmap); linear
+        or Nyström towers (:mod:`crossmetric._stochastic`); ``max_iter`` counts epochs.
     preconditioned : bool, default=True
         Kernel PCCA with ``solver="gd"`` only: descend along ``∇_A K⁻¹`` (eq. 9-10), where each
         pair touches two columns. ``False`` descends along the plain gradient ``∇_A`` (the
@@ -99,6 +108,19 @@ class PCCA(LinearSingleModalMixin, BaseEstimator):
         Print one line per iteration (iteration, objective, step, time).
     preprocessor : array-like or tuple (X, Y), optional
         Samples that integer index pairs refer to.
+    kernel_approximation : {None, "nystroem"}, default=None
+        ``"nystroem"``: replace the n × n kernel matrix by the Nyström features of
+        ``n_landmarks`` random training samples (:class:`~crossmetric.kernels.NystroemMap`)
+        and learn the *linear* tower on them (solver as for ``kernel="linear"``). Memory
+        O(n·m) instead of O(n²); use it past a few thousand samples. Ignored for
+        ``kernel="linear"``.
+    n_landmarks : int, default=1000
+    batch_size : int, default=4096
+        ``solver="minibatch"`` / ``"sgd"`` only: pairs per block.
+    learning_rate : float, default=0.3
+        ``solver="minibatch"`` / ``"sgd"`` only: first step relative to the weights' size,
+        divided by 5 at each plateau (rule in :mod:`crossmetric._stochastic`).
+        Landmarks m of the Nyström map.
 
     Attributes
     ----------
@@ -107,7 +129,10 @@ class PCCA(LinearSingleModalMixin, BaseEstimator):
     dual_coef_ : ndarray of shape (n_components, n_train)
         ``A`` of ``L = A Xᵀ`` (kernels only).
     kernel_map_ : KernelMap
-        The training samples and resolved bandwidth (kernels only).
+        The training samples and resolved bandwidth (exact kernels only).
+    feature_map_ : NystroemMap
+        ``kernel_approximation="nystroem"`` only; ``feature_components_`` (n_components, m)
+        is then the linear tower on its features.
     n_iter_ : int
     loss_curve_ : list of float
         Objective after each iteration.
@@ -145,7 +170,12 @@ class PCCA(LinearSingleModalMixin, BaseEstimator):
                  init: str = "pca", max_iter: int = 1000, tol: float = 1e-4,
                  early_stopping: bool = False, validation_fraction: float = 0.1,
                  n_iter_no_change: int = 10, random_state=None, verbose: int = 0,
-                 preprocessor=None):
+                 preprocessor=None, kernel_approximation=None, n_landmarks: int = 1000,
+                 batch_size: int = 4096, learning_rate: float = 0.3):
+        self.batch_size = batch_size
+        self.learning_rate = learning_rate
+        self.kernel_approximation = kernel_approximation
+        self.n_landmarks = n_landmarks
         self.n_components = n_components
         self.beta = beta
         self.kernel = kernel
@@ -165,17 +195,47 @@ class PCCA(LinearSingleModalMixin, BaseEstimator):
     def _fit(self, data: PairData, y: np.ndarray) -> None:
         beta = check_positive_scalar(self.beta, "beta")
         kernel = check_kernel(self.kernel)
-        solver = check_choice(self.solver, "solver", SOLVERS)
+        solver = check_choice(self.solver, "solver", SOLVERS + STOCHASTIC_SOLVERS)
         init = check_choice(self.init, "init", INITS)
         max_iter = check_positive_int(self.max_iter, "max_iter")
         tol = check_positive_scalar(self.tol, "tol", allow_zero=True)
         _, _, patience = check_early_stopping(self)
         rng = check_random_state(self.random_state)
         is_kernel = kernel != "linear"
+        nystroem = (check_kernel_approximation(self.kernel_approximation) == "nystroem"
+                    and is_kernel)
 
+        for attr in ("components_", "dual_coef_", "kernel_map_", "feature_map_",
+                     "feature_components_"):
+            self.__dict__.pop(attr, None)  # a refit with another kernel drops the old tower
+        if solver in STOCHASTIC_SOLVERS:
+            if self.early_stopping:
+                raise ValueError("early_stopping works with the full-batch solvers; the "
+                                 f"stochastic solver {solver!r} has its own plateau rule.")
+            (W,), (fmap,), self.loss_curve_, self.n_iter_ = fit_pair_towers(
+                data, y, tied=True, kernels=(kernel,), gammas=(self.gamma,),
+                approximation=self.kernel_approximation, n_landmarks=self.n_landmarks,
+                n_components=self.n_components, beta=beta, init=init, solver=solver,
+                batch_size=check_positive_int(self.batch_size, "batch_size"),
+                learning_rate=check_positive_scalar(self.learning_rate, "learning_rate"),
+                max_iter=max_iter, tol=tol, rng=rng, verbose=self.verbose, name="PCCA")
+            clear(self)
+            if fmap is None:
+                self.components_ = W
+            else:
+                self.feature_map_, self.feature_components_ = fmap, W
+            return
         data, y, val, y_val = split_pairs(self, data, y)
         Z, i, j = used_rows(data.X, data.ix, data.iy)
-        if is_kernel:
+        kernel_map = None
+        if nystroem:  # Nyström features feed the linear tower
+            kernel_map = NystroemMap(kernel, gamma=self.gamma, n_landmarks=self.n_landmarks,
+                                     random_state=rng).fit(Z)
+            Phi = kernel_map.transform(Z)
+            k = check_n_components(self.n_components, Phi.shape[1],
+                                   what="the number of Nyström landmarks")
+            is_kernel = False
+        elif is_kernel:
             kernel_map = KernelMap(kernel, gamma=self.gamma).fit(Z)
             Phi = kernel_map.train_kernel()
             k = check_n_components(self.n_components, Z.shape[0],
@@ -190,7 +250,7 @@ class PCCA(LinearSingleModalMixin, BaseEstimator):
         if val is not None:
             Zv, iv, jv = used_rows(val.X, val.ix, val.iy)
             vproblem = TowerProblem(
-                [Tower(kernel_map.transform(Zv) if is_kernel else Zv)],
+                [Tower(Zv if kernel_map is None else kernel_map.transform(Zv))],
                 PairLogisticObjective(iv, jv, y_val, beta, *(2 * [len(Zv)])))
             monitor = EarlyStopping(
                 lambda Ws: (vproblem.objective.distances(*vproblem.embed(Ws)), 1.0), y_val,
@@ -207,9 +267,9 @@ class PCCA(LinearSingleModalMixin, BaseEstimator):
             clear(self)
         else:
             monitor.record(self)
-        for attr in ("components_", "dual_coef_", "kernel_map_"):
-            self.__dict__.pop(attr, None)  # a refit with another kernel drops the old tower
-        if is_kernel:
+        if nystroem:
+            self.feature_map_, self.feature_components_ = kernel_map, W
+        elif is_kernel:
             self.dual_coef_ = W
             self.kernel_map_ = kernel_map
         else:
@@ -220,6 +280,8 @@ class PCCA(LinearSingleModalMixin, BaseEstimator):
         return 1.0
 
     def _embed_x(self, X: np.ndarray) -> np.ndarray:
+        if hasattr(self, "feature_map_"):
+            return self.feature_map_.transform(X) @ self.feature_components_.T
         if hasattr(self, "dual_coef_"):
             return self.kernel_map_.transform(X) @ self.dual_coef_.T
         return X @ self.components_.T

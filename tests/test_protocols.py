@@ -287,6 +287,24 @@ def test_runner_instance_level(data):
                       level="instance")
 
 
+@pytest.mark.slow
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def test_runner_on_a_local_cluster_of_processes_identical(data):
+    # worker *processes* (dask.distributed.LocalCluster(processes=True)): every split is
+    # pickled, sent to another interpreter and fitted there
+    pytest.importorskip("distributed")
+    from crossmetric.cluster import dask_backend
+
+    local = _run(data)
+    with dask_backend(n_workers=2, threads_per_worker=1) as client:
+        remote = _run(data)
+        pids = client.run(lambda: __import__("os").getpid())
+        files = client.run(lambda: __import__("crossmetric").__file__)
+    assert set(files.values()) == {__import__("crossmetric").__file__}  # this checkout's code
+    assert len(set(pids.values())) == 2 and __import__("os").getpid() not in pids.values()
+    assert _summary(local) == _summary(remote)
+
+
 # ---------------------------------------------------- issue 10 item 12: honest verification
 def test_lfw_accuracy_uses_the_training_folds_threshold():
     """The headline accuracy must not set its threshold on the test distances."""

@@ -12,10 +12,11 @@ from sklearn.exceptions import ConvergenceWarning, NotFittedError
 pytest.importorskip("faiss")
 
 from crossmetric._base import CrossModalMixin  # noqa: E402
+from crossmetric._faiss_tools import default_nlist  # noqa: E402
 from crossmetric.clml import CLML  # noqa: E402
 from crossmetric.ldml import LDML  # noqa: E402
 from crossmetric.pairs import make_pairs  # noqa: E402
-from crossmetric.retrieval import Index, _first_distinct  # noqa: E402
+from crossmetric.retrieval import Index, _first_distinct, set_num_threads  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -203,7 +204,9 @@ def test_cross_modal_model():
 def test_errors(digits, ldml):
     X = digits[0]
     with pytest.raises(ValueError, match="kind"):
-        Index(kind="hnsw")
+        Index(kind="nonsense")
+    with pytest.raises(ValueError, match="metric"):
+        Index(metric="hamming")
     with pytest.raises(ValueError, match="gmm"):
         Index(ldml, "gmm")
     with pytest.raises(NotFittedError):
@@ -219,6 +222,144 @@ def test_errors(digits, ldml):
         Index().add(np.zeros((5, 3)), ids=np.arange(4))
     with pytest.raises(ValueError, match="NaN"):
         Index().add(np.full((5, 3), np.nan))
-    # fewer vectors than k: missing results are -1 / inf
-    D, I = index.search(np.zeros((1, 3)), 8)
-    assert (I[0, 5:] == -1).all() and np.isinf(D[0, 5:]).all()
+    # more neighbours than vectors: k is clamped, with a warning
+    with pytest.warns(UserWarning, match="k=8 exceeds the 5"):
+        D, I = index.search(np.zeros((1, 3)), 8)
+    assert I.shape == (1, 5) and sorted(I[0]) == list(range(5))
+
+
+def test_ids_validated():
+    X = np.random.RandomState(0).randn(6, 3)
+    with pytest.raises(ValueError, match="at most 2\\*\\*63"):
+        Index().add(X[:2], ids=np.array([1, 2**63], dtype=np.uint64))  # would wrap to < 0
+    with pytest.raises(ValueError, match=">= 0"):
+        Index().add(X[:2], ids=np.array([0, -1]))
+    with pytest.raises(ValueError, match="unique"):
+        Index().add(X[:2], ids=np.array([4, 4]))
+    index = Index().add(X[:3], ids=np.array([2**62, 7, 9], dtype=np.uint64))
+    with pytest.raises(ValueError, match="already in the index"):
+        index.add(X[3:5], ids=[1, 7])
+    index.add(X[3:])  # default ids continue after the largest one
+    _, I = index.search(X[:1], 1)
+    assert I[0, 0] == 2**62 and index.ntotal == 6
+    _, I = index.search(X[5:], 1)
+    assert I[0, 0] == 2**62 + 3
+
+
+def test_empty_inputs():
+    index = Index().add(np.ones((4, 3)))
+    with pytest.raises(ValueError, match="no rows"):
+        index.add(np.zeros((0, 3)))
+    D, I = index.search(np.zeros((0, 3)), 2)
+    assert D.shape == I.shape == (0, 2)
+    lims, d, ids = index.range_search(np.zeros((0, 3)), 1.0)
+    assert lims.tolist() == [0] and d.size == ids.size == 0
+
+
+def test_save_leaves_training_data_out(digits, ldml, tmp_path):
+    import faiss
+    import joblib
+
+    X = digits[0]
+    Index(ldml, "ivf", nlist=4, min_train_size=100).add(X[:500]).save(tmp_path / "i.joblib")
+    payload = joblib.load(tmp_path / "i.joblib")
+    assert payload["state"]["model"].preprocessor is None
+    assert ldml.preprocessor is not None  # the fitted model itself is untouched
+    assert (tmp_path / "i.joblib").stat().st_size < X[:400].nbytes / 4
+    assert faiss.read_index(str(tmp_path / "i.joblib.faiss")).ntotal == 500
+    loaded = Index.load(tmp_path / "i.joblib")
+    np.testing.assert_array_equal(loaded.search(X[500:], 3)[1],
+                                  Index.load(tmp_path / "i.joblib").search(X[500:], 3)[1])
+    (tmp_path / "i.joblib.faiss").unlink()
+    with pytest.raises(ValueError, match="missing"):
+        Index.load(tmp_path / "i.joblib")
+
+
+def test_training_is_deferred_until_enough_vectors():
+    rng = np.random.RandomState(4)
+    db, q = rng.randn(3000, 8).astype(np.float32), rng.randn(20, 8)
+    exact = Index().add(db).search(q, 5)
+    index = Index(kind="ivf", min_train_size=2000, random_state=0).add(db[:50])
+    assert not index.is_trained  # a small first add is stored exactly, not trained on
+    np.testing.assert_array_equal(index.search(q, 5)[1], Index().add(db[:50]).search(q, 5)[1])
+    index.add(db[50:1500])
+    assert not index.is_trained
+    index.add(db[1500:])  # 3000 >= 2000: trains on everything held, nlist from 3000 vectors
+    assert index.is_trained and index.nlist_ == default_nlist(3000) > 1
+    D, I = index.search(q, 5, nprobe=index.nlist_)
+    np.testing.assert_array_equal(I, exact[1])
+    assert index.ntotal == 3000
+    # explicit training, refused once it holds vectors, allowed again after reset
+    index2 = Index(kind="ivf", nlist=8, random_state=0).train(db).add(db[:100])
+    assert index2.is_trained and index2.nlist_ == 8
+    with pytest.raises(ValueError, match="reset"):
+        index2.train(db)
+    index2.reset().train(db[:500]).add(db, ids=np.arange(3000))
+    np.testing.assert_array_equal(index2.search(q, 5, nprobe=8)[1], exact[1])
+
+
+def test_remove_ids_and_reset():
+    rng = np.random.RandomState(5)
+    db, q = rng.randn(400, 6), rng.randn(10, 6)
+    for kind, kw in [("flat", {}), ("ivf", dict(nlist=4, nprobe=4, min_train_size=100))]:
+        index = Index(kind=kind, random_state=0, **kw).add(db)
+        assert index.remove_ids(np.arange(0, 400, 2)) == 200
+        assert index.ntotal == 200
+        _, I = index.search(q, 5)
+        _, Ix = Index().add(db[1::2], ids=np.arange(1, 400, 2)).search(q, 5)
+        np.testing.assert_array_equal(I, Ix)
+        index.add(db[:1], ids=[0])  # a removed id may come back
+        assert index.reset().ntotal == 0
+        with pytest.raises(NotFittedError, match="empty"):
+            index.search(q, 1)
+    hnsw = Index(kind="hnsw").add(db)
+    with pytest.raises(ValueError, match="remove_ids"):
+        hnsw.remove_ids([1])
+
+
+def test_range_search_with_model_threshold(digits, ldml):
+    X = digits[0]
+    db, q = X[:500], X[500:]
+    lims, D, I = Index(ldml).add(db).range_search(q)
+    dist = ldml.cross_distance(q, db)
+    for r in range(q.shape[0]):
+        hit = np.flatnonzero(dist[r] < ldml.threshold_)
+        got = I[lims[r]:lims[r + 1]]
+        assert set(got) == set(hit)
+        assert np.all(np.diff(D[lims[r]:lims[r + 1]]) >= 0)
+    with pytest.raises(ValueError, match="radius"):
+        Index().add(db).range_search(q)
+    with pytest.raises(ValueError, match="finite"):
+        Index(ldml).add(db).range_search(q, float("nan"))
+
+
+def test_inner_product_cosine_hnsw_factory():
+    rng = np.random.RandomState(6)
+    db, q = rng.randn(600, 8), rng.randn(15, 8)
+    S = q @ db.T
+    D, I = Index(metric="ip").add(db).search(q, 4)
+    np.testing.assert_array_equal(I, np.argsort(-S, axis=1, kind="stable")[:, :4])
+    nd = db / np.linalg.norm(db, axis=1, keepdims=True)
+    nq = q / np.linalg.norm(q, axis=1, keepdims=True)
+    D, I = Index(metric="cosine").add(db).search(q, 4)
+    np.testing.assert_allclose(D, np.sort(nq @ nd.T, axis=1)[:, ::-1][:, :4], rtol=1e-5)
+    exact = Index().add(db).search(q, 5)[1]
+    _, I = Index(kind="hnsw", nprobe=200).add(db).search(q, 5)
+    assert np.mean([len(set(a) & set(b)) / 5 for a, b in zip(I, exact, strict=True)]) > 0.9
+    fac = Index(kind="IVF8,Flat", min_train_size=300, random_state=0).add(db)
+    assert fac.is_trained
+    _, I = fac.search(q, 5, nprobe=8)
+    np.testing.assert_array_equal(I, exact)
+    with pytest.raises(ValueError, match="faiss could not build"):
+        Index(kind="IVF8,Bogus").add(db)
+
+
+def test_threads_and_gpu_flag():
+    import faiss
+
+    before = set_num_threads(1)
+    assert faiss.omp_get_max_threads() == 1
+    set_num_threads(before)
+    if faiss.get_num_gpus() == 0:
+        with pytest.raises(ValueError, match="GPU"):
+            Index(device="gpu").add(np.ones((3, 2)))

@@ -1,0 +1,114 @@
+"""Nyström kernel approximation: the feature map, and kernel PCCA / CMML / KCCA on it."""
+
+import warnings
+
+import numpy as np
+import pytest
+from sklearn.datasets import load_digits
+from sklearn.exceptions import ConvergenceWarning
+
+from crossmetric.baselines import KCCA
+from crossmetric.cmml import CMML
+from crossmetric.kernels import KERNELS, NystroemMap, pairwise_kernel
+from crossmetric.pairs import make_pairs
+from crossmetric.pcca import PCCA
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_all_landmarks_reproduce_the_kernel(kernel):
+    rng = np.random.RandomState(0)
+    X, Xnew = rng.rand(120, 6), rng.rand(30, 6)
+    fm = NystroemMap(kernel, n_landmarks=500, random_state=0).fit(X)
+    assert fm.landmarks_.shape == (120, 6)  # clipped to the number of samples
+    K = pairwise_kernel(Xnew, X, kernel=kernel, gamma=fm.gamma_)
+    # φ(x)ᵀφ(x') = k_x K⁺ k_x' = k(x, x') when the landmarks are the training samples
+    approx = fm.transform(Xnew) @ fm.transform(X).T
+    np.testing.assert_allclose(approx, K, atol=1e-6 * max(1.0, np.abs(K).max()))
+    # blocked transform equals one block
+    small = NystroemMap(kernel, n_landmarks=500, random_state=0, block_elements=7).fit(X)
+    np.testing.assert_allclose(small.transform(Xnew), fm.transform(Xnew), rtol=1e-6, atol=1e-9)
+
+
+def test_fewer_landmarks_approximate_and_errors():
+    rng = np.random.RandomState(1)
+    X = rng.rand(400, 5)
+    K = pairwise_kernel(X, kernel="chi2_rbf", gamma=1.0)
+    errs = []
+    for m in (20, 100, 300):
+        F = NystroemMap("chi2_rbf", gamma=1.0, n_landmarks=m, random_state=0).fit_transform(X)
+        errs.append(np.abs(F @ F.T - K).max())
+    assert errs[0] > errs[1] > errs[2]
+    with pytest.raises(ValueError, match="n_landmarks"):
+        NystroemMap(n_landmarks=0).fit(X)
+    with pytest.raises(ValueError, match="chi2"):
+        NystroemMap("chi2").fit(X - 1)
+    with pytest.raises(ValueError, match="features"):
+        NystroemMap().fit(X).transform(X[:, :3])
+    with pytest.raises(ValueError, match="kernel_approximation"):
+        PCCA(kernel="rbf", kernel_approximation="rff", preprocessor=X).fit(
+            np.array([[0, 1], [2, 3]]), [1, -1])
+
+
+@pytest.fixture(scope="module")
+def digits():
+    X, lab = load_digits(return_X_y=True)
+    X = X / 16.0
+    tr, te = np.arange(0, 600), np.arange(1000, 1797)
+    ptr, ytr = make_pairs(lab[tr], max_positives=1000, random_state=0)
+    pte, yte = make_pairs(lab[te], max_positives=1500, random_state=1)
+    return X[tr], X[te], ptr, ytr, pte, yte
+
+
+def test_pcca_nystroem_close_to_exact_kernel(digits):
+    Xtr, Xte, ptr, ytr, pte, yte = digits
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        exact = PCCA(16, kernel="chi2_rbf", max_iter=100, random_state=0,
+                     preprocessor=Xtr).fit(ptr, ytr)
+        ny = PCCA(16, kernel="chi2_rbf", kernel_approximation="nystroem", n_landmarks=300,
+                  max_iter=100, random_state=0, preprocessor=Xtr).fit(ptr, ytr)
+    assert ny.feature_map_.landmarks_.shape[0] == 300 and not hasattr(ny, "dual_coef_")
+    assert ny.feature_components_.shape == (16, 300)
+    a_exact = exact.set_params(preprocessor=Xte).score(pte, yte)
+    a_ny = ny.set_params(preprocessor=Xte).score(pte, yte)
+    print(a_ny, a_exact)
+    assert a_ny > a_exact - 0.02, (a_ny, a_exact)
+    # refit without the approximation drops the Nyström tower
+    ny.set_params(kernel_approximation=None, preprocessor=Xtr, max_iter=5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        ny.fit(ptr, ytr)
+    assert hasattr(ny, "dual_coef_") and not hasattr(ny, "feature_map_")
+
+
+def test_cmml_nystroem_mixed_towers(digits):
+    Xtr, Xte, ptr, ytr, pte, yte = digits
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        model = CMML(8, kernel=("rbf", "linear"), kernel_approximation="nystroem",
+                     n_landmarks=200, max_iter=100, random_state=0,
+                     preprocessor=(Xtr, Xtr[:, ::2])).fit(ptr, ytr)
+    assert model.feature_components_x_.shape == (8, 200)
+    assert model.components_y_.shape == (8, 32)
+    Fx = model.transform_x(Xte)
+    np.testing.assert_allclose(Fx, model.feature_map_x_.transform(Xte)
+                               @ model.feature_components_x_.T)
+    auc = model.set_params(preprocessor=(Xte, Xte[:, ::2])).score(pte, yte)
+    assert auc > 0.9
+
+
+def test_kcca_nystroem_with_all_landmarks_equals_exact(digits):
+    Xtr, Xte, ptr, ytr, pte, yte = digits
+    X, Y = Xtr[:300], Xtr[:300, ::-1] ** 2
+    pairs = np.c_[np.arange(300), np.arange(300)]
+    y = np.ones(300, dtype=int)
+    y[::7] = -1
+    kw = dict(n_components=6, kernel=("rbf", "chi2"), preprocessor=(X, Y))
+    exact = KCCA(**kw).fit(pairs, y)
+    ny = KCCA(**kw, kernel_approximation="nystroem", n_landmarks=10_000,
+              random_state=0).fit(pairs, y)
+    np.testing.assert_allclose(ny.correlations_, exact.correlations_, rtol=1e-6)
+    np.testing.assert_allclose(ny.cross_distance(Xte[:40], Xte[:30, ::-1] ** 2),
+                               exact.cross_distance(Xte[:40], Xte[:30, ::-1] ** 2), atol=1e-6)
+    small = KCCA(**kw, kernel_approximation="nystroem", n_landmarks=50, random_state=0)
+    assert small.fit(pairs, y).feature_coef_x_.shape == (50, 6)
