@@ -79,6 +79,19 @@ def _pair_param(value, name: str):
     return value, value
 
 
+def pca_basis(Z: np.ndarray, i: np.ndarray, j: np.ndarray, n_components: int | None):
+    """PCA of the samples the pairs ``(i, j)`` use: ``(pca, P)`` with ``P`` its
+    ``(k, d)`` components, or ``(None, I)`` when ``n_components`` is ``None``."""
+    d = Z.shape[1]
+    if n_components is None:
+        return None, np.eye(d)
+    used = Z[np.unique(np.r_[i, j])]
+    k = check_n_components(n_components, min(d, used.shape[0]), name="pca_components",
+                           what="min(n_features, distinct samples)")
+    pca = PCA(n_components=k).fit(used)
+    return pca, pca.components_
+
+
 def _positive_samples(data: PairData, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Row-aligned samples of the positive pairs (the only pairs CCA-like methods use)."""
     pos = y == 1
@@ -151,6 +164,13 @@ class _SklearnLatent(CrossModalMixin, BaseEstimator):
         est.fit(Xp, Yp)
         self.estimator_ = est
         # the centring / scaling scikit-learn applies (mean, std with ddof=1, 0 -> 1)
+        self._set_standardisation(Xp, Yp)
+        self.x_rotations_ = est.x_rotations_
+        self.y_rotations_ = est.y_rotations_
+        self.n_iter_ = int(max(getattr(est, "n_iter_", [0]) or [0]))
+
+    def _set_standardisation(self, Xp: np.ndarray, Yp: np.ndarray) -> None:
+        """Means and (with ``scale``) standard deviations of the positive pairs' samples."""
         self.x_mean_, self.y_mean_ = Xp.mean(axis=0), Yp.mean(axis=0)
         if self.scale:
             sx, sy = Xp.std(axis=0, ddof=1), Yp.std(axis=0, ddof=1)
@@ -158,9 +178,6 @@ class _SklearnLatent(CrossModalMixin, BaseEstimator):
             self.y_std_ = np.where(sy == 0, 1.0, sy)
         else:
             self.x_std_, self.y_std_ = np.ones(Xp.shape[1]), np.ones(Yp.shape[1])
-        self.x_rotations_ = est.x_rotations_
-        self.y_rotations_ = est.y_rotations_
-        self.n_iter_ = int(max(getattr(est, "n_iter_", [0]) or [0]))
 
     def _finish(self, F: np.ndarray) -> np.ndarray:
         return _l2_normalize(F) if self.distance == "cosine" else F
@@ -281,13 +298,7 @@ class CCA(_SklearnLatent):
         k = check_n_components(
             self.n_components, min(Xp.shape[0] - 1, Xp.shape[1], Yp.shape[1]),
             what="min(positive pairs - 1, d_x, d_y)")
-        self.x_mean_, self.y_mean_ = Xp.mean(axis=0), Yp.mean(axis=0)
-        if self.scale:
-            sx, sy = Xp.std(axis=0, ddof=1), Yp.std(axis=0, ddof=1)
-            self.x_std_ = np.where(sx == 0, 1.0, sx)
-            self.y_std_ = np.where(sy == 0, 1.0, sy)
-        else:
-            self.x_std_, self.y_std_ = np.ones(Xp.shape[1]), np.ones(Yp.shape[1])
+        self._set_standardisation(Xp, Yp)
         self.x_rotations_, self.y_rotations_, self.correlations_ = cca_directions(
             (Xp - self.x_mean_) / self.x_std_, (Yp - self.y_mean_) / self.y_std_, k, reg)
         self.n_iter_ = 0
@@ -357,17 +368,7 @@ class KISSME(LinearSingleModalMixin, BaseEstimator):
     def _fit(self, data: PairData, y: np.ndarray) -> None:
         reg = check_positive_scalar(self.reg, "reg", allow_zero=True)
         Z, i, j = data.stacked()
-        d = Z.shape[1]
-        if self.pca_components is not None:
-            used = Z[np.unique(np.r_[i, j])]
-            k = check_n_components(self.pca_components, min(d, used.shape[0]),
-                                   name="pca_components",
-                                   what="min(n_features, distinct samples)")
-            self.pca_ = PCA(n_components=k).fit(used)
-            P = self.pca_.components_                        # (k, d)
-        else:
-            self.pca_ = None
-            P = np.eye(d)
+        self.pca_, P = pca_basis(Z, i, j, self.pca_components)
         diff = (Z[i] - Z[j]) @ P.T
         inv = []
         for mask in (y == 1, y == -1):
@@ -386,7 +387,21 @@ class KISSME(LinearSingleModalMixin, BaseEstimator):
 
 
 # ----------------------------------------------------------------------------- CDFE
-class CDFE(CrossModalMixin, BaseEstimator):
+class LinearTowers(CrossModalMixin, BaseEstimator):
+    """Embedding ``x ↦ components_x_ (x − mean_x_)``, ``y ↦ components_y_ (y − mean_y_)``,
+    L2-normalised when ``distance="cosine"`` (the linear two-tower baselines)."""
+
+    def _finish(self, F: np.ndarray) -> np.ndarray:
+        return _l2_normalize(F) if self.distance == "cosine" else F
+
+    def _embed_x(self, X: np.ndarray) -> np.ndarray:
+        return self._finish((X - self.mean_x_) @ self.components_x_.T)
+
+    def _embed_y(self, Y: np.ndarray) -> np.ndarray:
+        return self._finish((Y - self.mean_y_) @ self.components_y_.T)
+
+
+class CDFE(LinearTowers):
     """Common Discriminant Feature Extraction (Lin & Tang, ECCV 2006), linear version.
 
     Two linear maps ``f_x(x) = Uᵀ(x − m_x)``, ``f_y(y) = Vᵀ(y − m_y)`` into a common space
@@ -488,14 +503,6 @@ class CDFE(CrossModalMixin, BaseEstimator):
         self.components_x_ = W[:dx].T
         self.components_y_ = W[dx:].T       # z = [x; −y]: Wᵀz = Uᵀx − Vᵀy
 
-    def _finish(self, F: np.ndarray) -> np.ndarray:
-        return _l2_normalize(F) if self.distance == "cosine" else F
-
-    def _embed_x(self, X: np.ndarray) -> np.ndarray:
-        return self._finish((X - self.mean_x_) @ self.components_x_.T)
-
-    def _embed_y(self, Y: np.ndarray) -> np.ndarray:
-        return self._finish((Y - self.mean_y_) @ self.components_y_.T)
 
 
 # ----------------------------------------------------------------------------- kernel versions

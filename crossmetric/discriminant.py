@@ -32,11 +32,10 @@ from __future__ import annotations
 
 import numpy as np
 import scipy.linalg
-from sklearn.base import BaseEstimator
 
-from crossmetric._base import CrossModalMixin, PairData
+from crossmetric._base import PairData
 from crossmetric._checks import check_choice, check_n_components, check_positive_scalar
-from crossmetric.baselines import _KernelCoordinatesMixin, _l2_normalize
+from crossmetric.baselines import LinearTowers, _KernelCoordinatesMixin
 from crossmetric.pairs import identities_from_pairs
 
 __all__ = ["MvDA", "CSR", "KCSR", "mvda_scatter_matrices", "identity_samples"]
@@ -102,20 +101,7 @@ def mvda_scatter_matrices(views, codes) -> tuple[np.ndarray, np.ndarray]:
     return S, D
 
 
-class _TwoTowerLinear(CrossModalMixin, BaseEstimator):
-    """Embedding ``x ↦ components_x_ x``, ``y ↦ components_y_ y`` (optionally L2-normalised)."""
-
-    def _finish(self, F: np.ndarray) -> np.ndarray:
-        return _l2_normalize(F) if self.distance == "cosine" else F
-
-    def _embed_x(self, X: np.ndarray) -> np.ndarray:
-        return self._finish((X - self.mean_x_) @ self.components_x_.T)
-
-    def _embed_y(self, Y: np.ndarray) -> np.ndarray:
-        return self._finish((Y - self.mean_y_) @ self.components_y_.T)
-
-
-class MvDA(_TwoTowerLinear):
+class MvDA(LinearTowers):
     """Multi-view discriminant analysis for two views (Kan et al., ECCV 2012).
 
     Finds ``w_x``, ``w_y`` maximising ``tr(Wᵀ D W) / tr(Wᵀ S W)`` (their eq. 6, solved as the
@@ -186,7 +172,7 @@ def spectral_responses(codes: np.ndarray) -> np.ndarray:
     return U[:, keep] * np.sqrt(codes.size)
 
 
-class CSR(_TwoTowerLinear):
+class CSR(LinearTowers):
     """Coupled spectral regression (Lei & Li, CVPR 2009; our reading, see module docstring).
 
     Parameters

@@ -34,7 +34,6 @@ import numpy as np
 from scipy.optimize import minimize_scalar
 from scipy.special import logsumexp, softmax
 from sklearn.base import BaseEstimator
-from sklearn.decomposition import PCA
 from sklearn.exceptions import ConvergenceWarning
 
 from crossmetric._base import LinearSingleModalMixin, PairData
@@ -44,6 +43,7 @@ from crossmetric._checks import (
     check_positive_int,
     check_positive_scalar,
 )
+from crossmetric.baselines import pca_basis
 
 __all__ = ["DMLEig", "smoothed_min_objective"]
 
@@ -136,15 +136,7 @@ class DMLEig(LinearSingleModalMixin, BaseEstimator):
         tol = check_positive_scalar(self.tol, "tol")
         solver = check_choice(self.solver, "solver", ("accelerated", "frank_wolfe"))
         Z, i, j = data.stacked()
-        d = Z.shape[1]
-        if self.pca_components is not None:
-            used = Z[np.unique(np.r_[i, j])]
-            k = check_n_components(self.pca_components, min(d, used.shape[0]),
-                                   name="pca_components",
-                                   what="min(n_features, distinct samples)")
-            P0 = PCA(n_components=k).fit(used).components_
-        else:
-            P0 = np.eye(d)
+        _, P0 = pca_basis(Z, i, j, self.pca_components)
         diff = (Z[i] - Z[j]) @ P0.T
         S = diff[y == 1].T @ diff[y == 1] / max(int(np.sum(y == 1)), 1)
         S += reg * max(np.trace(S) / S.shape[0], np.finfo(float).tiny) * np.eye(S.shape[0])
