@@ -23,6 +23,7 @@ import numpy as np
 from sklearn.utils import check_random_state
 
 from crossmetric._checks import check_positive_int
+from crossmetric.batches import balanced_weights, pair_completeness
 from crossmetric.pairs import identities_from_pairs
 
 __all__ = ["CrossDomainBatchSampler", "SampleBatch", "PairBatch", "identities_from_pairs",
@@ -45,18 +46,6 @@ class PairBatch(NamedTuple):
     iy: np.ndarray
     same: np.ndarray  #: (n_pairs,) bool
     weight: np.ndarray  #: (n_pairs,) positives and negatives each sum to 1/2
-
-
-def balanced_weights(same: np.ndarray) -> np.ndarray:
-    """Weights ``1 / (2 n_pos)`` on positives and ``1 / (2 n_neg)`` on negatives."""
-    n_pos = int(np.count_nonzero(same))
-    n_neg = same.size - n_pos
-    w = np.zeros(same.shape)
-    if n_pos:
-        w[same] = 0.5 / n_pos
-    if n_neg:
-        w[~same] = 0.5 / n_neg
-    return w
 
 
 class CrossDomainBatchSampler:
@@ -201,19 +190,3 @@ def epoch_identity_batches(ids_x, ids_y, n_identities: int, n_images_x: int = 1,
         iy = np.concatenate([draw(order_y, lo_y, hi_y, c, oy) for c in chosen])
         out.append((ix.astype(np.int64), iy.astype(np.int64)))
     return out
-
-
-def pair_completeness(ids_x: np.ndarray, ids_y: np.ndarray, ix: np.ndarray, iy: np.ndarray,
-                      y: np.ndarray) -> float:
-    """Share of the same-identity cross pairs that the positive pairs list (1.0 = all).
-
-    When identities are the connected components of the positive pairs, a value below 1 means
-    the positives are a sample of the same-identity pairs, so the components may be fragments
-    of coarser classes (two fragments of one class would then be treated as negatives).
-    """
-    pos = np.unique(np.c_[ix[y == 1], iy[y == 1]], axis=0)
-    cx = np.unique(ids_x, return_counts=True)
-    cy = np.unique(ids_y, return_counts=True)
-    common, ax, ay = np.intersect1d(cx[0], cy[0], return_indices=True)
-    total = float(np.sum(cx[1][ax].astype(np.float64) * cy[1][ay]))
-    return float(pos.shape[0] / total) if total else 1.0
