@@ -225,6 +225,8 @@ def identification_splits(labels, n_repeats: int = 10, *, test_size: float | int
     drawn among the others. The test objects' first modality (rows of ``X``) is the probe set
     and their second modality (rows of ``Y``) the gallery -- as photo probes against a sketch
     gallery in CUFSF. ``"auto"`` takes ``identity`` when there are at least 20 identities.
+    With ``cross_modal=False`` (one modality) the gallery is one random sample per test
+    identity and the identity's other test samples are the probes ("single-shot" gallery).
 
     Returns
     -------
@@ -267,9 +269,29 @@ def identification_splits(labels, n_repeats: int = 10, *, test_size: float | int
         tr_p, tr_y = _pairs_among(train_rows, labels, cross_modal=cross_modal,
                                   n_negatives=n_negatives, max_positives=max_train_positives,
                                   rng=rng)
-        out.append(Split("identification", k, tr_p, tr_y, probe_rows=test_rows,
-                         gallery_rows=test_rows.copy(), seed=int(rng.randint(2**31 - 1))))
+        if cross_modal:
+            probe_rows, gallery_rows = test_rows, test_rows.copy()
+        else:
+            probe_rows, gallery_rows = _single_shot_gallery(test_rows, labels, rng)
+        out.append(Split("identification", k, tr_p, tr_y, probe_rows=probe_rows,
+                         gallery_rows=gallery_rows, seed=int(rng.randint(2**31 - 1))))
     return out
+
+
+def _single_shot_gallery(test_rows: np.ndarray, labels: np.ndarray, rng
+                         ) -> tuple[np.ndarray, np.ndarray]:
+    """Single-modal identification: one random sample of each test identity forms the
+    gallery, the identity's other samples are probes (identities with one test sample are
+    gallery distractors)."""
+    order = test_rows[rng.permutation(test_rows.size)]
+    _, first = np.unique(labels[order], return_index=True)
+    is_gallery = np.zeros(order.size, bool)
+    is_gallery[first] = True
+    probes, gallery = np.sort(order[~is_gallery]), np.sort(order[is_gallery])
+    if probes.size == 0:
+        raise ValueError("single-modal identification needs test identities with at least two "
+                         "samples (one for the gallery, one probe).")
+    return probes, gallery
 
 
 # ---------------------------------------------------------------- shared preprocessing
@@ -383,6 +405,20 @@ def _run_split(name: str, estimator, X: np.ndarray, Y: np.ndarray, split: Split,
             "nn_accuracy": M.nearest_neighbor_accuracy(D, pl, gl),
         })
     return out
+
+
+def _with_progress(outputs, names: list[str]):
+    """Yield ``outputs`` under a tqdm bar that names the method being fitted next."""
+    from tqdm.auto import tqdm
+
+    with tqdm(total=len(names), desc="benchmark", unit="fit") as bar:
+        if names:
+            bar.set_postfix_str(names[0], refresh=False)
+        for i, out in enumerate(outputs):
+            if i + 1 < len(names):
+                bar.set_postfix_str(names[i + 1], refresh=False)
+            bar.update(1)
+            yield out
 
 
 def _run_safely(name, estimator, X, Y, split, options):
@@ -536,7 +572,9 @@ def run_protocols(estimators: Mapping, dataset: Mapping, *,
     dataset : Bunch / mapping
         ``X``, ``Y`` (row-aligned views), ``labels``; optionally ``instance`` and ``images_x``,
         ``images_y`` (used by image learners such as ``DeepGSM``; a dataset without images
-        records them in ``skipped``).
+        records them in ``skipped``). Without ``Y`` (missing or ``None``) the data has one
+        modality: verification pairs are drawn within ``X`` and identification uses a
+        single-shot gallery (:func:`identification_splits` with ``cross_modal=False``).
     protocols : sequence of {"verification", "identification"}
     n_folds : int, default=10
         Verification folds (:func:`verification_splits`).
@@ -593,11 +631,13 @@ def run_protocols(estimators: Mapping, dataset: Mapping, *,
         raise ValueError(f"level must be 'labels' or 'instance', got {level!r}.")
     if not estimators:
         raise ValueError("estimators is empty; give at least one name -> estimator.")
-    for key in ("X", "Y", "labels"):
+    for key in ("X", "labels"):
         if key not in dataset:
             raise ValueError(f"dataset must provide {key!r}.")
     X = as_float_array(dataset["X"], "dataset X", ndim=2)
-    Y = as_float_array(dataset["Y"], "dataset Y", ndim=2)
+    # no Y: one modality -- pairs and matches are drawn within X (documented above)
+    cross_modal = dataset.get("Y") is not None
+    Y = as_float_array(dataset["Y"], "dataset Y", ndim=2) if cross_modal else X
     if level == "instance" and "instance" not in dataset:
         raise ValueError("level='instance' needs dataset['instance'].")
     labels = np.asarray(dataset["labels"] if level == "labels" else dataset["instance"])
@@ -611,17 +651,20 @@ def run_protocols(estimators: Mapping, dataset: Mapping, *,
     rng = check_random_state(random_state)
     result = BenchmarkResult()
     result.info = {"n_samples": int(X.shape[0]), "dims": [int(X.shape[1]), int(Y.shape[1])],
+                   "cross_modal": cross_modal,
                    "level": level, "n_folds": n_folds, "n_repeats": n_repeats,
                    "protocols": list(protocols)}
 
     splits: list[Split] = []
     if "verification" in protocols:
-        splits += verification_splits(labels, n_folds, n_negatives=n_negatives,
+        splits += verification_splits(labels, n_folds, cross_modal=cross_modal,
+                                      n_negatives=n_negatives,
                                       max_train_positives=max_train_positives,
                                       max_test_positives=max_test_positives, split=split,
                                       random_state=rng)
     if "identification" in protocols:
         splits += identification_splits(labels, n_repeats, test_size=test_size,
+                                         cross_modal=cross_modal,
                                          n_negatives=n_negatives,
                                          max_train_positives=max_train_positives,
                                          split=split, random_state=rng)
@@ -674,9 +717,7 @@ def _execute(result: BenchmarkResult, estimators: Mapping, X: np.ndarray, Y: np.
         warnings.filterwarnings("ignore", message="A worker stopped while some jobs")
         outputs = parallel(jobs)
         if progress:
-            from tqdm.auto import tqdm
-
-            outputs = tqdm(outputs, total=len(tasks), desc="benchmark", unit="fit")
+            outputs = _with_progress(outputs, [t[0] for t in tasks])
         outputs = list(outputs)
 
     rocs: dict[str, list] = {}

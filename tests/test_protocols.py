@@ -219,8 +219,8 @@ def test_runner_input_errors(data):
         run_protocols({"e": Euclidean()}, data, protocols=("speed",))
     with pytest.raises(ValueError, match="estimators"):
         run_protocols({}, data)
-    with pytest.raises(ValueError, match="'Y'"):
-        run_protocols({"e": Euclidean()}, {"X": data.X, "labels": data.labels})
+    with pytest.raises(ValueError, match="'X'"):
+        run_protocols({"e": Euclidean()}, {"Y": data.X, "labels": data.labels})
     bad = dict(data)
     bad["labels"] = data.labels[:-1]
     with pytest.raises(ValueError, match="same number of rows"):
@@ -285,3 +285,25 @@ def test_runner_instance_level(data):
     with pytest.raises(ValueError, match="instance"):
         run_protocols({"c": CMML()}, {"X": data.X, "Y": data.Y, "labels": data.labels},
                       level="instance")
+
+
+def test_single_modal_dataset_without_y():
+    """No Y: pairs within X (no self pairs), single-shot gallery disjoint from the probes."""
+    from crossmetric.datasets import make_cross_modal
+    from crossmetric.protocols import identification_splits, verification_splits
+
+    d = make_cross_modal(200, n_classes=20, random_state=0)
+    for sp in verification_splits(d.labels, 3, cross_modal=False, random_state=0):
+        assert np.all(sp.train_pairs[:, 0] != sp.train_pairs[:, 1])
+        assert np.all(sp.test_pairs[:, 0] != sp.test_pairs[:, 1])
+    for sp in identification_splits(d.labels, 2, cross_modal=False, random_state=0):
+        assert not np.intersect1d(sp.probe_rows, sp.gallery_rows).size
+        # one gallery sample per test identity, every probe identity in the gallery
+        g = d.labels[sp.gallery_rows]
+        assert np.unique(g).size == g.size
+        assert np.isin(d.labels[sp.probe_rows], g).all()
+    res = run_protocols({"Euclidean": Euclidean()}, {"X": d.X, "labels": d.labels},
+                        n_folds=3, n_repeats=2, n_jobs=1)
+    assert res.info["cross_modal"] is False
+    assert 0.5 < res.value("Euclidean", "auc") <= 1.0
+    assert 0.0 < res.value("Euclidean", "rank1") <= 1.0
