@@ -469,29 +469,37 @@ class BenchmarkResult:
                 return row[stat]
         raise KeyError(f"no result for method {method!r}, measure {measure!r}.")
 
-    def table(self, measures: Sequence[str] | None = None) -> str:
-        """A paper-style table: one row per method, ``mean ± std`` per measure."""
+    def _grid(self, measures, pm: str = " ± ") -> tuple[list[str], list[str], list[list]]:
+        """Measure keys, column titles and rows ``[method, (text, mean) ...]`` of a table."""
         have = {row["measure"] for row in self.summary}
         measures = [m for m in (measures or TABLE_MEASURES) if m in have]
         by = {(r["method"], r["measure"]): r for r in self.summary}
-        head = ["Method"] + [MEASURES[m][0] if m in MEASURES else m for m in measures]
+        head = [MEASURES[m][0] if m in MEASURES else m for m in measures]
         rows = []
         for meth in self.methods:
             if not any((meth, m) in by for m in measures):
                 continue
-            cells = [meth]
+            cells: list = [meth]
             for m in measures:
                 r = by.get((meth, m))
                 if r is None:
-                    cells.append("-")
+                    cells.append(("-", None))
                     continue
                 scale = MEASURES.get(m, (m, 1.0))[1]
                 digits = 3 if scale == 1.0 and m != "fit_seconds" else 1
                 if m == "fit_seconds":
-                    cells.append(f"{r['mean']:.2f}")
+                    cells.append((f"{r['mean']:.2f}", r["mean"]))
                 else:
-                    cells.append(f"{r['mean'] * scale:.{digits}f} ± {r['std'] * scale:.{digits}f}")
+                    cells.append((f"{r['mean'] * scale:.{digits}f}{pm}"
+                                  f"{r['std'] * scale:.{digits}f}", r["mean"]))
             rows.append(cells)
+        return measures, head, rows
+
+    def table(self, measures: Sequence[str] | None = None) -> str:
+        """A paper-style table: one row per method, ``mean ± std`` per measure."""
+        _, head, grid = self._grid(measures)
+        head = ["Method"] + head
+        rows = [[r[0]] + [c[0] for c in r[1:]] for r in grid]
         widths = [max(len(str(c)) for c in col) for col in zip(head, *rows, strict=False)]
         lines = ["  ".join(h.ljust(w) if i == 0 else h.rjust(w)
                            for i, (h, w) in enumerate(zip(head, widths, strict=True)))]
@@ -499,6 +507,68 @@ class BenchmarkResult:
         for cells in rows:
             lines.append("  ".join(c.ljust(w) if i == 0 else c.rjust(w)
                                    for i, (c, w) in enumerate(zip(cells, widths, strict=True))))
+        return "\n".join(lines)
+
+    @staticmethod
+    def _best(measures, grid) -> list[float | None]:
+        """Best mean of each column (smallest fit time, largest otherwise)."""
+        best = []
+        for k, m in enumerate(measures):
+            vals = [r[k + 1][1] for r in grid if r[k + 1][1] is not None]
+            best.append(None if not vals else (min(vals) if m == "fit_seconds" else max(vals)))
+        return best
+
+    def to_markdown(self, measures: Sequence[str] | None = None, *, bold_best: bool = True
+                    ) -> str:
+        """The table as GitHub Markdown (``mean ± std``; the best of each column in bold).
+
+        Examples
+        --------
+        >>> res = BenchmarkResult(methods=["A"], summary=[
+        ...     {"method": "A", "measure": "auc", "mean": 0.9, "std": 0.01, "sem": 0.003,
+        ...      "n": 10}])
+        >>> print(res.to_markdown())
+        | Method | AUC |
+        |---|---:|
+        | A | **0.900 ± 0.010** |
+        """
+        measures, head, grid = self._grid(measures)
+        best = self._best(measures, grid) if bold_best else [None] * len(measures)
+        lines = ["| Method | " + " | ".join(head) + " |",
+                 "|---|" + "---:|" * len(head)]
+        for r in grid:
+            cells = [f"**{t}**" if b is not None and v == b else t
+                     for (t, v), b in zip(r[1:], best, strict=True)]
+            lines.append(f"| {r[0]} | " + " | ".join(cells) + " |")
+        return "\n".join(lines)
+
+    def to_latex(self, measures: Sequence[str] | None = None, *, caption: str | None = None,
+                 label: str | None = None, bold_best: bool = True) -> str:
+        """The table as a LaTeX ``table`` with ``booktabs`` rules (``\\usepackage{booktabs}``).
+
+        Cells are ``mean $\\pm$ std``; the best of each column is in ``\\textbf``; ``%``, ``_``
+        and ``&`` in names are escaped.
+        """
+        def esc(t: str) -> str:
+            for a, b in (("\\", r"\textbackslash{}"), ("&", r"\&"), ("%", r"\%"),
+                         ("_", r"\_"), ("#", r"\#"), ("$", r"\$")):
+                t = t.replace(a, b)
+            return t
+
+        measures, head, grid = self._grid(measures, pm=" $\\pm$ ")
+        best = self._best(measures, grid) if bold_best else [None] * len(measures)
+        lines = [r"\begin{table}[t]", r"\centering"]
+        if caption:
+            lines.append(rf"\caption{{{esc(caption)}}}")
+        if label:
+            lines.append(rf"\label{{{label}}}")
+        lines += [r"\begin{tabular}{l" + "r" * len(head) + "}", r"\toprule",
+                  "Method & " + " & ".join(esc(h) for h in head) + r" \\", r"\midrule"]
+        for r in grid:
+            cells = [rf"\textbf{{{t}}}" if b is not None and v == b else t
+                     for (t, v), b in zip(r[1:], best, strict=True)]
+            lines.append(esc(r[0]) + " & " + " & ".join(cells) + r" \\")
+        lines += [r"\bottomrule", r"\end{tabular}", r"\end{table}"]
         return "\n".join(lines)
 
     def to_csv(self, path) -> None:
@@ -529,8 +599,50 @@ class BenchmarkResult:
                       "methods": self.methods, "info": self.info})
 
     def to_json(self, path) -> None:
+        """Save everything (summary, records, curves, ...) as JSON; :meth:`load` reads it."""
         with open(path, "w", encoding="utf-8") as fh:
             json.dump(self.to_dict(), fh, indent=1)
+
+    save = to_json
+
+    @classmethod
+    def from_dict(cls, data: Mapping) -> BenchmarkResult:
+        """The inverse of :meth:`to_dict` (curves become arrays again)."""
+        if not isinstance(data, Mapping) or "summary" not in data or "methods" not in data:
+            raise ValueError("data is not a BenchmarkResult dictionary (needs 'summary' and "
+                             "'methods').")
+
+        def nan(v):
+            return float("nan") if v is None else v
+
+        curves = {}
+        for meth, c in (data.get("curves") or {}).items():
+            cc: dict = {}
+            if "roc" in c:
+                cc["roc"] = tuple(np.asarray([nan(v) for v in a], dtype=float)
+                                  for a in c["roc"])
+            if "cmc" in c:
+                cc["cmc"] = np.asarray([nan(v) for v in c["cmc"]], dtype=float)
+            curves[meth] = cc
+        fix = [{k: nan(v) if k in ("mean", "std", "sem", "value") else v for k, v in r.items()}
+               for r in data.get("summary", [])]
+        recs = [{k: nan(v) if k == "value" else v for k, v in r.items()}
+                for r in data.get("records", [])]
+        return cls(records=recs, summary=fix, curves=curves,
+                   skipped=dict(data.get("skipped") or {}), errors=dict(data.get("errors") or {}),
+                   warnings=dict(data.get("warnings") or {}), methods=list(data["methods"]),
+                   info=dict(data.get("info") or {}))
+
+    @classmethod
+    def load(cls, path) -> BenchmarkResult:
+        """Read a result written by :meth:`save` / :meth:`to_json` (``results.json``)."""
+        try:
+            with open(path, encoding="utf-8") as fh:
+                data = json.load(fh)
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise ValueError(f"cannot read a BenchmarkResult from {str(path)!r}: "
+                             f"{' '.join(str(exc).split())}") from None
+        return cls.from_dict(data)
 
 
 def _summarise(records: list[dict], methods: list[str]) -> list[dict]:

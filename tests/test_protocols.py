@@ -307,3 +307,27 @@ def test_single_modal_dataset_without_y():
     assert res.info["cross_modal"] is False
     assert 0.5 < res.value("Euclidean", "auc") <= 1.0
     assert 0.0 < res.value("Euclidean", "rank1") <= 1.0
+
+
+def test_benchmark_result_save_load_markdown_latex(tmp_path):
+    from crossmetric.datasets import make_cross_modal
+    from crossmetric.protocols import BenchmarkResult
+
+    d = make_cross_modal(150, n_classes=15, random_state=1)
+    res = run_protocols({"Eu_clid": Euclidean()}, {"X": d.X, "Y": d.X + 0.1, "labels": d.labels},
+                        n_folds=2, n_repeats=1, n_jobs=1)
+    res.save(tmp_path / "r.json")
+    back = BenchmarkResult.load(tmp_path / "r.json")
+    assert back.methods == res.methods and back.summary == res.summary
+    assert back.records == res.records and back.info == res.info
+    np.testing.assert_allclose(back.curves["Eu_clid"]["roc"][1], res.curves["Eu_clid"]["roc"][1])
+    np.testing.assert_allclose(back.curves["Eu_clid"]["cmc"], res.curves["Eu_clid"]["cmc"])
+    assert back.table() == res.table()
+    md = res.to_markdown().splitlines()
+    assert md[0].startswith("| Method | AUC |") and md[2].startswith("| Eu_clid | **")
+    tex = res.to_latex(caption="digits 10%")
+    assert r"Eu\_clid" in tex and r"$\pm$" in tex and r"\toprule" in tex
+    assert r"10\%" in tex and tex.count(r"\\") == 2  # header + one method row
+    with pytest.raises(ValueError, match="BenchmarkResult"):
+        (tmp_path / "bad.json").write_text("{not json")
+        BenchmarkResult.load(tmp_path / "bad.json")
