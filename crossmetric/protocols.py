@@ -666,7 +666,7 @@ def _summarise(records: list[dict], methods: list[str]) -> list[dict]:
 def run_protocols(estimators: Mapping, dataset: Mapping, *,
                   protocols: Sequence[str] = ("verification", "identification"),
                   n_folds: int = 10, n_repeats: int = 10, n_negatives: int = 1,
-                  max_train_positives: int | None = 2000,
+                  max_train_positives: int | None = 1000,
                   max_test_positives: int | None = 1000, test_size: float | int = 0.3,
                   level: str = "labels", split: str = "auto", unequal_dims: str = "cca",
                   cca_components: int = 32, pca_components=None, max_rank: int = 20,
@@ -695,7 +695,8 @@ def run_protocols(estimators: Mapping, dataset: Mapping, *,
     n_negatives : int, default=1
         Negative training pairs per positive (the papers' n⁻).
     max_train_positives, max_test_positives : int or None
-        Caps on the positives drawn per split (class-level labels make quadratically many).
+        Caps on the positives drawn per split (class-level labels make quadratically many);
+        1000 each by default, as `crossmetric benchmark` (the CLI takes its defaults from here).
     test_size : float or int, default=0.3
         Identification test set (fraction or count of identities / rows).
     level : {"labels", "instance"}, default="labels"
