@@ -429,6 +429,18 @@ def _print_method_list() -> None:
           "(shown as NAME-C)")
 
 
+def _cap_components(estimators: dict, X: np.ndarray, Y: np.ndarray | None) -> None:
+    """The registry's ``n_components`` (sized for the built-in data) capped at the narrowest
+    view of the user's data, so that a method does not fail on a few-feature file."""
+    cap = X.shape[1] if Y is None else min(X.shape[1], Y.shape[1])
+    for name, est in estimators.items():
+        k = est.get_params(deep=False).get("n_components")
+        if isinstance(k, int) and k > cap:
+            est.set_params(n_components=cap)
+            print(f"crossmetric: {name}: n_components {k} -> {cap} (the data has {cap} "
+                  "features)", file=sys.stderr)
+
+
 def _validate_benchmark(args) -> None:
     """Every option checked before any data is read or any folder created."""
     _check_int(args, "--folds", 2)
@@ -441,7 +453,6 @@ def _validate_benchmark(args) -> None:
                               ("--images", args.images), ("--lfw-pairs", args.lfw_pairs))
                if v is not None]
     if args.lfw_pairs is not None:
-        sources.remove("--x")  # --lfw-pairs reads its features from --x
         if args.x is None or args.image_list is None:
             raise CLIError("--lfw-pairs needs --x FEATURES and --image-list NAMES (the image "
                            "name of each feature row, e.g. Aaron_Peirsol_0001.jpg).")
@@ -451,6 +462,7 @@ def _validate_benchmark(args) -> None:
         if args.protocol == "identification":
             raise CLIError("--lfw-pairs is a verification protocol; --protocol "
                            "identification does not apply.")
+        sources.remove("--x")  # --lfw-pairs reads its features from --x
     if len(sources) > 1:
         raise CLIError(f"give one data source, not {' and '.join(sources)}.")
     if args.x is None:
@@ -517,6 +529,7 @@ def cmd_benchmark(args) -> int:
             pca[METHODS[name].display] = METHODS[name].pca_components
     if not estimators:
         raise CLIError("none of the requested methods is available.")
+    _cap_components(estimators, dataset["X"], dataset.get("Y"))
     protocols = ("verification", "identification") if args.protocol == "both" else (
         args.protocol,)
     level = args.level or ("instance" if dataset.get("instance") is not None
@@ -1087,6 +1100,14 @@ def main(argv: list[str] | None = None) -> int:
         return int(args.func(args))
     except SystemExit as exc:  # --help / --version
         return int(exc.code or 0) if not isinstance(exc.code, str) else 2
+    except BrokenPipeError:
+        # the reader went away (``crossmetric search ... | head``): end quietly
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        except (OSError, ValueError):
+            pass
+        return 0
     except CLIError as exc:
         if debug:
             raise
@@ -1097,14 +1118,6 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(f"crossmetric: error: {_one_line(exc)}", file=sys.stderr)
         return 2
-    except BrokenPipeError:
-        # the reader went away (``crossmetric search ... | head``): end quietly
-        try:
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, sys.stdout.fileno())
-        except (OSError, ValueError):
-            pass
-        return 0
     except KeyboardInterrupt:
         print("crossmetric: interrupted", file=sys.stderr)
         return 130
