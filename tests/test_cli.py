@@ -521,3 +521,36 @@ def test_bad_input_table(bad_env, argv, fragment, capsys, monkeypatch, tmp_path)
     assert line.startswith("crossmetric: error: ")
     assert _files_in(bad_env) == before
     assert _files_in(tmp_path) == []
+
+
+def test_benchmark_image_folder_two_domains_and_one(tmp_path, capsys):
+    pytest.importorskip("PIL")
+    from PIL import Image
+
+    rng = np.random.default_rng(0)
+    root = tmp_path / "imgs"
+    root.mkdir()
+    for ident in range(24):
+        base = rng.integers(0, 255, (32, 16, 3))
+        for dom in ("a", "b"):
+            img = np.clip(base + rng.normal(0, 20, base.shape), 0, 255).astype(np.uint8)
+            Image.fromarray(img).save(root / f"{ident:03d}_{dom}.png")
+    for descriptor in ("hog", "pixels"):
+        out = tmp_path / f"out_{descriptor}"
+        rc = main(["benchmark", "--images", str(root), "--pattern",
+                   r"(?P<id>\d+)_(?P<domain>[ab])\.png", "--descriptor", descriptor,
+                   "--methods", "euclidean", "--folds", "2", "--repeats", "1",
+                   "--out", str(out), "--no-progress", "--n-jobs", "1"])
+        assert rc == 0, capsys.readouterr().err
+        err = capsys.readouterr().err
+        assert "a vs b, 24 matched pairs" in err
+        assert (out / "results.json").exists()
+    # no domain group: one modality, two images per identity
+    rc = main(["benchmark", "--images", str(root), "--pattern", r"(?P<id>\d+)_[ab]\.png",
+               "--descriptor", "pixels", "--methods", "euclidean", "--folds", "2",
+               "--repeats", "1", "--out", str(tmp_path / "one"), "--no-progress",
+               "--n-jobs", "1"])
+    assert rc == 0, capsys.readouterr().err
+    assert "one modality" in capsys.readouterr().err
+    res = json.loads((tmp_path / "one" / "results.json").read_text())
+    assert res["info"]["cross_modal"] is False and res["info"]["n_samples"] == 48
