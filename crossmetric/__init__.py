@@ -30,6 +30,8 @@ _LAZY = {
     "KISSME": "crossmetric.baselines",
     "Euclidean": "crossmetric.baselines",
     "make_pairs": "crossmetric.pairs",
+    "Supervised": "crossmetric.supervised",
+    "CrossPairs": "crossmetric.supervised",
 }
 
 __all__ = sorted(_LAZY) + ["__version__"]

@@ -36,6 +36,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.extmath import randomized_svd
 from threadpoolctl import threadpool_limits
 
+from crossmetric._checks import user_stacklevel
 from crossmetric.losses import generalized_logistic, generalized_logistic_grad
 
 __all__ = ["Tower", "PairLogisticObjective", "TowerProblem", "lbfgs", "minimize_lbfgs",
@@ -190,7 +191,7 @@ def lbfgs(fun, theta0: np.ndarray, *, max_iter: int, tol: float, verbose: int = 
     if res.status == 1:  # max iterations reached
         warnings.warn(f"{name} did not converge in max_iter={max_iter} iterations "
                       f"(objective {res.fun:.6g}); increase max_iter.", ConvergenceWarning,
-                      stacklevel=3)
+                      stacklevel=user_stacklevel())
     if not curve:
         curve.append(float(res.fun))
     return res.x, curve, int(res.nit)
@@ -267,7 +268,7 @@ def minimize_gd(problem: TowerProblem, W0s, *, max_iter: int, tol: float, verbos
     if not converged:
         warnings.warn(f"{name} did not converge in max_iter={max_iter} iterations "
                       f"(objective {loss:.6g}); increase max_iter.", ConvergenceWarning,
-                      stacklevel=3)
+                      stacklevel=user_stacklevel())
     if not curve:
         curve.append(loss)
     return Ws, curve, len(curve)

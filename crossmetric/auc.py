@@ -52,6 +52,7 @@ from crossmetric._checks import (
     check_n_components,
     check_positive_int,
     check_positive_scalar,
+    user_stacklevel,
 )
 
 __all__ = [
@@ -470,7 +471,7 @@ class _AUCMetricLearner:
             warnings.warn(
                 f"{type(self).__name__} did not converge in max_iter={self.max_iter} "
                 f"iterations (objective still improving by more than tol={self.tol}); "
-                "increase max_iter or tol.", ConvergenceWarning, stacklevel=3)
+                "increase max_iter or tol.", ConvergenceWarning, stacklevel=user_stacklevel())
         self.M_ = M
         self._set_factors(w, U)
 

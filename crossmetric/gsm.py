@@ -48,6 +48,7 @@ from crossmetric._checks import (
     check_n_components,
     check_positive_int,
     check_positive_scalar,
+    user_stacklevel,
 )
 from crossmetric.losses import hinge, hinge_grad
 
@@ -552,7 +553,7 @@ class GSM(CrossModalMixin, BaseEstimator):
             warnings.warn(
                 f"GSM: max_iter={self.max_iter} epochs reached before the objective stopped "
                 f"decreasing (tol={self.tol}); increase max_iter.",
-                ConvergenceWarning, stacklevel=3,
+                ConvergenceWarning, stacklevel=user_stacklevel(),
             )
         self.params_ = params
         LA, LB, LCx, LCy, d, e, f = gsm_components(params, self.structure, f0, r, p_x, p_y)

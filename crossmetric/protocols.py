@@ -34,7 +34,12 @@ from sklearn.model_selection import StratifiedKFold
 from sklearn.utils import check_random_state
 
 from crossmetric import metrics as M
-from crossmetric._checks import as_float_array, check_pair_labels, check_positive_int
+from crossmetric._checks import (
+    as_float_array,
+    check_pair_labels,
+    check_positive_int,
+    user_stacklevel,
+)
 from crossmetric.pairs import make_pairs
 
 __all__ = [
@@ -160,7 +165,7 @@ def _sample_folds(labels: np.ndarray, n_folds: int, split: str, rng) -> list[np.
     min_count = np.bincount(codes).min()
     if min_count < n_folds:
         warnings.warn(f"an identity has only {min_count} samples, fewer than n_folds="
-                      f"{n_folds}; some folds lack it.", UserWarning, stacklevel=3)
+                      f"{n_folds}; some folds lack it.", UserWarning, stacklevel=user_stacklevel())
     skf = StratifiedKFold(n_splits=n_folds, shuffle=True, random_state=rng.randint(2**31 - 1))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)

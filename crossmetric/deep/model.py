@@ -29,7 +29,7 @@ from sklearn.utils.validation import check_is_fitted
 from tqdm.auto import tqdm
 
 from crossmetric._base import CrossModalMixin, PairData
-from crossmetric._checks import check_positive_int, check_positive_scalar
+from crossmetric._checks import check_positive_int, check_positive_scalar, user_stacklevel
 from crossmetric.deep.losses import gsm_hinge_pair_based, gsm_hinge_sample_based
 from crossmetric.deep.networks import GSMNet
 from crossmetric.deep.sampler import CrossDomainBatchSampler, identities_from_pairs
@@ -337,7 +337,7 @@ class DeepGSM(CrossModalMixin, BaseEstimator):
             warnings.warn(
                 f"{n_conflicts} pair(s) labelled -1 join images that positive pairs put in one "
                 "identity; DeepGSM's batch generator treats them as the same identity.",
-                UserWarning, stacklevel=3,
+                UserWarning, stacklevel=user_stacklevel(),
             )
         rng = check_random_state(self.random_state)
         seed = int(rng.randint(2**31 - 1))
@@ -432,7 +432,7 @@ class DeepGSM(CrossModalMixin, BaseEstimator):
             warnings.warn(
                 f"DeepGSM: max_iter={max_iter} iterations reached before the objective "
                 f"levelled off (tol={self.tol}); increase max_iter.",
-                ConvergenceWarning, stacklevel=3,
+                ConvergenceWarning, stacklevel=user_stacklevel(),
             )
 
     @staticmethod
