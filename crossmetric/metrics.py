@@ -542,3 +542,94 @@ def identification_report(FX, FY, probe_labels, gallery_labels, *, max_rank: int
     if not same_set:
         out["nn_accuracy"] = nn_hit / n_p
     return out
+
+
+# ------------------------------------------------------- accuracy calculator over kNN results
+def knn_accuracy(query, reference, query_labels, reference_labels, *, same_set: bool = False,
+                 block_rows: int | None = None) -> dict:
+    """Retrieval accuracies of embeddings, as pytorch-metric-learning's ``AccuracyCalculator``.
+
+    For each query the references are ranked by squared Euclidean distance (ties in reference
+    order: a stable sort), one block of queries at a time, so the full
+    ``(n_query, n_reference)`` distance matrix is never held. ``R`` is the number of references
+    with the query's label (the query itself excluded when ``same_set``); queries with
+    ``R = 0`` are left out of every mean.
+
+    * ``precision_at_1`` -- the nearest reference has the query's label;
+    * ``r_precision`` -- the fraction of the ``R`` nearest references that are relevant;
+    * ``map_at_r`` -- MAP@R (Musgrave et al., "A metric learning reality check", 2020):
+      ``(1/R) Σ_{i ≤ R} rel(i) · P@i``;
+    * ``mean_average_precision`` -- the average precision over the whole ranking.
+
+    Parameters
+    ----------
+    query : array-like of shape (n_query, dim)
+    reference : array-like of shape (n_reference, dim)
+    query_labels, reference_labels : array-like
+    same_set : bool, default=False
+        ``reference`` is ``query`` itself: query ``i`` does not retrieve itself.
+    block_rows : int, optional
+        Queries per block (default: blocks of about 1 Mi distances; a block holds a few arrays
+        of that size: the ranking, the relevance flags and the running precisions).
+
+    Returns
+    -------
+    dict
+        The four measures and ``n_queries`` (queries with ``R ≥ 1``).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> emb = np.array([[0.0], [0.1], [5.0], [5.2]])
+    >>> acc = knn_accuracy(emb, emb, [0, 0, 1, 1], [0, 0, 1, 1], same_set=True)
+    >>> acc["precision_at_1"], acc["map_at_r"]
+    (1.0, 1.0)
+    """
+    Q = as_float_array(query, "query", ndim=2)
+    Rf = as_float_array(reference, "reference", ndim=2)
+    if Q.shape[1] != Rf.shape[1]:
+        raise ValueError(f"query and reference must have the same number of columns, got "
+                         f"{Q.shape[1]} and {Rf.shape[1]}.")
+    if same_set and Q.shape[0] != Rf.shape[0]:
+        raise ValueError("same_set=True needs reference to be the query set itself (same "
+                         f"number of rows), got {Q.shape[0]} and {Rf.shape[0]}.")
+    n_q, n_r = Q.shape[0], Rf.shape[0]
+    qc, rc = _label_codes(query_labels, reference_labels, n_q, n_r)
+    counts = np.bincount(rc, minlength=int(max(qc.max(), rc.max())) + 1)
+    sq_r = np.einsum("ij,ij->i", Rf, Rf)
+    p1 = rp = mapr = ap = 0.0
+    n_ok = 0
+    rows_per = (check_positive_int(block_rows, "block_rows") if block_rows is not None
+                else max(1, (1 << 20) // n_r))
+    for sl in gen_batches(n_q, rows_per):
+        D = Q[sl] @ Rf.T
+        D *= -2.0
+        D += np.einsum("ij,ij->i", Q[sl], Q[sl])[:, None]
+        D += sq_r[None, :]
+        rows = np.arange(sl.stop - sl.start)
+        if same_set:
+            D[rows, np.arange(sl.start, sl.stop)] = np.inf
+        order = np.argsort(D, axis=1, kind="stable")
+        rel = rc[order] == qc[sl][:, None]
+        if same_set:  # the query itself (ranked last) is not a result
+            rel[:, -1] = False
+        R = counts[qc[sl]] - (1 if same_set else 0)
+        ok = R > 0
+        if not ok.any():
+            continue
+        rel, R = rel[ok], R[ok]
+        hits = np.cumsum(rel, axis=1)
+        prec = hits / np.arange(1, n_r + 1)[None, :]
+        within = np.arange(n_r)[None, :] < R[:, None]
+        p1 += float(rel[:, 0].sum())
+        rp += float((hits[np.arange(R.size), R - 1] / R).sum())
+        mapr += float(((prec * rel * within).sum(axis=1) / R).sum())
+        ap += float(((prec * rel).sum(axis=1) / R).sum())
+        n_ok += int(R.size)
+    if n_ok == 0:
+        raise ValueError("no query has a relevant reference (a reference with its label).")
+    return {"precision_at_1": p1 / n_ok, "r_precision": rp / n_ok, "map_at_r": mapr / n_ok,
+            "mean_average_precision": ap / n_ok, "n_queries": n_ok}
+
+
+__all__ += ["knn_accuracy"]
