@@ -10,11 +10,13 @@ another identity, so every sample that has a positive also takes part in negativ
 from __future__ import annotations
 
 import numpy as np
+from scipy import sparse
+from scipy.sparse.csgraph import connected_components
 from sklearn.utils import check_random_state
 
 from crossmetric._checks import check_positive_int
 
-__all__ = ["make_pairs"]
+__all__ = ["make_pairs", "identities_from_pairs"]
 
 
 def _as_labels(labels, name: str) -> np.ndarray:
@@ -164,3 +166,28 @@ def _negative_pairs(anchors: np.ndarray, cx: np.ndarray, cy: np.ndarray, n_negat
     if todo.size:  # pragma: no cover - only when negatives are nearly exhausted
         raise ValueError("could not draw enough distinct negative pairs; lower n_negatives.")
     return np.column_stack([ai, aj]).astype(np.int64)
+
+
+def identities_from_pairs(n_x: int, n_y: int, ix: np.ndarray, iy: np.ndarray,
+                          y: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
+    """Identity of every row of X and Y: connected components of the positive pairs.
+
+    Rows of X and of Y are the nodes of one bipartite graph; each pair labelled +1 is an edge.
+    Two images are of the same identity when a chain of positive pairs joins them.
+
+    Returns
+    -------
+    ids_x : ndarray of shape (n_x,)
+    ids_y : ndarray of shape (n_y,)
+    n_conflicts : int
+        Pairs labelled −1 whose two images nevertheless fall in one component.
+    """
+    pos = y == 1
+    graph = sparse.coo_matrix(
+        (np.ones(int(pos.sum())), (ix[pos], n_x + iy[pos])), shape=(n_x + n_y, n_x + n_y)
+    )
+    _, comp = connected_components(graph, directed=False)
+    ids_x, ids_y = comp[:n_x], comp[n_x:]
+    neg = ~pos
+    n_conflicts = int(np.sum(ids_x[ix[neg]] == ids_y[iy[neg]]))
+    return ids_x.astype(np.int64), ids_y.astype(np.int64), n_conflicts

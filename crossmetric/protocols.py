@@ -304,27 +304,20 @@ class CCAProjection:
     """Regularised linear CCA used to bring two views to one common dimension ("-C" variants).
 
     The CML-AUC paper (§IV-B) runs single-modal learners on CCA-processed features of the two
-    modalities (PCA-C, LMNN-C, LDML-C, ...). This closed form is used because scikit-learn's
-    NIPALS ``CCA`` needs about a minute for 32 components on the 1,800 digits: with centred views,
-    ``C_xx + r_x I``, ``C_yy + r_y I`` (``r = reg · trace(C)/d``) and the cross-covariance
-    ``C_xy``, the directions are ``A = C_xx^{-1/2} U_k``, ``B = C_yy^{-1/2} V_k`` from the SVD
-    ``C_xx^{-1/2} C_xy C_yy^{-1/2} = U S Vᵀ``; ``transform`` returns ``((X − x̄) A,
-    (Y − ȳ) B)``.
+    modalities (PCA-C, LMNN-C, LDML-C, ...). The directions come from the library's one closed
+    form, :func:`crossmetric.baselines.cca_directions` (also behind :class:`crossmetric.CCA`);
+    scikit-learn's NIPALS ``CCA`` needs about a minute for 32 components on the 1,800 digits.
+    ``transform`` returns ``((X − x̄) A, (Y − ȳ) B)``.
     """
 
     def __init__(self, n_components: int = 32, reg: float = 1e-3):
         self.n_components = n_components
         self.reg = reg
 
-    @staticmethod
-    def _inv_sqrt(C: np.ndarray, reg: float) -> np.ndarray:
-        d = C.shape[0]
-        C = C + reg * max(np.trace(C) / d, 1e-12) * np.eye(d)
-        w, V = np.linalg.eigh(C)
-        return (V / np.sqrt(np.maximum(w, 1e-12))) @ V.T
-
     def fit(self, X: np.ndarray, Y: np.ndarray) -> CCAProjection:
         """Fit on row-aligned views (row ``r`` of ``X`` and ``Y`` = one matching pair)."""
+        from crossmetric.baselines import cca_directions
+
         X = as_float_array(X, "X", ndim=2)
         Y = as_float_array(Y, "Y", ndim=2)
         n = X.shape[0]
@@ -332,13 +325,8 @@ class CCAProjection:
             raise ValueError(f"CCA needs >= 2 row-aligned pairs, got {n} and {Y.shape[0]} rows.")
         k = min(int(self.n_components), X.shape[1], Y.shape[1], n - 1)
         self.mean_x_, self.mean_y_ = X.mean(0), Y.mean(0)
-        Xc, Yc = X - self.mean_x_, Y - self.mean_y_
-        Wx = self._inv_sqrt(Xc.T @ Xc / (n - 1), self.reg)
-        Wy = self._inv_sqrt(Yc.T @ Yc / (n - 1), self.reg)
-        U, s, Vt = np.linalg.svd(Wx @ (Xc.T @ Yc / (n - 1)) @ Wy, full_matrices=False)
-        self.x_weights_ = Wx @ U[:, :k]
-        self.y_weights_ = Wy @ Vt[:k].T
-        self.correlations_ = s[:k]
+        self.x_weights_, self.y_weights_, self.correlations_ = cca_directions(
+            X - self.mean_x_, Y - self.mean_y_, k, self.reg)
         return self
 
     def transform(self, X: np.ndarray, Y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

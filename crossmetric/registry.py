@@ -87,8 +87,9 @@ METHODS: dict[str, MethodSpec] = {s.name: s for s in [
                "end-to-end GSM on the images; small network (64 units), rounds of 10 "
                "identities x 4 + 4 images, 800 rounds (about 3 s on one CPU core): a short "
                "schedule, far from the paper's; no time cap, so runs are reproducible"),
-    MethodSpec("cca", "CCA", "CCA", {"n_components": 10, "max_iter": 100, "tol": 1e-3},
-               "CCA common space, 10 components (NIPALS: tol 1e-3, at most 100 iterations)"),
+    MethodSpec("cca", "CCA", "CCA", {"n_components": 10},
+               "CCA common space, 10 components (closed form, ridge 1e-3 of the mean "
+               "eigenvalue)"),
     MethodSpec("pls", "PLS", "PLS", {"n_components": 10},
                "PLS common space, 10 components"),
     MethodSpec("kcca", "KCCA", "KCCA", {"n_components": 10},
@@ -97,6 +98,21 @@ METHODS: dict[str, MethodSpec] = {s.name: s for s in [
                "common discriminant feature extraction, 10 components"),
     MethodSpec("kissme", "KISSME", "KISSME", {},
                "KISS metric (single-modal)"),
+    MethodSpec("kpls", "KPLS", "KPLS", {"n_components": 10},
+               "kernel PLS (RBF per modality), 10 components (cmml paper's kernel baseline)"),
+    MethodSpec("kcdfe", "KCDFE", "KCDFE", {"n_components": 10},
+               "kernel CDFE (RBF per modality), 10 components (cmml paper's kernel baseline)"),
+    MethodSpec("mvda", "MvDA", "MvDA", {"n_components": 10},
+               "multi-view discriminant analysis, 10 components; identities = connected "
+               "components of the positive pairs"),
+    MethodSpec("csr", "CSR", "CSR", {},
+               "coupled spectral regression, all n_identities - 1 responses; identities = "
+               "connected components of the positive pairs"),
+    MethodSpec("kcsr", "KCSR", "KCSR", {},
+               "kernel CSR (RBF per modality), as csr"),
+    MethodSpec("dmleig", "DML-eig", "DMLEig", {},
+               "DML-eig (single-modal): accelerated solver of the paper's smoothed "
+               "eigenvalue problem, to a duality gap of 1e-4"),
 ]}
 
 
