@@ -20,8 +20,9 @@ __all__ = ["plot_roc", "plot_cmc", "plot_convergence", "save_figure", "method_st
 
 #: display names with a reserved style slot (registry order; later names get hashed slots)
 _FIXED = ("Euclidean", "PCCA", "CMML", "CML_AUC", "CML_pAUC", "Maha_AUC", "LDML", "CLML",
-          "GSM", "DeepGSM", "CCA", "PLS", "KCCA", "CDFE", "KISSME", "ITML", "MCC", "PRDC",
-          "NCA", "LMNN", "CLMLCV", "Maha_pAUC")
+          "GSM", "DeepGSM", "CCA", "PLS", "KCCA", "CDFE", "KISSME", "KPLS", "KCDFE", "MvDA",
+          "CSR", "KCSR", "DML-eig", "ITML", "MCC", "PRDC", "NCA", "LMNN", "CLMLCV",
+          "Maha_pAUC")
 _DASHES = ("-", "--", "-.", ":")
 _MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "<", ">", "h", "p")
 

@@ -74,8 +74,9 @@ def test_method_styles_fixed_across_runs_and_legend_outside():
 
     names = [s.display for s in METHODS.values()]
     styles = [tuple(method_style(n).values()) for n in names]
-    assert len(set(styles)) == len(styles)  # every registry method looks different
-    assert len({st[0] for st in styles}) == len(styles)  # ... even by colour alone
+    assert len({st[:2] for st in styles}) == len(styles)  # colour + dash differ
+    first = styles[:20]
+    assert len({st[0] for st in first}) == len(first)  # the first 20: colour alone
     assert method_style("PCCA-C") == method_style("PCCA")
     assert method_style("my new method") == method_style("my new method")
     rng = np.random.default_rng(0)
