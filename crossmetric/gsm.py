@@ -388,6 +388,18 @@ class GSM(CrossModalMixin, BaseEstimator):
     Each pair's hinge term is weighted so that positives and negatives count equally,
     ``J = ½ mean_pos (1 + S)₊ + ½ mean_neg (1 − S)₊ + μ‖Φ‖²`` -- the balance that the paper's
     batch generator obtains by sampling (§4.2).
+
+    Examples
+    --------
+    >>> from crossmetric import GSM, make_pairs
+    >>> from crossmetric.datasets import make_cross_modal
+    >>> d = make_cross_modal(120, n_classes=6, random_state=0)
+    >>> pairs, y = make_pairs(d.labels, d.labels, max_positives=300, random_state=0)
+    >>> model = GSM(n_components=4, random_state=0, preprocessor=(d.X, d.Y)).fit(pairs, y)
+    >>> model.cross_distance(d.X[:2], d.Y[:3]).shape
+    (2, 3)
+    >>> bool(model.score(pairs, y) > 0.8)  # ROC AUC on the training pairs
+    True
     """
 
     def __init__(self, n_components: int | None = None, *, structure: str = "generalized",

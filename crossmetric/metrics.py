@@ -64,6 +64,15 @@ def roc(y, score) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
     A pair is predicted *same* when ``score >= threshold``. Unlike scikit-learn's default no
     point is dropped, so the polyline is exact (tied scores give a diagonal segment).
+
+    Examples
+    --------
+    >>> from crossmetric import metrics as M
+    >>> y = [1, 1, 1, -1, -1, -1]          # +1 same identity, -1 different
+    >>> score = [0.9, 0.8, 0.3, 0.6, 0.2, 0.1]  # larger = more alike
+    >>> fpr, tpr, thresholds = M.roc(y, score)
+    >>> fpr.round(3).tolist(), tpr.round(3).tolist()
+    ([0.0, 0.0, 0.0, 0.333, 0.333, 0.667, 1.0], [0.0, 0.333, 0.667, 0.667, 1.0, 1.0, 1.0])
     """
     y, s = _check_y_score(y, score)
     fpr, tpr, thr = roc_curve(y, s, pos_label=1, drop_intermediate=False)
@@ -83,6 +92,14 @@ def roc_auc(y, score) -> float:
     Returns
     -------
     float in [0, 1]
+
+    Examples
+    --------
+    >>> from crossmetric import metrics as M
+    >>> y = [1, 1, 1, -1, -1, -1]          # +1 same identity, -1 different
+    >>> score = [0.9, 0.8, 0.3, 0.6, 0.2, 0.1]  # larger = more alike
+    >>> round(M.roc_auc(y, score), 4)
+    0.8889
     """
     y, s = _check_y_score(y, score)
     return float(roc_auc_score(y, s))
@@ -147,6 +164,14 @@ def partial_auc(y, score, fpr_range=(0.0, 0.1), *, normalize: str = "range") -> 
     Returns
     -------
     float
+
+    Examples
+    --------
+    >>> from crossmetric import metrics as M
+    >>> y = [1, 1, 1, -1, -1, -1]          # +1 same identity, -1 different
+    >>> score = [0.9, 0.8, 0.3, 0.6, 0.2, 0.1]  # larger = more alike
+    >>> round(M.partial_auc(y, score, (0.0, 0.5)), 4)
+    0.7778
     """
     a, b = _check_fpr_range(fpr_range)
     if normalize not in ("range", "none", "mcclish"):
@@ -174,6 +199,14 @@ def eer(y, score) -> float:
     Returns
     -------
     float in [0, 1]
+
+    Examples
+    --------
+    >>> from crossmetric import metrics as M
+    >>> y = [1, 1, 1, -1, -1, -1]          # +1 same identity, -1 different
+    >>> score = [0.9, 0.8, 0.3, 0.6, 0.2, 0.1]  # larger = more alike
+    >>> round(M.eer(y, score), 4)
+    0.3333
     """
     fpr, tpr, _ = roc(y, score)
     g = fpr - (1.0 - tpr)  # -1 at (0, 0), +1 at (1, 1), non-decreasing along the curve
@@ -186,7 +219,16 @@ def eer(y, score) -> float:
 
 
 def one_minus_eer(y, score) -> float:
-    """``1 − EER`` (the measure of the CML-AUC paper's tables)."""
+    """``1 − EER`` (the measure of the CML-AUC paper's tables).
+
+    Examples
+    --------
+    >>> from crossmetric import metrics as M
+    >>> y = [1, 1, 1, -1, -1, -1]          # +1 same identity, -1 different
+    >>> score = [0.9, 0.8, 0.3, 0.6, 0.2, 0.1]  # larger = more alike
+    >>> round(M.one_minus_eer(y, score), 4)
+    0.6667
+    """
     return 1.0 - eer(y, score)
 
 
@@ -208,6 +250,16 @@ def accuracy_at_median(y, distance) -> float:
     Returns
     -------
     float in [0, 1]
+
+    Examples
+    --------
+    >>> from crossmetric import metrics as M
+    >>> y = [1, 1, 1, -1, -1, -1]          # +1 same identity, -1 different
+    >>> score = [0.9, 0.8, 0.3, 0.6, 0.2, 0.1]  # larger = more alike
+    >>> import numpy as np
+    >>> distance = -np.asarray(score)
+    >>> round(M.accuracy_at_median(y, distance), 4)
+    0.6667
     """
     y, d = _check_y_score(y, distance, "distance")
     med = np.median(d)
@@ -234,6 +286,14 @@ def verification_rate(y, score, fpr: float = 1e-3) -> float:
     Returns
     -------
     float in [0, 1]
+
+    Examples
+    --------
+    >>> from crossmetric import metrics as M
+    >>> y = [1, 1, 1, -1, -1, -1]          # +1 same identity, -1 different
+    >>> score = [0.9, 0.8, 0.3, 0.6, 0.2, 0.1]  # larger = more alike
+    >>> M.verification_rate(y, score, fpr=0.25)
+    0.6666666666666666
     """
     if isinstance(fpr, bool) or not np.isscalar(fpr) or not 0.0 <= float(fpr) <= 1.0:
         raise ValueError(f"fpr must be a number in [0, 1], got {fpr!r}.")
@@ -250,6 +310,17 @@ def verification_report(y, score, *, fpr: float = 1e-3,
     dict
         ``auc``, ``one_minus_eer``, ``vr`` (at ``fpr``), ``pauc`` (``fpr_range``, normalised
         by the window width), ``acc_median`` (accuracy at the median of ``-score``).
+
+    Examples
+    --------
+    >>> from crossmetric import metrics as M
+    >>> y = [1, 1, 1, -1, -1, -1]          # +1 same identity, -1 different
+    >>> score = [0.9, 0.8, 0.3, 0.6, 0.2, 0.1]  # larger = more alike
+    >>> rep = M.verification_report(y, score, fpr=0.25)
+    >>> sorted(rep)
+    ['acc_median', 'auc', 'one_minus_eer', 'pauc', 'vr']
+    >>> round(rep['auc'], 4)
+    0.8889
     """
     y, s = _check_y_score(y, score)
     return {
@@ -401,6 +472,16 @@ def cmc(distance, probe_labels, gallery_labels, max_rank: int | None = None, *,
     -------
     ndarray of shape (max_rank,)
         Non-decreasing, in [0, 1]; ``cmc[0]`` is the rank-1 recognition rate.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from crossmetric import metrics as M
+    >>> D = np.array([[0.1, 0.9, 0.5],   # distance of each probe (row) to each gallery item
+    ...               [0.7, 0.2, 0.4],
+    ...               [0.3, 0.8, 0.6]])
+    >>> M.cmc(D, [0, 1, 2], [0, 1, 2]).tolist()
+    [0.6666666666666666, 1.0, 1.0]
     """
     D = _check_distance(distance)
     max_rank = D.shape[1] if max_rank is None else check_positive_int(max_rank, "max_rank")
@@ -410,7 +491,18 @@ def cmc(distance, probe_labels, gallery_labels, max_rank: int | None = None, *,
 
 def rank_accuracy(distance, probe_labels, gallery_labels, rank: int = 1, *,
                   block_rows: int | None = None) -> float:
-    """Rank-``r`` recognition rate: the fraction of probes of rank ``<= r`` (``cmc[r-1]``)."""
+    """Rank-``r`` recognition rate: the fraction of probes of rank ``<= r`` (``cmc[r-1]``).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from crossmetric import metrics as M
+    >>> D = np.array([[0.1, 0.9, 0.5],   # distance of each probe (row) to each gallery item
+    ...               [0.7, 0.2, 0.4],
+    ...               [0.3, 0.8, 0.6]])
+    >>> round(M.rank_accuracy(D, [0, 1, 2], [0, 1, 2], rank=1), 4)
+    0.6667
+    """
     rank = check_positive_int(rank, "rank")
     return float(cmc(distance, probe_labels, gallery_labels, rank, block_rows=block_rows)[-1])
 
@@ -421,6 +513,16 @@ def nearest_neighbor_accuracy(distance, probe_labels, gallery_labels, *,
 
     Unlike :func:`rank_accuracy` ties are *not* resolved in the probe's favour: the nearest
     item is the first of the closest ones in gallery order (``argmin``).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from crossmetric import metrics as M
+    >>> D = np.array([[0.1, 0.9, 0.5],   # distance of each probe (row) to each gallery item
+    ...               [0.7, 0.2, 0.4],
+    ...               [0.3, 0.8, 0.6]])
+    >>> round(M.nearest_neighbor_accuracy(D, [0, 1, 2], [0, 1, 2]), 4)
+    0.6667
     """
     D = _check_distance(distance)
     n_p, n_g = D.shape
@@ -441,6 +543,16 @@ def average_precision_per_query(distance, query_labels, db_labels, *, same_set: 
 
     Relevant = same label. With ``same_set=True`` the database is the query set itself
     (square matrix, query ``i`` = item ``i``) and each query is left out of its own ranking.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from crossmetric import metrics as M
+    >>> D = np.array([[0.1, 0.9, 0.5],   # distance of each probe (row) to each gallery item
+    ...               [0.7, 0.2, 0.4],
+    ...               [0.3, 0.8, 0.6]])
+    >>> M.average_precision_per_query(D, [0, 1, 0], [0, 1, 0]).round(4).tolist()
+    [1.0, 1.0, 1.0]
     """
     D = _check_distance(distance)
     n_q, n_d = D.shape
@@ -465,6 +577,16 @@ def mean_average_precision(distance, query_labels, db_labels, *, same_set: bool 
     ------
     ValueError
         If no query has a relevant item.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from crossmetric import metrics as M
+    >>> D = np.array([[0.1, 0.9, 0.5],   # distance of each probe (row) to each gallery item
+    ...               [0.7, 0.2, 0.4],
+    ...               [0.3, 0.8, 0.6]])
+    >>> round(M.mean_average_precision(D, [0, 1, 0], [0, 1, 0]), 4)
+    1.0
     """
     ap = average_precision_per_query(distance, query_labels, db_labels, same_set=same_set,
                                      block_rows=block_rows)
@@ -480,6 +602,16 @@ def one_call_at_n(distance, query_labels, db_labels, n: int, *, same_set: bool =
 
     Ties at the n-th place are resolved in favour of the correct item (same rank convention as
     :func:`cmc`). Queries without any relevant item count as failures.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from crossmetric import metrics as M
+    >>> D = np.array([[0.1, 0.9, 0.5],   # distance of each probe (row) to each gallery item
+    ...               [0.7, 0.2, 0.4],
+    ...               [0.3, 0.8, 0.6]])
+    >>> round(M.one_call_at_n(D, [0, 1, 2], [0, 1, 2], n=2), 4)
+    1.0
     """
     n = check_positive_int(n, "n")
     ranks = _ranks(distance, query_labels, db_labels, same_set=same_set, block_rows=block_rows)
@@ -502,6 +634,16 @@ def identification_report(FX, FY, probe_labels, gallery_labels, *, max_rank: int
     dict
         ``cmc`` (``max_rank`` values), ``rank<r>`` for ``r`` in ``ranks``, ``map`` (when
         ``with_map``), ``nn_accuracy``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from crossmetric import metrics as M
+    >>> FX = np.array([[0.0, 0.0], [1.0, 1.0]])   # embedded probes
+    >>> FY = np.array([[0.1, 0.0], [0.9, 1.2]])   # embedded gallery
+    >>> rep = M.identification_report(FX, FY, [0, 1], [0, 1], max_rank=2, ranks=(1,))
+    >>> rep["rank1"], rep["map"]
+    (1.0, 1.0)
     """
     FX = as_float_array(FX, "FX", ndim=2)
     FY = as_float_array(FY, "FY", ndim=2)

@@ -177,6 +177,18 @@ class DeepGSM(CrossModalMixin, BaseEstimator):
         Seconds spent in the training loop by the last ``fit``.
     threshold_ : float
         Decision threshold on S̃ calibrated on the training pairs.
+
+    Examples
+    --------
+    >>> from crossmetric import DeepGSM, make_pairs
+    >>> from crossmetric.datasets import load_digits_views
+    >>> data = load_digits_views()
+    >>> X, Y, labels = data.images_x[:100], data.images_y[:100], data.labels[:100]
+    >>> pairs, y = make_pairs(labels, labels, max_positives=200, random_state=0)
+    >>> model = DeepGSM(hidden_units=16, n_identities=10, n_images_x=2, n_images_y=2,
+    ...                 max_iter=10, device="cpu", random_state=0, preprocessor=(X, Y))
+    >>> model.fit(pairs, y).cross_distance(X[:2], Y[:3]).shape
+    (2, 3)
     """
 
     _sample_ndim = 2
