@@ -628,7 +628,13 @@ class KCDFE(_KernelCoordinatesMixin, CDFE):
     n_components : int, default=10
     kernel : str or (str, str), default="rbf"
     gamma : float or (float, float), optional
-    alpha, beta, n_neighbors, reg, distance, preprocessor
+    reg : float > 0, default=0.1
+        Ridge on the covariance, relative to its mean eigenvalue. Larger than
+        :class:`CDFE`'s: the coordinates have as many dimensions as training samples, and
+        with a small ridge the positive pairs collapse on the training data only (mfeat
+        fou ↔ pix, 1,000 training objects: held-out AUC 0.52 at ``reg=1e-3``, 0.94 at 0.1,
+        0.95 at 1).
+    alpha, beta, n_neighbors, distance, preprocessor
         As in :class:`CDFE`.
 
     Attributes
@@ -651,7 +657,7 @@ class KCDFE(_KernelCoordinatesMixin, CDFE):
     """
 
     def __init__(self, n_components: int = 10, *, kernel="rbf", gamma=None, alpha: float = 1.0,
-                 beta: float = 1.0, n_neighbors: int = 5, reg: float = 1e-3,
+                 beta: float = 1.0, n_neighbors: int = 5, reg: float = 0.1,
                  distance: str = "euclidean", preprocessor=None):
         super().__init__(n_components, alpha=alpha, beta=beta, n_neighbors=n_neighbors,
                          reg=reg, distance=distance, preprocessor=preprocessor)

@@ -286,7 +286,11 @@ class KCSR(_KernelCoordinatesMixin, CSR):
     n_components : int, optional
     kernel : str or (str, str), default="rbf"
     gamma : float or (float, float), optional
-    alpha, coupling, distance, preprocessor
+    alpha : float > 0, default=1.0
+        Ridge, larger than :class:`CSR`'s: with as many coordinates as training samples a
+        small ridge interpolates the responses (mfeat fou ↔ pix, 1,000 training objects:
+        held-out AUC 0.59 at ``alpha=1e-2``, 0.97 at 0.1, 0.98 at 1).
+    coupling, distance, preprocessor
         As in :class:`CSR`.
 
     Examples
@@ -303,7 +307,7 @@ class KCSR(_KernelCoordinatesMixin, CSR):
     """
 
     def __init__(self, n_components: int | None = None, *, kernel="rbf", gamma=None,
-                 alpha: float = 1e-2, coupling: float = 1.0, distance: str = "cosine",
+                 alpha: float = 1.0, coupling: float = 1.0, distance: str = "cosine",
                  preprocessor=None):
         super().__init__(n_components, alpha=alpha, coupling=coupling, distance=distance,
                          preprocessor=preprocessor)

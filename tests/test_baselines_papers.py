@@ -87,8 +87,8 @@ def test_kernel_coordinates_reproduce_the_centred_kernel(views):
 @pytest.mark.parametrize("linear, kernel", [
     (PLS(2, scale=False, distance="euclidean", tol=1e-12, max_iter=5000),
      KPLS(2, kernel="linear", distance="euclidean", tol=1e-12, max_iter=5000)),
-    (CDFE(2), KCDFE(2, kernel="linear")),
-    (CSR(), KCSR(kernel="linear")),
+    (CDFE(2), KCDFE(2, kernel="linear", reg=1e-3)),
+    (CSR(), KCSR(kernel="linear", alpha=1e-2)),
 ])
 def test_kernel_version_with_linear_kernel_is_the_linear_method(views, linear, kernel):
     X, Y, labels, pairs, y = views
