@@ -98,6 +98,21 @@ METHODS: dict[str, MethodSpec] = {s.name: s for s in [
                "common discriminant feature extraction, 10 components"),
     MethodSpec("kissme", "KISSME", "KISSME", {},
                "KISS metric (single-modal)"),
+    MethodSpec("itml", "ITML", "ITML", {"gamma": 1.0, "max_iter": 1000, "tol": 1e-3,
+                                        "random_state": 0},
+               "ITML (Davis et al. 2007), identity prior, bounds from the 5th/95th percentiles "
+               "of squared training distances, gamma=1, tol 1e-3 (converges in tens of "
+               "passes with reshuffled constraints)"),
+    MethodSpec("nca", "NCA", "NCA", {"n_components": 32, "max_iter": 100, "random_state": 0},
+               "scikit-learn's NCA on the distinct samples of the pairs, classes = connected "
+               "components of the positive pairs; 32 dims, at most 100 L-BFGS iterations"),
+    MethodSpec("lmnn", "LMNN", "LMNN", {"n_components": 32, "n_neighbors": 3, "mu": 0.5,
+                                        "max_iter": 300, "random_state": 0},
+               "LMNN (k=3, mu=0.5 as the paper), classes = connected components of the "
+               "positive pairs; 32 dims, at most 300 L-BFGS iterations"),
+    MethodSpec("mcc", "MCC", "MCC", {"n_components": 32, "max_iter": 300, "random_state": 0},
+               "MCC (collapsing classes), classes = connected components of the positive "
+               "pairs; 32 dims, at most 300 L-BFGS iterations"),
     MethodSpec("kpls", "KPLS", "KPLS", {"n_components": 10},
                "kernel PLS (RBF per modality), 10 components (cmml paper's kernel baseline)"),
     MethodSpec("kcdfe", "KCDFE", "KCDFE", {"n_components": 10},

@@ -19,6 +19,10 @@ SINGLE = {
     "CLML": dict(n_clusters=2, n_components=3, max_iter=30),
     "KISSME": dict(),
     "Euclidean": dict(),
+    "ITML": dict(max_iter=50),
+    "NCA": dict(n_components=3, max_iter=30),
+    "LMNN": dict(n_components=3, max_iter=30),
+    "MCC": dict(n_components=3, max_iter=30),
     "DMLEig": dict(max_iter=50),
 }
 CROSS = {
@@ -36,7 +40,7 @@ CROSS = {
     "KCSR": dict(),
 }
 ALL = {**SINGLE, **CROSS}
-RANDOM = {"PCCA", "MahaAUC", "LDML", "CLML", "CMML", "CMLAUC", "GSM"}
+RANDOM = {"PCCA", "MahaAUC", "LDML", "CLML", "CMML", "CMLAUC", "GSM", "ITML", "NCA", "LMNN", "MCC"}
 
 
 @pytest.fixture(scope="module")
