@@ -331,3 +331,34 @@ def test_benchmark_result_save_load_markdown_latex(tmp_path):
     with pytest.raises(ValueError, match="BenchmarkResult"):
         (tmp_path / "bad.json").write_text("{not json")
         BenchmarkResult.load(tmp_path / "bad.json")
+
+
+def test_progress_bar_names_the_method_being_fitted(monkeypatch):
+    import tqdm.auto
+
+    from crossmetric.protocols import _with_progress
+
+    seen = []
+
+    class _Bar:
+        def __init__(self, total, **kw):
+            self.total = total
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+        def set_postfix_str(self, text, refresh=True):
+            self.text = text
+
+        def update(self, n):
+            seen.append(self.text)
+
+    monkeypatch.setattr(tqdm.auto, "tqdm", _Bar)
+    names = ["A", "A", "B", "C"]
+    outputs = list(_with_progress(iter(range(4)), names))
+    assert outputs == [0, 1, 2, 3]
+    # after unit i finishes the bar names the method of unit i + 1 (the one now running)
+    assert seen == ["A", "B", "C", "C"]
