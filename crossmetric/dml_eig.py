@@ -43,6 +43,7 @@ from crossmetric._checks import (
     check_n_components,
     check_positive_int,
     check_positive_scalar,
+    user_stacklevel,
 )
 
 __all__ = ["DMLEig", "smoothed_min_objective"]
@@ -169,7 +170,8 @@ class DMLEig(LinearSingleModalMixin, BaseEstimator):
         P, curve, it, converged = step(Dt, mu, max_iter, tol, self.verbose)
         if not converged:
             warnings.warn(f"DMLEig did not reach tol={tol} in max_iter={max_iter} "
-                          f"iterations (solver={solver!r}).", ConvergenceWarning, stacklevel=3)
+                          f"iterations (solver={solver!r}).", ConvergenceWarning,
+                          stacklevel=user_stacklevel())
         self.n_iter_ = it
         self.loss_curve_ = curve
         self.P_ = P

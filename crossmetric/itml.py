@@ -67,7 +67,12 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 
 from crossmetric._base import LinearSingleModalMixin, PairData
-from crossmetric._checks import as_float_array, check_positive_int, check_positive_scalar
+from crossmetric._checks import (
+    as_float_array,
+    check_positive_int,
+    check_positive_scalar,
+    user_stacklevel,
+)
 
 __all__ = ["ITML", "itml_bounds"]
 
@@ -345,6 +350,7 @@ class ITML(LinearSingleModalMixin, BaseEstimator):
         if not converged:
             warnings.warn(f"ITML did not converge in max_iter={self.max_iter} passes "
                           f"(relative change of the dual variables {change:.3g} > tol="
-                          f"{self.tol}); increase max_iter.", ConvergenceWarning, stacklevel=4)
+                          f"{self.tol}); increase max_iter.", ConvergenceWarning,
+                          stacklevel=user_stacklevel())
         self.dual_coef_ = np.asarray(lam)
         return A
