@@ -204,8 +204,8 @@ def plot_cmc(curves, *, rank1: Mapping[str, float] | None = None, title: str = "
              path: str | os.PathLike | None = None):
     """Cumulative match characteristic curves.
 
-    The y-axis starts just below the lowest rank-1 rate (rounded down to 10 %), so that the
-    differences between methods are visible; the legend (outside the axes) lists each method
+    The y-axis spans the curves' range (from just below the lowest rank-1 rate to just above
+    the highest rate, in steps of 10 %), so that the differences between methods are visible; the legend (outside the axes) lists each method
     with its rank-1 rate, best first.
 
     Parameters
@@ -245,9 +245,11 @@ def plot_cmc(curves, *, rank1: Mapping[str, float] | None = None, title: str = "
     from matplotlib.ticker import MaxNLocator
 
     low = min(float(c.min()) for c in data.values())
+    high = max(float(c.max()) for c in data.values())
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlim(0.7, n_max + 0.3)
-    ax.set_ylim(max(0.0, 10 * np.floor(10 * low - 0.5)), 100.5)
+    ax.set_ylim(max(0.0, 10 * np.floor(10 * low - 0.5)),
+                min(100.5, 10 * np.ceil(10 * high + 0.5)))
     ax.set_xlabel("rank")
     ax.set_ylabel("recognition rate (%)")
     ax.set_title(title, fontsize=10)

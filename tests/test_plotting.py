@@ -45,7 +45,9 @@ def test_cmc_plot(tmp_path):
     assert np.allclose(line.get_xdata(), np.arange(1, 21))
     assert np.allclose(line.get_ydata(), 100 * np.linspace(0.5, 1, 20))
     # the y-axis starts below the lowest rate (50 %), not at 0
-    assert fig.axes[0].get_ylim()[0] == 40.0
+    assert fig.axes[0].get_ylim() == (40.0, 100.5)
+    low = plot_cmc({"m": np.linspace(0.1, 0.6, 20)}).axes[0].get_ylim()
+    assert low == (0.0, 70.0)  # a low curve is not squeezed under an empty top
     with pytest.raises(ValueError, match="CMC"):
         plot_cmc({"m": np.zeros((2, 2))})
 
