@@ -205,8 +205,8 @@ def plot_cmc(curves, *, rank1: Mapping[str, float] | None = None, title: str = "
     """Cumulative match characteristic curves.
 
     The y-axis spans the curves' range (from just below the lowest rank-1 rate to just above
-    the highest rate, in steps of 10 %), so that the differences between methods are visible; the legend (outside the axes) lists each method
-    with its rank-1 rate, best first.
+    the highest rate, in steps of 10 %), so that the differences between methods are visible;
+    the legend (outside the axes) lists each method with its rank-1 rate, best first.
 
     Parameters
     ----------
