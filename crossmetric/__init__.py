@@ -39,6 +39,7 @@ _LAZY = {
     "NCA": "crossmetric.neighbours",
     "LMNN": "crossmetric.neighbours",
     "MCC": "crossmetric.neighbours",
+    "PRDC": "crossmetric.prdc",
     "make_pairs": "crossmetric.pairs",
     "Supervised": "crossmetric.supervised",
     "CrossPairs": "crossmetric.supervised",

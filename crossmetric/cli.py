@@ -382,7 +382,9 @@ def _own_dataset(args):
 def _method_list(text: str | None) -> list[str]:
     from crossmetric.registry import METHODS
 
-    if text is None or text.strip().lower() == "all":
+    if text is None:
+        return [name for name, spec in METHODS.items() if spec.in_default]
+    if text.strip().lower() == "all":
         return list(METHODS)
     names = [t.strip().lower() for t in text.split(",") if t.strip()]
     if not names:
@@ -995,7 +997,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "--lfw-pairs")
     r = b.add_argument_group("protocol")
     r.add_argument("--methods", default=None,
-                   help="comma-separated method names (default: all; see --list)")
+                   help="comma-separated method names, or 'all' (default: every method "
+                        "except the papers' extra baselines itml, nca, lmnn, mcc, prdc; "
+                        "see --list)")
     r.add_argument("--folds", type=int, default=dflt["n_folds"],
                    help=f"verification folds (default {dflt['n_folds']}, as LFW)")
     r.add_argument("--repeats", type=int, default=dflt["n_repeats"],

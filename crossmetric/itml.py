@@ -158,6 +158,8 @@ def _project_pass(A, V, order, delta, lam, xi, gamma, block):
         for t in range(b):
             k = idx[t]
             p = G.item(t, t)                             # step 3.2
+            if p <= 0.0:                                 # v in the (numerical) null space
+                continue
             dk = delta[k]
             lk = lam[k]
             xk = xi[k]
@@ -308,7 +310,7 @@ class ITML(LinearSingleModalMixin, BaseEstimator):
             self.bounds_ = tuple(float(v) for v in self.bounds)
         V = Z[i] - Z[j]
         keep = np.any(V != 0, axis=1)
-        V, yk = np.ascontiguousarray(V[keep]), y[keep]
+        V, yk = np.ascontiguousarray(V[keep], dtype=np.float64), y[keep]
         self.n_constraints_ = int(V.shape[0])
         u, l_ = self.bounds_
         xi0 = np.where(yk == 1, u, l_).astype(float)
