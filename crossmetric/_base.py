@@ -369,10 +369,18 @@ class PairLearnerMixin(ClassifierMixin):
                 self.n_features_in_ = data.X.shape[1]
         # the one step that makes a fit independent of the input form: every learner fits
         # from distinct samples in a canonical order and index pairs into them
-        self._fit(canonical_pairs(data, tied=not self._cross_modal), y)
+        self._fit(self._canonical_pairs(data), y)
         self.classes_ = np.array([-1, 1])
         self.threshold_ = float(self._fit_threshold(data, y))
         return self
+
+    def _canonical_pairs(self, data: PairData) -> PairData:
+        """The pairs over distinct samples in canonical order (:func:`canonical_pairs`).
+
+        A learner that needs to know which of the caller's rows each sample came from (to
+        map per-sample side information) overrides this and does the same dedupe itself.
+        """
+        return canonical_pairs(data, tied=not self._cross_modal)
 
     def _fit(self, data: PairData, y: np.ndarray) -> None:  # pragma: no cover - abstract
         raise NotImplementedError

@@ -555,6 +555,12 @@ class DeepGSM(CrossModalMixin, BaseEstimator):
         finally:
             del self._groups
 
+    def _canonical_pairs(self, data: PairData) -> PairData:
+        # ``_fit`` merges identical images itself (``_dedupe``: value-sorted distinct images,
+        # so the fit still does not depend on the input form) and keeps each image's row in
+        # the caller's arrays, which ``groups`` refers to.
+        return data
+
     def _fit(self, data: PairData, y: np.ndarray) -> None:
         self._check_params()
         X, rows_x, ix = _dedupe(data.X, data.ix)
