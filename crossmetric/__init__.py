@@ -41,6 +41,8 @@ _LAZY = {
     "MCC": "crossmetric.neighbours",
     "PRDC": "crossmetric.prdc",
     "make_pairs": "crossmetric.pairs",
+    "Supervised": "crossmetric.supervised",
+    "CrossPairs": "crossmetric.supervised",
 }
 
 __all__ = sorted(_LAZY) + ["__version__"]

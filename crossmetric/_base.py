@@ -185,6 +185,28 @@ def squared_euclidean_matrix(F: np.ndarray, G: np.ndarray) -> np.ndarray:
     return d
 
 
+class _ArrayStub:
+    """Stands for an array in a repr: ``<array 900×64>``."""
+
+    def __init__(self, a):
+        self.text = f"<array {'×'.join(map(str, np.shape(a)))}>"
+
+    def __repr__(self) -> str:
+        return self.text
+
+
+def _has_array(v) -> bool:
+    if isinstance(v, np.ndarray):
+        return True
+    return isinstance(v, tuple | list) and any(isinstance(x, np.ndarray) for x in v)
+
+
+def _shorten(v):
+    if isinstance(v, np.ndarray):
+        return _ArrayStub(v)
+    return type(v)(_ArrayStub(x) if isinstance(x, np.ndarray) else x for x in v)
+
+
 class PairLearnerMixin(ClassifierMixin):
     """Members common to every pair learner (see the API table in the README).
 
@@ -196,6 +218,28 @@ class PairLearnerMixin(ClassifierMixin):
     _cross_modal: bool = False
     #: number of dimensions of one sample (1 for feature vectors, 2 or 3 for images)
     _sample_ndim: int = 1
+
+    # ------------------------------------------------------------------ short repr
+    def _stubbed(self):
+        """A shallow copy whose array parameters (e.g. ``preprocessor``) print as
+        ``<array 900×64>``, for :meth:`__repr__` and the notebook HTML repr."""
+        import copy
+
+        params = self.get_params(deep=False)
+        stubs = {k: _shorten(v) for k, v in params.items() if _has_array(v)}
+        if not stubs:
+            return None
+        twin = copy.copy(self)
+        twin.__dict__.update(stubs)
+        return twin
+
+    def __repr__(self, N_CHAR_MAX: int = 700) -> str:
+        twin = self._stubbed()
+        return super(PairLearnerMixin, twin if twin is not None else self).__repr__(N_CHAR_MAX)
+
+    def _html_repr(self):
+        twin = self._stubbed()
+        return super(PairLearnerMixin, twin if twin is not None else self)._html_repr()
 
     # ------------------------------------------------------------------ input forms
     def _check_samples(self, A, name: str, side: str | None = None) -> np.ndarray:

@@ -151,3 +151,33 @@ def check_choice(value, name: str, choices) -> str:
     if not isinstance(value, str) or value not in choices:
         raise ValueError(f"{name} must be one of {tuple(choices)}, got {value!r}.")
     return value
+
+
+def _library_dirs() -> tuple[str, ...]:
+    import os
+
+    import joblib
+    import sklearn
+
+    import crossmetric
+
+    return tuple(os.path.dirname(os.path.abspath(m.__file__)) + os.sep
+                 for m in (crossmetric, sklearn, joblib))
+
+
+def user_stacklevel() -> int:
+    """``stacklevel`` for a ``warnings.warn`` call that points at the user's line.
+
+    Counts the frames from the function that calls ``warnings.warn`` out to the first one
+    outside crossmetric, scikit-learn and joblib (so a warning raised in ``fit`` under
+    ``cross_val_score`` names the user's ``cross_val_score(...)`` line, not library code).
+    """
+    import sys
+
+    prefixes = _library_dirs()
+    frame = sys._getframe(1)
+    level = 1
+    while frame is not None and frame.f_code.co_filename.startswith(prefixes):
+        frame = frame.f_back
+        level += 1
+    return level

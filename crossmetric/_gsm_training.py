@@ -14,6 +14,7 @@ import warnings
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
+from crossmetric._checks import user_stacklevel
 from crossmetric.batches import balanced_weights, hardest_negatives, pair_completeness
 from crossmetric.pairs import group_pair_folds
 
@@ -113,7 +114,7 @@ def resolve_batch_mode(mode: str, ids_x, ids_y, ix, iy, y, n_conflicts: int) -> 
             warnings.warn(
                 f"GSM: {n_conflicts} pair(s) labelled -1 join samples that positive pairs put "
                 "in one identity; the sample-based batches treat them as the same identity.",
-                UserWarning, stacklevel=5)
+                UserWarning, stacklevel=user_stacklevel())
         if share < 1.0:
             warnings.warn(
                 f"GSM inferred {usable} identities from the positive pairs (connected "
@@ -121,7 +122,7 @@ def resolve_batch_mode(mode: str, ids_x, ids_y, ix, iy, y, n_conflicts: int) -> 
                 "same-identity pairs within them: the pairs look sampled, so these identities "
                 "may be fragments of fewer classes, and the sample-based batches would treat "
                 "samples of one class as negatives. Give every positive pair, or use "
-                "batch_mode='pair'.", UserWarning, stacklevel=5)
+                "batch_mode='pair'.", UserWarning, stacklevel=user_stacklevel())
     return mode
 
 
@@ -187,4 +188,5 @@ def train_epochs(est, params: dict, epoch_step, val_loss) -> None:
         what = "validation loss" if val_loss is not None else "objective"
         warnings.warn(
             f"GSM: max_iter={est.max_iter} epochs reached before the {what} stopped "
-            f"decreasing (tol={est.tol}); increase max_iter.", ConvergenceWarning, stacklevel=5)
+            f"decreasing (tol={est.tol}); increase max_iter.", ConvergenceWarning,
+            stacklevel=user_stacklevel())

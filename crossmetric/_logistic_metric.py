@@ -36,6 +36,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.extmath import randomized_svd
 from threadpoolctl import threadpool_limits
 
+from crossmetric._checks import user_stacklevel
 from crossmetric.losses import generalized_logistic, generalized_logistic_grad
 
 __all__ = ["Tower", "PairLogisticObjective", "TowerProblem", "lbfgs", "minimize_lbfgs",
@@ -194,7 +195,7 @@ class _Plateau:
 def _warn_not_converged(name: str, max_iter: int, loss: float) -> None:
     warnings.warn(f"{name} did not converge in max_iter={max_iter} iterations "
                   f"(objective {loss:.6g}); increase max_iter.", ConvergenceWarning,
-                  stacklevel=4)
+                  stacklevel=user_stacklevel())
 
 
 def lbfgs(fun, theta0: np.ndarray, *, max_iter: int, tol: float, verbose: int = 0,

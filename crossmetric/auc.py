@@ -53,6 +53,7 @@ from crossmetric._checks import (
     check_n_components,
     check_positive_int,
     check_positive_scalar,
+    user_stacklevel,
 )
 
 __all__ = [
@@ -481,7 +482,7 @@ class _AUCMetricLearner:
             warnings.warn(
                 f"{type(self).__name__} did not converge in max_iter={self.max_iter} "
                 f"iterations (objective still improving by more than tol={self.tol}); "
-                "increase max_iter or tol.", ConvergenceWarning, stacklevel=3)
+                "increase max_iter or tol.", ConvergenceWarning, stacklevel=user_stacklevel())
         self.M_ = M
         self._set_factors(w, U)
 
@@ -639,6 +640,18 @@ max_iter, tol, n_iter_no_change, random_state, verbose
         ``L`` with ``Lᵀ L = M_ / scale_²`` (top ``n_components`` eigenpairs).
     eigenvalues_, scale_, loss_curve_, n_iter_, eig_time_, threshold_
         As in :class:`CMLAUC`.
+
+    Examples
+    --------
+    >>> from crossmetric import MahaAUC, make_pairs
+    >>> from crossmetric.datasets import make_cross_modal
+    >>> d = make_cross_modal(120, n_classes=6, random_state=0)
+    >>> pairs, y = make_pairs(d.labels, max_positives=300, random_state=0)
+    >>> model = MahaAUC(n_components=4, max_iter=10, random_state=0, preprocessor=d.X).fit(pairs, y)
+    >>> model.transform(d.X[:3]).shape
+    (3, 4)
+    >>> bool(model.score(pairs, y) > 0.8)  # ROC AUC on the training pairs
+    True
     """
 
     _cross = False

@@ -117,6 +117,18 @@ class Euclidean(SingleModalMixin, BaseEstimator):
         Standardisation (zeros / ones when ``standardize=False``).
     threshold_ : float
         Distance threshold calibrated for accuracy on the training pairs.
+
+    Examples
+    --------
+    >>> from crossmetric import Euclidean, make_pairs
+    >>> from crossmetric.datasets import make_cross_modal
+    >>> d = make_cross_modal(120, n_classes=6, random_state=0)
+    >>> pairs, y = make_pairs(d.labels, max_positives=300, random_state=0)
+    >>> model = Euclidean(preprocessor=d.X).fit(pairs, y)
+    >>> model.transform(d.X[:3]).shape
+    (3, 30)
+    >>> bool(model.score(pairs, y) > 0.8)  # ROC AUC on the training pairs
+    True
     """
 
     def __init__(self, standardize: bool = False, *, preprocessor=None):
@@ -320,6 +332,18 @@ class PLS(_SklearnLatent):
     estimator_ : sklearn.cross_decomposition.PLSCanonical
     x_rotations_, y_rotations_, x_mean_, x_std_, y_mean_, y_std_, n_iter_
         As in :class:`CCA`.
+
+    Examples
+    --------
+    >>> from crossmetric import PLS, make_pairs
+    >>> from crossmetric.datasets import make_cross_modal
+    >>> d = make_cross_modal(120, n_classes=6, random_state=0)
+    >>> pairs, y = make_pairs(d.labels, d.labels, max_positives=300, random_state=0)
+    >>> model = PLS(n_components=4, preprocessor=(d.X, d.Y)).fit(pairs, y)
+    >>> model.cross_distance(d.X[:2], d.Y[:3]).shape
+    (2, 3)
+    >>> bool(model.score(pairs, y) > 0.8)  # ROC AUC on the training pairs
+    True
     """
 
     _estimator_class = _SklearnPLSCanonical
@@ -356,6 +380,18 @@ class KISSME(LinearSingleModalMixin, BaseEstimator):
     pca_ : sklearn.decomposition.PCA or None
     eigenvalues_ : ndarray
         Kept eigenvalues of the projected ``M`` (descending, >= 0).
+
+    Examples
+    --------
+    >>> from crossmetric import KISSME, make_pairs
+    >>> from crossmetric.datasets import make_cross_modal
+    >>> d = make_cross_modal(120, n_classes=6, random_state=0)
+    >>> pairs, y = make_pairs(d.labels, max_positives=300, random_state=0)
+    >>> model = KISSME(n_components=4, preprocessor=d.X).fit(pairs, y)
+    >>> model.transform(d.X[:3]).shape
+    (3, 4)
+    >>> bool(model.score(pairs, y) > 0.8)  # ROC AUC on the training pairs
+    True
     """
 
     def __init__(self, n_components: int | None = None, *, pca_components: int | None = None,
@@ -443,6 +479,18 @@ class CDFE(LinearTowers):
     mean_x_, mean_y_ : ndarray
     eigenvalues_ : ndarray of shape (n_components,)
         The generalised eigenvalues (objective value per direction), ascending.
+
+    Examples
+    --------
+    >>> from crossmetric import CDFE, make_pairs
+    >>> from crossmetric.datasets import make_cross_modal
+    >>> d = make_cross_modal(120, n_classes=6, random_state=0)
+    >>> pairs, y = make_pairs(d.labels, d.labels, max_positives=300, random_state=0)
+    >>> model = CDFE(n_components=4, preprocessor=(d.X, d.Y)).fit(pairs, y)
+    >>> model.cross_distance(d.X[:2], d.Y[:3]).shape
+    (2, 3)
+    >>> bool(model.score(pairs, y) > 0.8)  # ROC AUC on the training pairs
+    True
     """
 
     def __init__(self, n_components: int = 10, *, alpha: float = 1.0, beta: float = 1.0,
@@ -556,6 +604,18 @@ class KPLS(_KernelCoordinatesMixin, PLS):
     coordinates_x_, coordinates_y_ : crossmetric.kernels.KernelCoordinates
     x_rotations_, y_rotations_ : ndarray
         PLS rotations of the coordinates.
+
+    Examples
+    --------
+    >>> from crossmetric import KPLS, make_pairs
+    >>> from crossmetric.datasets import make_cross_modal
+    >>> d = make_cross_modal(120, n_classes=6, random_state=0)
+    >>> pairs, y = make_pairs(d.labels, d.labels, max_positives=300, random_state=0)
+    >>> model = KPLS(n_components=4, preprocessor=(d.X, d.Y)).fit(pairs, y)
+    >>> model.cross_distance(d.X[:2], d.Y[:3]).shape
+    (2, 3)
+    >>> bool(model.score(pairs, y) > 0.8)  # ROC AUC on the training pairs
+    True
     """
 
     def __init__(self, n_components: int = 10, *, kernel="rbf", gamma=None,
@@ -595,6 +655,18 @@ class KCDFE(_KernelCoordinatesMixin, CDFE):
     coordinates_x_, coordinates_y_ : crossmetric.kernels.KernelCoordinates
     components_x_, components_y_ : ndarray
         CDFE directions in coordinate space.
+
+    Examples
+    --------
+    >>> from crossmetric import KCDFE, make_pairs
+    >>> from crossmetric.datasets import make_cross_modal
+    >>> d = make_cross_modal(120, n_classes=6, random_state=0)
+    >>> pairs, y = make_pairs(d.labels, d.labels, max_positives=300, random_state=0)
+    >>> model = KCDFE(n_components=4, preprocessor=(d.X, d.Y)).fit(pairs, y)
+    >>> model.cross_distance(d.X[:2], d.Y[:3]).shape
+    (2, 3)
+    >>> bool(model.score(pairs, y) > 0.8)  # ROC AUC on the training pairs
+    True
     """
 
     def __init__(self, n_components: int = 10, *, kernel="rbf", gamma=None, alpha: float = 1.0,
@@ -655,6 +727,18 @@ class KCCA(CrossModalMixin, BaseEstimator):
     feature_map_x_, feature_map_y_ : NystroemMap
         Nyström only, with ``feature_mean_x_`` / ``_y_`` and the projections
         ``feature_coef_x_`` / ``_y_`` of shape (m, n_components).
+
+    Examples
+    --------
+    >>> from crossmetric import KCCA, make_pairs
+    >>> from crossmetric.datasets import make_cross_modal
+    >>> d = make_cross_modal(120, n_classes=6, random_state=0)
+    >>> pairs, y = make_pairs(d.labels, d.labels, max_positives=300, random_state=0)
+    >>> model = KCCA(n_components=4, preprocessor=(d.X, d.Y)).fit(pairs, y)
+    >>> model.cross_distance(d.X[:2], d.Y[:3]).shape
+    (2, 3)
+    >>> bool(model.score(pairs, y) > 0.8)  # ROC AUC on the training pairs
+    True
     """
 
     def __init__(self, n_components: int = 10, *, kernel="rbf", gamma=None, reg: float = 0.1,

@@ -1,4 +1,4 @@
-"""The ``crossmetric`` command line: benchmark, fit, evaluate, search and reproduce.
+r"""The ``crossmetric`` command line: benchmark, fit, evaluate, search and reproduce.
 
 A thin front end: every step calls a library function (:mod:`crossmetric.protocols`,
 :mod:`crossmetric.registry`, :mod:`crossmetric.datasets`, :mod:`crossmetric.metrics`,
@@ -13,8 +13,15 @@ Examples
     crossmetric benchmark                                  # every method, embedded digits
     crossmetric benchmark --methods euclidean,pcca --folds 5 --repeats 3 --out res/
     crossmetric benchmark --dataset mfeat:fou,pix --data-home ../shared/data/mfeat
+    crossmetric benchmark --x photos.npy --y sketches.csv --labels ids.txt   # your own data
+    crossmetric benchmark --x faces.npy --labels ids.txt                     # one modality
+    crossmetric benchmark --images photos/ --pattern '(?P<id>\d+)_(?P<domain>[ab])\.png'
+    crossmetric benchmark --dataset viper --data-home ../shared/data/viper
+    crossmetric benchmark --lfw-pairs pairs.txt --x lfw_feats.npy --image-list names.txt
     crossmetric fit cmml --x photos.npy --y sketches.npy --pairs train.csv --out cmml.joblib
     crossmetric evaluate cmml.joblib --x photos.npy --y sketches.npy --pairs test.csv
+    crossmetric evaluate cmml.joblib --x probes.npy --y gallery.npy \
+        --probe-labels p.txt --gallery-labels g.txt --scores scores.csv
     crossmetric search cmml.joblib --database sketches.npy --queries photos.npy -k 10
     crossmetric reproduce --list
     crossmetric reproduce pcca-viper --data-home ../shared/data --out viper/
@@ -54,13 +61,74 @@ def _one_line(text: str) -> str:
     return " ".join(str(text).split())
 
 
-def _load_array(path: str, what: str, *, allow_images: bool = False) -> np.ndarray:
+def _load_array(path: str, what: str, *, allow_images: bool = False,
+                key: str | None = None) -> np.ndarray:
     from crossmetric.datasets import load_features
 
     try:
-        return load_features(path, allow_images=allow_images)
+        return load_features(path, allow_images=allow_images, key=key)
     except ValueError as exc:
         raise CLIError(f"{what}: {exc}") from None
+
+
+def _load_label_file(path: str, what: str, n_rows: int | None = None) -> np.ndarray:
+    from crossmetric.datasets import load_labels
+
+    try:
+        lab = load_labels(path, what="file")
+    except ValueError as exc:
+        raise CLIError(f"{what}: {exc}") from None
+    if n_rows is not None and lab.shape[0] != n_rows:
+        raise CLIError(f"{what}: {path!r} has {lab.shape[0]} labels, but the features have "
+                       f"{n_rows} rows (one label per row expected).")
+    return lab
+
+
+def _check_int(args, name: str, minimum: int | None = None, maximum: int | None = None,
+               *, nonzero: bool = False) -> None:
+    value = getattr(args, name.lstrip("-").replace("-", "_"))
+    if value is None:
+        return
+    if minimum is not None and value < minimum:
+        raise CLIError(f"{name} must be >= {minimum}, got {value}.")
+    if maximum is not None and value > maximum:
+        raise CLIError(f"{name} must be <= {maximum}, got {value}.")
+    if nonzero and value == 0:
+        raise CLIError(f"{name} must not be 0 (-1: all cores, 1: one process, N: N workers).")
+
+
+def _check_output_file(path: str | None, what: str, exts: tuple[str, ...] | None = None) -> None:
+    """An output file must go to an existing, writable folder and not be a folder itself."""
+    if path is None:
+        return
+    if not path.strip():
+        raise CLIError(f"{what}: empty path.")
+    if exts is not None and os.path.splitext(path)[1].lower() not in exts:
+        raise CLIError(f"{what}: {path!r} must end in {' or '.join(exts)}.")
+    if os.path.isdir(path):
+        raise CLIError(f"{what}: {path!r} is a folder, expected a file name.")
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise CLIError(f"{what}: folder {folder!r} does not exist.")
+    if not os.access(folder, os.W_OK):
+        raise CLIError(f"{what}: folder {folder!r} is not writable.")
+
+
+def _check_output_dir(path: str, what: str = "--out") -> None:
+    """An output folder may be new (created only once there are results) or empty / existing;
+    its nearest existing ancestor must be a writable folder."""
+    if not path.strip():
+        raise CLIError(f"{what}: empty path.")
+    full = os.path.abspath(path)
+    if os.path.exists(full) and not os.path.isdir(full):
+        raise CLIError(f"{what}: {path!r} exists and is not a folder.")
+    probe = full
+    while not os.path.exists(probe):
+        probe = os.path.dirname(probe)
+    if not os.path.isdir(probe):
+        raise CLIError(f"{what}: cannot create {path!r}: {probe!r} is a file.")
+    if not os.access(probe, os.W_OK):
+        raise CLIError(f"{what}: cannot create {path!r}: {probe!r} is not writable.")
 
 
 def _load_pairs(path: str):
@@ -94,9 +162,7 @@ def _save_model(path: str, est, method: str) -> None:
     import crossmetric
 
     est.set_params(preprocessor=None)  # never store the training samples in the model file
-    folder = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(folder):
-        raise CLIError(f"--out: folder {folder!r} does not exist.")
+    _check_output_file(path, "--out")
     joblib.dump({"format": _MODEL_FORMAT, "version": _MODEL_VERSION, "method": method,
                  "crossmetric_version": crossmetric.__version__, "model": est}, path)
 
@@ -134,9 +200,90 @@ def _parse_params(items) -> dict:
 
 
 # --------------------------------------------------------------------------- benchmark
-def _load_dataset(spec: str, data_home: str | None):
+_DESCRIPTORS = ("hog", "strips", "pixels")
+
+
+def _parse_size(text: str | None):
+    if text is None:
+        return None
+    w, sep, h = text.lower().partition("x")
+    if not sep or not w.strip().isdigit() or not h.strip().isdigit() or int(w) < 1 or int(h) < 1:
+        raise CLIError(f"--size expects WIDTHxHEIGHT in pixels (e.g. 48x128), got {text!r}.")
+    return int(w), int(h)
+
+
+def _describe_images(images, descriptor: str) -> np.ndarray:
+    """Feature rows of an image stack ``(n, h, w[, 3])`` with the chosen descriptor."""
+    images = np.asarray(images)
+    if images.dtype == object or images.ndim not in (3, 4):
+        raise CLIError("the images differ in size; give --size WIDTHxHEIGHT to resize them.")
+    if descriptor == "pixels":
+        grey = images.mean(axis=-1) if images.ndim == 4 else images
+        return grey.reshape(grey.shape[0], -1).astype(np.float64) / 255.0
+    try:
+        from crossmetric import features
+    except ImportError as exc:
+        raise CLIError(f"--descriptor {descriptor}: crossmetric.features is not available "
+                       f"({_one_line(exc)}); use --descriptor pixels.") from None
+    cls = {"hog": "HOG", "strips": "StripHistograms"}[descriptor]
+    return np.asarray(getattr(features, cls)().fit_transform(images), dtype=np.float64)
+
+
+def _images_to_dataset(bunch, descriptor: str, what: str):
+    """A benchmark dataset from a loader's ``images``, ``ids``, ``domains``.
+
+    No ``domain`` (or one value): one modality, ``X`` = descriptors, identity = ``ids``.
+    Two domains (camera A / B, photo / sketch): the first domain in sorted order is ``X``, the
+    second ``Y``; the ``k``-th image of an identity in one domain is row-aligned with its
+    ``k``-th image in the other (images without a partner are left out).
+    """
+    from sklearn.utils import Bunch
+
+    images = np.asarray(bunch.images) if not isinstance(bunch.images, np.ndarray) else \
+        bunch.images
+    ids = np.asarray(bunch.ids)
+    if ids.size == 0:
+        raise CLIError(f"{what}: no image matched.")
+    domains = getattr(bunch, "domains", None)
+    doms = None if domains is None else np.asarray(domains)
+    if doms is not None and (doms.size == 0 or all(d is None for d in doms.tolist())):
+        doms = None
+    if doms is None or np.unique(doms.astype(str)).size == 1:
+        F = _describe_images(images, descriptor)
+        codes = np.unique(ids.astype(str), return_inverse=True)[1].astype(np.int64)
+        return Bunch(X=F, Y=None, labels=codes), \
+            f"{what}: {F.shape[0]} images, {np.unique(codes).size} identities, one modality"
+    names = np.unique(doms.astype(str))
+    if names.size != 2:
+        raise CLIError(f"{what}: the pattern's 'domain' group must take exactly two values "
+                       f"(the two modalities), got {names.size}: {', '.join(names[:5])}.")
+    rows_a, rows_b = [], []
+    sid, sdom = ids.astype(str), doms.astype(str)
+    for ident in np.unique(sid):
+        a = np.flatnonzero((sid == ident) & (sdom == names[0]))
+        b = np.flatnonzero((sid == ident) & (sdom == names[1]))
+        m = min(a.size, b.size)
+        rows_a += a[:m].tolist()
+        rows_b += b[:m].tolist()
+    if len(rows_a) < 4:
+        raise CLIError(f"{what}: only {len(rows_a)} identities have an image in both domains "
+                       f"{names[0]!r} and {names[1]!r}.")
+    ra, rb = np.asarray(rows_a), np.asarray(rows_b)
+    F = _describe_images(images, descriptor)
+    codes = np.unique(sid[ra], return_inverse=True)[1].astype(np.int64)
+    data = Bunch(X=F[ra], Y=F[rb], labels=codes, instance=np.arange(ra.size))
+    if images.ndim in (3, 4) and images.dtype != object:
+        grey = images.mean(axis=-1) if images.ndim == 4 else images
+        grey = grey.astype(np.float64) / (255.0 if grey.max() > 1 else 1.0)
+        data.images_x, data.images_y = grey[ra], grey[rb]
+    return data, (f"{what}: {names[0]} vs {names[1]}, {ra.size} matched pairs of images, "
+                  f"{np.unique(codes).size} identities, {descriptor} descriptors")
+
+
+def _load_named_dataset(spec: str, args):
     from crossmetric.datasets import MFEAT_VIEWS, load_digits_views, load_mfeat
 
+    data_home = args.data_home
     name, _, arg = spec.partition(":")
     name = name.strip().lower()
     if name == "digits":
@@ -156,7 +303,81 @@ def _load_dataset(spec: str, data_home: str | None):
             return load_mfeat(home, views), f"mfeat {views[0]} vs {views[1]}"
         except ValueError as exc:
             raise CLIError(f"--data-home: {exc}") from None
-    raise CLIError(f"unknown --dataset {spec!r}; expected 'digits' or 'mfeat:V1,V2'.")
+    if name in ("viper", "pku-sketch", "pku_sketch"):
+        if arg:
+            raise CLIError(f"--dataset {name} takes no options, got {spec!r}.")
+        if not data_home:
+            raise CLIError(f"--dataset {name} needs --data-home DIR (e.g. "
+                           f"../shared/data/{name.replace('-', '_')}).")
+        if not os.path.isdir(data_home):
+            raise CLIError(f"--data-home: {data_home!r} is not a folder.")
+        from crossmetric import datasets
+
+        loader = "load_viper" if name == "viper" else "load_pku_sketch"
+        if not hasattr(datasets, loader):
+            raise CLIError(f"--dataset {name}: crossmetric.datasets.{loader} is not part of "
+                           "this installation.")
+        kw = {}
+        size = _parse_size(args.size)
+        if size is not None:
+            kw["size"] = size
+        try:
+            bunch = getattr(datasets, loader)(data_home, **kw)
+        except (ValueError, OSError) as exc:
+            raise CLIError(f"--data-home: {_one_line(exc)}") from None
+        descriptor = args.descriptor or ("strips" if name == "viper" else "hog")
+        return _images_to_dataset(bunch, descriptor, name)
+    raise CLIError(f"unknown --dataset {spec!r}; expected 'digits', 'mfeat:V1,V2', 'viper' "
+                   "or 'pku-sketch'.")
+
+
+def _own_dataset(args):
+    """The benchmark's data from --x/--y/--labels/--instance or --images/--pattern."""
+    from sklearn.utils import Bunch
+
+    if args.images is not None:
+        if args.pattern is None:
+            raise CLIError("--images needs --pattern REGEX with a named group 'id' (and "
+                           "optionally 'domain'), e.g. '(?P<id>\\d+)_(?P<domain>[ab])\\.png'.")
+        import re
+
+        try:
+            rx = re.compile(args.pattern)
+        except re.error as exc:
+            raise CLIError(f"--pattern: not a regular expression: {exc}.") from None
+        if "id" not in rx.groupindex:
+            raise CLIError("--pattern must have a named group 'id', e.g. (?P<id>\\d+).")
+        if not os.path.isdir(args.images):
+            raise CLIError(f"--images: {args.images!r} is not a folder.")
+        from crossmetric import datasets
+
+        if not hasattr(datasets, "load_image_folder"):
+            raise CLIError("--images: crossmetric.datasets.load_image_folder is not part of "
+                           "this installation.")
+        kw = {}
+        size = _parse_size(args.size)
+        if size is not None:
+            kw["size"] = size
+        try:
+            bunch = datasets.load_image_folder(args.images, args.pattern, **kw)
+        except (ValueError, OSError) as exc:
+            raise CLIError(f"--images: {_one_line(exc)}") from None
+        return _images_to_dataset(bunch, args.descriptor or "hog", args.images)
+    X = _load_array(args.x, "--x", key=args.key)
+    Y = _load_array(args.y, "--y", key=args.key) if args.y else None
+    if Y is not None and Y.shape[0] != X.shape[0]:
+        raise CLIError(f"--y: {Y.shape[0]} rows, but --x has {X.shape[0]}; row r of both "
+                       "files must describe the same object.")
+    if args.labels is None and args.instance is None:
+        raise CLIError("--x needs --labels FILE (the identity of each row) or --instance FILE.")
+    labels = _load_label_file(args.labels, "--labels", X.shape[0]) if args.labels else None
+    inst = _load_label_file(args.instance, "--instance", X.shape[0]) if args.instance else None
+    data = Bunch(X=X, Y=Y, labels=labels if labels is not None else inst)
+    if inst is not None:
+        data.instance = inst
+    what = f"{os.path.basename(args.x)}" + (f" vs {os.path.basename(args.y)}" if args.y else
+                                            " (one modality)")
+    return data, what
 
 
 def _method_list(text: str | None) -> list[str]:
@@ -176,24 +397,132 @@ def _method_list(text: str | None) -> list[str]:
     return list(dict.fromkeys(names))
 
 
+def _method_kind(name: str) -> tuple[str, str | None]:
+    """``(modality, reason unavailable)`` of a registry method, without importing PyTorch."""
+    import importlib
+    import importlib.util
+
+    import crossmetric
+    from crossmetric.registry import METHODS
+
+    spec = METHODS[name]
+    module = crossmetric._LAZY.get(spec.class_name, "")
+    if module.startswith("crossmetric.deep"):
+        # the deep learners are cross-modal image learners; importing them would load torch
+        ok = importlib.util.find_spec("torch") is not None
+        return "cross-modal (raw images)", None if ok else "PyTorch is not installed"
+    try:
+        cls = getattr(importlib.import_module(module), spec.class_name)
+    except (ImportError, AttributeError) as exc:
+        return "?", _one_line(exc)
+    kind = "cross-modal" if getattr(cls, "_cross_modal", True) else "single-modal"
+    if int(getattr(cls, "_sample_ndim", 1)) > 1:
+        kind += " (raw images)"
+    return kind, None
+
+
+def _print_method_list() -> None:
+    from crossmetric.registry import METHODS
+
+    print("method     name        kind                      settings")
+    for name, spec in METHODS.items():
+        kind, reason = _method_kind(name)
+        print(f"{name:10s} {spec.display:11s} {kind:25s} "
+              f"{'' if reason is None else 'NOT AVAILABLE: ' + reason}")
+        print(f"{'':10s} {spec.params}  -- {spec.note}")
+    print("\nsingle-modal learners on two views of different widths run on CCA-aligned views "
+          "(shown as NAME-C)")
+
+
+def _cap_components(estimators: dict, X: np.ndarray, Y: np.ndarray | None) -> None:
+    """The registry's ``n_components`` (sized for the built-in data) capped at the narrowest
+    view of the user's data, so that a method does not fail on a few-feature file."""
+    cap = X.shape[1] if Y is None else min(X.shape[1], Y.shape[1])
+    for name, est in estimators.items():
+        k = est.get_params(deep=False).get("n_components")
+        if isinstance(k, int) and k > cap:
+            est.set_params(n_components=cap)
+            print(f"crossmetric: {name}: n_components {k} -> {cap} (the data has {cap} "
+                  "features)", file=sys.stderr)
+
+
+def _validate_benchmark(args) -> None:
+    """Every option checked before any data is read or any folder created."""
+    _check_int(args, "--folds", 2)
+    _check_int(args, "--repeats", 1)
+    _check_int(args, "--n-negatives", 1)
+    _check_int(args, "--max-train-positives", 1)
+    _check_int(args, "--seed", 0, 2**32 - 1)
+    _check_int(args, "--n-jobs", -(os.cpu_count() or 1) - 1, nonzero=True)
+    sources = [n for n, v in (("--dataset", args.dataset), ("--x", args.x),
+                              ("--images", args.images), ("--lfw-pairs", args.lfw_pairs))
+               if v is not None]
+    if args.lfw_pairs is not None:
+        if args.x is None or args.image_list is None:
+            raise CLIError("--lfw-pairs needs --x FEATURES and --image-list NAMES (the image "
+                           "name of each feature row, e.g. Aaron_Peirsol_0001.jpg).")
+        if args.y is not None or args.labels is not None:
+            raise CLIError("--lfw-pairs takes its pairs and labels from pairs.txt; leave out "
+                           "--y and --labels.")
+        if args.protocol == "identification":
+            raise CLIError("--lfw-pairs is a verification protocol; --protocol "
+                           "identification does not apply.")
+        sources.remove("--x")  # --lfw-pairs reads its features from --x
+    if len(sources) > 1:
+        raise CLIError(f"give one data source, not {' and '.join(sources)}.")
+    if args.x is None:
+        for opt in ("y", "labels", "instance", "key", "image_list"):
+            if getattr(args, opt) is not None:
+                raise CLIError(f"--{opt.replace('_', '-')} needs --x.")
+    if args.images is None and args.pattern is not None:
+        raise CLIError("--pattern needs --images DIR.")
+    if args.descriptor is not None and args.images is None and (
+            args.dataset or "").lower() not in ("viper", "pku-sketch", "pku_sketch"):
+        raise CLIError("--descriptor applies to image data (--images, --dataset viper or "
+                       "pku-sketch).")
+    _parse_size(args.size)
+    if args.level == "instance" and args.x is not None and args.instance is None:
+        raise CLIError("--level instance needs --instance FILE.")
+    _method_list(args.methods)
+    _check_output_dir(args.out)
+
+
 def cmd_benchmark(args) -> int:
     from crossmetric.plotting import plot_cmc, plot_roc
-    from crossmetric.protocols import run_protocols
+    from crossmetric.protocols import run_pair_folds, run_protocols
     from crossmetric.registry import METHODS, make_estimator, method_status
 
     if args.list:
-        for name, spec in METHODS.items():
-            status = method_status(name)
-            print(f"{name:10s} {spec.display:10s} "
-                  f"{'available' if status is None else 'NOT AVAILABLE: ' + status}")
-            print(f"{'':10s} {spec.params}  -- {spec.note}")
+        _print_method_list()
         return 0
-    for opt in ("folds", "repeats"):
-        if getattr(args, opt) < (2 if opt == "folds" else 1):
-            raise CLIError(f"--{opt} must be >= {2 if opt == 'folds' else 1}, "
-                           f"got {getattr(args, opt)}.")
+    _validate_benchmark(args)
     names = _method_list(args.methods)
-    dataset, description = _load_dataset(args.dataset, args.data_home)
+    lfw = None
+    if args.lfw_pairs is not None:
+        from crossmetric.datasets import lfw_pair_indices, load_image_list, read_lfw_pairs
+
+        X = _load_array(args.x, "--x", key=args.key)
+        try:
+            lfw = read_lfw_pairs(args.lfw_pairs)
+        except ValueError as exc:
+            raise CLIError(f"--lfw-pairs: {exc}") from None
+        try:
+            keys = load_image_list(args.image_list)
+        except ValueError as exc:
+            raise CLIError(f"--image-list: {exc}") from None
+        if len(keys) != X.shape[0]:
+            raise CLIError(f"--image-list: {len(keys)} names, but --x has {X.shape[0]} rows "
+                           "(one name per feature row).")
+        try:
+            lfw_pairs = lfw_pair_indices(lfw, keys)
+        except ValueError as exc:
+            raise CLIError(f"--image-list: {exc}") from None
+        dataset = {"X": X, "Y": None}
+        description = f"LFW restricted pairs ({os.path.basename(args.lfw_pairs)})"
+    elif args.x is not None or args.images is not None:
+        dataset, description = _own_dataset(args)
+    else:
+        dataset, description = _load_named_dataset(args.dataset or "digits", args)
     estimators, pca = {}, {}
     for name in names:
         status = method_status(name)
@@ -205,17 +534,25 @@ def cmd_benchmark(args) -> int:
             pca[METHODS[name].display] = METHODS[name].pca_components
     if not estimators:
         raise CLIError("none of the requested methods is available.")
-    try:
-        os.makedirs(args.out, exist_ok=True)
-    except OSError as exc:
-        raise CLIError(f"--out: cannot create {args.out!r}: {exc.strerror}.") from None
+    _cap_components(estimators, dataset["X"], dataset.get("Y"))
     protocols = ("verification", "identification") if args.protocol == "both" else (
         args.protocol,)
-    print(f"crossmetric benchmark: {len(estimators)} method(s) on {description}, "
-          f"{dataset['X'].shape[0]} objects, views of {dataset['X'].shape[1]} and "
-          f"{dataset['Y'].shape[1]} features; identity = {args.level}; "
-          f"{args.folds}-fold verification, {args.repeats} identification repeats",
-          file=sys.stderr)
+    level = args.level or ("instance" if dataset.get("instance") is not None
+                           and args.instance is not None else "labels")
+    X = dataset["X"]
+    Y = dataset.get("Y")
+    dims = f"{X.shape[1]}" + ("" if Y is None else f" and {Y.shape[1]}")
+    if lfw is not None:
+        folds_text = (f"pairs.txt's {lfw.n_folds} folds" if lfw.n_folds > 1 else
+                      f"{args.folds} random folds")
+        print(f"crossmetric benchmark: {len(estimators)} method(s) on {description}, "
+              f"{lfw.y.size} pairs over {X.shape[0]} images of {dims} features; {folds_text}",
+              file=sys.stderr)
+    else:
+        print(f"crossmetric benchmark: {len(estimators)} method(s) on {description}, "
+              f"{X.shape[0]} objects, {'views of ' if Y is not None else ''}{dims} features; "
+              f"identity = {level}; {args.folds}-fold verification, {args.repeats} "
+              "identification repeats", file=sys.stderr)
     t0 = time.perf_counter()
     dask = contextlib.ExitStack()
     if args.dask_scheduler is not None or args.dask_workers is not None:
@@ -227,13 +564,21 @@ def cmd_benchmark(args) -> int:
         except (ValueError, OSError) as exc:
             raise CLIError(f"--dask-scheduler/--dask-workers: {_one_line(exc)}") from None
     try:
-        result = run_protocols(
-            estimators, dataset, protocols=protocols, n_folds=args.folds,
-            n_repeats=args.repeats, n_negatives=args.n_negatives,
-            max_train_positives=args.max_train_positives, level=args.level,
-            pca_components=pca,
-            n_jobs=args.n_jobs, random_state=args.seed, progress=not args.no_progress,
-            on_error="record")
+        if lfw is not None:
+            protocols = ("verification",)
+            result = run_pair_folds(
+                estimators, X, pairs=lfw_pairs, y=lfw.y,
+                folds=lfw.fold if lfw.n_folds > 1 else None, n_folds=args.folds,
+                pca_components=pca, n_jobs=args.n_jobs, random_state=args.seed,
+                progress=not args.no_progress, on_error="record")
+        else:
+            result = run_protocols(
+                estimators, dataset, protocols=protocols, n_folds=args.folds,
+                n_repeats=args.repeats, n_negatives=args.n_negatives,
+                max_train_positives=args.max_train_positives, level=level,
+                pca_components=pca,
+                n_jobs=args.n_jobs, random_state=args.seed, progress=not args.no_progress,
+                on_error="record")
     except ValueError as exc:
         raise CLIError(_one_line(exc)) from None
     finally:
@@ -244,14 +589,22 @@ def cmd_benchmark(args) -> int:
         print(f"crossmetric: skipped {meth}: {reason}", file=sys.stderr)
     for meth, msg in result.errors.items():
         print(f"crossmetric: {meth} failed: {_one_line(msg)}", file=sys.stderr)
-    n_fits = args.folds * ("verification" in protocols) + args.repeats * (
-        "identification" in protocols)
+    n_fits = result.info.get("n_folds", args.folds) * ("verification" in protocols) + \
+        args.repeats * ("identification" in protocols)
     for meth, counts in result.warnings.items():
         what = ", ".join(f"{cat} in {k}/{n_fits} fits" for cat, k in counts.items())
         print(f"crossmetric: note: {meth}: {what}", file=sys.stderr)
+    if not result.summary:
+        print("crossmetric: error: no method produced results (see above); nothing written",
+              file=sys.stderr)
+        return 1
     print(result.table())
-    print(f"\n{description}; mean ± std over {args.folds} folds (verification) and "
-          f"{args.repeats} repeats (identification); {elapsed:.1f} s")
+    if lfw is not None:
+        print(f"\n{description}; mean ± std over {result.info['n_folds']} folds; "
+              f"{elapsed:.1f} s")
+    else:
+        print(f"\n{description}; mean ± std over {args.folds} folds (verification) and "
+              f"{args.repeats} repeats (identification); {elapsed:.1f} s")
     notes = [f"{m}: each view reduced by PCA to {k} dims" for m, k in
              result.info.get("pca", {}).items()]
     if any(m.endswith("-C") for m in result.methods):
@@ -260,21 +613,53 @@ def cmd_benchmark(args) -> int:
     for note in notes:
         print(f"  {note}")
     out = args.out
+    try:
+        os.makedirs(out, exist_ok=True)
+    except OSError as exc:
+        raise CLIError(f"--out: cannot create {out!r}: {exc.strerror}.") from None
     result.to_csv(os.path.join(out, "results.csv"))
     result.to_json(os.path.join(out, "results.json"))
+    with open(os.path.join(out, "results.md"), "w", encoding="utf-8") as fh:
+        fh.write(result.to_markdown() + "\n")
+    with open(os.path.join(out, "results.tex"), "w", encoding="utf-8") as fh:
+        fh.write(result.to_latex(caption=description) + "\n")
     rocs = {m: c["roc"] for m, c in result.curves.items() if "roc" in c}
     cmcs = {m: c["cmc"] for m, c in result.curves.items() if "cmc" in c}
+    auc = {m: result.value(m, "auc") for m in rocs}
+    rank1 = {m: result.value(m, "rank1") for m in cmcs}
     if rocs:
-        plot_roc(rocs, fpr_range=(0.0, 0.1), title=f"ROC -- {description}",
-                 path=os.path.join(out, "roc.png"))
+        plot_roc(rocs, fpr_range=(0.0, 0.1), log_fpr=True, auc=auc,
+                 title=f"ROC -- {description}", path=os.path.join(out, "roc.png"))
     if cmcs:
-        plot_cmc(cmcs, title=f"CMC -- {description}", path=os.path.join(out, "cmc.png"))
-    print(f"wrote results.csv, results.json{', roc.png' if rocs else ''}"
-          f"{', cmc.png' if cmcs else ''} to {out}", file=sys.stderr)
-    return 0 if result.summary else 1
+        plot_cmc(cmcs, rank1=rank1, title=f"CMC -- {description}",
+                 path=os.path.join(out, "cmc.png"))
+    print(f"wrote results.csv, results.json, results.md, results.tex"
+          f"{', roc.png' if rocs else ''}{', cmc.png' if cmcs else ''} to {out}",
+          file=sys.stderr)
+    return 0
 
 
 # ---------------------------------------------------------------------------------- fit
+def _fit_pairs(args, est, X: np.ndarray, Y: np.ndarray | None):
+    """Training pairs from --pairs, or drawn from --labels (make_pairs)."""
+    if args.pairs is not None:
+        pairs, y = _load_pairs(args.pairs)
+        _check_pair_rows(pairs, X.shape[0], (Y if Y is not None else X).shape[0])
+        return pairs, y
+    from crossmetric.pairs import make_pairs
+
+    labels = _load_label_file(args.labels, "--labels", X.shape[0])
+    if Y is not None and Y.shape[0] != X.shape[0]:
+        raise CLIError(f"--labels with --y needs row-aligned files: --x has {X.shape[0]} rows, "
+                       f"--y {Y.shape[0]}.")
+    cross = Y is not None or bool(getattr(est, "_cross_modal", True))
+    try:
+        return make_pairs(labels, labels if cross else None, n_negatives=args.n_negatives,
+                          random_state=args.seed if args.seed is not None else 0)
+    except ValueError as exc:
+        raise CLIError(f"--labels: {_one_line(exc)}") from None
+
+
 def cmd_fit(args) -> int:
     from crossmetric.registry import METHODS, make_estimator, method_status
 
@@ -282,6 +667,13 @@ def cmd_fit(args) -> int:
     if name not in METHODS:
         raise CLIError(f"unknown method {args.method!r}; expected one of "
                        f"{', '.join(METHODS)}.")
+    if (args.pairs is None) == (args.labels is None):
+        raise CLIError("give exactly one of --pairs FILE (i,j,label rows) or --labels FILE "
+                       "(one identity per row; pairs are drawn from it).")
+    _check_int(args, "--n-negatives", 1)
+    _check_int(args, "--seed", 0, 2**32 - 1)
+    _check_output_file(args.out, "--out")
+    _check_output_file(args.convergence, "--convergence", (".png",))
     status = method_status(name)
     if status is not None:
         raise CLIError(f"method {name!r} is not available: {status}.")
@@ -293,10 +685,9 @@ def cmd_fit(args) -> int:
     except TypeError as exc:
         raise CLIError(f"--param: {_one_line(exc)}") from None
     images = int(getattr(est, "_sample_ndim", 1)) > 1
-    X = _load_array(args.x, "--x", allow_images=images)
-    Y = _load_array(args.y, "--y", allow_images=images) if args.y else None
-    pairs, y = _load_pairs(args.pairs)
-    _check_pair_rows(pairs, X.shape[0], (Y if Y is not None else X).shape[0])
+    X = _load_array(args.x, "--x", allow_images=images, key=args.key)
+    Y = _load_array(args.y, "--y", allow_images=images, key=args.key) if args.y else None
+    pairs, y = _fit_pairs(args, est, X, Y)
     est.set_params(preprocessor=_preprocessor(est, X, Y))
     t0 = time.perf_counter()
     try:
@@ -326,37 +717,140 @@ def cmd_fit(args) -> int:
 
 
 # ----------------------------------------------------------------------------- evaluate
+def _parse_ranks(text: str) -> tuple[int, ...]:
+    try:
+        ranks = tuple(int(t) for t in text.split(",") if t.strip())
+    except ValueError:
+        ranks = ()
+    if not ranks or min(ranks) < 1:
+        raise CLIError(f"--ranks expects positive integers separated by commas (e.g. 1,5,10), "
+                       f"got {text!r}.")
+    return ranks
+
+
+def _validate_evaluate(args) -> tuple[bool, bool]:
+    ident = args.probe_labels is not None or args.gallery_labels is not None
+    if ident and (args.probe_labels is None or args.gallery_labels is None):
+        raise CLIError("identification needs both --probe-labels and --gallery-labels.")
+    verif = args.pairs is not None
+    if not verif and not ident:
+        raise CLIError("evaluate needs --pairs FILE (verification) or --probe-labels and "
+                       "--gallery-labels (identification: --x probes, --y gallery).")
+    if args.scores is not None and verif and ident:
+        raise CLIError("--scores writes the scores of one task: give it with --pairs or with "
+                       "the identification labels, not both.")
+    if not 0.0 < args.fpr < 1.0:
+        raise CLIError(f"--fpr must be in (0, 1), got {args.fpr}.")
+    _parse_ranks(args.ranks)
+    _check_output_file(args.scores, "--scores", (".csv", ".npy"))
+    if args.scores is not None and verif and args.scores.lower().endswith(".npy"):
+        raise CLIError("--scores: verification scores are written as .csv (i,j,label,"
+                       "distance,score).")
+    return verif, ident
+
+
+def _identification(est, X: np.ndarray, G: np.ndarray, pl, gl, ranks, scores_path):
+    """CMC / rank-r / mAP of probes X against gallery G; blockwise when the model embeds
+    in a squared-Euclidean space, else through the (chunked) cross_distance matrix."""
+    from crossmetric import metrics as M
+
+    max_rank = max(20, max(ranks))
+    l2 = False
+    try:
+        from crossmetric.retrieval import _uses_l2_score
+
+        l2 = _uses_l2_score(est) and scores_path is None
+    except ImportError:
+        pass
+    if l2:
+        rep = M.identification_report(est.transform_x(X), est.transform_y(G), pl, gl,
+                                      max_rank=max_rank, ranks=ranks)
+    else:
+        D = est.cross_distance(X, G)
+        curve = M.cmc(D, pl, gl, max_rank=max_rank)
+        rep = {"cmc": curve}
+        for r in ranks:
+            rep[f"rank{r}"] = float(curve[min(r, curve.size) - 1])
+        rep["map"] = M.mean_average_precision(D, pl, gl)
+        rep["nn_accuracy"] = M.nearest_neighbor_accuracy(D, pl, gl)
+        if scores_path is not None:
+            if scores_path.lower().endswith(".npy"):
+                np.save(scores_path, D)
+            else:
+                with open(scores_path, "w", encoding="utf-8") as fh:
+                    fh.write("probe,gallery,same,distance\n")
+                    for i in range(D.shape[0]):
+                        same = (gl == pl[i]).astype(int)
+                        fh.writelines(f"{i},{j},{same[j]},{D[i, j]:.8g}\n"
+                                      for j in range(D.shape[1]))
+    rep["cmc"] = np.asarray(rep["cmc"]).tolist()
+    rep["n_probes"], rep["n_gallery"] = int(X.shape[0]), int(G.shape[0])
+    return rep
+
+
 def cmd_evaluate(args) -> int:
     from crossmetric import metrics as M
 
+    verif, ident = _validate_evaluate(args)
+    ranks = _parse_ranks(args.ranks)
     est, method = _load_model(args.model)
     images = int(getattr(est, "_sample_ndim", 1)) > 1
-    X = _load_array(args.x, "--x", allow_images=images)
-    Y = _load_array(args.y, "--y", allow_images=images) if args.y else None
-    pairs, y = _load_pairs(args.pairs)
-    _check_pair_rows(pairs, X.shape[0], (Y if Y is not None else X).shape[0])
-    if not (y == 1).any() or not (y == -1).any():
-        raise CLIError("--pairs: evaluation needs both +1 (same) and -1 (different) pairs.")
+    X = _load_array(args.x, "--x", allow_images=images, key=args.key)
+    Y = _load_array(args.y, "--y", allow_images=images, key=args.key) if args.y else None
+    report: dict = {"method": method}
+    if verif:
+        pairs, y = _load_pairs(args.pairs)
+        _check_pair_rows(pairs, X.shape[0], (Y if Y is not None else X).shape[0])
+        if not (y == 1).any() or not (y == -1).any():
+            raise CLIError("--pairs: evaluation needs both +1 (same) and -1 (different) pairs.")
+    if ident:
+        G = Y if Y is not None else X
+        pl = _load_label_file(args.probe_labels, "--probe-labels", X.shape[0])
+        gl = _load_label_file(args.gallery_labels, "--gallery-labels", G.shape[0])
+        if pl.dtype.kind != gl.dtype.kind:
+            pl, gl = pl.astype(str), gl.astype(str)
     est.set_params(preprocessor=_preprocessor(est, X, Y))
     try:
-        d = est.pair_distance(pairs)
+        if verif:
+            d = est.pair_distance(pairs)
+            rep = M.verification_report(y, -d, fpr=args.fpr)
+            rep["accuracy_at_threshold"] = float(np.mean(np.where(d <= est.threshold_, 1, -1)
+                                                         == y))
+            rep["n_pairs"] = int(y.size)
+            report.update(rep)
+            if args.scores:
+                with open(args.scores, "w", encoding="utf-8") as fh:
+                    fh.write("i,j,label,distance,score\n")
+                    fh.writelines(f"{int(a)},{int(b)},{int(lab)},{dist:.8g},{-dist:.8g}\n"
+                                  for (a, b), lab, dist in zip(pairs, y, d, strict=True))
+        if ident:
+            report["identification"] = _identification(est, X, G, pl, gl, ranks, args.scores)
     except ValueError as exc:
+        if args.scores and os.path.isfile(args.scores):
+            os.remove(args.scores)
         raise CLIError(_one_line(exc)) from None
-    rep = M.verification_report(y, -d, fpr=args.fpr)
-    rep["accuracy_at_threshold"] = float(np.mean(np.where(d <= est.threshold_, 1, -1) == y))
-    rep["n_pairs"] = int(y.size)
     if args.json:
-        print(json.dumps({"method": method, **rep}, indent=1))
+        print(json.dumps(report, indent=1))
         return 0
-    labels = {"auc": "ROC AUC", "one_minus_eer": "1 - EER",
-              "vr": f"VR@FPR={args.fpr:g}", "pauc": "pAUC [0, 0.1] (normalised)",
-              "acc_median": "accuracy at median distance",
-              "accuracy_at_threshold": "accuracy at the model's threshold",
-              "n_pairs": "pairs"}
-    print(f"{method} on {args.pairs}")
-    for key, label in labels.items():
-        v = rep[key]
-        print(f"  {label:34s} {v if isinstance(v, int) else f'{v:.4f}'}")
+    if verif:
+        labels = {"auc": "ROC AUC", "one_minus_eer": "1 - EER",
+                  "vr": f"VR@FPR={args.fpr:g}", "pauc": "pAUC [0, 0.1] (normalised)",
+                  "acc_median": "accuracy at median distance",
+                  "accuracy_at_threshold": "accuracy at the model's threshold",
+                  "n_pairs": "pairs"}
+        print(f"{method} on {args.pairs} (verification)")
+        for key, label in labels.items():
+            v = report[key]
+            print(f"  {label:34s} {v if isinstance(v, int) else f'{v:.4f}'}")
+    if ident:
+        rep = report["identification"]
+        print(f"{method}: {rep['n_probes']} probes against a gallery of {rep['n_gallery']} "
+              "(identification)")
+        for r in ranks:
+            print(f"  {'rank-' + str(r):34s} {100 * rep[f'rank{r}']:.2f} %")
+        print(f"  {'mAP':34s} {100 * rep['map']:.2f} %")
+    if args.scores:
+        print(f"wrote per-pair scores to {args.scores}", file=sys.stderr)
     return 0
 
 
@@ -378,26 +872,35 @@ def _exhaustive_search(est, Q: np.ndarray, D: np.ndarray, k: int):
 
 
 def cmd_search(args) -> int:
-    est, method = _load_model(args.model)
     if args.k < 1:
         raise CLIError(f"-k must be >= 1, got {args.k}.")
+    _check_output_file(args.out, "--out", (".csv", ".npz"))
+    est, method = _load_model(args.model)
     images = int(getattr(est, "_sample_ndim", 1)) > 1
-    D = _load_array(args.database, "--database", allow_images=images)
-    Q = _load_array(args.queries, "--queries", allow_images=images)
+    D = _load_array(args.database, "--database", allow_images=images, key=args.key)
+    Q = _load_array(args.queries, "--queries", allow_images=images, key=args.key)
+    k = args.k
+    if k > D.shape[0]:
+        print(f"crossmetric: -k {k} is larger than the database ({D.shape[0]} rows); "
+              f"returning all {D.shape[0]} rows per query", file=sys.stderr)
+        k = D.shape[0]
     try:
         try:
             from crossmetric.retrieval import Index
 
             index = Index(est, kind=args.kind)
+            index.add(D)
+            dist, ids = index.search(Q, k)
+        except ImportError as exc:
+            print(f"crossmetric: no faiss ({_one_line(exc)}); exhaustive search with "
+                  "cross_distance", file=sys.stderr)
+            dist, ids = _exhaustive_search(est, Q, D, k)
         except ValueError as exc:
             if "cross_distance" not in str(exc):
                 raise
             print(f"crossmetric: {method} has no l2 embedding; exhaustive search with "
                   "cross_distance", file=sys.stderr)
-            dist, ids = _exhaustive_search(est, Q, D, args.k)
-        else:
-            index.add(D)
-            dist, ids = index.search(Q, args.k)
+            dist, ids = _exhaustive_search(est, Q, D, k)
     except ValueError as exc:
         raise CLIError(_one_line(exc)) from None
     if args.out:
@@ -418,66 +921,147 @@ def _write_search_csv(path: str | None, ids: np.ndarray, dist: np.ndarray) -> No
     try:
         fh.write("query,rank,id,distance\n")
         for q in range(ids.shape[0]):
-            for r in range(ids.shape[1]):
-                if ids[q, r] < 0:
-                    continue
-                fh.write(f"{q},{r + 1},{int(ids[q, r])},{float(dist[q, r]):.6g}\n")
+            fh.writelines(f"{q},{r + 1},{int(ids[q, r])},{float(dist[q, r]):.6g}\n"
+                          for r in range(ids.shape[1]) if ids[q, r] >= 0)
     finally:
         if path is not None:
             fh.close()
 
 
 # ------------------------------------------------------------------------------- parser
+def _protocol_defaults() -> dict:
+    """The defaults of :func:`crossmetric.protocols.run_protocols` that the CLI shares (one
+    source, so that ``crossmetric benchmark`` and the Python call agree)."""
+    import inspect
+
+    from crossmetric.protocols import run_protocols
+
+    sig = inspect.signature(run_protocols).parameters
+    return {k: sig[k].default for k in ("n_folds", "n_repeats", "n_negatives",
+                                        "max_train_positives", "random_state")}
+
+
+def _methods_epilog() -> str:
+    from crossmetric.registry import METHODS
+
+    lines = ["methods (settings: 'crossmetric benchmark --list'):"]
+    for name, spec in METHODS.items():
+        lines.append(f"  {name:10s} {spec.display:10s} {spec.note[:60]}")
+    return "\n".join(lines)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``crossmetric`` (sub-commands benchmark, fit, evaluate, search)."""
     p = _Parser(prog="crossmetric",
                 description="Cross-modal and single-modal metric learning from pairs.")
     from crossmetric import __version__
 
-    p.add_argument("--version", action="version", version=f"crossmetric {__version__}")
+    p.add_argument("--version", action="version", version=f"crossmetric {__version__}",
+                   help="print the version and exit")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    dflt = _protocol_defaults()
+    raw = argparse.RawDescriptionHelpFormatter
 
     b = sub.add_parser("benchmark", help="compare methods under the papers' protocols",
+                       formatter_class=raw,
                        description="Run methods under k-fold verification and repeated "
                                    "gallery/probe identification; print a table and write "
-                                   "results.csv, results.json, roc.png, cmc.png.")
-    b.add_argument("--dataset", default="digits",
-                   help="'digits' (embedded, default) or 'mfeat:V1,V2' (e.g. mfeat:fou,pix)")
-    b.add_argument("--data-home", default=None, help="folder of the mfeat files")
-    b.add_argument("--methods", default=None,
+                                   "results.csv, results.json, results.md, results.tex, "
+                                   "roc.png, cmc.png.\n\nData (one source): --dataset NAME | "
+                                   "--x FILE [--y FILE] --labels FILE [--instance FILE] | "
+                                   "--images DIR --pattern REGEX | --lfw-pairs FILE --x FILE "
+                                   "--image-list FILE.",
+                       epilog=_methods_epilog())
+    d = b.add_argument_group("data")
+    d.add_argument("--dataset", default=None,
+                   help="'digits' (embedded, the default), 'mfeat:V1,V2' (e.g. mfeat:fou,pix), "
+                        "'viper' or 'pku-sketch' (with --data-home)")
+    d.add_argument("--data-home", default=None,
+                   help="folder of the --dataset files (mfeat-*, VIPeR, PKU sketch)")
+    d.add_argument("--x", default=None, metavar="FILE",
+                   help="your features, one row per object: .npy, .npz (see --key), .csv or "
+                        "whitespace-separated text (UCI layout)")
+    d.add_argument("--y", default=None, metavar="FILE",
+                   help="second modality, row r = the same object as row r of --x; leave out "
+                        "for single-modal data")
+    d.add_argument("--labels", default=None, metavar="FILE",
+                   help="identity (class) of each row: one label per line, or .npy")
+    d.add_argument("--instance", default=None, metavar="FILE",
+                   help="object id of each row, for instance-level matching (implies "
+                        "--level instance unless --level is given)")
+    d.add_argument("--key", default=None, help="array name inside .npz feature files")
+    d.add_argument("--images", default=None, metavar="DIR",
+                   help="folder of images (loaded by crossmetric.datasets.load_image_folder)")
+    d.add_argument("--pattern", default=None, metavar="REGEX",
+                   help="regular expression on each image's path relative to --images, with "
+                        "a named group 'id' and optionally 'domain' (two values = two "
+                        "modalities)")
+    d.add_argument("--descriptor", choices=_DESCRIPTORS, default=None,
+                   help="image features: hog (default for --images, pku-sketch), strips "
+                        "(colour + LBP strip histograms, default for viper) or pixels")
+    d.add_argument("--size", default=None, metavar="WxH",
+                   help="resize images to WIDTHxHEIGHT pixels (e.g. 48x128)")
+    d.add_argument("--lfw-pairs", default=None, metavar="FILE",
+                   help="LFW restricted protocol: pairs.txt (its folds are used), with --x "
+                        "features and --image-list")
+    d.add_argument("--image-list", default=None, metavar="FILE",
+                   help="image name of each --x row (e.g. Aaron_Peirsol_0001.jpg), for "
+                        "--lfw-pairs")
+    r = b.add_argument_group("protocol")
+    r.add_argument("--methods", default=None,
                    help="comma-separated method names, or 'all' (default: every method "
                         "except the papers' extra baselines itml, nca, lmnn, mcc, prdc; "
                         "see --list)")
-    b.add_argument("--folds", type=int, default=10,
-                   help="verification folds (default 10, as LFW)")
-    b.add_argument("--repeats", type=int, default=10,
-                   help="identification repetitions (default 10, as VIPeR / CUFSF)")
-    b.add_argument("--protocol", choices=("both", "verification", "identification"),
-                   default="both")
-    b.add_argument("--level", choices=("labels", "instance"), default="labels",
+    r.add_argument("--folds", type=int, default=dflt["n_folds"],
+                   help=f"verification folds (default {dflt['n_folds']}, as LFW)")
+    r.add_argument("--repeats", type=int, default=dflt["n_repeats"],
+                   help=f"identification repetitions (default {dflt['n_repeats']}, as VIPeR "
+                        "/ CUFSF)")
+    r.add_argument("--protocol", choices=("both", "verification", "identification"),
+                   default="both", help="which protocols to run (default both)")
+    r.add_argument("--level", choices=("labels", "instance"), default=None,
                    help="identity of a pair: the class label (default) or the object "
-                        "(photo <-> sketch of the same image)")
-    b.add_argument("--n-negatives", type=int, default=1,
-                   help="negative training pairs per positive (default 1)")
-    b.add_argument("--max-train-positives", type=int, default=1000,
-                   help="positive training pairs per split (default 1000)")
-    b.add_argument("--n-jobs", type=int, default=-1, help="parallel workers (default: all)")
-    b.add_argument("--dask-scheduler", metavar="ADDRESS", default=None,
+                        "(photo <-> sketch of the same image; needs instance ids)")
+    r.add_argument("--n-negatives", type=int, default=dflt["n_negatives"],
+                   help=f"negative training pairs per positive (default {dflt['n_negatives']})")
+    r.add_argument("--max-train-positives", type=int, default=dflt["max_train_positives"],
+                   help="positive training pairs per split (default "
+                        f"{dflt['max_train_positives']})")
+    r.add_argument("--n-jobs", type=int, default=-1,
+                   help="parallel workers (default -1: all cores; Python's run_protocols "
+                        "defaults to one process)")
+    r.add_argument("--dask-scheduler", metavar="ADDRESS", default=None,
                    help="run the splits on an existing Dask cluster (tcp://host:8786)")
-    b.add_argument("--dask-workers", type=int, default=None, metavar="N",
+    r.add_argument("--dask-workers", type=int, default=None, metavar="N",
                    help="run the splits on a local Dask cluster of N worker processes")
-    b.add_argument("--seed", type=int, default=0)
-    b.add_argument("--out", default="crossmetric-results",
-                   help="output folder (default ./crossmetric-results)")
-    b.add_argument("--no-progress", action="store_true", help="hide the progress bar")
-    b.add_argument("--list", action="store_true", help="list the methods and their settings")
+    r.add_argument("--seed", type=int, default=dflt["random_state"],
+                   help=f"random seed of splits, pairs and learners (default "
+                        f"{dflt['random_state']})")
+    o = b.add_argument_group("output")
+    o.add_argument("--out", default="crossmetric-results",
+                   help="output folder, created when there are results (default "
+                        "./crossmetric-results)")
+    o.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    o.add_argument("--list", action="store_true",
+                   help="list the methods (single- or cross-modal) and their settings")
     b.set_defaults(func=cmd_benchmark)
 
-    f = sub.add_parser("fit", help="fit a method on labelled pairs and save the model")
-    f.add_argument("method", help="method name (see 'crossmetric benchmark --list')")
-    f.add_argument("--x", required=True, help="first-modality samples (.npy/.npz/.csv)")
+    f = sub.add_parser("fit", help="fit a method on labelled pairs and save the model",
+                       formatter_class=raw, epilog=_methods_epilog(),
+                       description="Fit METHOD on your data and save it (joblib). Training "
+                                   "pairs come from --pairs (rows i,j,label) or are drawn "
+                                   "from --labels.")
+    f.add_argument("method", help="method name (listed below)")
+    f.add_argument("--x", required=True,
+                   help="first-modality samples (.npy/.npz/.csv/whitespace text)")
     f.add_argument("--y", default=None, help="second-modality samples (cross-modal)")
-    f.add_argument("--pairs", required=True, help=".csv with rows i,j,label (+1/-1)")
+    f.add_argument("--key", default=None, help="array name inside .npz feature files")
+    f.add_argument("--pairs", default=None, help=".csv with rows i,j,label (+1/-1)")
+    f.add_argument("--labels", default=None,
+                   help="instead of --pairs: identity of each row (pairs drawn as in the "
+                        "papers: all positives, --n-negatives negatives each)")
+    f.add_argument("--n-negatives", type=int, default=1,
+                   help="negatives per positive with --labels (default 1)")
     f.add_argument("--out", required=True, help="model file to write (joblib)")
     f.add_argument("--param", action="append", metavar="NAME=VALUE",
                    help="override a constructor argument (repeatable)")
@@ -486,21 +1070,41 @@ def build_parser() -> argparse.ArgumentParser:
                    help="also plot the objective per iteration (loss_curve_) to this file")
     f.set_defaults(func=cmd_fit)
 
-    e = sub.add_parser("evaluate", help="verification measures of a saved model on pairs")
-    e.add_argument("model")
-    e.add_argument("--x", required=True)
-    e.add_argument("--y", default=None)
-    e.add_argument("--pairs", required=True)
+    e = sub.add_parser("evaluate", help="verification / identification measures of a model",
+                       description="Verification (--pairs: AUC, EER, VR, pAUC) and/or "
+                                   "identification (--probe-labels/--gallery-labels: CMC, "
+                                   "rank-r, mAP; --x = probes, --y = gallery) of a saved "
+                                   "model.")
+    e.add_argument("model", help="model file written by 'crossmetric fit'")
+    e.add_argument("--x", required=True, help="first-modality samples (probes)")
+    e.add_argument("--y", default=None, help="second-modality samples (gallery)")
+    e.add_argument("--key", default=None, help="array name inside .npz feature files")
+    e.add_argument("--pairs", default=None, help="verification pairs: .csv rows i,j,label")
+    e.add_argument("--probe-labels", default=None,
+                   help="identity of each --x row (identification)")
+    e.add_argument("--gallery-labels", default=None,
+                   help="identity of each --y row (identification)")
+    e.add_argument("--ranks", default="1,5,10,20",
+                   help="ranks r reported as rank-r rates (default 1,5,10,20)")
     e.add_argument("--fpr", type=float, default=1e-3, help="VR operating point (default 1e-3)")
+    e.add_argument("--scores", default=None, metavar="FILE",
+                   help="write per-pair scores: .csv (i,j,label,distance,score for --pairs; "
+                        "probe,gallery,same,distance for identification) or .npy "
+                        "(identification distance matrix)")
     e.add_argument("--json", action="store_true", help="print JSON")
     e.set_defaults(func=cmd_evaluate)
 
-    s = sub.add_parser("search", help="k nearest database rows of each query")
-    s.add_argument("model")
+    s = sub.add_parser("search", help="k nearest database rows of each query",
+                       description="The k nearest database rows of each query in the learned "
+                                   "metric (faiss when installed, else exhaustive).")
+    s.add_argument("model", help="model file written by 'crossmetric fit'")
     s.add_argument("--database", required=True, help="database rows (second modality)")
     s.add_argument("--queries", required=True, help="queries (first modality)")
-    s.add_argument("-k", type=int, default=10)
-    s.add_argument("--kind", choices=("flat", "ivf", "ivfpq", "gmm"), default="flat")
+    s.add_argument("--key", default=None, help="array name inside .npz feature files")
+    s.add_argument("-k", type=int, default=10,
+                   help="neighbours per query (default 10; at most the database size)")
+    s.add_argument("--kind", choices=("flat", "ivf", "ivfpq", "gmm"), default="flat",
+                   help="faiss index: flat (exact, default), ivf, ivfpq, gmm")
     s.add_argument("--out", default=None, help="write .csv or .npz instead of stdout")
     s.set_defaults(func=cmd_search)
 
@@ -516,7 +1120,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "relative to the current directory, if present)")
     r.add_argument("--splits", type=int, default=None,
                    help="random splits (default: the paper's, 10)")
-    r.add_argument("--seed", type=int, default=0)
+    r.add_argument("--seed", type=int, default=0, help="random seed of the splits (default 0)")
     r.add_argument("--out", default=None,
                    help="output folder (default ./crossmetric-reproduce/NAME)")
     r.add_argument("--n-jobs", type=int, default=-1,
@@ -563,6 +1167,14 @@ def main(argv: list[str] | None = None) -> int:
         return int(args.func(args))
     except SystemExit as exc:  # --help / --version
         return int(exc.code or 0) if not isinstance(exc.code, str) else 2
+    except BrokenPipeError:
+        # the reader went away (``crossmetric search ... | head``): end quietly
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        except (OSError, ValueError):
+            pass
+        return 0
     except CLIError as exc:
         if debug:
             raise

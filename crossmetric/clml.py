@@ -255,6 +255,16 @@ class CLML(SingleModalMixin, BaseEstimator):
     S. Saxena, J. Verbeek. Coordinated local metric learning. ICCV ChaLearn Looking at People
     workshop, 2015 (the abstract "Efficient face search using coordinated local metric
     learning").
+
+    Examples
+    --------
+    >>> from crossmetric import CLML, make_pairs
+    >>> from crossmetric.datasets import make_cross_modal
+    >>> d = make_cross_modal(120, n_classes=6, random_state=0)
+    >>> pairs, y = make_pairs(d.labels, max_positives=300, random_state=0)
+    >>> model = CLML(n_clusters=2, n_components=4, random_state=0, preprocessor=d.X).fit(pairs, y)
+    >>> bool(model.score(pairs, y) > 0.8)  # ROC AUC on the training pairs
+    True
     """
 
     def __init__(self, n_clusters: int = 16, *, n_components: int = 32, alpha: float = 1e-4,

@@ -129,6 +129,18 @@ class MvDA(LinearTowers):
     eigenvalues_ : ndarray of shape (n_components,)
         Between/within ratio of each direction (descending).
     n_identities_ : int
+
+    Examples
+    --------
+    >>> from crossmetric import MvDA, make_pairs
+    >>> from crossmetric.datasets import make_cross_modal
+    >>> d = make_cross_modal(120, n_classes=6, random_state=0)
+    >>> pairs, y = make_pairs(d.labels, d.labels, max_positives=300, random_state=0)
+    >>> model = MvDA(n_components=4, preprocessor=(d.X, d.Y)).fit(pairs, y)
+    >>> model.cross_distance(d.X[:2], d.Y[:3]).shape
+    (2, 3)
+    >>> bool(model.score(pairs, y) > 0.8)  # ROC AUC on the training pairs
+    True
     """
 
     def __init__(self, n_components: int = 10, *, reg: float = 1e-3, distance: str = "cosine",
@@ -194,6 +206,18 @@ class CSR(LinearTowers):
     components_y_ : ndarray of shape (n_components, d_y)
     mean_x_, mean_y_ : ndarray
     n_identities_ : int
+
+    Examples
+    --------
+    >>> from crossmetric import CSR, make_pairs
+    >>> from crossmetric.datasets import make_cross_modal
+    >>> d = make_cross_modal(120, n_classes=6, random_state=0)
+    >>> pairs, y = make_pairs(d.labels, d.labels, max_positives=300, random_state=0)
+    >>> model = CSR(n_components=4, preprocessor=(d.X, d.Y)).fit(pairs, y)
+    >>> model.cross_distance(d.X[:2], d.Y[:3]).shape
+    (2, 3)
+    >>> bool(model.score(pairs, y) > 0.8)  # ROC AUC on the training pairs
+    True
     """
 
     def __init__(self, n_components: int | None = None, *, alpha: float = 1e-2,
@@ -254,6 +278,18 @@ class KCSR(_KernelCoordinatesMixin, CSR):
         held-out AUC 0.59 at ``alpha=1e-2``, 0.97 at 0.1, 0.98 at 1).
     coupling, distance, preprocessor
         As in :class:`CSR`.
+
+    Examples
+    --------
+    >>> from crossmetric import KCSR, make_pairs
+    >>> from crossmetric.datasets import make_cross_modal
+    >>> d = make_cross_modal(120, n_classes=6, random_state=0)
+    >>> pairs, y = make_pairs(d.labels, d.labels, max_positives=300, random_state=0)
+    >>> model = KCSR(n_components=4, preprocessor=(d.X, d.Y)).fit(pairs, y)
+    >>> model.cross_distance(d.X[:2], d.Y[:3]).shape
+    (2, 3)
+    >>> bool(model.score(pairs, y) > 0.8)  # ROC AUC on the training pairs
+    True
     """
 
     def __init__(self, n_components: int | None = None, *, kernel="rbf", gamma=None,

@@ -42,6 +42,7 @@ from crossmetric._checks import (
     check_n_components,
     check_positive_int,
     check_positive_scalar,
+    user_stacklevel,
 )
 from crossmetric.baselines import pca_basis
 
@@ -113,6 +114,18 @@ class DMLEig(LinearSingleModalMixin, BaseEstimator):
     n_iter_ : int
     loss_curve_ : list of float
         ``−f_μ`` after each iteration (decreasing).
+
+    Examples
+    --------
+    >>> from crossmetric import DMLEig, make_pairs
+    >>> from crossmetric.datasets import make_cross_modal
+    >>> d = make_cross_modal(120, n_classes=6, random_state=0)
+    >>> pairs, y = make_pairs(d.labels, max_positives=300, random_state=0)
+    >>> model = DMLEig(n_components=4, max_iter=50, preprocessor=d.X).fit(pairs, y)
+    >>> model.transform(d.X[:3]).shape
+    (3, 4)
+    >>> bool(model.score(pairs, y) > 0.8)  # ROC AUC on the training pairs
+    True
     """
 
     def __init__(self, n_components: int | None = None, *, pca_components: int | None = None,
@@ -149,7 +162,8 @@ class DMLEig(LinearSingleModalMixin, BaseEstimator):
         P, curve, it, converged = step(Dt, mu, max_iter, tol, self.verbose)
         if not converged:
             warnings.warn(f"DMLEig did not reach tol={tol} in max_iter={max_iter} "
-                          f"iterations (solver={solver!r}).", ConvergenceWarning, stacklevel=3)
+                          f"iterations (solver={solver!r}).", ConvergenceWarning,
+                          stacklevel=user_stacklevel())
         self.n_iter_ = it
         self.loss_curve_ = curve
         self.P_ = P

@@ -233,6 +233,18 @@ class GSM(CrossModalMixin, BaseEstimator):
     batch generator obtains by sampling (§4.2); sample-based batches apply it within each
     batch. The fixed reduction (``n_components``) is fitted on the training samples only
     (without the ones ``early_stopping`` holds out).
+
+    Examples
+    --------
+    >>> from crossmetric import GSM, make_pairs
+    >>> from crossmetric.datasets import make_cross_modal
+    >>> d = make_cross_modal(120, n_classes=6, random_state=0)
+    >>> pairs, y = make_pairs(d.labels, d.labels, max_positives=300, random_state=0)
+    >>> model = GSM(n_components=4, random_state=0, preprocessor=(d.X, d.Y)).fit(pairs, y)
+    >>> model.cross_distance(d.X[:2], d.Y[:3]).shape
+    (2, 3)
+    >>> bool(model.score(pairs, y) > 0.8)  # ROC AUC on the training pairs
+    True
     """
 
     def __init__(self, n_components: int | None = None, *, structure: str = "generalized",

@@ -67,7 +67,12 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 
 from crossmetric._base import LinearSingleModalMixin, PairData
-from crossmetric._checks import as_float_array, check_positive_int, check_positive_scalar
+from crossmetric._checks import (
+    as_float_array,
+    check_positive_int,
+    check_positive_scalar,
+    user_stacklevel,
+)
 
 __all__ = ["ITML", "itml_bounds"]
 
@@ -241,6 +246,18 @@ class ITML(LinearSingleModalMixin, BaseEstimator):
     ----------
     J. V. Davis, B. Kulis, P. Jain, S. Sra, I. S. Dhillon. Information-theoretic metric
     learning. ICML 2007.
+
+    Examples
+    --------
+    >>> from crossmetric import ITML, make_pairs
+    >>> from crossmetric.datasets import make_cross_modal
+    >>> d = make_cross_modal(120, n_classes=6, random_state=0)
+    >>> pairs, y = make_pairs(d.labels, max_positives=300, random_state=0)
+    >>> model = ITML(preprocessor=d.X).fit(pairs, y)
+    >>> model.transform(d.X[:3]).shape
+    (3, 30)
+    >>> bool(model.score(pairs, y) > 0.8)  # ROC AUC on the training pairs
+    True
     """
 
     def __init__(self, gamma: float = 1.0, *, prior="identity", bounds=None,
@@ -335,6 +352,7 @@ class ITML(LinearSingleModalMixin, BaseEstimator):
         if not converged:
             warnings.warn(f"ITML did not converge in max_iter={self.max_iter} passes "
                           f"(relative change of the dual variables {change:.3g} > tol="
-                          f"{self.tol}); increase max_iter.", ConvergenceWarning, stacklevel=4)
+                          f"{self.tol}); increase max_iter.", ConvergenceWarning,
+                          stacklevel=user_stacklevel())
         self.dual_coef_ = np.asarray(lam)
         return A

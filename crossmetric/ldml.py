@@ -257,6 +257,18 @@ class LDML(LinearSingleModalMixin, BaseEstimator):
     ----------
     M. Guillaumin, J. Verbeek, C. Schmid. Is that you? Metric learning approaches for face
     identification. ICCV 2009.
+
+    Examples
+    --------
+    >>> from crossmetric import LDML, make_pairs
+    >>> from crossmetric.datasets import make_cross_modal
+    >>> d = make_cross_modal(120, n_classes=6, random_state=0)
+    >>> pairs, y = make_pairs(d.labels, max_positives=300, random_state=0)
+    >>> model = LDML(n_components=4, random_state=0, preprocessor=d.X).fit(pairs, y)
+    >>> model.transform(d.X[:3]).shape
+    (3, 4)
+    >>> bool(model.score(pairs, y) > 0.8)  # ROC AUC on the training pairs
+    True
     """
 
     def __init__(self, n_components: int | None = None, *, alpha: float = 1e-4,

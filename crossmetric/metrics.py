@@ -68,6 +68,15 @@ def roc(y, score) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
     A pair is predicted *same* when ``score >= threshold``. Unlike scikit-learn's default no
     point is dropped, so the polyline is exact (tied scores give a diagonal segment).
+
+    Examples
+    --------
+    >>> from crossmetric import metrics as M
+    >>> y = [1, 1, 1, -1, -1, -1]          # +1 same identity, -1 different
+    >>> score = [0.9, 0.8, 0.3, 0.6, 0.2, 0.1]  # larger = more alike
+    >>> fpr, tpr, thresholds = M.roc(y, score)
+    >>> fpr.round(3).tolist(), tpr.round(3).tolist()
+    ([0.0, 0.0, 0.0, 0.333, 0.333, 0.667, 1.0], [0.0, 0.333, 0.667, 0.667, 1.0, 1.0, 1.0])
     """
     y, s = _check_y_score(y, score)
     fpr, tpr, thr = roc_curve(y, s, pos_label=1, drop_intermediate=False)
@@ -87,6 +96,14 @@ def roc_auc(y, score) -> float:
     Returns
     -------
     float in [0, 1]
+
+    Examples
+    --------
+    >>> from crossmetric import metrics as M
+    >>> y = [1, 1, 1, -1, -1, -1]          # +1 same identity, -1 different
+    >>> score = [0.9, 0.8, 0.3, 0.6, 0.2, 0.1]  # larger = more alike
+    >>> round(M.roc_auc(y, score), 4)
+    0.8889
     """
     y, s = _check_y_score(y, score)
     return float(roc_auc_score(y, s))
@@ -151,6 +168,14 @@ def partial_auc(y, score, fpr_range=(0.0, 0.1), *, normalize: str = "range") -> 
     Returns
     -------
     float
+
+    Examples
+    --------
+    >>> from crossmetric import metrics as M
+    >>> y = [1, 1, 1, -1, -1, -1]          # +1 same identity, -1 different
+    >>> score = [0.9, 0.8, 0.3, 0.6, 0.2, 0.1]  # larger = more alike
+    >>> round(M.partial_auc(y, score, (0.0, 0.5)), 4)
+    0.7778
     """
     a, b = _check_fpr_range(fpr_range)
     if normalize not in ("range", "none", "mcclish"):
@@ -178,6 +203,14 @@ def eer(y, score) -> float:
     Returns
     -------
     float in [0, 1]
+
+    Examples
+    --------
+    >>> from crossmetric import metrics as M
+    >>> y = [1, 1, 1, -1, -1, -1]          # +1 same identity, -1 different
+    >>> score = [0.9, 0.8, 0.3, 0.6, 0.2, 0.1]  # larger = more alike
+    >>> round(M.eer(y, score), 4)
+    0.3333
     """
     fpr, tpr, _ = roc(y, score)
     g = fpr - (1.0 - tpr)  # -1 at (0, 0), +1 at (1, 1), non-decreasing along the curve
@@ -190,7 +223,16 @@ def eer(y, score) -> float:
 
 
 def one_minus_eer(y, score) -> float:
-    """``1 − EER`` (the measure of the CML-AUC paper's tables)."""
+    """``1 − EER`` (the measure of the CML-AUC paper's tables).
+
+    Examples
+    --------
+    >>> from crossmetric import metrics as M
+    >>> y = [1, 1, 1, -1, -1, -1]          # +1 same identity, -1 different
+    >>> score = [0.9, 0.8, 0.3, 0.6, 0.2, 0.1]  # larger = more alike
+    >>> round(M.one_minus_eer(y, score), 4)
+    0.6667
+    """
     return 1.0 - eer(y, score)
 
 
@@ -212,6 +254,16 @@ def accuracy_at_median(y, distance) -> float:
     Returns
     -------
     float in [0, 1]
+
+    Examples
+    --------
+    >>> from crossmetric import metrics as M
+    >>> y = [1, 1, 1, -1, -1, -1]          # +1 same identity, -1 different
+    >>> score = [0.9, 0.8, 0.3, 0.6, 0.2, 0.1]  # larger = more alike
+    >>> import numpy as np
+    >>> distance = -np.asarray(score)
+    >>> round(M.accuracy_at_median(y, distance), 4)
+    0.6667
     """
     y, d = _check_y_score(y, distance, "distance")
     med = np.median(d)
@@ -238,6 +290,14 @@ def verification_rate(y, score, fpr: float = 1e-3) -> float:
     Returns
     -------
     float in [0, 1]
+
+    Examples
+    --------
+    >>> from crossmetric import metrics as M
+    >>> y = [1, 1, 1, -1, -1, -1]          # +1 same identity, -1 different
+    >>> score = [0.9, 0.8, 0.3, 0.6, 0.2, 0.1]  # larger = more alike
+    >>> M.verification_rate(y, score, fpr=0.25)
+    0.6666666666666666
     """
     if isinstance(fpr, bool) or not np.isscalar(fpr) or not 0.0 <= float(fpr) <= 1.0:
         raise ValueError(f"fpr must be a number in [0, 1], got {fpr!r}.")
@@ -254,6 +314,17 @@ def verification_report(y, score, *, fpr: float = 1e-3,
     dict
         ``auc``, ``one_minus_eer``, ``vr`` (at ``fpr``), ``pauc`` (``fpr_range``, normalised
         by the window width), ``acc_median`` (accuracy at the median of ``-score``).
+
+    Examples
+    --------
+    >>> from crossmetric import metrics as M
+    >>> y = [1, 1, 1, -1, -1, -1]          # +1 same identity, -1 different
+    >>> score = [0.9, 0.8, 0.3, 0.6, 0.2, 0.1]  # larger = more alike
+    >>> rep = M.verification_report(y, score, fpr=0.25)
+    >>> sorted(rep)
+    ['acc_median', 'auc', 'one_minus_eer', 'pauc', 'vr']
+    >>> round(rep['auc'], 4)
+    0.8889
     """
     y, s = _check_y_score(y, score)
     return {
@@ -516,6 +587,16 @@ def cmc(distance, probe_labels, gallery_labels, max_rank: int | None = None, *,
     -------
     ndarray of shape (max_rank,)
         Non-decreasing, in [0, 1]; ``cmc[0]`` is the rank-1 recognition rate.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from crossmetric import metrics as M
+    >>> D = np.array([[0.1, 0.9, 0.5],   # distance of each probe (row) to each gallery item
+    ...               [0.7, 0.2, 0.4],
+    ...               [0.3, 0.8, 0.6]])
+    >>> M.cmc(D, [0, 1, 2], [0, 1, 2]).tolist()
+    [0.6666666666666666, 1.0, 1.0]
     """
     ties = _check_ties(ties)
     D = _check_distance(distance)
@@ -529,6 +610,16 @@ def rank_accuracy(distance, probe_labels, gallery_labels, rank: int = 1, *,
     """Rank-``r`` recognition rate: the fraction of probes of rank ``<= r`` (``cmc[r-1]``).
 
     ``ties`` as in :func:`cmc`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from crossmetric import metrics as M
+    >>> D = np.array([[0.1, 0.9, 0.5],   # distance of each probe (row) to each gallery item
+    ...               [0.7, 0.2, 0.4],
+    ...               [0.3, 0.8, 0.6]])
+    >>> round(M.rank_accuracy(D, [0, 1, 2], [0, 1, 2], rank=1), 4)
+    0.6667
     """
     rank = check_positive_int(rank, "rank")
     ties = _check_ties(ties)
@@ -544,6 +635,16 @@ def nearest_neighbor_accuracy(distance, probe_labels, gallery_labels, *,
     fraction of them that share the probe's label (the chance that a random pick among them is
     right), ``"pessimistic"`` counts a hit only when all of them do, ``"optimistic"`` when any
     does.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from crossmetric import metrics as M
+    >>> D = np.array([[0.1, 0.9, 0.5],   # distance of each probe (row) to each gallery item
+    ...               [0.7, 0.2, 0.4],
+    ...               [0.3, 0.8, 0.6]])
+    >>> round(M.nearest_neighbor_accuracy(D, [0, 1, 2], [0, 1, 2]), 4)
+    0.6667
     """
     ties = _check_ties(ties)
     D = _check_distance(distance)
@@ -578,6 +679,16 @@ def average_precision_per_query(distance, query_labels, db_labels, *, same_set: 
     (square matrix, query ``i`` = item ``i``) and each query is left out of its own ranking.
     Database items at equal distance are ordered as ``ties`` says (see :func:`cmc`); without
     ties every choice equals scikit-learn's ``average_precision_score(relevant, -distance)``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from crossmetric import metrics as M
+    >>> D = np.array([[0.1, 0.9, 0.5],   # distance of each probe (row) to each gallery item
+    ...               [0.7, 0.2, 0.4],
+    ...               [0.3, 0.8, 0.6]])
+    >>> M.average_precision_per_query(D, [0, 1, 0], [0, 1, 0]).round(4).tolist()
+    [1.0, 1.0, 1.0]
     """
     ties = _check_ties(ties)
     D = _check_distance(distance)
@@ -607,6 +718,16 @@ def mean_average_precision(distance, query_labels, db_labels, *, same_set: bool 
     ------
     ValueError
         If no query has a relevant item.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from crossmetric import metrics as M
+    >>> D = np.array([[0.1, 0.9, 0.5],   # distance of each probe (row) to each gallery item
+    ...               [0.7, 0.2, 0.4],
+    ...               [0.3, 0.8, 0.6]])
+    >>> round(M.mean_average_precision(D, [0, 1, 0], [0, 1, 0]), 4)
+    1.0
     """
     ap = average_precision_per_query(distance, query_labels, db_labels, same_set=same_set,
                                      block_rows=block_rows, ties=ties)
@@ -622,6 +743,16 @@ def one_call_at_n(distance, query_labels, db_labels, n: int, *, same_set: bool =
 
     Items tied at the n-th place are ordered as ``ties`` says (see :func:`cmc`; by default the
     expected value over a random order). Queries without any relevant item count as failures.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from crossmetric import metrics as M
+    >>> D = np.array([[0.1, 0.9, 0.5],   # distance of each probe (row) to each gallery item
+    ...               [0.7, 0.2, 0.4],
+    ...               [0.3, 0.8, 0.6]])
+    >>> round(M.one_call_at_n(D, [0, 1, 2], [0, 1, 2], n=2), 4)
+    1.0
     """
     n = check_positive_int(n, "n")
     ties = _check_ties(ties)
@@ -647,6 +778,16 @@ def identification_report(FX, FY, probe_labels, gallery_labels, *, max_rank: int
     dict
         ``cmc`` (``max_rank`` values), ``rank<r>`` for ``r`` in ``ranks``, ``map`` (when
         ``with_map``), ``nn_accuracy``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from crossmetric import metrics as M
+    >>> FX = np.array([[0.0, 0.0], [1.0, 1.0]])   # embedded probes
+    >>> FY = np.array([[0.1, 0.0], [0.9, 1.2]])   # embedded gallery
+    >>> rep = M.identification_report(FX, FY, [0, 1], [0, 1], max_rank=2, ranks=(1,))
+    >>> rep["rank1"], rep["map"]
+    (1.0, 1.0)
     """
     FX = as_float_array(FX, "FX", ndim=2)
     FY = as_float_array(FY, "FY", ndim=2)
@@ -688,3 +829,94 @@ def identification_report(FX, FY, probe_labels, gallery_labels, *, max_rank: int
     if not same_set:
         out["nn_accuracy"] = nn_hit / n_p
     return out
+
+
+# ------------------------------------------------------- accuracy calculator over kNN results
+def knn_accuracy(query, reference, query_labels, reference_labels, *, same_set: bool = False,
+                 block_rows: int | None = None) -> dict:
+    """Retrieval accuracies of embeddings, as pytorch-metric-learning's ``AccuracyCalculator``.
+
+    For each query the references are ranked by squared Euclidean distance (ties in reference
+    order: a stable sort), one block of queries at a time, so the full
+    ``(n_query, n_reference)`` distance matrix is never held. ``R`` is the number of references
+    with the query's label (the query itself excluded when ``same_set``); queries with
+    ``R = 0`` are left out of every mean.
+
+    * ``precision_at_1`` -- the nearest reference has the query's label;
+    * ``r_precision`` -- the fraction of the ``R`` nearest references that are relevant;
+    * ``map_at_r`` -- MAP@R (Musgrave et al., "A metric learning reality check", 2020):
+      ``(1/R) Σ_{i ≤ R} rel(i) · P@i``;
+    * ``mean_average_precision`` -- the average precision over the whole ranking.
+
+    Parameters
+    ----------
+    query : array-like of shape (n_query, dim)
+    reference : array-like of shape (n_reference, dim)
+    query_labels, reference_labels : array-like
+    same_set : bool, default=False
+        ``reference`` is ``query`` itself: query ``i`` does not retrieve itself.
+    block_rows : int, optional
+        Queries per block (default: blocks of about 1 Mi distances; a block holds a few arrays
+        of that size: the ranking, the relevance flags and the running precisions).
+
+    Returns
+    -------
+    dict
+        The four measures and ``n_queries`` (queries with ``R ≥ 1``).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> emb = np.array([[0.0], [0.1], [5.0], [5.2]])
+    >>> acc = knn_accuracy(emb, emb, [0, 0, 1, 1], [0, 0, 1, 1], same_set=True)
+    >>> acc["precision_at_1"], acc["map_at_r"]
+    (1.0, 1.0)
+    """
+    Q = as_float_array(query, "query", ndim=2)
+    Rf = as_float_array(reference, "reference", ndim=2)
+    if Q.shape[1] != Rf.shape[1]:
+        raise ValueError(f"query and reference must have the same number of columns, got "
+                         f"{Q.shape[1]} and {Rf.shape[1]}.")
+    if same_set and Q.shape[0] != Rf.shape[0]:
+        raise ValueError("same_set=True needs reference to be the query set itself (same "
+                         f"number of rows), got {Q.shape[0]} and {Rf.shape[0]}.")
+    n_q, n_r = Q.shape[0], Rf.shape[0]
+    qc, rc = _label_codes(query_labels, reference_labels, n_q, n_r)
+    counts = np.bincount(rc, minlength=int(max(qc.max(), rc.max())) + 1)
+    sq_r = np.einsum("ij,ij->i", Rf, Rf)
+    p1 = rp = mapr = ap = 0.0
+    n_ok = 0
+    rows_per = (check_positive_int(block_rows, "block_rows") if block_rows is not None
+                else max(1, (1 << 20) // n_r))
+    for sl in gen_batches(n_q, rows_per):
+        D = Q[sl] @ Rf.T
+        D *= -2.0
+        D += np.einsum("ij,ij->i", Q[sl], Q[sl])[:, None]
+        D += sq_r[None, :]
+        rows = np.arange(sl.stop - sl.start)
+        if same_set:
+            D[rows, np.arange(sl.start, sl.stop)] = np.inf
+        order = np.argsort(D, axis=1, kind="stable")
+        rel = rc[order] == qc[sl][:, None]
+        if same_set:  # the query itself (ranked last) is not a result
+            rel[:, -1] = False
+        R = counts[qc[sl]] - (1 if same_set else 0)
+        ok = R > 0
+        if not ok.any():
+            continue
+        rel, R = rel[ok], R[ok]
+        hits = np.cumsum(rel, axis=1)
+        prec = hits / np.arange(1, n_r + 1)[None, :]
+        within = np.arange(n_r)[None, :] < R[:, None]
+        p1 += float(rel[:, 0].sum())
+        rp += float((hits[np.arange(R.size), R - 1] / R).sum())
+        mapr += float(((prec * rel * within).sum(axis=1) / R).sum())
+        ap += float(((prec * rel).sum(axis=1) / R).sum())
+        n_ok += int(R.size)
+    if n_ok == 0:
+        raise ValueError("no query has a relevant reference (a reference with its label).")
+    return {"precision_at_1": p1 / n_ok, "r_precision": rp / n_ok, "map_at_r": mapr / n_ok,
+            "mean_average_precision": ap / n_ok, "n_queries": n_ok}
+
+
+__all__ += ["knn_accuracy"]

@@ -100,6 +100,18 @@ class NCA(LinearSingleModalMixin, BaseEstimator):
         The fitted scikit-learn estimator.
     labels_ : ndarray
         Classes used (component of each distinct training sample).
+
+    Examples
+    --------
+    >>> from crossmetric import NCA, make_pairs
+    >>> from crossmetric.datasets import make_cross_modal
+    >>> d = make_cross_modal(120, n_classes=6, random_state=0)
+    >>> pairs, y = make_pairs(d.labels, max_positives=300, random_state=0)
+    >>> model = NCA(n_components=4, random_state=0, preprocessor=d.X).fit(pairs, y)
+    >>> model.transform(d.X[:3]).shape
+    (3, 4)
+    >>> bool(model.score(pairs, y) > 0.8)  # ROC AUC on the training pairs
+    True
     """
 
     def __init__(self, n_components: int | None = None, *, init="auto", max_iter: int = 50,
@@ -204,6 +216,18 @@ class LMNN(_LabelMetric):
     components_ : ndarray of shape (n_components, n_features)
     n_iter_ : int
     loss_curve_ : list of float
+
+    Examples
+    --------
+    >>> from crossmetric import LMNN, make_pairs
+    >>> from crossmetric.datasets import make_cross_modal
+    >>> d = make_cross_modal(120, n_classes=6, random_state=0)
+    >>> pairs, y = make_pairs(d.labels, max_positives=300, random_state=0)
+    >>> model = LMNN(n_components=4, random_state=0, preprocessor=d.X).fit(pairs, y)
+    >>> model.transform(d.X[:3]).shape
+    (3, 4)
+    >>> bool(model.score(pairs, y) > 0.8)  # ROC AUC on the training pairs
+    True
     """
 
     def __init__(self, n_components: int | None = None, *, n_neighbors: int = 3,
@@ -290,6 +314,18 @@ class MCC(_LabelMetric):
     components_ : ndarray of shape (n_components, n_features)
     n_iter_ : int
     loss_curve_ : list of float
+
+    Examples
+    --------
+    >>> from crossmetric import MCC, make_pairs
+    >>> from crossmetric.datasets import make_cross_modal
+    >>> d = make_cross_modal(120, n_classes=6, random_state=0)
+    >>> pairs, y = make_pairs(d.labels, max_positives=300, random_state=0)
+    >>> model = MCC(n_components=4, random_state=0, preprocessor=d.X).fit(pairs, y)
+    >>> model.transform(d.X[:3]).shape
+    (3, 4)
+    >>> bool(model.score(pairs, y) > 0.8)  # ROC AUC on the training pairs
+    True
     """
 
     def __init__(self, n_components: int | None = None, *, init="auto", max_iter: int = 200,

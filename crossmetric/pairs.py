@@ -81,6 +81,13 @@ def make_pairs(labels_x, labels_y=None, *, n_negatives: int = 1,
     ------
     ValueError
         If no positive pair exists, or too few distinct negatives exist.
+
+    Examples
+    --------
+    >>> from crossmetric import make_pairs
+    >>> pairs, y = make_pairs([0, 0, 1, 1], random_state=0)   # one modality
+    >>> pairs.tolist(), y.tolist()
+    ([[0, 1], [0, 3], [2, 3], [2, 1]], [1, -1, 1, -1])
     """
     rng = check_random_state(random_state)
     n_negatives = check_positive_int(n_negatives, "n_negatives", minimum=0)

@@ -2,6 +2,11 @@
 
 Figures are built on explicit :class:`matplotlib.figure.Figure` objects (no ``pyplot`` state,
 no display needed), so plotting works in worker processes, on servers and in tests.
+
+Every method keeps one look in every figure, run and dataset (:func:`method_style`): the
+registry's methods have fixed colour / dash / marker slots, other names a slot derived from a
+stable hash of the name, and a "-C" variant looks like its base method. Legends sit outside the
+axes, sorted best first, with each method's AUC (ROC) or rank-1 rate (CMC).
 """
 
 from __future__ import annotations
@@ -11,7 +16,71 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-__all__ = ["plot_roc", "plot_cmc", "plot_convergence", "save_figure"]
+__all__ = ["plot_roc", "plot_cmc", "plot_convergence", "save_figure", "method_style"]
+
+#: display names with a reserved style slot (registry order; later names get hashed slots)
+_FIXED = ("Euclidean", "PCCA", "CMML", "CML_AUC", "CML_pAUC", "Maha_AUC", "LDML", "CLML",
+          "GSM", "DeepGSM", "CCA", "PLS", "KCCA", "CDFE", "KISSME", "KPLS", "KCDFE", "MvDA",
+          "CSR", "KCSR", "DML-eig", "ITML", "MCC", "PRDC", "NCA", "LMNN", "CLMLCV",
+          "Maha_pAUC")
+_DASHES = ("-", "--", "-.", ":")
+_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "<", ">", "h", "p")
+
+
+def _palette() -> list:
+    from matplotlib import colormaps
+
+    # tab10's ten colours, then ten more saturated ones (no pale shades: every line must
+    # stay readable on white and next to a shaded band)
+    extra = ["#1b9e77", "#000075", "#e6ab02", "#800000", "#f032e6", "#469990", "#9a6324",
+             "#4363d8", "#808000", "#000000"]
+    return list(colormaps["tab10"].colors) + extra
+
+
+def method_style(name: str) -> dict:
+    """Colour, line style and marker of a method, the same in every run and figure.
+
+    The methods of :data:`crossmetric.registry.METHODS` (and a few planned ones) have fixed
+    slots; any other name gets a slot from a CRC-32 of the name (stable across processes,
+    unlike ``hash``). A trailing ``-C`` (single-modal learner on CCA views) is ignored.
+
+    Returns
+    -------
+    dict
+        ``color``, ``linestyle``, ``marker`` -- keyword arguments of ``Axes.plot``.
+
+    Examples
+    --------
+    >>> method_style("PCCA") == method_style("PCCA-C")
+    True
+    >>> method_style("PCCA")["color"] != method_style("CMML")["color"]
+    True
+    """
+    import zlib
+
+    base = name[:-2] if name.endswith("-C") else name
+    colors = _palette()
+    if base in _FIXED:
+        slot = _FIXED.index(base)
+    else:
+        slot = len(_FIXED) + zlib.crc32(base.encode("utf-8")) % 997
+    return {"color": colors[slot % len(colors)],
+            "linestyle": _DASHES[(slot // len(colors) + slot) % len(_DASHES)],
+            "marker": _MARKERS[slot % len(_MARKERS)]}
+
+
+def _legend_outside(ax, order=None) -> None:
+    """Legend to the right of the axes (entries in ``order`` of labels when given)."""
+    handles, labels = ax.get_legend_handles_labels()
+    if not handles:
+        return
+    if order is not None:
+        rank = {lab: i for i, lab in enumerate(order)}
+        pairs = sorted(zip(handles, labels, strict=True),
+                       key=lambda hl: rank.get(hl[1], -1))
+        handles, labels = [h for h, _ in pairs], [lab for _, lab in pairs]
+    ax.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize=8,
+              frameon=False, handlelength=3.0, borderaxespad=0.0)
 
 
 def _figure(figsize=(5.5, 4.2)):
@@ -58,7 +127,8 @@ def _as_curves(curves) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     return out
 
 
-def plot_roc(curves, *, fpr_range: Sequence[float] | None = None, log_fpr: bool = False,
+def plot_roc(curves, *, fpr_range: Sequence[float] | None = None, log_fpr: bool = True,
+             auc: Mapping[str, float] | None = None, fpr_mark: float | None = 1e-3,
              title: str = "ROC", path: str | os.PathLike | None = None):
     """ROC curves of one or several methods.
 
@@ -68,8 +138,14 @@ def plot_roc(curves, *, fpr_range: Sequence[float] | None = None, log_fpr: bool 
         E.g. ``BenchmarkResult.curves[m]["roc"]`` or ``metrics.roc(y, score)[:2]``.
     fpr_range : (alpha, beta), optional
         The FPR window of a partial AUC, drawn as a shaded band.
-    log_fpr : bool, default=False
-        Logarithmic FPR axis (to see the low-FPR region, e.g. VR@0.1%).
+    log_fpr : bool, default=True
+        Logarithmic FPR axis from 10⁻⁴ (the low-FPR region where the papers' VR@0.1 % is
+        read); ``False``: linear axis with the chance diagonal.
+    auc : mapping name -> float, optional
+        Shown in the legend (``PCCA  AUC 0.935``), which is sorted by it; default: the area
+        under each given curve (trapezoid rule).
+    fpr_mark : float or None, default=1e-3
+        A vertical line at this FPR (the VR operating point).
     title : str
     path : path, optional
         Save the figure there as PNG.
@@ -79,40 +155,65 @@ def plot_roc(curves, *, fpr_range: Sequence[float] | None = None, log_fpr: bool 
     matplotlib.figure.Figure
     """
     data = _as_curves(curves)
-    fig, ax = _figure()
+    fig, ax = _figure((7.6, 4.6))
+    lo = 1e-4
     if fpr_range is not None:
         a, b = (float(v) for v in fpr_range)
         if not 0.0 <= a < b <= 1.0:
             raise ValueError(f"fpr_range must satisfy 0 <= alpha < beta <= 1, got {fpr_range!r}.")
-        ax.axvspan(max(a, 1e-4) if log_fpr else a, b, color="0.85", zorder=0,
+        ax.axvspan(max(a, lo) if log_fpr else a, b, color="0.95", zorder=0,
                    label=f"pAUC window [{a:g}, {b:g}]")
+    areas = {}
     for name, (fpr, tpr) in data.items():
-        ax.plot(fpr, tpr, lw=1.5, label=name or None)
+        areas[name] = (float(auc[name]) if auc is not None and name in auc
+                       else float(np.trapezoid(tpr, fpr)))
+    order = sorted(data, key=lambda n: -areas[n])
+    labels = {}
+    for name in order:
+        fpr, tpr = data[name]
+        keep = fpr > 0 if log_fpr else np.ones(fpr.size, bool)
+        st = method_style(name) if name else {}
+        label = f"{name}  AUC {areas[name]:.3f}" if name else None
+        labels[name] = label
+        ax.plot(fpr[keep], tpr[keep], lw=1.6, label=label,
+                **({k: v for k, v in st.items() if k != "marker"}))
+    if fpr_mark is not None:
+        ax.axvline(fpr_mark, color="0.3", lw=0.8, ls=(0, (1, 2)), zorder=1)
+        ax.annotate(f"FPR {100 * fpr_mark:g}%", (fpr_mark, 0.01), xytext=(3, 2),
+                    textcoords="offset points", fontsize=7, color="0.3")
     if log_fpr:
         ax.set_xscale("log")
-        ax.set_xlim(1e-4, 1.0)
+        ax.set_xlim(lo, 1.0)
     else:
         ax.plot([0, 1], [0, 1], ls=":", color="0.5", lw=1)
         ax.set_xlim(0.0, 1.0)
     ax.set_ylim(0.0, 1.01)
-    ax.set_xlabel("false positive rate")
+    ax.set_xlabel("false positive rate" + (" (log scale)" if log_fpr else ""))
     ax.set_ylabel("true positive rate (verification rate)")
-    ax.set_title(title)
-    ax.grid(True, alpha=0.3)
-    if any(data) or fpr_range is not None:
-        ax.legend(loc="lower right", fontsize=7)
+    ax.set_title(title, fontsize=10)
+    ax.grid(True, which="major", alpha=0.3)
+    if log_fpr:
+        ax.grid(True, which="minor", alpha=0.1)
+    _legend_outside(ax, [labels[n] for n in order if labels[n]] if any(data) else None)
     if path is not None:
         save_figure(fig, path)
     return fig
 
 
-def plot_cmc(curves, *, title: str = "CMC", path: str | os.PathLike | None = None):
+def plot_cmc(curves, *, rank1: Mapping[str, float] | None = None, title: str = "CMC",
+             path: str | os.PathLike | None = None):
     """Cumulative match characteristic curves.
+
+    The y-axis spans the curves' range (from just below the lowest rank-1 rate to just above
+    the highest rate, in steps of 10 %), so that the differences between methods are visible;
+    the legend (outside the axes) lists each method with its rank-1 rate, best first.
 
     Parameters
     ----------
     curves : mapping name -> cmc array, or one cmc array
         ``cmc[r - 1]`` = recognition rate at rank ``r`` (:func:`crossmetric.metrics.cmc`).
+    rank1 : mapping name -> float, optional
+        Rank-1 rates (fractions) for the legend; default ``cmc[0]``.
     title : str
     path : path, optional
 
@@ -120,28 +221,40 @@ def plot_cmc(curves, *, title: str = "CMC", path: str | os.PathLike | None = Non
     -------
     matplotlib.figure.Figure
     """
-    items = curves.items() if isinstance(curves, Mapping) else [("", curves)]
-    fig, ax = _figure()
-    n_max = 1
+    items = list(curves.items()) if isinstance(curves, Mapping) else [("", curves)]
+    fig, ax = _figure((7.6, 4.6))
+    data = {}
     for name, c in items:
         c = np.asarray(c, dtype=float)
         if c.ndim != 1 or c.size == 0:
             raise ValueError(f"CMC curve {name!r} must be a non-empty 1-D array, got shape "
                              f"{c.shape}.")
-        ranks = np.arange(1, c.size + 1)
-        ax.plot(ranks, 100 * c, marker="o", ms=3, lw=1.5, label=name or None)
-        n_max = max(n_max, c.size)
+        data[str(name)] = c
+    r1 = {n: float(rank1[n]) if rank1 is not None and n in rank1 else float(c[0])
+          for n, c in data.items()}
+    order = sorted(data, key=lambda n: -r1[n])
+    n_max = max(c.size for c in data.values())
+    labels = []
+    for name in order:
+        c = data[name]
+        st = method_style(name) if name else {}
+        label = f"{name}  rank-1 {100 * r1[name]:.1f}%" if name else None
+        labels.append(label)
+        ax.plot(np.arange(1, c.size + 1), 100 * c, lw=1.5, ms=4, markevery=max(1, c.size // 10),
+                label=label, markerfacecolor="none", **st)
     from matplotlib.ticker import MaxNLocator
 
+    low = min(float(c.min()) for c in data.values())
+    high = max(float(c.max()) for c in data.values())
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.set_xlim(1, n_max)
-    ax.set_ylim(0, 101)
+    ax.set_xlim(0.7, n_max + 0.3)
+    ax.set_ylim(max(0.0, 10 * np.floor(10 * low - 0.5)),
+                min(100.5, 10 * np.ceil(10 * high + 0.5)))
     ax.set_xlabel("rank")
     ax.set_ylabel("recognition rate (%)")
-    ax.set_title(title)
+    ax.set_title(title, fontsize=10)
     ax.grid(True, alpha=0.3)
-    if any(name for name, _ in (curves.items() if isinstance(curves, Mapping) else [])):
-        ax.legend(loc="lower right", fontsize=7)
+    _legend_outside(ax, [lab for lab in labels if lab] or None)
     if path is not None:
         save_figure(fig, path)
     return fig
@@ -177,7 +290,8 @@ def plot_convergence(models_or_curves, *, log: bool = True, title: str = "conver
         if c.size == 0:
             raise ValueError(f"loss curve {name!r} is empty.")
         all_pos &= bool(np.all(c > 0))
-        ax.plot(np.arange(1, c.size + 1), c, lw=1.5, label=name or None)
+        st = {k: v for k, v in method_style(name).items() if k != "marker"} if name else {}
+        ax.plot(np.arange(1, c.size + 1), c, lw=1.5, label=name or None, **st)
     if log and all_pos:
         ax.set_xscale("log")
         ax.set_yscale("log")

@@ -38,7 +38,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 
 from crossmetric._base import PairData, SingleModalMixin
-from crossmetric._checks import check_positive_int, check_positive_scalar
+from crossmetric._checks import check_positive_int, check_positive_scalar, user_stacklevel
 from crossmetric._logistic_metric import lbfgs
 from crossmetric.ldml import _used_samples
 
@@ -119,6 +119,18 @@ class PRDC(SingleModalMixin, BaseEstimator):
     loss_curve_ : list of float
         ``r(W)`` after each column.
     n_triplets_ : int
+
+    Examples
+    --------
+    >>> from crossmetric import PRDC, make_pairs
+    >>> from crossmetric.datasets import make_cross_modal
+    >>> d = make_cross_modal(120, n_classes=6, random_state=0)
+    >>> pairs, y = make_pairs(d.labels, max_positives=300, random_state=0)
+    >>> model = PRDC(n_components=4, random_state=0, preprocessor=d.X).fit(pairs, y)
+    >>> model.transform(d.X[:3]).shape
+    (3, 30)
+    >>> bool(model.score(pairs, y) > 0.8)  # ROC AUC on the training pairs
+    True
     """
 
     def __init__(self, n_components: int | None = None, *, alpha: float = 1e-4,
@@ -195,7 +207,7 @@ class PRDC(SingleModalMixin, BaseEstimator):
         if unconverged:
             warnings.warn(f"PRDC: {unconverged} column(s) stopped at max_iter={self.max_iter} "
                           "L-BFGS iterations; increase max_iter.", ConvergenceWarning,
-                          stacklevel=3)
+                          stacklevel=user_stacklevel())
         self.projection_ = np.column_stack(cols)
         self.n_iter_ = len(cols)
 

@@ -37,7 +37,12 @@ from sklearn.model_selection import StratifiedKFold
 from sklearn.utils import check_random_state
 
 from crossmetric import metrics as M
-from crossmetric._checks import as_float_array, check_pair_labels, check_positive_int
+from crossmetric._checks import (
+    as_float_array,
+    check_pair_labels,
+    check_positive_int,
+    user_stacklevel,
+)
 from crossmetric.pairs import make_pairs
 
 __all__ = [
@@ -88,6 +93,14 @@ class Split:
     splits carry ``test_pairs`` / ``test_y`` and, in ``probe_rows``, the fold's held-out rows;
     identification splits ``probe_rows`` (rows of ``X``) and ``gallery_rows`` (rows of ``Y``).
     ``seed`` is handed to an estimator whose ``random_state`` is ``None``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from crossmetric.protocols import Split
+    >>> sp = Split("verification", 0, np.array([[0, 1]]), np.array([1]))
+    >>> sp.protocol, sp.train_pairs.shape
+    ('verification', (1, 2))
     """
 
     protocol: str
@@ -120,6 +133,13 @@ def kfold_pairs(y, n_folds: int = 10, *, folds=None, random_state=None
     -------
     list of (train_index, test_index)
         Test folds are disjoint and together cover every pair.
+
+    Examples
+    --------
+    >>> from crossmetric.protocols import kfold_pairs
+    >>> folds = kfold_pairs([1, 1, 1, -1, -1, -1], n_folds=3, random_state=0)
+    >>> [test.size for _, test in folds]
+    [2, 2, 2]
     """
     y = check_pair_labels(y)
     if folds is not None:
@@ -165,7 +185,7 @@ def _sample_folds(labels: np.ndarray, n_folds: int, split: str, rng) -> list[np.
     min_count = np.bincount(codes).min()
     if min_count < n_folds:
         warnings.warn(f"an identity has only {min_count} samples, fewer than n_folds="
-                      f"{n_folds}; some folds lack it.", UserWarning, stacklevel=3)
+                      f"{n_folds}; some folds lack it.", UserWarning, stacklevel=user_stacklevel())
     skf = StratifiedKFold(n_splits=n_folds, shuffle=True, random_state=rng.randint(2**31 - 1))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
@@ -195,6 +215,15 @@ def verification_splits(labels, n_folds: int = 10, *, cross_modal: bool = True,
     -------
     list of Split
         ``protocol="verification"``. The test rows of the folds are disjoint and cover every row.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from crossmetric.protocols import verification_splits
+    >>> labels = np.repeat(np.arange(6), 5)
+    >>> splits = verification_splits(labels, n_folds=3, random_state=0)
+    >>> len(splits), splits[0].protocol, sorted(set(splits[0].test_y.tolist()))
+    (3, 'verification', [-1, 1])
     """
     labels = np.asarray(labels)
     if labels.ndim != 1 or labels.size < 4:
@@ -230,11 +259,22 @@ def identification_splits(labels, n_repeats: int = 10, *, test_size: float | int
     drawn among the others. The test objects' first modality (rows of ``X``) is the probe set
     and their second modality (rows of ``Y``) the gallery -- as photo probes against a sketch
     gallery in CUFSF. ``"auto"`` takes ``identity`` when there are at least 20 identities.
+    With ``cross_modal=False`` (one modality) the gallery is one random sample per test
+    identity and the identity's other test samples are the probes ("single-shot" gallery).
 
     Returns
     -------
     list of Split
         ``protocol="identification"`` with ``probe_rows`` and ``gallery_rows``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from crossmetric.protocols import identification_splits
+    >>> labels = np.repeat(np.arange(30), 2)
+    >>> sp = identification_splits(labels, n_repeats=2, test_size=10, random_state=0)[0]
+    >>> sp.probe_rows.size, np.unique(labels[sp.gallery_rows]).size
+    (20, 10)
     """
     labels = np.asarray(labels)
     if labels.ndim != 1 or labels.size < 4:
@@ -272,9 +312,29 @@ def identification_splits(labels, n_repeats: int = 10, *, test_size: float | int
         tr_p, tr_y = _pairs_among(train_rows, labels, cross_modal=cross_modal,
                                   n_negatives=n_negatives, max_positives=max_train_positives,
                                   rng=rng)
-        out.append(Split("identification", k, tr_p, tr_y, probe_rows=test_rows,
-                         gallery_rows=test_rows.copy(), seed=int(rng.randint(2**31 - 1))))
+        if cross_modal:
+            probe_rows, gallery_rows = test_rows, test_rows.copy()
+        else:
+            probe_rows, gallery_rows = _single_shot_gallery(test_rows, labels, rng)
+        out.append(Split("identification", k, tr_p, tr_y, probe_rows=probe_rows,
+                         gallery_rows=gallery_rows, seed=int(rng.randint(2**31 - 1))))
     return out
+
+
+def _single_shot_gallery(test_rows: np.ndarray, labels: np.ndarray, rng
+                         ) -> tuple[np.ndarray, np.ndarray]:
+    """Single-modal identification: one random sample of each test identity forms the
+    gallery, the identity's other samples are probes (identities with one test sample are
+    gallery distractors)."""
+    order = test_rows[rng.permutation(test_rows.size)]
+    _, first = np.unique(labels[order], return_index=True)
+    is_gallery = np.zeros(order.size, bool)
+    is_gallery[first] = True
+    probes, gallery = np.sort(order[~is_gallery]), np.sort(order[is_gallery])
+    if probes.size == 0:
+        raise ValueError("single-modal identification needs test identities with at least two "
+                         "samples (one for the gallery, one probe).")
+    return probes, gallery
 
 
 # ---------------------------------------------------------------- shared preprocessing
@@ -286,6 +346,17 @@ class CCAProjection:
     form, :func:`crossmetric.baselines.cca_directions` (also behind :class:`crossmetric.CCA`);
     scikit-learn's NIPALS ``CCA`` needs about a minute for 32 components on the 1,800 digits.
     ``transform`` returns ``((X − x̄) A, (Y − ȳ) B)``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from crossmetric.protocols import CCAProjection
+    >>> rng = np.random.RandomState(0)
+    >>> Z = rng.randn(50, 2)
+    >>> X, Y = Z @ rng.randn(2, 6), Z @ rng.randn(2, 4) + 0.01 * rng.randn(50, 4)
+    >>> proj = CCAProjection(n_components=2).fit(X, Y)
+    >>> bool(proj.correlations_.min() > 0.99)
+    True
     """
 
     def __init__(self, n_components: int = 32, reg: float = 1e-3):
@@ -379,6 +450,20 @@ def _run_split(name: str, estimator, X: np.ndarray, Y: np.ndarray, split: Split,
     return out
 
 
+def _with_progress(outputs, names: list[str]):
+    """Yield ``outputs`` under a tqdm bar that names the method being fitted next."""
+    from tqdm.auto import tqdm
+
+    with tqdm(total=len(names), desc="benchmark", unit="fit") as bar:
+        if names:
+            bar.set_postfix_str(names[0], refresh=False)
+        for i, out in enumerate(outputs):
+            if i + 1 < len(names):
+                bar.set_postfix_str(names[i + 1], refresh=False)
+            bar.update(1)
+            yield out
+
+
 def _verification_extras(est, Xs: np.ndarray, Ys: np.ndarray, split: Split,
                          options: dict) -> dict:
     """The LFW-style accuracy and, for a fold of samples, VR@FPR over all its cross pairs.
@@ -438,6 +523,19 @@ class BenchmarkResult:
         ``ConvergenceWarning`` when a short schedule stops at ``max_iter``).
     methods : list of str
         Display names in the order given.
+
+    Examples
+    --------
+    >>> from crossmetric.protocols import BenchmarkResult
+    >>> res = BenchmarkResult(methods=["PCCA"], summary=[
+    ...     {"method": "PCCA", "measure": "auc", "mean": 0.93, "std": 0.01, "sem": 0.003,
+    ...      "n": 10}])
+    >>> print(res.table())
+    Method            AUC
+    ------  -------------
+    PCCA    0.930 ± 0.010
+    >>> res.value("PCCA", "auc")
+    0.93
     """
 
     records: list = field(default_factory=list)
@@ -455,29 +553,37 @@ class BenchmarkResult:
                 return row[stat]
         raise KeyError(f"no result for method {method!r}, measure {measure!r}.")
 
-    def table(self, measures: Sequence[str] | None = None) -> str:
-        """A paper-style table: one row per method, ``mean ± std`` per measure."""
+    def _grid(self, measures, pm: str = " ± ") -> tuple[list[str], list[str], list[list]]:
+        """Measure keys, column titles and rows ``[method, (text, mean) ...]`` of a table."""
         have = {row["measure"] for row in self.summary}
         measures = [m for m in (measures or TABLE_MEASURES) if m in have]
         by = {(r["method"], r["measure"]): r for r in self.summary}
-        head = ["Method"] + [MEASURES[m][0] if m in MEASURES else m for m in measures]
+        head = [MEASURES[m][0] if m in MEASURES else m for m in measures]
         rows = []
         for meth in self.methods:
             if not any((meth, m) in by for m in measures):
                 continue
-            cells = [meth]
+            cells: list = [meth]
             for m in measures:
                 r = by.get((meth, m))
                 if r is None:
-                    cells.append("-")
+                    cells.append(("-", None))
                     continue
                 scale = MEASURES.get(m, (m, 1.0))[1]
                 digits = 3 if scale == 1.0 and m != "fit_seconds" else 1
                 if m == "fit_seconds":
-                    cells.append(f"{r['mean']:.2f}")
+                    cells.append((f"{r['mean']:.2f}", r["mean"]))
                 else:
-                    cells.append(f"{r['mean'] * scale:.{digits}f} ± {r['std'] * scale:.{digits}f}")
+                    cells.append((f"{r['mean'] * scale:.{digits}f}{pm}"
+                                  f"{r['std'] * scale:.{digits}f}", r["mean"]))
             rows.append(cells)
+        return measures, head, rows
+
+    def table(self, measures: Sequence[str] | None = None) -> str:
+        """A paper-style table: one row per method, ``mean ± std`` per measure."""
+        _, head, grid = self._grid(measures)
+        head = ["Method"] + head
+        rows = [[r[0]] + [c[0] for c in r[1:]] for r in grid]
         widths = [max(len(str(c)) for c in col) for col in zip(head, *rows, strict=False)]
         lines = ["  ".join(h.ljust(w) if i == 0 else h.rjust(w)
                            for i, (h, w) in enumerate(zip(head, widths, strict=True)))]
@@ -485,6 +591,68 @@ class BenchmarkResult:
         for cells in rows:
             lines.append("  ".join(c.ljust(w) if i == 0 else c.rjust(w)
                                    for i, (c, w) in enumerate(zip(cells, widths, strict=True))))
+        return "\n".join(lines)
+
+    @staticmethod
+    def _best(measures, grid) -> list[float | None]:
+        """Best mean of each column (smallest fit time, largest otherwise)."""
+        best = []
+        for k, m in enumerate(measures):
+            vals = [r[k + 1][1] for r in grid if r[k + 1][1] is not None]
+            best.append(None if not vals else (min(vals) if m == "fit_seconds" else max(vals)))
+        return best
+
+    def to_markdown(self, measures: Sequence[str] | None = None, *, bold_best: bool = True
+                    ) -> str:
+        """The table as GitHub Markdown (``mean ± std``; the best of each column in bold).
+
+        Examples
+        --------
+        >>> res = BenchmarkResult(methods=["A"], summary=[
+        ...     {"method": "A", "measure": "auc", "mean": 0.9, "std": 0.01, "sem": 0.003,
+        ...      "n": 10}])
+        >>> print(res.to_markdown())
+        | Method | AUC |
+        |---|---:|
+        | A | **0.900 ± 0.010** |
+        """
+        measures, head, grid = self._grid(measures)
+        best = self._best(measures, grid) if bold_best else [None] * len(measures)
+        lines = ["| Method | " + " | ".join(head) + " |",
+                 "|---|" + "---:|" * len(head)]
+        for r in grid:
+            cells = [f"**{t}**" if b is not None and v == b else t
+                     for (t, v), b in zip(r[1:], best, strict=True)]
+            lines.append(f"| {r[0]} | " + " | ".join(cells) + " |")
+        return "\n".join(lines)
+
+    def to_latex(self, measures: Sequence[str] | None = None, *, caption: str | None = None,
+                 label: str | None = None, bold_best: bool = True) -> str:
+        """The table as a LaTeX ``table`` with ``booktabs`` rules (``\\usepackage{booktabs}``).
+
+        Cells are ``mean $\\pm$ std``; the best of each column is in ``\\textbf``; ``%``, ``_``
+        and ``&`` in names are escaped.
+        """
+        def esc(t: str) -> str:
+            for a, b in (("\\", r"\textbackslash{}"), ("&", r"\&"), ("%", r"\%"),
+                         ("_", r"\_"), ("#", r"\#"), ("$", r"\$")):
+                t = t.replace(a, b)
+            return t
+
+        measures, head, grid = self._grid(measures, pm=" $\\pm$ ")
+        best = self._best(measures, grid) if bold_best else [None] * len(measures)
+        lines = [r"\begin{table}[t]", r"\centering"]
+        if caption:
+            lines.append(rf"\caption{{{esc(caption)}}}")
+        if label:
+            lines.append(rf"\label{{{label}}}")
+        lines += [r"\begin{tabular}{l" + "r" * len(head) + "}", r"\toprule",
+                  "Method & " + " & ".join(esc(h) for h in head) + r" \\", r"\midrule"]
+        for r in grid:
+            cells = [rf"\textbf{{{t}}}" if b is not None and v == b else t
+                     for (t, v), b in zip(r[1:], best, strict=True)]
+            lines.append(esc(r[0]) + " & " + " & ".join(cells) + r" \\")
+        lines += [r"\bottomrule", r"\end{tabular}", r"\end{table}"]
         return "\n".join(lines)
 
     def to_csv(self, path) -> None:
@@ -515,8 +683,50 @@ class BenchmarkResult:
                       "methods": self.methods, "info": self.info})
 
     def to_json(self, path) -> None:
+        """Save everything (summary, records, curves, ...) as JSON; :meth:`load` reads it."""
         with open(path, "w", encoding="utf-8") as fh:
             json.dump(self.to_dict(), fh, indent=1)
+
+    save = to_json
+
+    @classmethod
+    def from_dict(cls, data: Mapping) -> BenchmarkResult:
+        """The inverse of :meth:`to_dict` (curves become arrays again)."""
+        if not isinstance(data, Mapping) or "summary" not in data or "methods" not in data:
+            raise ValueError("data is not a BenchmarkResult dictionary (needs 'summary' and "
+                             "'methods').")
+
+        def nan(v):
+            return float("nan") if v is None else v
+
+        curves = {}
+        for meth, c in (data.get("curves") or {}).items():
+            cc: dict = {}
+            if "roc" in c:
+                cc["roc"] = tuple(np.asarray([nan(v) for v in a], dtype=float)
+                                  for a in c["roc"])
+            if "cmc" in c:
+                cc["cmc"] = np.asarray([nan(v) for v in c["cmc"]], dtype=float)
+            curves[meth] = cc
+        fix = [{k: nan(v) if k in ("mean", "std", "sem", "value") else v for k, v in r.items()}
+               for r in data.get("summary", [])]
+        recs = [{k: nan(v) if k == "value" else v for k, v in r.items()}
+                for r in data.get("records", [])]
+        return cls(records=recs, summary=fix, curves=curves,
+                   skipped=dict(data.get("skipped") or {}), errors=dict(data.get("errors") or {}),
+                   warnings=dict(data.get("warnings") or {}), methods=list(data["methods"]),
+                   info=dict(data.get("info") or {}))
+
+    @classmethod
+    def load(cls, path) -> BenchmarkResult:
+        """Read a result written by :meth:`save` / :meth:`to_json` (``results.json``)."""
+        try:
+            with open(path, encoding="utf-8") as fh:
+                data = json.load(fh)
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise ValueError(f"cannot read a BenchmarkResult from {str(path)!r}: "
+                             f"{' '.join(str(exc).split())}") from None
+        return cls.from_dict(data)
 
 
 def _summarise(records: list[dict], methods: list[str]) -> list[dict]:
@@ -540,7 +750,7 @@ def _summarise(records: list[dict], methods: list[str]) -> list[dict]:
 def run_protocols(estimators: Mapping, dataset: Mapping, *,
                   protocols: Sequence[str] = ("verification", "identification"),
                   n_folds: int = 10, n_repeats: int = 10, n_negatives: int = 1,
-                  max_train_positives: int | None = 2000,
+                  max_train_positives: int | None = 1000,
                   max_test_positives: int | None = 1000, test_size: float | int = 0.3,
                   level: str = "labels", split: str = "auto", unequal_dims: str = "cca",
                   cca_components: int = 32, pca_components=None, max_rank: int = 20,
@@ -558,7 +768,9 @@ def run_protocols(estimators: Mapping, dataset: Mapping, *,
     dataset : Bunch / mapping
         ``X``, ``Y`` (row-aligned views), ``labels``; optionally ``instance`` and ``images_x``,
         ``images_y`` (used by image learners such as ``DeepGSM``; a dataset without images
-        records them in ``skipped``).
+        records them in ``skipped``). Without ``Y`` (missing or ``None``) the data has one
+        modality: verification pairs are drawn within ``X`` and identification uses a
+        single-shot gallery (:func:`identification_splits` with ``cross_modal=False``).
     protocols : sequence of {"verification", "identification"}
     n_folds : int, default=10
         Verification folds (:func:`verification_splits`).
@@ -567,7 +779,8 @@ def run_protocols(estimators: Mapping, dataset: Mapping, *,
     n_negatives : int, default=1
         Negative training pairs per positive (the papers' n⁻).
     max_train_positives, max_test_positives : int or None
-        Caps on the positives drawn per split (class-level labels make quadratically many).
+        Caps on the positives drawn per split (class-level labels make quadratically many);
+        1000 each by default, as `crossmetric benchmark` (the CLI takes its defaults from here).
     test_size : float or int, default=0.3
         Identification test set (fraction or count of identities / rows).
     level : {"labels", "instance"}, default="labels"
@@ -601,6 +814,20 @@ def run_protocols(estimators: Mapping, dataset: Mapping, *,
     Returns
     -------
     BenchmarkResult
+
+    Examples
+    --------
+    >>> from crossmetric import Euclidean, PCCA
+    >>> from crossmetric.datasets import make_cross_modal
+    >>> from crossmetric.protocols import run_protocols
+    >>> data = make_cross_modal(150, n_classes=15, n_features_x=6, n_features_y=6,
+    ...                         random_state=0)
+    >>> res = run_protocols({"Euclidean": Euclidean(), "PCCA": PCCA(n_components=4)}, data,
+    ...                     n_folds=2, n_repeats=1)
+    >>> res.methods
+    ['Euclidean', 'PCCA']
+    >>> bool(res.value("PCCA", "auc") > res.value("Euclidean", "auc"))
+    True
     """
 
     for p in protocols:
@@ -615,11 +842,13 @@ def run_protocols(estimators: Mapping, dataset: Mapping, *,
         raise ValueError(f"level must be 'labels' or 'instance', got {level!r}.")
     if not estimators:
         raise ValueError("estimators is empty; give at least one name -> estimator.")
-    for key in ("X", "Y", "labels"):
+    for key in ("X", "labels"):
         if key not in dataset:
             raise ValueError(f"dataset must provide {key!r}.")
     X = as_float_array(dataset["X"], "dataset X", ndim=2)
-    Y = as_float_array(dataset["Y"], "dataset Y", ndim=2)
+    # no Y: one modality -- pairs and matches are drawn within X (documented above)
+    cross_modal = dataset.get("Y") is not None
+    Y = as_float_array(dataset["Y"], "dataset Y", ndim=2) if cross_modal else X
     if level == "instance" and "instance" not in dataset:
         raise ValueError("level='instance' needs dataset['instance'].")
     labels = np.asarray(dataset["labels"] if level == "labels" else dataset["instance"])
@@ -633,17 +862,20 @@ def run_protocols(estimators: Mapping, dataset: Mapping, *,
     rng = check_random_state(random_state)
     result = BenchmarkResult()
     result.info = {"n_samples": int(X.shape[0]), "dims": [int(X.shape[1]), int(Y.shape[1])],
+                   "cross_modal": cross_modal,
                    "level": level, "n_folds": n_folds, "n_repeats": n_repeats,
                    "protocols": list(protocols)}
 
     splits: list[Split] = []
     if "verification" in protocols:
-        splits += verification_splits(labels, n_folds, n_negatives=n_negatives,
+        splits += verification_splits(labels, n_folds, cross_modal=cross_modal,
+                                      n_negatives=n_negatives,
                                       max_train_positives=max_train_positives,
                                       max_test_positives=max_test_positives, split=split,
                                       random_state=rng)
     if "identification" in protocols:
         splits += identification_splits(labels, n_repeats, test_size=test_size,
+                                         cross_modal=cross_modal,
                                          n_negatives=n_negatives,
                                          max_train_positives=max_train_positives,
                                          split=split, random_state=rng)
@@ -696,9 +928,7 @@ def _execute(result: BenchmarkResult, estimators: Mapping, X: np.ndarray, Y: np.
         warnings.filterwarnings("ignore", message="A worker stopped while some jobs")
         outputs = parallel(jobs)
         if progress:
-            from tqdm.auto import tqdm
-
-            outputs = tqdm(outputs, total=len(tasks), desc="benchmark", unit="fit")
+            outputs = _with_progress(outputs, [t[0] for t in tasks])
         outputs = list(outputs)
 
     rocs: dict[str, list] = {}
@@ -763,6 +993,19 @@ progress, on_error :
     Returns
     -------
     BenchmarkResult
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from crossmetric import Euclidean, make_pairs
+    >>> from crossmetric.protocols import run_pair_folds
+    >>> rng = np.random.RandomState(0)
+    >>> labels = np.repeat(np.arange(10), 4)
+    >>> X = labels[:, None] + 0.3 * rng.randn(40, 2)
+    >>> pairs, y = make_pairs(labels, random_state=0)
+    >>> res = run_pair_folds({"Euclidean": Euclidean()}, X, pairs=pairs, y=y, n_folds=3)
+    >>> bool(res.value("Euclidean", "auc") > 0.9), res.info["n_folds"]
+    (True, 3)
     """
     if not estimators:
         raise ValueError("estimators is empty; give at least one name -> estimator.")

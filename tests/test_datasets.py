@@ -1,6 +1,7 @@
 """Loaders: embedded digits views, mfeat, LFW pairs.txt, generic files, synthetic data."""
 
 import os
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -200,7 +201,7 @@ def test_load_features_formats(tmp_path):
     with pytest.raises(ValueError, match="not found"):
         load_features(tmp_path / "missing.npy")
     (tmp_path / "bad.csv").write_text("1,2\n3,x\n")
-    with pytest.raises(ValueError, match="CSV"):
+    with pytest.raises(ValueError, match="line 2: 'x' is not a number"):
         load_features(tmp_path / "bad.csv")
 
 
@@ -233,3 +234,67 @@ def test_make_cross_modal_latent_structure():
     assert nn.X.min() >= 0 and nn.Y.min() >= 0
     with pytest.raises(ValueError, match="n_classes"):
         make_cross_modal(5, n_classes=10)
+
+
+# ------------------------------------------------------------- text formats (issue 11)
+def test_pairs_csv_with_bom_keeps_first_pair(tmp_path):
+    p = tmp_path / "bom.csv"
+    p.write_bytes("\ufeff0,1,1\n2,3,-1\n".encode())
+    pairs, y = load_pairs(p)
+    np.testing.assert_array_equal(pairs, [[0, 1], [2, 3]])
+    np.testing.assert_array_equal(y, [1, -1])
+    p.write_bytes("\ufeffi,j,label\n0,1,1\n".encode())
+    assert load_pairs(p)[0].tolist() == [[0, 1]]
+
+
+def test_typo_in_first_row_is_not_a_header(tmp_path):
+    p = tmp_path / "typo.csv"
+    p.write_text("5,3,l\n0,1,1\n")
+    with pytest.raises(ValueError, match="line 1: 'l' is not a number"):
+        load_pairs(p)
+    p.write_text("0,1,1\n0,2,x\n")
+    with pytest.raises(ValueError, match="line 2"):
+        load_pairs(p)
+    p.write_text("0,1,1\n0,2\n")
+    with pytest.raises(ValueError, match="line 2: 2 fields"):
+        load_pairs(p)
+
+
+def test_whitespace_text_uci_layout(tmp_path):
+    A = np.arange(12, dtype=float).reshape(4, 3) / 7
+    np.savetxt(tmp_path / "feat", A)  # no extension, spaces (as mfeat-fou)
+    np.savetxt(tmp_path / "feat.txt", A, delimiter="\t")
+    for name in ("feat", "feat.txt"):
+        np.testing.assert_allclose(load_features(tmp_path / name), A)
+    home = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "mfeat"
+    if (home / "mfeat-fou").is_file():
+        F = load_features(home / "mfeat-fou")
+        assert F.shape == (2000, 76)
+
+
+@pytest.mark.parametrize("content, fragment", [
+    (b"", "is empty"), (b"\n  \n", "is empty"), (b"\x00\x01\x02\x03", "binary"),
+    (b"\xff\xfe\xfa1,2", "not UTF-8"), (b"a,b\n", "no data lines"),
+])
+def test_empty_and_binary_text_files_one_line(tmp_path, content, fragment):
+    p = tmp_path / "f.csv"
+    p.write_bytes(content)
+    with pytest.raises(ValueError, match=fragment) as info:
+        load_features(p)
+    assert "\n" not in str(info.value)
+
+
+def test_load_labels_and_image_list(tmp_path):
+    from crossmetric.datasets import load_image_list, load_labels
+
+    (tmp_path / "l.txt").write_text("label\n3\n1\n3\n")
+    assert load_labels(tmp_path / "l.txt").tolist() == [3, 1, 3]
+    (tmp_path / "s.txt").write_bytes("\ufeffanna\nbob\nanna\n".encode())
+    assert load_labels(tmp_path / "s.txt").tolist() == ["anna", "bob", "anna"]
+    np.save(tmp_path / "l.npy", np.array([1.0, 2.0]))
+    assert load_labels(tmp_path / "l.npy").dtype == np.int64
+    (tmp_path / "two.csv").write_text("1,2\n")
+    with pytest.raises(ValueError, match="one label per line"):
+        load_labels(tmp_path / "two.csv")
+    (tmp_path / "imgs.txt").write_text("A_0001.jpg\n\nB_0002.jpg\n")
+    assert load_image_list(tmp_path / "imgs.txt") == ["A_0001.jpg", "B_0002.jpg"]

@@ -331,3 +331,60 @@ def test_identification_input_errors():
         M.cmc(D, [0, 1, 2], [0, 1, 2, 3], max_rank=0)
     with pytest.raises(ValueError, match="relevant"):
         M.mean_average_precision(D, [0, 0, 0], [1, 1, 1, 1])
+
+
+# ------------------------------------------------------------ accuracy calculator (issue 11)
+def _knn_accuracy_slow(Q, R, ql, rl, same_set):
+    """One query at a time, with the full distance row: the obvious version."""
+    out = {"precision_at_1": [], "r_precision": [], "map_at_r": [], "mean_average_precision": []}
+    for i in range(Q.shape[0]):
+        d = ((R - Q[i]) ** 2).sum(1)
+        idx = [j for j in np.argsort(d, kind="stable") if not (same_set and j == i)]
+        rel = np.array([rl[j] == ql[i] for j in idx])
+        n_rel = int(rel.sum())
+        if n_rel == 0:
+            continue
+        prec = np.cumsum(rel) / np.arange(1, rel.size + 1)
+        out["precision_at_1"].append(float(rel[0]))
+        out["r_precision"].append(rel[:n_rel].mean())
+        out["map_at_r"].append(float((prec[:n_rel] * rel[:n_rel]).sum() / n_rel))
+        out["mean_average_precision"].append(float((prec * rel).sum() / n_rel))
+    return {k: float(np.mean(v)) for k, v in out.items()}
+
+
+@pytest.mark.parametrize("same_set", [False, True])
+def test_knn_accuracy_matches_slow_version_blockwise(same_set):
+    from crossmetric.metrics import knn_accuracy
+
+    rng = np.random.default_rng(0)
+    Q = rng.standard_normal((37, 3))
+    ql = rng.integers(0, 5, 37)
+    if same_set:
+        R, rl = Q, ql
+    else:
+        R, rl = rng.standard_normal((41, 3)), rng.integers(0, 6, 41)
+    want = _knn_accuracy_slow(Q, R, ql, rl, same_set)
+    for block in (None, 1, 7):
+        got = knn_accuracy(Q, R, ql, rl, same_set=same_set, block_rows=block)
+        for k, v in want.items():
+            assert got[k] == pytest.approx(v, rel=1e-12), (k, block)
+    # agrees with the distance-matrix functions (continuous distances: no ties)
+    D = ((Q[:, None, :] - R[None]) ** 2).sum(-1)
+    got = knn_accuracy(Q, R, ql, rl, same_set=same_set)
+    assert got["mean_average_precision"] == pytest.approx(
+        M.mean_average_precision(D, ql, rl, same_set=same_set), rel=1e-12)
+    if not same_set:
+        keep = np.isin(ql, rl)
+        assert got["precision_at_1"] == pytest.approx(
+            M.nearest_neighbor_accuracy(D[keep], ql[keep], rl), rel=1e-12)
+
+
+def test_knn_accuracy_errors():
+    from crossmetric.metrics import knn_accuracy
+
+    with pytest.raises(ValueError, match="columns"):
+        knn_accuracy(np.zeros((2, 2)), np.zeros((2, 3)), [0, 1], [0, 1])
+    with pytest.raises(ValueError, match="no query"):
+        knn_accuracy(np.zeros((2, 2)), np.ones((2, 2)), [0, 1], [2, 3])
+    with pytest.raises(ValueError, match="same_set"):
+        knn_accuracy(np.zeros((2, 2)), np.ones((3, 2)), [0, 1], [0, 1, 1], same_set=True)

@@ -219,8 +219,8 @@ def test_runner_input_errors(data):
         run_protocols({"e": Euclidean()}, data, protocols=("speed",))
     with pytest.raises(ValueError, match="estimators"):
         run_protocols({}, data)
-    with pytest.raises(ValueError, match="'Y'"):
-        run_protocols({"e": Euclidean()}, {"X": data.X, "labels": data.labels})
+    with pytest.raises(ValueError, match="'X'"):
+        run_protocols({"e": Euclidean()}, {"Y": data.X, "labels": data.labels})
     bad = dict(data)
     bad["labels"] = data.labels[:-1]
     with pytest.raises(ValueError, match="same number of rows"):
@@ -303,6 +303,83 @@ def test_runner_on_a_local_cluster_of_processes_identical(data):
     assert set(files.values()) == {__import__("crossmetric").__file__}  # this checkout's code
     assert len(set(pids.values())) == 2 and __import__("os").getpid() not in pids.values()
     assert _summary(local) == _summary(remote)
+
+
+def test_single_modal_dataset_without_y():
+    """No Y: pairs within X (no self pairs), single-shot gallery disjoint from the probes."""
+    from crossmetric.datasets import make_cross_modal
+    from crossmetric.protocols import identification_splits, verification_splits
+
+    d = make_cross_modal(200, n_classes=20, random_state=0)
+    for sp in verification_splits(d.labels, 3, cross_modal=False, random_state=0):
+        assert np.all(sp.train_pairs[:, 0] != sp.train_pairs[:, 1])
+        assert np.all(sp.test_pairs[:, 0] != sp.test_pairs[:, 1])
+    for sp in identification_splits(d.labels, 2, cross_modal=False, random_state=0):
+        assert not np.intersect1d(sp.probe_rows, sp.gallery_rows).size
+        # one gallery sample per test identity, every probe identity in the gallery
+        g = d.labels[sp.gallery_rows]
+        assert np.unique(g).size == g.size
+        assert np.isin(d.labels[sp.probe_rows], g).all()
+    res = run_protocols({"Euclidean": Euclidean()}, {"X": d.X, "labels": d.labels},
+                        n_folds=3, n_repeats=2, n_jobs=1)
+    assert res.info["cross_modal"] is False
+    assert 0.5 < res.value("Euclidean", "auc") <= 1.0
+    assert 0.0 < res.value("Euclidean", "rank1") <= 1.0
+
+
+def test_benchmark_result_save_load_markdown_latex(tmp_path):
+    from crossmetric.datasets import make_cross_modal
+    from crossmetric.protocols import BenchmarkResult
+
+    d = make_cross_modal(150, n_classes=15, random_state=1)
+    res = run_protocols({"Eu_clid": Euclidean()}, {"X": d.X, "Y": d.X + 0.1, "labels": d.labels},
+                        n_folds=2, n_repeats=1, n_jobs=1)
+    res.save(tmp_path / "r.json")
+    back = BenchmarkResult.load(tmp_path / "r.json")
+    assert back.methods == res.methods and back.summary == res.summary
+    assert back.records == res.records and back.info == res.info
+    np.testing.assert_allclose(back.curves["Eu_clid"]["roc"][1], res.curves["Eu_clid"]["roc"][1])
+    np.testing.assert_allclose(back.curves["Eu_clid"]["cmc"], res.curves["Eu_clid"]["cmc"])
+    assert back.table() == res.table()
+    md = res.to_markdown().splitlines()
+    assert md[0].startswith("| Method | AUC |") and md[2].startswith("| Eu_clid | **")
+    tex = res.to_latex(caption="digits 10%")
+    assert r"Eu\_clid" in tex and r"$\pm$" in tex and r"\toprule" in tex
+    assert r"10\%" in tex and tex.count(r"\\") == 2  # header + one method row
+    with pytest.raises(ValueError, match="BenchmarkResult"):
+        (tmp_path / "bad.json").write_text("{not json")
+        BenchmarkResult.load(tmp_path / "bad.json")
+
+
+def test_progress_bar_names_the_method_being_fitted(monkeypatch):
+    import tqdm.auto
+
+    from crossmetric.protocols import _with_progress
+
+    seen = []
+
+    class _Bar:
+        def __init__(self, total, **kw):
+            self.total = total
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+        def set_postfix_str(self, text, refresh=True):
+            self.text = text
+
+        def update(self, n):
+            seen.append(self.text)
+
+    monkeypatch.setattr(tqdm.auto, "tqdm", _Bar)
+    names = ["A", "A", "B", "C"]
+    outputs = list(_with_progress(iter(range(4)), names))
+    assert outputs == [0, 1, 2, 3]
+    # after unit i finishes the bar names the method of unit i + 1 (the one now running)
+    assert seen == ["A", "B", "C", "C"]
 
 
 # ---------------------------------------------------- issue 10 item 12: honest verification

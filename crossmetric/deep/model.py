@@ -38,7 +38,12 @@ from sklearn.utils.validation import check_is_fitted
 from tqdm.auto import tqdm
 
 from crossmetric._base import CrossModalMixin, PairData
-from crossmetric._checks import as_float_array, check_positive_int, check_positive_scalar
+from crossmetric._checks import (
+    as_float_array,
+    check_positive_int,
+    check_positive_scalar,
+    user_stacklevel,
+)
 from crossmetric.deep.augment import make_augmentation
 from crossmetric.deep.data import (
     CrossDomainIdentitySampler,
@@ -287,6 +292,18 @@ class DeepGSM(CrossModalMixin, BaseEstimator):
         Seconds spent in the training loop by the last ``fit``.
     threshold_ : float
         Decision threshold on S̃ calibrated on the training pairs.
+
+    Examples
+    --------
+    >>> from crossmetric import DeepGSM, make_pairs
+    >>> from crossmetric.datasets import load_digits_views
+    >>> data = load_digits_views()
+    >>> X, Y, labels = data.images_x[:100], data.images_y[:100], data.labels[:100]
+    >>> pairs, y = make_pairs(labels, labels, max_positives=200, random_state=0)
+    >>> model = DeepGSM(hidden_units=16, n_identities=10, n_images_x=2, n_images_y=2,
+    ...                 max_iter=10, device="cpu", random_state=0, preprocessor=(X, Y))
+    >>> model.fit(pairs, y).cross_distance(X[:2], Y[:3]).shape
+    (2, 3)
     """
 
     _sample_ndim = 2
@@ -557,14 +574,14 @@ class DeepGSM(CrossModalMixin, BaseEstimator):
                 warnings.warn(
                     f"{n_conflicts} pair label(s) disagree with groups (a +1 pair across two "
                     "groups or a -1 pair within one); DeepGSM's batch generator follows groups.",
-                    UserWarning, stacklevel=3)
+                    UserWarning, stacklevel=user_stacklevel())
         else:
             ids_x, ids_y, n_conflicts = identities_from_pairs(X.shape[0], Y.shape[0], ix, iy, y)
             if n_conflicts:
                 warnings.warn(
                     f"{n_conflicts} pair(s) labelled -1 join images that positive pairs put in "
                     "one identity; DeepGSM's batch generator treats them as the same identity.",
-                    UserWarning, stacklevel=3,
+                    UserWarning, stacklevel=user_stacklevel(),
                 )
             share = pair_completeness(ids_x, ids_y, ix, iy, y)
             if share < 1.0:
@@ -575,7 +592,8 @@ class DeepGSM(CrossModalMixin, BaseEstimator):
                     "same-identity pairs within them: the pairs look sampled, so these "
                     "identities may be fragments of fewer classes, and the batch generator "
                     "would treat images of one class as negatives. Pass the identity labels: "
-                    "fit(pairs, y, groups=(ids_x, ids_y)).", UserWarning, stacklevel=3)
+                    "fit(pairs, y, groups=(ids_x, ids_y)).", UserWarning,
+                    stacklevel=user_stacklevel())
         self._train_and_set(X, ids_x, Y, ids_y)
 
     @staticmethod
@@ -676,7 +694,7 @@ class DeepGSM(CrossModalMixin, BaseEstimator):
             warnings.warn(
                 f"DeepGSM: max_iter={self.max_iter} iterations reached before the objective "
                 f"levelled off (tol={self.tol}); increase max_iter.",
-                ConvergenceWarning, stacklevel=3,
+                ConvergenceWarning, stacklevel=user_stacklevel(),
             )
 
     def _spawn(self, args) -> dict:

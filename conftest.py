@@ -1,0 +1,25 @@
+"""Doctest collection of the package (``--doctest-modules``; pyproject's pytest options).
+
+Modules that need an optional dependency are left out when it is not installed, so that the
+default suite runs on the core install too; ``python -m crossmetric`` (``__main__``) runs the
+command line on import and is never collected. Doctests run single-threaded (BLAS and torch)
+to stay fast on a shared machine.
+"""
+
+import importlib.util
+import os
+
+for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
+
+collect_ignore = ["crossmetric/__main__.py"]
+_OPTIONAL = {
+    "torch": ["crossmetric/deep"],
+    "faiss": ["crossmetric/retrieval.py"],
+    "skimage": ["crossmetric/features.py", "crossmetric/_image_folder.py"],
+    "PIL": ["crossmetric/_image_folder.py"],
+    "dask": [],
+}
+for _module, _paths in _OPTIONAL.items():
+    if importlib.util.find_spec(_module) is None:
+        collect_ignore += _paths
