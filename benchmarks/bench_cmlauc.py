@@ -17,10 +17,11 @@ training pairs, 1,000 + 1,000 test pairs), each view reduced by PCA to 32 dimens
 training rows; ``CMLAUC()`` with its defaults (CML_AUC) and ``fpr_range=(0, 0.1)`` (CML_pAUC).
 Target: CML_AUC held-out AUC >= 0.92 within the default ``max_iter``, no ConvergenceWarning.
 
-Run: ``python benchmarks/bench_cmlauc.py [--part speed|convergence|all]`` (prints JSON). ``CMLAUC`` itself runs its
-iterations with single-threaded BLAS at this size (``crossmetric.auc.SINGLE_THREAD_MAX_DIM``):
-on a shared, loaded machine multi-threaded OpenBLAS spins and a 400 × 400 ``eigh`` took up to
-50× longer. ``fit_cpu_s`` next to ``fit_s`` shows how much of the wall time was contention.
+Run: ``python benchmarks/bench_cmlauc.py [--part speed|convergence|all]`` (prints JSON).
+``CMLAUC`` itself runs its iterations with single-threaded BLAS at this size
+(``crossmetric.auc.SINGLE_THREAD_MAX_DIM``): on a shared, loaded machine multi-threaded
+OpenBLAS spins and a 400 × 400 ``eigh`` took up to 50× longer. ``fit_cpu_s`` next to ``fit_s``
+shows how much of the wall time was contention.
 """
 
 from __future__ import annotations

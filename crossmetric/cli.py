@@ -182,14 +182,18 @@ def cmd_benchmark(args) -> int:
             print(f"{name:10s} {spec.display:10s} "
                   f"{'available' if status is None else 'NOT AVAILABLE: ' + status}")
             print(f"{'':10s} {spec.params}  -- {spec.note}")
+            if spec.grid:
+                print(f"{'':10s} --tune grid: {spec.grid}")
         return 0
+    if args.tune_folds < 2:
+        raise CLIError(f"--tune-folds must be >= 2, got {args.tune_folds}.")
     for opt in ("folds", "repeats"):
         if getattr(args, opt) < (2 if opt == "folds" else 1):
             raise CLIError(f"--{opt} must be >= {2 if opt == 'folds' else 1}, "
                            f"got {getattr(args, opt)}.")
     names = _method_list(args.methods)
     dataset, description = _load_dataset(args.dataset, args.data_home)
-    estimators, pca = {}, {}
+    estimators, pca, grids = {}, {}, {}
     for name in names:
         status = method_status(name)
         if status is not None:
@@ -198,6 +202,8 @@ def cmd_benchmark(args) -> int:
         estimators[METHODS[name].display] = make_estimator(name)
         if METHODS[name].pca_components is not None:
             pca[METHODS[name].display] = METHODS[name].pca_components
+        if args.tune and METHODS[name].grid:
+            grids[METHODS[name].display] = METHODS[name].grid
     if not estimators:
         raise CLIError("none of the requested methods is available.")
     try:
@@ -219,7 +225,7 @@ def cmd_benchmark(args) -> int:
             max_train_positives=args.max_train_positives, level=args.level,
             pca_components=pca,
             n_jobs=args.n_jobs, random_state=args.seed, progress=not args.no_progress,
-            on_error="record")
+            on_error="record", param_grids=grids or None, tune_folds=args.tune_folds)
     except ValueError as exc:
         raise CLIError(_one_line(exc)) from None
     elapsed = time.perf_counter() - t0
@@ -243,6 +249,14 @@ def cmd_benchmark(args) -> int:
                      "training pairs, 32 dims), as the CML-AUC paper's -C rows")
     for note in notes:
         print(f"  {note}")
+    if result.info.get("tuned"):
+        from crossmetric.model_selection import describe_choices
+
+        print(f"\nhyper-parameters chosen by {args.tune_folds}-fold inner cross-validation on "
+              f"each split's training objects (folds grouped by "
+              f"{result.info['tuning']['group']}); most frequent value (splits):")
+        for meth, runs in result.info["tuned"].items():
+            print(f"  {meth}: {describe_choices([r['params'] for r in runs])}")
     out = args.out
     result.to_csv(os.path.join(out, "results.csv"))
     result.to_json(os.path.join(out, "results.json"))
@@ -449,6 +463,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="output folder (default ./crossmetric-results)")
     b.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     b.add_argument("--list", action="store_true", help="list the methods and their settings")
+    b.add_argument("--tune", action="store_true",
+                   help="choose each method's hyper-parameters from its registry grid by "
+                        "inner cross-validation on every split's training objects (folds "
+                        "grouped by identity); costs (grid size x tune folds + 1) fits per "
+                        "split, so it is off by default")
+    b.add_argument("--tune-folds", type=int, default=3,
+                   help="inner cross-validation folds of --tune (default 3)")
     b.set_defaults(func=cmd_benchmark)
 
     f = sub.add_parser("fit", help="fit a method on labelled pairs and save the model")

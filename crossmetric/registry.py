@@ -43,6 +43,10 @@ class MethodSpec:
     pca_components : int or None
         The benchmark reduces each view by PCA to this many dimensions before fitting this
         method (as the CML-AUC paper does before its learners, §IV-A); ``None``: raw features.
+    grid : dict
+        Small hyper-parameter grid searched by ``crossmetric benchmark --tune`` (inner
+        cross-validation on each split's training objects, :mod:`crossmetric.model_selection`);
+        empty: nothing to tune (or too costly, see the note).
     """
 
     name: str
@@ -51,52 +55,63 @@ class MethodSpec:
     params: dict = field(default_factory=dict)
     note: str = ""
     pca_components: int | None = None
+    grid: dict = field(default_factory=dict)
 
 
 METHODS: dict[str, MethodSpec] = {s.name: s for s in [
     MethodSpec("euclidean", "Euclidean", "Euclidean", {},
                "untrained squared Euclidean distance (the floor)"),
     MethodSpec("pcca", "PCCA", "PCCA", {"n_components": 32, "max_iter": 300},
-               "linear PCCA, beta=3 (paper); 32 dims, at most 300 iterations"),
+               "linear PCCA, beta=3 (paper); 32 dims, at most 300 iterations",
+               grid={"n_components": [8, 16, 32]}),
     MethodSpec("cmml", "CMML", "CMML", {"n_components": 30, "max_iter": 300},
-               "linear CMML, 30 dims and beta=3 (paper); at most 300 iterations"),
-    MethodSpec("cmlauc", "CML_AUC", "CMLAUC",
-               {"batch_size_pos": 256, "batch_size_neg": 256, "max_iter": 60},
+               "linear CMML, 30 dims and beta=3 (paper); at most 300 iterations",
+               grid={"n_components": [10, 20, 30]}),
+    MethodSpec("cmlauc", "CML_AUC", "CMLAUC", {},
                "full AUC window on PCA-32 views (the paper reduces features by PCA first); "
-               "mini-batches of 256 must-link x 256 cannot-link pairs (Algorithm 1), at most "
-               "60 iterations", pca_components=32),
-    MethodSpec("cmlpauc", "CML_pAUC", "CMLAUC",
-               {"fpr_range": (0.0, 0.1), "batch_size_pos": 256, "batch_size_neg": 256,
-                "max_iter": 60},
-               "pAUC window [0, 0.1] (paper) on PCA-32 views; mini-batches as cmlauc",
-               pca_components=32),
-    MethodSpec("mahaauc", "Maha_AUC", "MahaAUC",
-               {"n_components": 32, "batch_size_pos": 256, "batch_size_neg": 256,
-                "max_iter": 60},
-               "single-modal AUC metric; mini-batches as cmlauc"),
+               "Algorithm 1 with its defaults: all pairs in every batch (the paper's s1 = s2 "
+               "= 1), whitened views, stops on the full objective (about 50 iterations here)",
+               pca_components=32,
+               grid={"gamma": [0.1, 1.0, 4.0], "mu": [1e-5, 1e-3]}),
+    MethodSpec("cmlpauc", "CML_pAUC", "CMLAUC", {"fpr_range": (0.0, 0.1)},
+               "pAUC window [0, 0.1] (paper) on PCA-32 views; otherwise as cmlauc",
+               pca_components=32,
+               grid={"gamma": [0.1, 1.0, 4.0], "mu": [1e-5, 1e-3]}),
+    MethodSpec("mahaauc", "Maha_AUC", "MahaAUC", {"n_components": 32},
+               "single-modal AUC metric (on the CCA views); Algorithm 1 with its defaults",
+               grid={"gamma": [0.1, 1.0, 4.0], "mu": [1e-5, 1e-3]}),
     MethodSpec("ldml", "LDML", "LDML", {"n_components": 32, "max_iter": 100},
-               "low-rank LDML, 32 dims; at most 100 L-BFGS iterations"),
+               "low-rank LDML, 32 dims; at most 100 L-BFGS iterations",
+               grid={"n_components": [8, 16, 32]}),
     MethodSpec("clml", "CLML", "CLML", {"n_clusters": 4, "n_components": 32, "max_iter": 100},
-               "4 local metrics of 32 dims (small data); at most 100 iterations"),
+               "4 local metrics of 32 dims (small data); at most 100 iterations",
+               grid={"n_clusters": [1, 2, 4, 8]}),
     MethodSpec("gsm", "GSM", "GSM", {"n_components": 32},
                "generalized similarity on fixed features; 32 dims, early stopping "
-               "(at most 100 epochs)"),
+               "(at most 100 epochs)",
+               grid={"mu": [1e-4, 1e-3, 1e-2]}),
     MethodSpec("deepgsm", "DeepGSM", "DeepGSM",
                {"hidden_units": 64, "n_identities": 10, "n_images_x": 4, "n_images_y": 4,
                 "max_iter": 800, "device": "cpu"},
                "end-to-end GSM on the images; small network (64 units), rounds of 10 "
                "identities x 4 + 4 images, 800 rounds (about 3 s on one CPU core): a short "
-               "schedule, far from the paper's; no time cap, so runs are reproducible"),
+               "schedule, far from the paper's; no time cap, so runs are reproducible; not "
+               "tuned (a grid would multiply its training time)"),
     MethodSpec("cca", "CCA", "CCA", {"n_components": 10, "max_iter": 100, "tol": 1e-3},
-               "CCA common space, 10 components (NIPALS: tol 1e-3, at most 100 iterations)"),
+               "CCA common space, 10 components (NIPALS: tol 1e-3, at most 100 iterations)",
+               grid={"n_components": [5, 10, 20]}),
     MethodSpec("pls", "PLS", "PLS", {"n_components": 10},
-               "PLS common space, 10 components"),
+               "PLS common space, 10 components",
+               grid={"n_components": [5, 10, 20]}),
     MethodSpec("kcca", "KCCA", "KCCA", {"n_components": 10},
-               "kernel CCA (RBF), 10 components"),
+               "kernel CCA (RBF), 10 components",
+               grid={"reg": [0.01, 0.1, 1.0], "n_components": [10, 20]}),
     MethodSpec("cdfe", "CDFE", "CDFE", {"n_components": 10},
-               "common discriminant feature extraction, 10 components"),
+               "common discriminant feature extraction, 10 components",
+               grid={"n_components": [5, 10, 20]}),
     MethodSpec("kissme", "KISSME", "KISSME", {},
-               "KISS metric (single-modal)"),
+               "KISS metric (single-modal)",
+               grid={"n_components": [8, 16, None]}),
 ]}
 
 
