@@ -28,6 +28,12 @@ _LAZY = {
     "KCCA": "crossmetric.baselines",
     "CDFE": "crossmetric.baselines",
     "KISSME": "crossmetric.baselines",
+    "KPLS": "crossmetric.baselines",
+    "KCDFE": "crossmetric.baselines",
+    "MvDA": "crossmetric.discriminant",
+    "CSR": "crossmetric.discriminant",
+    "KCSR": "crossmetric.discriminant",
+    "DMLEig": "crossmetric.dml_eig",
     "Euclidean": "crossmetric.baselines",
     "make_pairs": "crossmetric.pairs",
 }

@@ -28,7 +28,8 @@ from sklearn.utils.validation import check_is_fitted
 
 from crossmetric._checks import check_array_2d, check_nonnegative, check_positive_scalar
 
-__all__ = ["KERNELS", "pairwise_kernel", "estimate_gamma", "KernelMap", "HellingerMap"]
+__all__ = ["KERNELS", "pairwise_kernel", "estimate_gamma", "KernelMap", "HellingerMap",
+           "KernelCoordinates"]
 
 KERNELS = ("linear", "rbf", "chi2", "chi2_rbf")
 _NEEDS_GAMMA = ("rbf", "chi2_rbf")
@@ -214,3 +215,62 @@ class HellingerMap(TransformerMixin, BaseEstimator):
             s = X.sum(axis=1, keepdims=True)
             X = X / np.where(s > 0, s, 1.0)
         return np.sqrt(X)
+
+
+class KernelCoordinates(TransformerMixin, BaseEstimator):
+    """Exact coordinates of samples in the span of the training samples' feature space.
+
+    With the centred training kernel ``K_c = U S Uᵀ`` (rank ``r``), a sample ``x`` has the
+    coordinates ``z(x) = S^{-1/2} Uᵀ k_c(x)`` in the orthonormal basis of
+    ``span{φ(x_i) − φ̄}`` (kernel PCA, Schölkopf, Smola & Müller 1998), ``k_c(x)`` its centred
+    kernel row. Inner products and Euclidean distances of these coordinates equal those of
+    the centred feature vectors for every training sample, and of the projections onto that
+    span for new samples. A *linear* method run on ``z`` is therefore its kernel version with
+    the weight vectors restricted to the span of the training samples (the representer form
+    ``w = Σ α_i φ(x_i)``): this is how :class:`~crossmetric.baselines.KPLS`,
+    :class:`~crossmetric.baselines.KCDFE` and :class:`~crossmetric.discriminant.KCSR` are built.
+
+    Parameters
+    ----------
+    kernel : {"linear", "rbf", "chi2", "chi2_rbf"}, default="rbf"
+    gamma : float, optional
+        Bandwidth (``None``: estimated at ``fit``, see the module docstring).
+    rtol : float, default=1e-10
+        Eigenvalues below ``rtol · max eigenvalue`` are dropped (numerical rank).
+
+    Attributes
+    ----------
+    kernel_map_ : KernelMap
+    eigenvalues_ : ndarray of shape (r,)
+    projection_ : ndarray of shape (n_train, r)
+        ``U S^{-1/2}``: centred kernel rows → coordinates.
+    """
+
+    def __init__(self, kernel: str = "rbf", *, gamma: float | None = None, rtol: float = 1e-10):
+        self.kernel = kernel
+        self.gamma = gamma
+        self.rtol = rtol
+
+    def fit(self, X, y=None):
+        """Centre and eigendecompose the training kernel."""
+        self.kernel_map_ = KernelMap(self.kernel, gamma=self.gamma).fit(X)
+        K = self.kernel_map_.train_kernel()
+        self.col_mean_ = K.mean(axis=0)
+        self.total_mean_ = float(self.col_mean_.mean())
+        Kc = K - self.col_mean_[None, :] - self.col_mean_[:, None] + self.total_mean_
+        s, U = np.linalg.eigh((Kc + Kc.T) / 2)
+        keep = s > max(s.max(), 0.0) * float(self.rtol)
+        if not keep.any():
+            raise ValueError("the centred training kernel is zero: all training samples "
+                             "coincide in feature space.")
+        self.eigenvalues_ = s[keep][::-1]
+        self.projection_ = U[:, keep][:, ::-1] / np.sqrt(self.eigenvalues_)
+        self.n_features_in_ = self.kernel_map_.n_features_in_
+        return self
+
+    def transform(self, X) -> np.ndarray:
+        """Coordinates ``z(x)`` of each row, shape ``(n_samples, r)``."""
+        check_is_fitted(self)
+        Kr = self.kernel_map_.transform(X)
+        Kr = Kr - self.col_mean_[None, :] - Kr.mean(axis=1, keepdims=True) + self.total_mean_
+        return Kr @ self.projection_

@@ -15,16 +15,20 @@ Ties
 ----
 * ROC-based measures count a tie between a positive and a negative as one half (the ROC polyline
   through tied scores is a straight segment), as Eq. (4) of the CML-AUC paper does.
-* Rank (CMC, rank-r accuracy, 1-call@n): the rank of a probe is ``1 +`` the number of gallery
-  items *strictly* closer than its closest true match, i.e. ties are resolved in favour of the
-  true match (the optimistic convention).
-* Average precision is scikit-learn's :func:`~sklearn.metrics.average_precision_score` of the
-  negated distances: tied items enter the ranking together.
+* Rank measures (CMC, rank-r accuracy, 1-call@n, nearest-neighbour accuracy) and average
+  precision take ``ties="expected"`` by default: items at equal distance are ordered at random
+  and the measure is its expectation over that order, computed exactly (hypergeometric
+  probabilities for ranks, harmonic sums for AP) -- so a collapsed model whose distances are
+  all equal scores chance (rank-1 = 1/n_gallery), never 1. ``"pessimistic"`` (true matches
+  last among equals) and ``"optimistic"`` (first: ties count as wins) are also offered.
+  Without ties the three agree; average precision then equals scikit-learn's
+  :func:`~sklearn.metrics.average_precision_score` of the negated distances.
 """
 
 from __future__ import annotations
 
 import numpy as np
+from scipy.special import digamma, gammaln
 from sklearn.metrics import roc_auc_score, roc_curve
 from sklearn.utils import gen_batches
 
@@ -297,10 +301,23 @@ def _rows_per_block(n_cols: int, block_rows: int | None) -> int:
     return max(1, BLOCK_ELEMENTS // max(1, n_cols))
 
 
-def _block_ranks(D: np.ndarray, pc: np.ndarray, gc: np.ndarray,
-                 self_cols: np.ndarray | None) -> np.ndarray:
-    """Rank of the closest true match of each row of a block (0 where there is none).
+TIES = ("expected", "pessimistic", "optimistic")
 
+
+def _check_ties(ties) -> str:
+    if ties not in TIES:
+        raise ValueError(f"ties must be one of {TIES}, got {ties!r}.")
+    return ties
+
+
+def _block_rank_stats(D: np.ndarray, pc: np.ndarray, gc: np.ndarray,
+                      self_cols: np.ndarray | None) -> np.ndarray:
+    """Where the closest true match of each row of a block sits, as counts ``(c, t, m)``.
+
+    ``c``: items strictly closer than the closest true match; ``t``: other (non-matching) items
+    at exactly that distance; ``m``: true matches at that distance (0 when the row has no true
+    match). The rank is ``c + 1`` with ties won, ``c + t + 1`` with ties lost, and under random
+    tie-breaking the position of the first of ``m`` marked items among ``t + m`` shuffled ones.
     ``self_cols[i]`` (optional) is a column to ignore for row ``i`` (the query itself).
     """
     if not np.isfinite(D).all():
@@ -313,18 +330,90 @@ def _block_ranks(D: np.ndarray, pc: np.ndarray, gc: np.ndarray,
         match[np.arange(D.shape[0]), self_cols] = False
     best = np.min(np.where(match, D, np.inf), axis=1)
     closer = np.count_nonzero(D < best[:, None], axis=1)
-    return np.where(np.isfinite(best), closer + 1, 0)
+    at = D == best[:, None]  # never true on a row without match (best = inf, D finite)
+    m = np.count_nonzero(at & match, axis=1)
+    t = np.count_nonzero(at, axis=1) - m
+    return np.column_stack([closer, t, m]).astype(np.int64)
+
+
+def _log_none_in_first(t: np.ndarray, m: np.ndarray, j: np.ndarray) -> np.ndarray:
+    """``log P(none of m marked items among the first j of t + m shuffled items)``.
+
+    ``P = C(t, j) / C(t + m, j)`` for ``0 <= j <= t`` (the caller keeps ``j`` in that range).
+    """
+    return (gammaln(t + 1) - gammaln(t - j + 1)
+            - gammaln(t + m + 1) + gammaln(t + m - j + 1))
+
+
+def _hit_probability(stats: np.ndarray, n: int, ties: str) -> np.ndarray:
+    """P(rank <= n) of each row of ``stats`` (``(c, t, m)``, see :func:`_block_rank_stats`)."""
+    c, t, m = (stats[:, k].astype(np.float64) for k in range(3))
+    if ties == "optimistic":
+        return ((m > 0) & (c + 1 <= n)).astype(float)
+    if ties == "pessimistic":
+        return ((m > 0) & (c + t + 1 <= n)).astype(float)
+    j = np.clip(n - c, 0, t)  # places of the tied group within the first n
+    p = 1.0 - np.exp(_log_none_in_first(t, np.maximum(m, 1), j))
+    p = np.where(n - c > t, 1.0, p)
+    return np.where((m > 0) & (n > c), p, 0.0)
+
+
+def _rank_histogram(stats: np.ndarray, max_rank: int, ties: str) -> np.ndarray:
+    """Expected number of rows of each rank ``1..max_rank`` (index 0 unused)."""
+    c, t, m = stats[:, 0], stats[:, 1], stats[:, 2]
+    hist = np.zeros(max_rank + 1)
+    ok = m > 0
+    if ties != "expected":
+        r = c + 1 if ties == "optimistic" else c + t + 1
+        r = r[ok & (r <= max_rank)]
+        return hist + np.bincount(r, minlength=max_rank + 1)[: max_rank + 1]
+    exact = ok & (t == 0) & (c < max_rank)
+    hist += np.bincount(c[exact] + 1, minlength=max_rank + 1)[: max_rank + 1]
+    # rows with tied impostors: the first match is at place q = 1..t+1 of the tied group with
+    # probability P(none in first q - 1) · m / (t + m − q + 1); only ranks c + q <= max_rank
+    rows = np.flatnonzero(ok & (t > 0) & (c < max_rank))
+    length = np.minimum(t[rows] + 1, max_rank - c[rows])
+    bounds = np.r_[0, np.cumsum(length)]
+    chunk = 1 << 22
+    start = 0
+    while start < rows.size:
+        stop = int(np.searchsorted(bounds, bounds[start] + chunk, side="right")) - 1
+        stop = max(stop, start + 1)
+        rr, ln = rows[start:stop], length[start:stop]
+        rep = np.repeat(np.arange(rr.size), ln)
+        q = np.arange(rep.size) - np.repeat(np.cumsum(ln) - ln, ln) + 1
+        tt, mm = t[rr][rep].astype(float), m[rr][rep].astype(float)
+        pmf = np.exp(_log_none_in_first(tt, mm, q - 1.0)) * mm / (tt + mm - q + 1.0)
+        hist += np.bincount(c[rr][rep] + q, weights=pmf, minlength=max_rank + 1)[: max_rank + 1]
+        start = stop
+    return hist
+
+
+def _harmonic_diff(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``Σ_{k=a+1}^{b} 1/k = H_b − H_a`` for integer arrays ``0 <= a <= b``."""
+    a, b = np.asarray(a, float), np.asarray(b, float)
+    out = digamma(b + 1.0) - digamma(a + 1.0)
+    one = b - a == 1.0  # the common untied case, exactly
+    return np.where(one, 1.0 / np.maximum(b, 1.0), out)
 
 
 def _block_average_precision(D: np.ndarray, pc: np.ndarray, gc: np.ndarray,
-                             self_cols: np.ndarray | None) -> np.ndarray:
+                             self_cols: np.ndarray | None, ties: str = "expected") -> np.ndarray:
     """Average precision of each row of a block (NaN where no item is relevant).
 
-    For row ``i`` with relevant distances taking distinct values ``u_1 < … < u_J`` (``c_j``
-    relevant items at ``u_j``, ``m`` in all), ``AP = Σ_j (c_j / m) · R_j / N_j`` with
-    ``R_j = Σ_{l<=j} c_l`` and ``N_j = #{items with distance <= u_j}`` -- scikit-learn's
-    step-wise average precision of the scores ``-distance``. ``N_j`` comes from one
-    ``searchsorted`` of the row into the relevant values: O(n log m) per row.
+    For row ``i`` the items fall into groups of equal distance. A group holding ``r > 0`` of the
+    ``M`` relevant items, with ``g`` items in all, ``N`` items and ``R`` relevant items strictly
+    closer, adds to ``M · AP`` the sum of the precisions at its relevant items. Without ties
+    (``g = r = 1``) that is ``(R + 1)/(N + 1)``, scikit-learn's value; with ties it depends on
+    the order inside the group:
+
+    * ``"optimistic"`` (relevant first): ``Σ_{a=1}^{r} (R + a)/(N + a)``;
+    * ``"pessimistic"`` (relevant last): the same with ``N + g − r`` for ``N``;
+    * ``"expected"`` (uniformly random order): ``(r/g) Σ_{k=1}^{g} (R + 1 + (k − 1)(r − 1)/(g − 1))
+      / (N + k)``, the expectation of the precision at place ``k`` given a relevant item there.
+
+    Each is a difference of harmonic numbers (digamma). The groups come from one
+    ``searchsorted`` of the row into the distinct relevant values: O(n log M) per row.
     """
     if not np.isfinite(D).all():
         raise ValueError("distance contains NaN or infinity.")
@@ -335,17 +424,35 @@ def _block_average_precision(D: np.ndarray, pc: np.ndarray, gc: np.ndarray,
     for i in range(D.shape[0]):
         row = D[i]
         rel = row[match[i]]
-        m = rel.size
-        if m == 0:
+        M = rel.size
+        if M == 0:
             continue
-        u, c = np.unique(rel, return_counts=True)
-        # b[k] = number of relevant values strictly below row[k]; item k has d <= u_j iff b <= j
-        b = np.searchsorted(u, row, side="left")
-        n_le = np.cumsum(np.bincount(b, minlength=u.size + 1)[: u.size])
+        u, r = np.unique(rel, return_counts=True)
+        # items with d <= u_j: searchsorted "left" gives b with d <= u_j iff b <= j;
+        # items with d < u_j: "right" gives b with d < u_j iff b <= j
+        n_le = np.cumsum(np.bincount(np.searchsorted(u, row, side="left"),
+                                     minlength=u.size + 1)[: u.size])
+        n_lt = np.cumsum(np.bincount(np.searchsorted(u, row, side="right"),
+                                     minlength=u.size + 1)[: u.size])
         if self_cols is not None:
-            # the query itself (excluded) must not count among the items at or below u_j
-            n_le = n_le - (b[self_cols[i]] <= np.arange(u.size))
-        out[i] = float(np.sum(c * np.cumsum(c) / n_le)) / m
+            # the query itself (excluded) must not be counted among the items
+            q = row[self_cols[i]]
+            n_le = n_le - (q <= u)
+            n_lt = n_lt - (q < u)
+        g = n_le - n_lt
+        N = n_lt
+        R = np.cumsum(r) - r
+        if ties == "optimistic":
+            s = r + (R - N) * _harmonic_diff(N, N + r)
+        elif ties == "pessimistic":
+            B = N + g - r
+            s = r + (R - B) * _harmonic_diff(B, B + r)
+        else:
+            H = _harmonic_diff(N, N + g)
+            slope = np.where(g > 1, (r - 1) / np.maximum(g - 1, 1), 0.0)
+            # Σ_k (R + 1 + (k − 1)·slope)/(N + k) = (R + 1)·H + slope·(g − (N + 1)·H)
+            s = (r / g) * ((R + 1) * H + slope * (g - (N + 1) * H))
+        out[i] = float(np.sum(s)) / M
     return out
 
 
@@ -360,31 +467,33 @@ def _self_columns(same_set: bool, n_probe: int, n_gallery: int, sl: slice) -> np
     return np.arange(sl.start, sl.stop)
 
 
-def _ranks(distance, probe_labels, gallery_labels, *, same_set: bool = False,
-           block_rows: int | None = None) -> np.ndarray:
+def _rank_stats(distance, probe_labels, gallery_labels, *, same_set: bool = False,
+                block_rows: int | None = None) -> np.ndarray:
+    """``(c, t, m)`` of every probe (see :func:`_block_rank_stats`), computed blockwise."""
     D = _check_distance(distance)
     n_p, n_g = D.shape
     pc, gc = _label_codes(probe_labels, gallery_labels, n_p, n_g)
-    ranks = np.empty(n_p, dtype=np.int64)
+    stats = np.empty((n_p, 3), dtype=np.int64)
     for sl in gen_batches(n_p, _rows_per_block(n_g, block_rows)):
-        ranks[sl] = _block_ranks(D[sl], pc[sl], gc, _self_columns(same_set, n_p, n_g, sl))
-    return ranks
+        stats[sl] = _block_rank_stats(D[sl], pc[sl], gc, _self_columns(same_set, n_p, n_g, sl))
+    return stats
 
 
-def _cmc_from_ranks(ranks: np.ndarray, max_rank: int) -> np.ndarray:
-    hits = np.bincount(ranks[ranks > 0], minlength=max_rank + 1)[1: max_rank + 1]
-    return np.cumsum(hits) / ranks.size
+def _cmc_from_stats(stats: np.ndarray, max_rank: int, ties: str) -> np.ndarray:
+    return np.cumsum(_rank_histogram(stats, max_rank, ties)[1:]) / stats.shape[0]
 
 
 # ------------------------------------------------------------------------- identification
 def cmc(distance, probe_labels, gallery_labels, max_rank: int | None = None, *,
-        block_rows: int | None = None) -> np.ndarray:
+        block_rows: int | None = None, ties: str = "expected") -> np.ndarray:
     """Cumulative match characteristic (PCCA §4.2, GSM §4).
 
-    ``cmc[r - 1]`` is the fraction of probes whose rank is ``<= r``, where a probe's rank is
-    ``1 +`` the number of gallery items strictly closer than its closest true match (ties in
-    favour of the true match). A probe without any true match in the gallery never counts as
-    recognised (it stays in the denominator).
+    ``cmc[r - 1]`` is the fraction of probes whose rank is ``<= r``, where a probe's rank is the
+    place of its first true match in the gallery sorted by distance. Gallery items tied with
+    that match are ordered as ``ties`` says; with the default ``"expected"`` the value is the
+    expectation over a random order of the tied items (so ``cmc`` may take fractional steps).
+    A probe without any true match in the gallery never counts as recognised (it stays in the
+    denominator).
 
     Parameters
     ----------
@@ -396,70 +505,103 @@ def cmc(distance, probe_labels, gallery_labels, max_rank: int | None = None, *,
         Length of the curve; default ``n_gallery``.
     block_rows : int, optional
         Probe rows per block (default: blocks of about 16 Mi values).
+    ties : {"expected", "pessimistic", "optimistic"}, default="expected"
+        How gallery items at the same distance as the closest true match are ordered:
+        ``"expected"`` takes the expectation over a uniformly random order of the tied items
+        (a model that maps everything to one point scores chance, e.g. rank-1 = 1/n_gallery
+        with one true match per probe); ``"pessimistic"`` puts the true matches last,
+        ``"optimistic"`` first (ties count as wins: the convention before issue 10).
 
     Returns
     -------
     ndarray of shape (max_rank,)
         Non-decreasing, in [0, 1]; ``cmc[0]`` is the rank-1 recognition rate.
     """
+    ties = _check_ties(ties)
     D = _check_distance(distance)
     max_rank = D.shape[1] if max_rank is None else check_positive_int(max_rank, "max_rank")
-    return _cmc_from_ranks(_ranks(D, probe_labels, gallery_labels, block_rows=block_rows),
-                           max_rank)
+    stats = _rank_stats(D, probe_labels, gallery_labels, block_rows=block_rows)
+    return _cmc_from_stats(stats, max_rank, ties)
 
 
 def rank_accuracy(distance, probe_labels, gallery_labels, rank: int = 1, *,
-                  block_rows: int | None = None) -> float:
-    """Rank-``r`` recognition rate: the fraction of probes of rank ``<= r`` (``cmc[r-1]``)."""
+                  block_rows: int | None = None, ties: str = "expected") -> float:
+    """Rank-``r`` recognition rate: the fraction of probes of rank ``<= r`` (``cmc[r-1]``).
+
+    ``ties`` as in :func:`cmc`.
+    """
     rank = check_positive_int(rank, "rank")
-    return float(cmc(distance, probe_labels, gallery_labels, rank, block_rows=block_rows)[-1])
+    ties = _check_ties(ties)
+    stats = _rank_stats(distance, probe_labels, gallery_labels, block_rows=block_rows)
+    return float(np.mean(_hit_probability(stats, rank, ties)))
 
 
 def nearest_neighbor_accuracy(distance, probe_labels, gallery_labels, *,
-                              block_rows: int | None = None) -> float:
+                              block_rows: int | None = None, ties: str = "expected") -> float:
     """Nearest-neighbour accuracy (CMML §4.1): the nearest gallery item has the probe's label.
 
-    Unlike :func:`rank_accuracy` ties are *not* resolved in the probe's favour: the nearest
-    item is the first of the closest ones in gallery order (``argmin``).
+    With several gallery items at the smallest distance, ``ties="expected"`` counts the
+    fraction of them that share the probe's label (the chance that a random pick among them is
+    right), ``"pessimistic"`` counts a hit only when all of them do, ``"optimistic"`` when any
+    does.
     """
+    ties = _check_ties(ties)
     D = _check_distance(distance)
     n_p, n_g = D.shape
     pc, gc = _label_codes(probe_labels, gallery_labels, n_p, n_g)
-    hit = 0
+    hit = 0.0
     for sl in gen_batches(n_p, _rows_per_block(n_g, block_rows)):
-        block = D[sl]
-        if not np.isfinite(block).all():
-            raise ValueError("distance contains NaN or infinity.")
-        hit += int(np.count_nonzero(gc[np.argmin(block, axis=1)] == pc[sl]))
+        hit += float(np.sum(_block_nn_hits(D[sl], pc[sl], gc, ties)))
     return hit / n_p
+
+
+def _block_nn_hits(D: np.ndarray, pc: np.ndarray, gc: np.ndarray, ties: str) -> np.ndarray:
+    if not np.isfinite(D).all():
+        raise ValueError("distance contains NaN or infinity.")
+    at = D == D.min(axis=1, keepdims=True)
+    good = np.count_nonzero(at & (gc[None, :] == pc[:, None]), axis=1)
+    n_at = np.count_nonzero(at, axis=1)
+    if ties == "optimistic":
+        return (good > 0).astype(float)
+    if ties == "pessimistic":
+        return (good == n_at).astype(float)
+    return good / n_at
 
 
 # ------------------------------------------------------------------------------ retrieval
 def average_precision_per_query(distance, query_labels, db_labels, *, same_set: bool = False,
-                                block_rows: int | None = None) -> np.ndarray:
+                                block_rows: int | None = None,
+                                ties: str = "expected") -> np.ndarray:
     """Average precision of every query (NaN for a query without relevant database item).
 
     Relevant = same label. With ``same_set=True`` the database is the query set itself
     (square matrix, query ``i`` = item ``i``) and each query is left out of its own ranking.
+    Database items at equal distance are ordered as ``ties`` says (see :func:`cmc`); without
+    ties every choice equals scikit-learn's ``average_precision_score(relevant, -distance)``.
     """
+    ties = _check_ties(ties)
     D = _check_distance(distance)
     n_q, n_d = D.shape
     qc, dc = _label_codes(query_labels, db_labels, n_q, n_d, ("query_labels", "db_labels"))
     ap = np.empty(n_q)
     for sl in gen_batches(n_q, _rows_per_block(n_d, block_rows)):
         ap[sl] = _block_average_precision(D[sl], qc[sl], dc,
-                                          _self_columns(same_set, n_q, n_d, sl))
+                                          _self_columns(same_set, n_q, n_d, sl), ties)
     return ap
 
 
 def mean_average_precision(distance, query_labels, db_labels, *, same_set: bool = False,
-                           block_rows: int | None = None) -> float:
+                           block_rows: int | None = None, ties: str = "expected") -> float:
     """Mean average precision of a retrieval (CLML §4).
 
-    The mean over queries of scikit-learn's ``average_precision_score(relevant, -distance_row)``
-    (relevant = same label), computed blockwise. Queries without any relevant database item
-    are left out of the mean. ``same_set=True`` (square matrix, query ``i`` = database item
-    ``i``) removes each query from its own database, as when LFW queries search LFW.
+    The mean over queries of the average precision of the database ranked by distance
+    (relevant = same label), computed blockwise. Without tied distances this is scikit-learn's
+    ``average_precision_score(relevant, -distance_row)``; tied items are ordered as ``ties``
+    says (default: the expectation over a random order, so a constant distance gives the
+    chance level, not the precision of the whole database). Queries without any relevant
+    database item are left out of the mean. ``same_set=True`` (square matrix, query ``i`` =
+    database item ``i``) removes each query from its own database, as when LFW queries search
+    LFW.
 
     Raises
     ------
@@ -467,7 +609,7 @@ def mean_average_precision(distance, query_labels, db_labels, *, same_set: bool 
         If no query has a relevant item.
     """
     ap = average_precision_per_query(distance, query_labels, db_labels, same_set=same_set,
-                                     block_rows=block_rows)
+                                     block_rows=block_rows, ties=ties)
     ok = ~np.isnan(ap)
     if not ok.any():
         raise ValueError("no query has a relevant database item (same label); mAP is undefined.")
@@ -475,27 +617,30 @@ def mean_average_precision(distance, query_labels, db_labels, *, same_set: bool 
 
 
 def one_call_at_n(distance, query_labels, db_labels, n: int, *, same_set: bool = False,
-                  block_rows: int | None = None) -> float:
+                  block_rows: int | None = None, ties: str = "expected") -> float:
     """1-call@n (CLML §4): the fraction of queries with at least one correct item in the top n.
 
-    Ties at the n-th place are resolved in favour of the correct item (same rank convention as
-    :func:`cmc`). Queries without any relevant item count as failures.
+    Items tied at the n-th place are ordered as ``ties`` says (see :func:`cmc`; by default the
+    expected value over a random order). Queries without any relevant item count as failures.
     """
     n = check_positive_int(n, "n")
-    ranks = _ranks(distance, query_labels, db_labels, same_set=same_set, block_rows=block_rows)
-    return float(np.mean((ranks > 0) & (ranks <= n)))
+    ties = _check_ties(ties)
+    stats = _rank_stats(distance, query_labels, db_labels, same_set=same_set,
+                        block_rows=block_rows)
+    return float(np.mean(_hit_probability(stats, n, ties)))
 
 
 # --------------------------------------------------------------- report from embeddings
 def identification_report(FX, FY, probe_labels, gallery_labels, *, max_rank: int = 20,
                           ranks=(1, 5, 10, 20), metric: str = "sqeuclidean",
                           same_set: bool = False, block_rows: int | None = None,
-                          with_map: bool = True) -> dict:
+                          with_map: bool = True, ties: str = "expected") -> dict:
     """CMC, rank-r rates and mAP from two embeddings, never holding the full distance matrix.
 
     The distance ``‖FX[i] − FY[j]‖²`` (``metric="sqeuclidean"``, via the expanded form in the
     embeddings' dtype) or ``−⟨FX[i], FY[j]⟩`` (``"neg_dot"``) is computed one probe block at a
-    time, and the block's ranks and average precisions are taken before the next one.
+    time, and the block's ranks and average precisions are taken before the next one. ``ties``
+    as in :func:`cmc` (for every measure).
 
     Returns
     -------
@@ -511,12 +656,13 @@ def identification_report(FX, FY, probe_labels, gallery_labels, *, max_rank: int
     if metric not in ("sqeuclidean", "neg_dot"):
         raise ValueError(f"metric must be 'sqeuclidean' or 'neg_dot', got {metric!r}.")
     max_rank = check_positive_int(max_rank, "max_rank")
+    ties = _check_ties(ties)
     n_p, n_g = FX.shape[0], FY.shape[0]
     pc, gc = _label_codes(probe_labels, gallery_labels, n_p, n_g)
     sq_g = np.einsum("ij,ij->i", FY, FY)
-    all_ranks = np.empty(n_p, dtype=np.int64)
+    stats = np.empty((n_p, 3), dtype=np.int64)
     ap = np.empty(n_p)
-    nn_hit = 0
+    nn_hit = 0.0
     for sl in gen_batches(n_p, _rows_per_block(n_g, block_rows)):
         G = FX[sl] @ FY.T
         if metric == "sqeuclidean":
@@ -528,11 +674,11 @@ def identification_report(FX, FY, probe_labels, gallery_labels, *, max_rank: int
             np.negative(G, out=G)
         self_cols = _self_columns(same_set, n_p, n_g, sl)
         if self_cols is None:
-            nn_hit += int(np.count_nonzero(gc[np.argmin(G, axis=1)] == pc[sl]))
+            nn_hit += float(np.sum(_block_nn_hits(G, pc[sl], gc, ties)))
         if with_map:
-            ap[sl] = _block_average_precision(G, pc[sl], gc, self_cols)
-        all_ranks[sl] = _block_ranks(G, pc[sl], gc, self_cols)
-    curve = _cmc_from_ranks(all_ranks, max(max_rank, max(ranks)))
+            ap[sl] = _block_average_precision(G, pc[sl], gc, self_cols, ties)
+        stats[sl] = _block_rank_stats(G, pc[sl], gc, self_cols)
+    curve = _cmc_from_stats(stats, max(max_rank, max(ranks)), ties)
     out: dict = {"cmc": curve[:max_rank]}
     for r in ranks:
         out[f"rank{r}"] = float(curve[min(r, curve.size) - 1])

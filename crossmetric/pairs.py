@@ -10,11 +10,13 @@ another identity, so every sample that has a positive also takes part in negativ
 from __future__ import annotations
 
 import numpy as np
+from scipy import sparse
+from scipy.sparse.csgraph import connected_components
 from sklearn.utils import check_random_state
 
 from crossmetric._checks import check_positive_int
 
-__all__ = ["make_pairs"]
+__all__ = ["make_pairs", "identities_from_pairs", "group_pair_folds"]
 
 
 def _as_labels(labels, name: str) -> np.ndarray:
@@ -164,3 +166,82 @@ def _negative_pairs(anchors: np.ndarray, cx: np.ndarray, cy: np.ndarray, n_negat
     if todo.size:  # pragma: no cover - only when negatives are nearly exhausted
         raise ValueError("could not draw enough distinct negative pairs; lower n_negatives.")
     return np.column_stack([ai, aj]).astype(np.int64)
+
+
+def identities_from_pairs(n_x: int, n_y: int, ix: np.ndarray, iy: np.ndarray,
+                          y: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
+    """Identity of every row of X and Y: connected components of the positive pairs.
+
+    Rows of X and of Y are the nodes of one bipartite graph; each pair labelled +1 is an edge.
+    Two images are of the same identity when a chain of positive pairs joins them.
+
+    Returns
+    -------
+    ids_x : ndarray of shape (n_x,)
+    ids_y : ndarray of shape (n_y,)
+    n_conflicts : int
+        Pairs labelled −1 whose two images nevertheless fall in one component.
+    """
+    pos = y == 1
+    graph = sparse.coo_matrix(
+        (np.ones(int(pos.sum())), (ix[pos], n_x + iy[pos])), shape=(n_x + n_y, n_x + n_y)
+    )
+    _, comp = connected_components(graph, directed=False)
+    ids_x, ids_y = comp[:n_x], comp[n_x:]
+    neg = ~pos
+    n_conflicts = int(np.sum(ids_x[ix[neg]] == ids_y[iy[neg]]))
+    return ids_x.astype(np.int64), ids_y.astype(np.int64), n_conflicts
+
+
+def group_pair_folds(groups_a, groups_b, n_folds: int = 3, *, random_state=None,
+                     y=None) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Cross-validation folds of pairs that keep groups (samples, identities) apart.
+
+    The groups are dealt at random into ``n_folds`` parts of (nearly) equal group count. For
+    part ``f`` the validation pairs are those whose *two* ends belong to groups of part ``f``
+    and the training pairs those with *neither* end in part ``f``; pairs that join part ``f``
+    to another part are left out of both, so that no sample (or identity) of a validation pair
+    is seen in training -- splitting the pairs themselves would put most validation samples in
+    training pairs too, and model selection would then favour the models that overfit.
+    With ``g`` = the sample indices of the two ends (single-modal pairs), each validation fold
+    holds about ``1/n_folds²`` of the pairs and its training set ``((n_folds − 1)/n_folds)²``.
+
+    Parameters
+    ----------
+    groups_a, groups_b : array-like of shape (n_pairs,)
+        Group of the first and of the second end of every pair (one label space for both,
+        e.g. the sample index for single-modal pairs, a shared identity for cross-modal ones).
+    n_folds : int, default=3
+    random_state : int, RandomState instance or None
+    y : array-like of shape (n_pairs,), optional
+        Pair labels; when given, every validation and training set must hold both labels.
+
+    Returns
+    -------
+    list of (train_index, validation_index)
+        Usable as ``cv=`` of scikit-learn's ``GridSearchCV`` / ``cross_val_score``.
+    """
+    ga, gb = np.asarray(groups_a), np.asarray(groups_b)
+    if ga.ndim != 1 or ga.shape != gb.shape:
+        raise ValueError(f"groups_a and groups_b must be 1-D with one entry per pair, got "
+                         f"shapes {ga.shape} and {gb.shape}.")
+    n_folds = check_positive_int(n_folds, "n_folds", minimum=2)
+    names, codes = np.unique(np.r_[ga, gb], return_inverse=True)
+    if names.size < n_folds:
+        raise ValueError(f"n_folds={n_folds} exceeds the {names.size} groups of the pairs.")
+    rng = check_random_state(random_state)
+    part = rng.permutation(names.size) % n_folds
+    pa, pb = part[codes[: ga.size]], part[codes[ga.size:]]
+    folds = []
+    for f in range(n_folds):
+        val = np.flatnonzero((pa == f) & (pb == f))
+        train = np.flatnonzero((pa != f) & (pb != f))
+        if y is not None:
+            yy = np.asarray(y)
+            for idx, what in ((val, "validation"), (train, "training")):
+                if np.unique(yy[idx]).size < 2:
+                    raise ValueError(
+                        f"fold {f}: its {what} pairs do not hold both labels once samples are "
+                        f"kept apart ({idx.size} pairs); use fewer folds or more pairs.")
+        folds.append((train, val))
+    return folds

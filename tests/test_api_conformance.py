@@ -19,6 +19,7 @@ SINGLE = {
     "CLML": dict(n_clusters=2, n_components=3, max_iter=30),
     "KISSME": dict(),
     "Euclidean": dict(),
+    "DMLEig": dict(max_iter=50),
 }
 CROSS = {
     "CMML": dict(n_components=3, max_iter=30),
@@ -28,6 +29,11 @@ CROSS = {
     "PLS": dict(n_components=2),
     "KCCA": dict(n_components=2),
     "CDFE": dict(n_components=2),
+    "KPLS": dict(n_components=2),
+    "KCDFE": dict(n_components=2),
+    "MvDA": dict(n_components=2),
+    "CSR": dict(),
+    "KCSR": dict(),
 }
 ALL = {**SINGLE, **CROSS}
 RANDOM = {"PCCA", "MahaAUC", "LDML", "CLML", "CMML", "CMLAUC", "GSM"}

@@ -243,3 +243,76 @@ def test_per_cluster_array_init():
     # a global (n_components, n_features) array is copied to every cluster
     Ls, _, _ = CLML(k, n_components=p, init=init[0])._initial_parameters(k, p, Xu, q, i, j, None, y)
     np.testing.assert_array_equal(Ls, np.repeat(init[:1], k, axis=0))
+
+
+# ------------------------------------------------------------- issue 10 item 7: no leaks
+def test_group_pair_folds_keep_samples_apart():
+    from crossmetric.pairs import group_pair_folds
+
+    rng = np.random.RandomState(0)
+    a, b = rng.randint(0, 60, 500), rng.randint(0, 60, 500)
+    y = np.where(rng.rand(500) < 0.5, 1, -1)
+    folds = group_pair_folds(a, b, 3, random_state=0, y=y)
+    seen_val = []
+    for train, val in folds:
+        s_tr = set(a[train]) | set(b[train])
+        s_val = set(a[val]) | set(b[val])
+        assert not s_tr & s_val and len(val) > 0 and len(train) > 0
+        # every pair with neither end in the fold trains; every pair inside it validates
+        inside = np.isin(a, list(s_val)) & np.isin(b, list(s_val))
+        assert set(val) == set(np.flatnonzero(inside))
+        seen_val.append(s_val)
+    assert not (seen_val[0] & seen_val[1]) and not (seen_val[1] & seen_val[2])
+    assert [v.tolist() for _, v in folds] == [
+        v.tolist() for _, v in group_pair_folds(a, b, 3, random_state=0)]
+    with pytest.raises(ValueError, match="n_folds"):
+        group_pair_folds(a[:2], b[:2], 5)
+    with pytest.raises(ValueError, match="both labels"):
+        group_pair_folds(a, b, 3, y=np.ones(500))
+
+
+def test_clmlcv_validation_pairs_share_no_sample_with_training(digits, monkeypatch):
+    """Regression: CLMLCV used folds of pairs, so validation samples were trained on."""
+    import crossmetric.clml as clml_module
+
+    X, lab, pairs, y = digits
+    events = []
+    fit = clml_module.CLML._fit
+
+    def spy_fit(self, data, yy):
+        events.append(("fit", set(map(tuple, data.X[np.r_[data.ix, data.iy]].round(6)))))
+        return fit(self, data, yy)
+
+    def scoring(est, p, yy):
+        Xu = est.preprocessor
+        events.append(("score", set(map(tuple, Xu[np.unique(p)].round(6)))))
+        return est.score(p, yy)
+
+    monkeypatch.setattr(clml_module.CLML, "_fit", spy_fit)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        CLMLCV((1, 2), n_components=4, cv=3, scoring=scoring, preprocessor=X,
+               random_state=0, max_iter=20).fit(pairs, y)
+    n_checked = 0
+    for (kind_a, fitted), (kind_b, scored) in zip(events, events[1:], strict=False):
+        if kind_a == "fit" and kind_b == "score":
+            assert not fitted & scored
+            n_checked += 1
+    assert n_checked == 6
+
+
+def test_gmm_pca_auto_default():
+    rng = np.random.RandomState(0)
+    X = rng.randn(120, 40)
+    lab = np.repeat(np.arange(6), 20)
+    X[:, :3] += 3 * lab[:, None] % 5
+    pairs, y = make_pairs(lab, max_positives=300, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        m = CLML(3, n_components=4, preprocessor=X, random_state=0, max_iter=20).fit(pairs, y)
+        assert m.gmm_pca_components == "auto" and m.pca_.n_components_ == 32
+        small = CLML(3, n_components=4, preprocessor=X[:, :10], random_state=0,
+                     max_iter=20).fit(pairs, y)
+        assert small.pca_ is None
+    with pytest.raises(ValueError, match="gmm_pca_components"):
+        CLML(3, n_components=4, gmm_pca_components="pca", preprocessor=X).fit(pairs, y)

@@ -375,3 +375,144 @@ def test_gsm_module_does_not_import_torch():
         assert "import torch" not in open(mod.__file__).read()
     else:
         assert "torch" not in sys.modules
+
+
+# ----------------------------------------- issue 10 item 9: sample-based identity batches
+def _instance_task(n=120, seed=0):
+    """Every object an identity with one sample per modality; complete positives."""
+    rng = np.random.RandomState(seed)
+    Z = rng.normal(size=(n, 6))
+    X = np.hstack([Z, rng.normal(size=(n, 4))]) + 0.2 * rng.normal(size=(n, 10))
+    Y = Z @ rng.normal(size=(6, 8)) + 0.2 * rng.normal(size=(n, 8))
+    inst = np.arange(n)
+    pairs, y = make_pairs(inst, inst, n_negatives=5, random_state=seed)
+    return X, Y, pairs, y
+
+
+def test_identity_rounds_cover_identities_without_duplicates():
+    from crossmetric.batches import IdentityRounds
+
+    ids_x = np.repeat(np.arange(10), 3)          # 10 identities, 3 samples each in X
+    ids_y = np.r_[np.repeat(np.arange(10), 2), [99]]  # 2 in Y; identity 99 only in Y
+    rounds = IdentityRounds(ids_x, ids_y, 4, n_images_x=2, n_images_y=5, random_state=0)
+    assert rounds.n_identities == 4 and 99 not in rounds.identities
+    seen = []
+    for bx, by in rounds.epoch() + rounds.epoch():
+        assert np.unique(bx).size == bx.size and np.unique(by).size == by.size
+        assert set(ids_x[bx]) == set(ids_y[by]) and len(set(ids_x[bx])) == 4
+        assert np.all(np.bincount(ids_x[bx]) <= 2) and np.all(np.bincount(ids_y[by]) <= 2)
+        seen.append(bx)
+    counts = np.bincount(np.concatenate(seen), minlength=30)
+    # every X sample drawn, as evenly as the rounds allow
+    assert counts.min() >= 1 and counts.max() - counts.min() <= 2
+    with pytest.raises(ValueError, match="2 identities"):
+        IdentityRounds([0, 1], [0, 5], 2)
+
+
+def test_hardest_negatives_and_all_pairs_match_bruteforce():
+    from crossmetric._gsm_training import all_pairs
+    from crossmetric.batches import hardest_negatives
+
+    rng = np.random.RandomState(1)
+    S = rng.normal(size=(7, 9))
+    same = rng.rand(7, 9) < 0.2
+    keep = hardest_negatives(S, same, 2)
+    ref = np.zeros_like(same)
+    for a in range(7):
+        neg = np.flatnonzero(~same[a])
+        ref[a, neg[np.argsort(S[a, neg])[:2]]] = True
+    for b in range(9):
+        neg = np.flatnonzero(~same[:, b])
+        ref[neg[np.argsort(S[neg, b])[:2]], b] = True
+    np.testing.assert_array_equal(keep, ref)
+    ix, iy, ell, w = all_pairs(same, keep)
+    assert np.isclose(w[ell == -1].sum(), 0.5) and np.isclose(w[ell == 1].sum(), 0.5)
+    got = {(a, b, lab) for a, b, lab in zip(ix, iy, ell, strict=True)}
+    assert got == {(a, b, 1.0) for a, b in np.argwhere(keep)} | {
+        (a, b, -1.0) for a, b in np.argwhere(same)}
+
+
+def test_sample_batch_objective_is_the_all_pairs_sum():
+    from crossmetric._gsm_training import sample_batch_loss_grad
+
+    rng = np.random.RandomState(2)
+    params = random_params("generalized", 3, 5, 4, rng)
+    Xb, Yb = rng.normal(size=(6, 5)), rng.normal(size=(7, 4))
+    same = np.zeros((6, 7), bool)
+    same[np.arange(6), np.arange(6)] = True
+
+    def lg(prm, A, B, ix, iy, ell, w):
+        return gsm_loss_grad(prm, "generalized", -1.9, A, B, ix, iy, ell, w, 0.0)
+
+    loss, _ = sample_batch_loss_grad(lg, params, Xb, Yb, same, None, None)
+    FX, FY, (*_, f) = embedded(params, "generalized", -1.9, 3, Xb, Yb)
+    S = gsm_matrix(FX, FY, f)
+    ref = 0.5 * np.mean(np.maximum(0, 1 + S[same])) + 0.5 * np.mean(np.maximum(0, 1 - S[~same]))
+    assert loss == pytest.approx(ref)
+
+
+def test_batch_mode_auto_uses_identities_when_positives_are_complete(two_views):
+    X, Y, pairs, y = _instance_task()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        m = GSM(4, max_iter=3, random_state=0, preprocessor=(X, Y)).fit(pairs, y)
+        assert m.batch_mode_ == "sample" and m.n_identities_ == 120
+        # class labels with a sample of the positives: components are fragments -> pairs
+        Xd, Yd, labels = two_views
+        cp, cy = make_pairs(labels[:150], labels[:150], max_positives=300, random_state=0)
+        prep = (Xd[:150], Yd[:150])
+        m2 = GSM(4, max_iter=2, random_state=0, preprocessor=prep).fit(cp, cy)
+        assert m2.batch_mode_ == "pair"
+    with pytest.warns(UserWarning, match="fragments"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            GSM(4, max_iter=2, batch_mode="sample", random_state=0,
+                preprocessor=prep).fit(cp, cy)
+
+
+def test_sample_batches_learn_and_hard_negatives_run():
+    X, Y, pairs, y = _instance_task(200)
+    tr = pairs[:, 0] < 150  # the first 150 objects train (their pairs among themselves)
+    tr &= pairs[:, 1] < 150
+    scores = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        for name, kw in (("sample", {}), ("hard", {"hard_negatives": 3})):
+            m = GSM(6, max_iter=60, learning_rate=1e-2, random_state=0, preprocessor=(X, Y),
+                    **kw)
+            m.fit(pairs[tr], y[tr])
+            D = m.cross_distance(X[150:], Y[150:])
+            scores[name] = np.mean(np.argmin(D, axis=1) == np.arange(50))
+    assert scores["sample"] > 0.3 and scores["hard"] > 0.3  # chance: 0.02
+
+
+# ----------------------------------------------------- issue 10 item 3: early stopping
+def test_validation_split_shares_no_sample():
+    from crossmetric._gsm_training import validation_split
+
+    X, Y, pairs, y = _instance_task(100)
+    ids = np.arange(100)
+    tr, va = validation_split(ids, ids, pairs[:, 0], pairs[:, 1], y, 0.2,
+                              np.random.RandomState(0))
+    assert not set(pairs[tr, 0]) & set(pairs[va, 0])
+    assert not set(pairs[tr, 1]) & set(pairs[va, 1])
+    assert 10 <= np.unique(pairs[va, 0]).size <= 30 and set(y[va]) == {-1, 1}
+
+
+def test_early_stopping_keeps_the_best_validation_epoch():
+    X, Y, pairs, y = _instance_task(150)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        m = GSM(6, early_stopping=True, n_iter_no_change=3, max_iter=60, learning_rate=3e-2,
+                random_state=0, preprocessor=(X, Y)).fit(pairs, y)
+    assert len(m.validation_scores_) == m.n_iter_ == len(m.loss_curve_)
+    assert m.best_validation_score_ == max(m.validation_scores_)
+    # it stopped n_iter_no_change epochs after the best one
+    assert int(np.argmax(m.validation_scores_)) + 1 + 3 >= m.n_iter_
+    with pytest.raises(ValueError, match="validation_fraction"):
+        GSM(4, early_stopping=True, validation_fraction=1.5,
+            preprocessor=(X, Y)).fit(pairs, y)
+    with pytest.raises(ValueError, match="batch_mode"):
+        GSM(4, batch_mode="identity", preprocessor=(X, Y)).fit(pairs, y)
+    with pytest.raises(ValueError, match="hard_negatives"):
+        GSM(4, hard_negatives=0, preprocessor=(X, Y)).fit(pairs, y)

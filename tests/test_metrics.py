@@ -1,5 +1,7 @@
 """Every measure against a brute-force or scikit-learn reference on random data."""
 
+import itertools
+
 import numpy as np
 import pytest
 from sklearn.metrics import average_precision_score, roc_auc_score
@@ -146,38 +148,105 @@ def test_verification_report_keys():
 
 
 # ---------------------------------------------------------------------- identification
-def _ranks_bruteforce(D, pl, gl):
-    ranks = []
-    for i in range(D.shape[0]):
-        true = D[i][gl == pl[i]]
-        if true.size == 0:
-            ranks.append(0)
-            continue
-        ranks.append(1 + int(np.sum(D[i] < true.min())))
-    return np.array(ranks)
+def _orders(d, rel, ties):
+    """Every gallery order of one row that the tie convention allows (equal weight each)."""
+    if ties == "optimistic":
+        return [np.lexsort((~rel, d))]
+    if ties == "pessimistic":
+        return [np.lexsort((rel, d))]
+    # every order of the items inside each group of equal distance (a uniform random order
+    # of the tied items), groups in increasing distance
+    groups = [np.flatnonzero(d == v) for v in np.unique(d)]
+    return [np.concatenate(c) for c in itertools.product(
+        *[[np.array(p) for p in itertools.permutations(g)] for g in groups])]
 
 
+def _bruteforce_row(d, rel, ties, n_max):
+    """Mean over the allowed orders of (hit at rank <= r for r = 1..n_max, AP, NN hit)."""
+    hits, aps, nn = [], [], []
+    for order in _orders(d, rel, ties):
+        r = rel[order]
+        first = int(np.argmax(r)) + 1 if r.any() else 10**9
+        hits.append([first <= k for k in range(1, n_max + 1)])
+        if r.any():
+            aps.append(np.sum((np.cumsum(r) / np.arange(1, r.size + 1))[r]) / r.sum())
+        nn.append(r[0])
+    return np.mean(hits, axis=0), (np.mean(aps) if aps else np.nan), np.mean(nn)
+
+
+@pytest.mark.parametrize("ties", ["expected", "pessimistic", "optimistic"])
 @pytest.mark.parametrize("block_rows", [None, 1, 7])
-def test_cmc_with_ties_matches_bruteforce(block_rows):
+def test_rank_measures_with_ties_match_bruteforce_orders(ties, block_rows):
     rng = np.random.default_rng(7)
-    D = rng.integers(0, 6, size=(40, 30)).astype(float)  # many ties
-    pl = rng.integers(0, 8, 40)
-    gl = rng.integers(0, 8, 30)
-    ranks = _ranks_bruteforce(D, pl, gl)
-    curve = M.cmc(D, pl, gl, block_rows=block_rows)
-    ref = np.array([np.mean((ranks > 0) & (ranks <= r)) for r in range(1, 31)])
-    np.testing.assert_allclose(curve, ref)
-    assert M.rank_accuracy(D, pl, gl, rank=3, block_rows=block_rows) == pytest.approx(ref[2])
-    assert M.cmc(D, pl, gl, max_rank=5).shape == (5,)
+    D = rng.integers(0, 3, size=(25, 6)).astype(float)  # many ties; 6! orders per row
+    pl = rng.integers(0, 4, 25)
+    gl = rng.integers(0, 4, 6)
+    rows = [_bruteforce_row(D[i], gl == pl[i], ties, 6) for i in range(25)]
+    ref_cmc = np.mean([h for h, _, _ in rows], axis=0)
+    curve = M.cmc(D, pl, gl, block_rows=block_rows, ties=ties)
+    np.testing.assert_allclose(curve, ref_cmc, atol=1e-12)
+    assert M.rank_accuracy(D, pl, gl, rank=3, block_rows=block_rows,
+                           ties=ties) == pytest.approx(ref_cmc[2])
+    assert M.cmc(D, pl, gl, max_rank=2, ties=ties) == pytest.approx(ref_cmc[:2])
+    for n in (1, 2, 4):
+        assert M.one_call_at_n(D, pl, gl, n, block_rows=block_rows,
+                               ties=ties) == pytest.approx(ref_cmc[n - 1])
+    ap = np.array([a for _, a, _ in rows])
+    got = M.average_precision_per_query(D, pl, gl, block_rows=block_rows, ties=ties)
+    np.testing.assert_allclose(got, ap, atol=1e-12)
+    assert M.mean_average_precision(D, pl, gl, ties=ties) == pytest.approx(np.nanmean(ap))
+    nn = np.mean([h for _, _, h in rows])
+    assert M.nearest_neighbor_accuracy(D, pl, gl, block_rows=block_rows,
+                                       ties=ties) == pytest.approx(nn)
+
+
+def test_collapsed_model_scores_chance():
+    """Issue 10 item 11: all distances equal -> chance, not 1.0 (ties used to count as wins)."""
+    n = 50
+    D = np.zeros((n, n))
+    ids = np.arange(n)
+    assert M.cmc(D, ids, ids)[0] == pytest.approx(1 / n)
+    np.testing.assert_allclose(M.cmc(D, ids, ids), np.arange(1, n + 1) / n)
+    assert M.rank_accuracy(D, ids, ids, rank=5) == pytest.approx(5 / n)
+    assert M.one_call_at_n(D, ids, ids, 1) == pytest.approx(1 / n)
+    assert M.nearest_neighbor_accuracy(D, ids, ids) == pytest.approx(1 / n)
+    # one relevant item at a uniformly random place: E[AP] = mean of 1/k = H_n / n
+    assert M.mean_average_precision(D, ids, ids) == pytest.approx(
+        np.sum(1 / np.arange(1, n + 1)) / n)
+    # class labels, 5 classes of 10: 1-call@1 = 1/5; pessimistic gives 0, optimistic 1
+    lab = np.repeat(np.arange(5), 10)
+    assert M.one_call_at_n(D, lab, lab, 1) == pytest.approx(0.2)
+    assert M.one_call_at_n(D, lab, lab, 1, ties="pessimistic") == 0.0
+    assert M.one_call_at_n(D, lab, lab, 1, ties="optimistic") == 1.0
+    # leaving the query out: 9 relevant among 49
+    assert M.one_call_at_n(D, lab, lab, 1, same_set=True) == pytest.approx(9 / 49)
+    # identification_report on a collapsed embedding
+    F = np.ones((n, 3))
+    rep = M.identification_report(F, F, ids, ids, ranks=(1, 5))
+    assert rep["rank1"] == pytest.approx(1 / n) and rep["rank5"] == pytest.approx(5 / n)
+    assert rep["nn_accuracy"] == pytest.approx(1 / n)
+    with pytest.raises(ValueError, match="ties"):
+        M.cmc(D, ids, ids, ties="random")
 
 
 def test_cmc_tie_convention_hand_example():
-    # probe 0: true match tied with an impostor at distance 1 -> rank 1 (optimistic)
+    # probe 0: true match tied with an impostor at distance 1
     D = np.array([[1.0, 1.0, 3.0]])
-    assert M.cmc(D, [0], [1, 0, 2])[0] == 1.0
-    # nearest-neighbour accuracy takes the first of the tied items (the impostor)
-    assert M.nearest_neighbor_accuracy(D, [0], [1, 0, 2]) == 0.0
-    assert M.nearest_neighbor_accuracy(D, [1], [1, 0, 2]) == 1.0
+    assert M.cmc(D, [0], [1, 0, 2])[0] == 0.5
+    assert M.cmc(D, [0], [1, 0, 2], ties="optimistic")[0] == 1.0
+    assert M.cmc(D, [0], [1, 0, 2], ties="pessimistic")[0] == 0.0
+    assert M.nearest_neighbor_accuracy(D, [0], [1, 0, 2]) == 0.5
+    assert M.nearest_neighbor_accuracy(D, [1], [1, 0, 2], ties="pessimistic") == 0.0
+    assert M.nearest_neighbor_accuracy(D, [1], [1, 0, 2], ties="optimistic") == 1.0
+
+
+def test_cmc_large_tied_block_chunks():
+    # the expected-rank histogram is built in chunks; compare with the closed form
+    n = 3000
+    D = np.zeros((4, n))
+    lab = np.arange(n)
+    curve = M.cmc(D, lab[:4], lab)
+    np.testing.assert_allclose(curve, np.arange(1, n + 1) / n)
 
 
 def test_nearest_neighbor_accuracy_bruteforce():
@@ -188,52 +257,50 @@ def test_nearest_neighbor_accuracy_bruteforce():
     assert M.nearest_neighbor_accuracy(D, pl, gl, block_rows=3) == pytest.approx(ref)
 
 
-@pytest.mark.parametrize("ties", [False, True])
-def test_map_equals_mean_of_sklearn_average_precision(ties):
+@pytest.mark.parametrize("ties", ["expected", "pessimistic", "optimistic"])
+def test_map_without_ties_equals_mean_of_sklearn_average_precision(ties):
     rng = np.random.default_rng(9)
     D = rng.random((30, 25))
-    if ties:
-        D = np.round(D * 4)
     ql, dl = rng.integers(0, 4, 30), rng.integers(0, 4, 25)
     per = [average_precision_score(dl == ql[i], -D[i]) for i in range(30) if (dl == ql[i]).any()]
-    assert M.mean_average_precision(D, ql, dl, block_rows=4) == pytest.approx(np.mean(per))
+    assert M.mean_average_precision(D, ql, dl, block_rows=4,
+                                    ties=ties) == pytest.approx(np.mean(per))
 
 
 @pytest.mark.parametrize("ties", [False, True])
 def test_map_same_set_excludes_the_query(ties):
     rng = np.random.default_rng(10)
-    F = rng.standard_normal((30, 3))
+    F = rng.standard_normal((9, 3))
     D = ((F[:, None] - F[None]) ** 2).sum(-1)
     if ties:
-        D = np.round(D)
-    lab = rng.integers(0, 5, 30)
+        D = np.round(D / 3)
+    lab = rng.integers(0, 3, 9)
     per = []
-    for i in range(30):
-        keep = np.arange(30) != i
+    for i in range(9):
+        keep = np.arange(9) != i
         rel = lab[keep] == lab[i]
         if rel.any():
-            per.append(average_precision_score(rel, -D[i, keep]))
+            per.append(_bruteforce_row(D[i, keep], rel, "expected", 1)[1])
     assert M.mean_average_precision(D, lab, lab, same_set=True) == pytest.approx(np.mean(per))
     # without exclusion the query finds itself first: a higher score
     assert M.mean_average_precision(D, lab, lab) > np.mean(per)
     with pytest.raises(ValueError, match="square"):
-        M.mean_average_precision(D[:, :10], lab, lab[:10], same_set=True)
+        M.mean_average_precision(D[:, :5], lab, lab[:5], same_set=True)
 
 
-def test_one_call_at_n_bruteforce():
+@pytest.mark.parametrize("ties", ["expected", "pessimistic", "optimistic"])
+def test_one_call_at_n_same_set_bruteforce(ties):
     rng = np.random.default_rng(11)
-    D = rng.integers(0, 10, (40, 40)).astype(float)
-    lab = rng.integers(0, 6, 40)
-    for n in (1, 3, 10):
+    D = rng.integers(0, 3, (8, 8)).astype(float)
+    lab = rng.integers(0, 3, 8)
+    for n in (1, 3):
         hits = []
-        for i in range(40):
-            keep = np.arange(40) != i
+        for i in range(8):
+            keep = np.arange(8) != i
             d, rel = D[i, keep], lab[keep] == lab[i]
-            if not rel.any():
-                hits.append(False)
-                continue
-            hits.append(np.sum(d < d[rel].min()) < n)
-        assert M.one_call_at_n(D, lab, lab, n, same_set=True) == pytest.approx(np.mean(hits))
+            hits.append(_bruteforce_row(d, rel, ties, n)[0][n - 1])
+        assert M.one_call_at_n(D, lab, lab, n, same_set=True,
+                               ties=ties) == pytest.approx(np.mean(hits))
 
 
 def test_identification_report_matches_matrix_functions():

@@ -285,3 +285,62 @@ def test_runner_instance_level(data):
     with pytest.raises(ValueError, match="instance"):
         run_protocols({"c": CMML()}, {"X": data.X, "Y": data.Y, "labels": data.labels},
                       level="instance")
+
+
+# ---------------------------------------------------- issue 10 item 12: honest verification
+def test_lfw_accuracy_uses_the_training_folds_threshold():
+    """The headline accuracy must not set its threshold on the test distances."""
+    from crossmetric.protocols import TABLE_MEASURES, run_pair_folds
+
+    # 1-D points; fold 0: positives at distance 1, negatives at 3; fold 1: 5 and 7. A threshold
+    # learnt on one fold is wrong for the other (accuracy 0.5); the test median is always right.
+    X = np.arange(0.0, 400.0, 1.0)[:, None]
+    pairs, y, fold = [], [], []
+    for f, (dp, dn) in enumerate(((1, 3), (5, 7))):
+        for k in range(20):
+            a = 200 * f + 10 * k
+            pairs += [(a, a + dp), (a, a + dn)]
+            y += [1, -1]
+            fold += [f, f]
+    pairs, y, fold = np.array(pairs), np.array(y), np.array(fold)
+    res = run_pair_folds({"e": Euclidean()}, X, pairs=pairs, y=y, folds=fold)
+    assert res.value("e", "acc_median") == 1.0
+    assert res.value("e", "accuracy") == 0.5
+    assert "accuracy" in TABLE_MEASURES and "Acc(%)" in res.table()
+
+
+def test_protocol_accuracy_equals_predict_with_train_threshold(data):
+    from crossmetric._threshold import best_threshold
+    from crossmetric.protocols import _run_split
+
+    sp = verification_splits(data.labels, 3, random_state=0)[0]
+    out = _run_split("e", Euclidean(), data.X[:, :9], data.Y, sp,
+                     {"fpr": 1e-3, "fpr_range": (0, 0.1), "labels": data.labels,
+                      "max_rank": 5})
+    est = Euclidean(preprocessor=(data.X[:, :9], data.Y)).fit(sp.train_pairs, sp.train_y)
+    thr = best_threshold(est.pair_distance(sp.train_pairs), sp.train_y, "accuracy")
+    pred = np.where(est.pair_distance(sp.test_pairs) <= thr, 1, -1)
+    assert out["measures"]["accuracy"] == pytest.approx(np.mean(pred == sp.test_y))
+
+
+def test_vr_uses_every_cross_pair_of_the_test_fold():
+    from crossmetric.metrics import verification_rate
+    from crossmetric.protocols import _run_split
+
+    # instance-level identities: few sampled negatives per fold, but n² − n cross pairs
+    rng = np.random.default_rng(0)
+    Z = rng.standard_normal((300, 5))
+    X, Y = Z + 0.3 * rng.standard_normal(Z.shape), Z + 0.3 * rng.standard_normal(Z.shape)
+    lab = np.arange(300)
+    sp = verification_splits(lab, 3, split="identity", random_state=0)[0]
+    assert np.sum(sp.test_y == -1) <= 100
+    out = _run_split("e", Euclidean(), X, Y, sp, {"fpr": 1e-3, "fpr_range": (0, 0.1),
+                                                 "labels": lab, "max_rank": 5})
+    rows = sp.probe_rows
+    D = ((X[rows][:, None] - Y[rows][None]) ** 2).sum(-1)
+    same = np.where(lab[rows][:, None] == lab[rows][None, :], 1, -1)
+    full = verification_rate(same.ravel(), -D.ravel(), 1e-3)
+    sampled = verification_rate(sp.test_y, -((X[sp.test_pairs[:, 0]]
+                                             - Y[sp.test_pairs[:, 1]]) ** 2).sum(-1), 1e-3)
+    assert out["measures"]["vr"] == pytest.approx(full)
+    assert abs(full - sampled) > 0.02  # the sampled pairs would have given another number

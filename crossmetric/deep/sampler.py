@@ -20,11 +20,10 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import numpy as np
-from scipy import sparse
-from scipy.sparse.csgraph import connected_components
 from sklearn.utils import check_random_state
 
 from crossmetric._checks import check_positive_int
+from crossmetric.pairs import identities_from_pairs
 
 __all__ = ["CrossDomainBatchSampler", "SampleBatch", "PairBatch", "identities_from_pairs"]
 
@@ -57,31 +56,6 @@ def balanced_weights(same: np.ndarray) -> np.ndarray:
     if n_neg:
         w[~same] = 0.5 / n_neg
     return w
-
-
-def identities_from_pairs(n_x: int, n_y: int, ix: np.ndarray, iy: np.ndarray,
-                          y: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
-    """Identity of every row of X and Y: connected components of the positive pairs.
-
-    Rows of X and of Y are the nodes of one bipartite graph; each pair labelled +1 is an edge.
-    Two images are of the same identity when a chain of positive pairs joins them.
-
-    Returns
-    -------
-    ids_x : ndarray of shape (n_x,)
-    ids_y : ndarray of shape (n_y,)
-    n_conflicts : int
-        Pairs labelled −1 whose two images nevertheless fall in one component.
-    """
-    pos = y == 1
-    graph = sparse.coo_matrix(
-        (np.ones(int(pos.sum())), (ix[pos], n_x + iy[pos])), shape=(n_x + n_y, n_x + n_y)
-    )
-    _, comp = connected_components(graph, directed=False)
-    ids_x, ids_y = comp[:n_x], comp[n_x:]
-    neg = ~pos
-    n_conflicts = int(np.sum(ids_x[ix[neg]] == ids_y[iy[neg]]))
-    return ids_x.astype(np.int64), ids_y.astype(np.int64), n_conflicts
 
 
 class CrossDomainBatchSampler:

@@ -1,0 +1,190 @@
+"""Training helpers of :class:`crossmetric.gsm.GSM`: Adam, the two kinds of batch, validation.
+
+* :func:`sample_batch_loss_grad`: the paper's sample-based batch (eq. 14-18) -- every pair of
+  the batch's ``n_x`` and ``n_y`` samples, labelled by identity, positives and negatives
+  weighted half and half, optionally only the hardest negatives of each row and column.
+* :func:`validation_split`: held-out pairs whose samples never appear in training pairs.
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+
+import numpy as np
+from sklearn.exceptions import ConvergenceWarning
+
+from crossmetric.batches import balanced_weights, hardest_negatives, pair_completeness
+from crossmetric.pairs import group_pair_folds
+
+
+class Adam:
+    """Adam on a dict of arrays (Kingma & Ba defaults)."""
+
+    def __init__(self, lr: float, beta1: float = 0.9, beta2: float = 0.999, eps: float = 1e-8):
+        self.lr, self.b1, self.b2, self.eps = lr, beta1, beta2, eps
+        self.m: dict = {}
+        self.v: dict = {}
+        self.t = 0
+
+    def step(self, params: dict, grad: dict) -> None:
+        self.t += 1
+        c1 = 1.0 - self.b1 ** self.t
+        c2 = 1.0 - self.b2 ** self.t
+        for k, gk in grad.items():
+            m = self.m.setdefault(k, np.zeros_like(gk))
+            v = self.v.setdefault(k, np.zeros_like(gk))
+            m *= self.b1
+            m += (1.0 - self.b1) * gk
+            v *= self.b2
+            v += (1.0 - self.b2) * gk * gk
+            params[k] = params[k] - self.lr * (m / c1) / (np.sqrt(v / c2) + self.eps)
+
+
+def all_pairs(same: np.ndarray, keep: np.ndarray | None = None):
+    """``(ix, iy, ell, weight)`` of the pairs of an ``n_x × n_y`` batch with weight > 0.
+
+    ``ell`` is the paper's label (−1 same, +1 different); weights are balanced
+    (:func:`~crossmetric.batches.balanced_weights`) over the positives and the kept negatives.
+    """
+    w = balanced_weights(same, keep)
+    ix, iy = np.nonzero(w)
+    return ix, iy, np.where(same[ix, iy], -1.0, 1.0), w[ix, iy]
+
+
+def sample_batch_loss_grad(loss_grad, params: dict, Xb: np.ndarray, Yb: np.ndarray,
+                           same: np.ndarray, hard_negatives: int | None, embed_matrix):
+    """Objective and gradient of one sample-based batch (all ``n_x · n_y`` pairs).
+
+    ``loss_grad(params, Xb, Yb, ix, iy, ell, weight)`` is the pair objective (GSM's eq. 7 in
+    the sample-based form); ``embed_matrix(params, Xb, Yb)`` gives ``S`` of every pair, used
+    only to pick the hardest negatives when ``hard_negatives`` is set.
+    """
+    keep = None
+    if hard_negatives is not None:
+        keep = hardest_negatives(embed_matrix(params, Xb, Yb), same, hard_negatives)
+    ix, iy, ell, w = all_pairs(same, keep)
+    return loss_grad(params, Xb, Yb, ix, iy, ell, w)
+
+
+def validation_split(ids_x: np.ndarray, ids_y: np.ndarray, ix: np.ndarray, iy: np.ndarray,
+                     y: np.ndarray, fraction: float, rng) -> tuple[np.ndarray, np.ndarray]:
+    """Training and validation pair indices that share no sample.
+
+    With at least 20 identities (connected components of the positive pairs) a fraction of
+    the *identities* is held out; with fewer (e.g. ten classes) a fraction of the *samples*
+    of each side. The validation pairs are those with both samples held out, the training
+    pairs those with neither (:func:`crossmetric.pairs.group_pair_folds`).
+    """
+    n_folds = max(2, int(round(1.0 / fraction)))
+    n_ids = np.intersect1d(ids_x, ids_y).size
+    if n_ids >= 20:
+        ga, gb = ids_x[ix], ids_y[iy]
+    else:  # every sample its own group (X rows and Y rows are different samples)
+        ga, gb = ix, iy + int(ix.max()) + 1
+    train, val = group_pair_folds(ga, gb, n_folds, random_state=rng)[0]
+    for idx, what in ((val, "validation"), (train, "training")):
+        if np.unique(y[idx]).size < 2:
+            raise ValueError(
+                f"early_stopping: the {what} pairs ({idx.size}) do not hold both labels once "
+                "the held-out samples are kept apart; change validation_fraction or give "
+                "more pairs.")
+    return train, val
+
+
+def resolve_batch_mode(mode: str, ids_x, ids_y, ix, iy, y, n_conflicts: int) -> str:
+    """``"sample"`` or ``"pair"`` for GSM's ``batch_mode``; warns where identities are doubtful.
+
+    ``"auto"`` takes sample-based batches when the identities (connected components of the
+    positive pairs) are trustworthy: the positives list *every* same-identity pair of the
+    training samples, and no −1 pair joins two samples of one component. Otherwise (e.g.
+    class labels with a sampled subset of positives, whose components are fragments of the
+    classes) the batches are slices of the given pairs.
+    """
+    # only the samples of these (training) pairs count
+    rx, lx = np.unique(ix, return_inverse=True)
+    ry, ly = np.unique(iy, return_inverse=True)
+    usable = np.intersect1d(ids_x[rx], ids_y[ry]).size
+    share = pair_completeness(ids_x[rx], ids_y[ry], lx, ly, y)
+    if mode == "auto":
+        return "sample" if share == 1.0 and n_conflicts == 0 and usable >= 2 else "pair"
+    if mode == "sample":
+        if n_conflicts:
+            warnings.warn(
+                f"GSM: {n_conflicts} pair(s) labelled -1 join samples that positive pairs put "
+                "in one identity; the sample-based batches treat them as the same identity.",
+                UserWarning, stacklevel=5)
+        if share < 1.0:
+            warnings.warn(
+                f"GSM inferred {usable} identities from the positive pairs (connected "
+                f"components), but the positives list only {100 * share:.1f}% of the "
+                "same-identity pairs within them: the pairs look sampled, so these identities "
+                "may be fragments of fewer classes, and the sample-based batches would treat "
+                "samples of one class as negatives. Give every positive pair, or use "
+                "batch_mode='pair'.", UserWarning, stacklevel=5)
+    return mode
+
+
+def validation_loss(batch_mode: str, val, ids_x, ids_y, X, Y, pair_loss, pair_weights, rng):
+    """A function of the parameters: the balanced hinge (no penalty) on held-out pairs.
+
+    Sample-based training is scored like it is trained, on every cross pair of the held-out
+    samples labelled by identity (at most 2,000 samples a side); pair batches on the held-out
+    pairs given. ``pair_loss(params, X, Y, ix, iy, ell, weight)`` is the hinge objective.
+    """
+    vix, viy, vy = val
+    if batch_mode == "sample":
+        rows = []
+        for r in (np.unique(vix), np.unique(viy)):
+            rows.append(r if r.size <= 2000 else rng.choice(r, 2000, replace=False))
+        same = ids_x[rows[0]][:, None] == ids_y[rows[1]][None, :]
+        bx, by, ell, w = all_pairs(same)
+        Xv, Yv = X[rows[0]], Y[rows[1]]
+    else:
+        bx, by, ell, w = vix, viy, -vy.astype(float), pair_weights(vy)
+        Xv, Yv = X, Y
+    return lambda params: pair_loss(params, Xv, Yv, bx, by, ell, w)
+
+
+def train_epochs(est, params: dict, epoch_step, val_loss) -> None:
+    """Epochs of Adam until the monitored quantity stops improving (or ``est.max_iter``).
+
+    Without early stopping the monitored quantity is the training objective (the full
+    objective for pair batches, the mean batch objective of the epoch for sample-based ones);
+    with it, the validation loss, and the parameters of the best epoch are kept. Sets
+    ``loss_curve_``, ``validation_scores_`` (minus the validation loss of each epoch),
+    ``best_validation_score_`` and ``n_iter_`` on ``est``; warns when ``max_iter`` ends it.
+    """
+    opt = Adam(float(est.learning_rate))
+    est.loss_curve_, est.validation_scores_ = [], []
+    best, stall, converged, best_params = np.inf, 0, False, None
+    if est.verbose:
+        print(f"{'epoch':>6} {'objective':>12} {'val loss':>10} {'time (s)':>9}")
+    t0 = time.perf_counter()
+    for epoch in range(int(est.max_iter)):
+        loss = float(epoch_step(opt))
+        est.loss_curve_.append(loss)
+        watch = loss
+        if val_loss is not None:
+            watch = float(val_loss(params))
+            est.validation_scores_.append(-watch)
+        if est.verbose:
+            v = f"{watch:>10.5f}" if val_loss is not None else f"{'-':>10}"
+            print(f"{epoch + 1:>6} {loss:>12.6f} {v} {time.perf_counter() - t0:>9.2f}")
+        stall = stall + 1 if watch > best - est.tol else 0
+        if watch < best:
+            best = watch
+            if val_loss is not None:
+                best_params = {k: np.array(v, copy=True) for k, v in params.items()}
+        if stall >= est.n_iter_no_change:
+            converged = True
+            break
+    est.n_iter_ = epoch + 1
+    if best_params is not None:
+        params.update(best_params)
+        est.best_validation_score_ = -float(best)
+    if not converged:
+        what = "validation loss" if val_loss is not None else "objective"
+        warnings.warn(
+            f"GSM: max_iter={est.max_iter} epochs reached before the {what} stopped "
+            f"decreasing (tol={est.tol}); increase max_iter.", ConvergenceWarning, stacklevel=5)
