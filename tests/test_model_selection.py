@@ -163,3 +163,22 @@ def test_run_protocols_rejects_unknown_grid_names():
         run_protocols({"spy": SpyLearner()}, {"X": X, "Y": Y, "labels": labels},
                       protocols=("verification",), n_folds=3,
                       param_grids={"other": {"scale": [1.0]}})
+
+
+def test_cli_benchmark_tune_reports_choices(tmp_path, capsys):
+    import json
+
+    from crossmetric.cli import main
+
+    rc = main(["benchmark", "--methods", "euclidean,cca", "--folds", "2", "--repeats", "1",
+               "--tune", "--tune-folds", "2", "--out", str(tmp_path), "--no-progress",
+               "--n-jobs", "1"])
+    assert rc == 0
+    out = capsys.readouterr().out
+    assert "hyper-parameters chosen" in out and "CCA: n_components=" in out
+    info = json.loads((tmp_path / "results.json").read_text())["info"]
+    assert len(info["tuned"]["CCA"]) == 3             # 2 folds + 1 repeat
+    assert info["tuning"]["grids"] == {"CCA": {"n_components": [5, 10, 20]}}
+    assert "Euclidean-C" not in info["tuned"]
+    assert main(["benchmark", "--tune-folds", "1"]) == 2
+    assert "--tune-folds must be >= 2" in capsys.readouterr().err
