@@ -35,6 +35,11 @@ _LAZY = {
     "KCSR": "crossmetric.discriminant",
     "DMLEig": "crossmetric.dml_eig",
     "Euclidean": "crossmetric.baselines",
+    "ITML": "crossmetric.itml",
+    "NCA": "crossmetric.neighbours",
+    "LMNN": "crossmetric.neighbours",
+    "MCC": "crossmetric.neighbours",
+    "PRDC": "crossmetric.prdc",
     "make_pairs": "crossmetric.pairs",
 }
 

@@ -16,7 +16,7 @@ from sklearn.utils import check_random_state
 
 from crossmetric._checks import check_positive_int
 
-__all__ = ["make_pairs", "identities_from_pairs", "group_pair_folds"]
+__all__ = ["make_pairs", "identities_from_pairs", "labels_from_pairs", "group_pair_folds"]
 
 
 def _as_labels(labels, name: str) -> np.ndarray:
@@ -245,3 +245,36 @@ def group_pair_folds(groups_a, groups_b, n_folds: int = 3, *, random_state=None,
                         f"kept apart ({idx.size} pairs); use fewer folds or more pairs.")
         folds.append((train, val))
     return folds
+
+
+def labels_from_pairs(i, j, y, n_samples: int) -> np.ndarray:
+    """Class labels implied by single-modal pairs: connected components of the positive pairs.
+
+    Learners that need class labels (NCA, LMNN, MCC) but are given only pairs take, as the
+    classes, the connected components of the graph on the samples whose edges are the
+    *same* (+1) pairs: two samples share a label when a chain of positive pairs joins them.
+    Negative pairs do not enter. A sample in no positive pair is a class of its own. This is
+    :func:`identities_from_pairs` with each sample both an X and a Y node, the two joined.
+
+    Parameters
+    ----------
+    i, j : array-like of int, shape (n_pairs,)
+        The two samples of each pair (indices in ``[0, n_samples)``).
+    y : array-like of shape (n_pairs,)
+        +1 (same) / -1 (different).
+    n_samples : int
+
+    Returns
+    -------
+    labels : ndarray of shape (n_samples,), int64
+        Component number of each sample, numbered by first appearance.
+    """
+    k = np.arange(n_samples, dtype=np.int64)
+    comp, _, _ = identities_from_pairs(
+        n_samples, n_samples, np.r_[np.asarray(i, np.int64), k],
+        np.r_[np.asarray(j, np.int64), k], np.r_[np.asarray(y), np.ones(n_samples, np.int64)])
+    # renumber by first appearance so that the labels do not depend on scipy's numbering
+    _, first, inv = np.unique(comp, return_index=True, return_inverse=True)
+    rank = np.empty(first.size, np.int64)
+    rank[np.argsort(first)] = np.arange(first.size)
+    return rank[inv.reshape(-1)]

@@ -52,6 +52,9 @@ class MethodSpec:
         Small hyper-parameter grid searched by ``crossmetric benchmark --tune`` (inner
         cross-validation on each split's training objects, :mod:`crossmetric.model_selection`);
         empty: nothing to tune (or too costly, see the note).
+    in_default : bool
+        Run by ``crossmetric benchmark`` without ``--methods`` (the other methods -- the
+        papers' extra baselines -- run when named or with ``--methods all``).
     """
 
     name: str
@@ -61,6 +64,7 @@ class MethodSpec:
     note: str = ""
     pca_components: int | None = None
     grid: dict = field(default_factory=dict)
+    in_default: bool = True
 
 
 METHODS: dict[str, MethodSpec] = {s.name: s for s in [
@@ -120,9 +124,11 @@ METHODS: dict[str, MethodSpec] = {s.name: s for s in [
                "KISS metric (single-modal)",
                grid={"n_components": [8, 16, None]}),
     MethodSpec("kpls", "KPLS", "KPLS", {"n_components": 10},
-               "kernel PLS (RBF per modality), 10 components (cmml paper's kernel baseline)"),
+               "kernel PLS (RBF per modality), 10 components (cmml paper's kernel baseline)",
+               in_default=False),
     MethodSpec("kcdfe", "KCDFE", "KCDFE", {"n_components": 10},
-               "kernel CDFE (RBF per modality), 10 components (cmml paper's kernel baseline)"),
+               "kernel CDFE (RBF per modality), 10 components (cmml paper's kernel baseline)",
+               in_default=False),
     MethodSpec("mvda", "MvDA", "MvDA", {"n_components": 10},
                "multi-view discriminant analysis, 10 components; identities = connected "
                "components of the positive pairs"),
@@ -130,10 +136,30 @@ METHODS: dict[str, MethodSpec] = {s.name: s for s in [
                "coupled spectral regression, all n_identities - 1 responses; identities = "
                "connected components of the positive pairs"),
     MethodSpec("kcsr", "KCSR", "KCSR", {},
-               "kernel CSR (RBF per modality), as csr"),
+               "kernel CSR (RBF per modality), as csr", in_default=False),
     MethodSpec("dmleig", "DML-eig", "DMLEig", {},
                "DML-eig (single-modal): accelerated solver of the paper's smoothed "
-               "eigenvalue problem, to a duality gap of 1e-4"),
+               "eigenvalue problem, to a duality gap of 1e-4", in_default=False),
+    MethodSpec("itml", "ITML", "ITML", {"gamma": 1.0, "max_iter": 1000, "tol": 1e-3,
+                                        "random_state": 0},
+               "ITML (Davis et al. 2007), identity prior, bounds from the 5th/95th percentiles "
+               "of squared training distances, gamma=1, tol 1e-3 (converges in tens of "
+               "passes with reshuffled constraints)", in_default=False),
+    MethodSpec("nca", "NCA", "NCA", {"n_components": 32, "max_iter": 100, "random_state": 0},
+               "scikit-learn's NCA on the distinct samples of the pairs, classes = connected "
+               "components of the positive pairs; 32 dims, at most 100 L-BFGS iterations",
+               in_default=False),
+    MethodSpec("lmnn", "LMNN", "LMNN", {"n_components": 32, "n_neighbors": 3, "mu": 0.5,
+                                        "random_state": 0},
+               "LMNN (k=3, mu=0.5 as the paper), classes = connected components of the "
+               "positive pairs; 32 dims, L-BFGS until the objective falls by < 1e-4 "
+               "(relative), at most 1000 iterations", in_default=False),
+    MethodSpec("mcc", "MCC", "MCC", {"n_components": 32, "max_iter": 300, "random_state": 0},
+               "MCC (collapsing classes), classes = connected components of the positive "
+               "pairs; 32 dims, at most 300 L-BFGS iterations", in_default=False),
+    MethodSpec("prdc", "PRDC", "PRDC", {"max_triplets": 20000, "random_state": 0},
+               "PRDC, triplets = positive and negative pairs sharing a sample; columns added "
+               "until the objective stops decreasing (relative 1e-3)", in_default=False),
 ]}
 
 

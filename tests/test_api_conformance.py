@@ -20,6 +20,11 @@ SINGLE = {
     "KISSME": dict(),
     "Euclidean": dict(),
     "DMLEig": dict(max_iter=50),
+    "ITML": dict(max_iter=50),
+    "NCA": dict(n_components=3, max_iter=30),
+    "LMNN": dict(n_components=3, max_iter=30),
+    "MCC": dict(n_components=3, max_iter=30),
+    "PRDC": dict(n_components=3, max_iter=30),
 }
 CROSS = {
     "CMML": dict(n_components=3, max_iter=30),
@@ -36,7 +41,8 @@ CROSS = {
     "KCSR": dict(),
 }
 ALL = {**SINGLE, **CROSS}
-RANDOM = {"PCCA", "MahaAUC", "LDML", "CLML", "CMML", "CMLAUC", "GSM"}
+RANDOM = {"PCCA", "MahaAUC", "LDML", "CLML", "CMML", "CMLAUC", "GSM", "ITML", "NCA", "LMNN",
+          "MCC", "PRDC"}
 
 
 @pytest.fixture(scope="module")
