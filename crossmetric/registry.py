@@ -10,7 +10,9 @@ own convergence rule before its ``max_iter`` cap (no ``ConvergenceWarning``); CM
 and Maha_AUC run Algorithm 1 with its defaults (all pairs in every batch, as the paper's
 s1 = s2 = 1), which converge in about 50 iterations since the solver whitens its inputs. The
 one deliberately short schedule is DeepGSM's (a small network and 800 rounds; an iteration
-count, not a time limit, so that a seeded benchmark gives the same numbers on any machine).
+count, not a time limit, so that a seeded benchmark gives the same numbers on any machine); it
+still ends with a ConvergenceWarning, and running it to its plateau needs a faster DeepGSM
+first (it already takes about half of the default run's CPU time).
 The settings are listed in :data:`METHODS` and shown by ``crossmetric benchmark --list``, with
 the small grid that ``crossmetric benchmark --tune`` searches per method
 (:mod:`crossmetric.model_selection`).
@@ -104,9 +106,10 @@ METHODS: dict[str, MethodSpec] = {s.name: s for s in [
                {"hidden_units": 64, "n_identities": 10, "n_images_x": 4, "n_images_y": 4,
                 "max_iter": 800, "device": "cpu"},
                "end-to-end GSM on the images; small network (64 units), rounds of 10 "
-               "identities x 4 + 4 images, 800 rounds (about 3 s on one CPU core): a short "
-               "schedule, far from the paper's; no time cap, so runs are reproducible; not "
-               "tuned (a grid would multiply its training time)"),
+               "identities x 4 + 4 images, 800 rounds (15.6 s CPU per fit measured after "
+               "the merge of issue 10's GSM batches; it still ends with a ConvergenceWarning): "
+               "a short schedule, far from the paper's; no time cap, so runs are "
+               "reproducible; not tuned (a grid would multiply its training time)"),
     MethodSpec("cca", "CCA", "CCA", {"n_components": 10},
                "CCA common space, 10 components (closed form, ridge 1e-3 of the mean "
                "eigenvalue)",
