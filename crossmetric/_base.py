@@ -34,7 +34,8 @@ from crossmetric._threshold import best_threshold
 from crossmetric.metrics import roc_auc
 
 __all__ = ["PairData", "used_rows", "PairLearnerMixin", "SingleModalMixin", "CrossModalMixin",
-           "LinearSingleModalMixin", "squared_euclidean_rows", "squared_euclidean_matrix"]
+           "LinearSingleModalMixin", "squared_euclidean_rows", "squared_euclidean_matrix",
+           "distinct_rows", "canonical_pairs"]
 
 #: Elements (float64) of one block of an all-pairs distance matrix: 4 Mi values, 32 MiB.
 BLOCK_ELEMENTS = 1 << 22
@@ -84,6 +85,77 @@ class PairData(NamedTuple):
                 rank[np.argsort(first)] = np.arange(uniq.shape[0])
                 i, j = rank[inverse[i]], rank[inverse[j]]
         return Z, i, j
+
+
+_HASH_MULTIPLIERS: dict[int, np.ndarray] = {}
+
+
+def _row_keys(flat: np.ndarray) -> np.ndarray:
+    """Two 64-bit content hashes per row (n, 2): equal rows get equal keys, whatever their
+    position, and the keys do not depend on anything but the row's values (fixed seeds)."""
+    n, d = flat.shape
+    if d not in _HASH_MULTIPLIERS:
+        rng = np.random.RandomState(d % (2**32))
+        _HASH_MULTIPLIERS[d] = rng.randint(1, 2**62, size=(2, d), dtype=np.int64).astype(
+            np.uint64) * np.uint64(2) + np.uint64(1)
+    mult = _HASH_MULTIPLIERS[d]
+    keys = np.empty((n, 2), dtype=np.uint64)
+    rows = max(1, (1 << 20) // max(1, d))
+    with np.errstate(over="ignore"):
+        for sl in gen_batches(n, rows):
+            w = (flat[sl] + 0.0).view(np.uint64)  # + 0.0 turns −0.0 into 0.0
+            w = w ^ (w >> np.uint64(31))
+            for c in range(2):
+                h = w * mult[c]
+                h ^= h >> np.uint64(29)
+                keys[sl, c] = h.sum(axis=1, dtype=np.uint64)
+    return keys
+
+
+def distinct_rows(A: np.ndarray, *indices: np.ndarray):
+    """The distinct rows of ``A`` that ``indices`` use, in a canonical order, and the indices
+    renumbered into them: ``(U, idx_1, idx_2, ...)``.
+
+    The order depends only on the rows' values (sorted by a content hash), so the same samples
+    give the same ``U`` whether they came as index pairs into a preprocessor, as arrays of
+    pairs (one row per pair side, with repeats) or in any other row order. Identical rows are
+    merged. Cost O(n · d) for the hashes plus O(n log n) for the sort; no d-wide comparison
+    sort (``np.unique(axis=0)`` took 3.5 s on 2,000 × 10,000).
+    """
+    sizes = [ix.shape[0] for ix in indices]
+    used, inverse = np.unique(np.concatenate(indices), return_inverse=True)
+    U = A[used] if used.shape[0] < A.shape[0] else A
+    flat = np.ascontiguousarray(U.reshape(U.shape[0], -1), dtype=np.float64)
+    keys = _row_keys(flat)
+    order = np.lexsort((keys[:, 1], keys[:, 0]))
+    ks = keys[order]
+    new_key = np.r_[True, np.any(ks[1:] != ks[:-1], axis=1)]
+    group = np.cumsum(new_key) - 1
+    first = order[np.flatnonzero(new_key)]
+    if not np.array_equal(flat[order], flat[first[group]]):  # pragma: no cover - hash clash
+        _, first, inv = np.unique(flat, axis=0, return_index=True, return_inverse=True)
+        group_of_row = inv.reshape(-1)
+    else:
+        group_of_row = np.empty(U.shape[0], dtype=np.int64)
+        group_of_row[order] = group
+    out = U[first]
+    parts = np.split(group_of_row[inverse.reshape(-1)], np.cumsum(sizes)[:-1])
+    return (out, *parts)
+
+
+def canonical_pairs(data: PairData, tied: bool) -> PairData:
+    """:class:`PairData` over distinct samples in canonical order (:func:`distinct_rows`).
+
+    ``tied`` (single-modal learners): both sides of every pair index one sample set
+    (``Y is X``), pooled from the two sides. Otherwise each modality gets its own set.
+    """
+    if tied:
+        Z, i, j = data.stacked()
+        Z, i, j = distinct_rows(Z, i, j)
+        return PairData(Z, Z, i, j)
+    X, ix = distinct_rows(data.X, data.ix)
+    Y, iy = distinct_rows(data.Y, data.iy)
+    return PairData(X, Y, ix, iy)
 
 
 def used_rows(A: np.ndarray, *indices: np.ndarray):
@@ -251,13 +323,50 @@ class PairLearnerMixin(ClassifierMixin):
             self.n_features_in_y_ = data.Y.shape[1]
             if not self._cross_modal:
                 self.n_features_in_ = data.X.shape[1]
-        self._fit(data, y)
+        # the one step that makes a fit independent of the input form: every learner fits
+        # from distinct samples in a canonical order and index pairs into them
+        self._fit(self._canonical_pairs(data), y)
         self.classes_ = np.array([-1, 1])
-        self.threshold_ = best_threshold(self._pair_distance_data(data), y, "accuracy")
+        self.threshold_ = float(self._fit_threshold(data, y))
         return self
+
+    def _canonical_pairs(self, data: PairData) -> PairData:
+        """The pairs over distinct samples in canonical order (:func:`canonical_pairs`).
+
+        A learner that needs to know which of the caller's rows each sample came from (to
+        map per-sample side information) overrides this and does the same dedupe itself.
+        """
+        return canonical_pairs(data, tied=not self._cross_modal)
 
     def _fit(self, data: PairData, y: np.ndarray) -> None:  # pragma: no cover - abstract
         raise NotImplementedError
+
+    def _fit_threshold(self, data: PairData, y: np.ndarray) -> float:
+        """``threshold_`` after ``fit``: the accuracy-optimal cut on the training pairs, except
+        when the learned distance separates them.
+
+        Training pairs cannot place the threshold of a model that separates them: every cut
+        in the gap between the largest positive and the smallest negative training distance
+        has 100 % training accuracy, and the middle of the gap reflects how far the fit pushed
+        the training negatives rather than where unseen pairs fall (kernel CMML on separable
+        instance pairs put it at 1.99 instead of 1). Then a learner's own decision threshold
+        (:meth:`_own_threshold`, e.g. LDML's bias ``b`` where ``p(same) = 1/2``) is used when
+        it has one and it lies in the gap; otherwise the middle of the gap. PCCA and CMML
+        always use ``D² = 1``, the margin of their loss. Any learner can be recalibrated on
+        held-out pairs with :meth:`calibrate_threshold`.
+        """
+        d = self._pair_distance_data(data)
+        own = self._own_threshold()
+        if own is not None and np.isfinite(own):
+            pos, neg = d[y == 1], d[y == -1]
+            if pos.max() <= own < neg.min():
+                return float(own)
+        return best_threshold(d, y, "accuracy")
+
+    def _own_threshold(self) -> float | None:
+        """The decision threshold of the learner's model, if it has one (see
+        :meth:`_fit_threshold`)."""
+        return None
 
     def _embed_x(self, X: np.ndarray) -> np.ndarray:  # pragma: no cover - abstract
         raise NotImplementedError

@@ -59,6 +59,7 @@ from scipy import sparse
 from sklearn.base import BaseEstimator
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
+from sklearn.utils.extmath import svd_flip
 from threadpoolctl import threadpool_limits
 
 from crossmetric._base import (
@@ -348,6 +349,16 @@ def _batch_size(value, n_total: int, name: str) -> int:
 
 
 # ----------------------------------------------------------------------------- the learners
+
+def _principal_axes(A: np.ndarray, k: int) -> np.ndarray:
+    """Top-``k`` principal axes (rows) of ``A`` with a deterministic sign (the largest entry of
+    each axis positive, scikit-learn's ``svd_flip``): the cross block of ``M₀`` depends on
+    the signs, which the SVD otherwise leaves to the order of the rows."""
+    U, _, Vt = np.linalg.svd(A - A.mean(axis=0), full_matrices=False)
+    U, Vt = svd_flip(U, Vt, u_based_decision=False)
+    return Vt[:k]
+
+
 class _AUCMetricLearner:
     """Shared parameters and Algorithm 1 of CMLAUC / MahaAUC (no public API of its own)."""
 
@@ -451,8 +462,8 @@ class _AUCMetricLearner:
         Xu = Xs[np.unique(data.ix)]
         Yu = Ys[np.unique(data.iy)]
         k = min(dx, dy, Xu.shape[0], Yu.shape[0])
-        Vx = np.linalg.svd(Xu - Xu.mean(axis=0), full_matrices=False)[2][:k]
-        Vy = np.linalg.svd(Yu - Yu.mean(axis=0), full_matrices=False)[2][:k]
+        Vx = _principal_axes(Xu, k)
+        Vy = _principal_axes(Yu, k)
         W0 = np.concatenate([Vx.T, Vy.T])   # (dx + dy, k): [W_x0; W_y0]
         return W0 @ W0.T
 

@@ -1,4 +1,4 @@
-"""The ``crossmetric`` command line: ``benchmark``, ``fit``, ``evaluate`` and ``search``.
+"""The ``crossmetric`` command line: benchmark, fit, evaluate, search and reproduce.
 
 A thin front end: every step calls a library function (:mod:`crossmetric.protocols`,
 :mod:`crossmetric.registry`, :mod:`crossmetric.datasets`, :mod:`crossmetric.metrics`,
@@ -16,6 +16,8 @@ Examples
     crossmetric fit cmml --x photos.npy --y sketches.npy --pairs train.csv --out cmml.joblib
     crossmetric evaluate cmml.joblib --x photos.npy --y sketches.npy --pairs test.csv
     crossmetric search cmml.joblib --database sketches.npy --queries photos.npy -k 10
+    crossmetric reproduce --list
+    crossmetric reproduce pcca-viper --data-home ../shared/data --out viper/
 """
 
 from __future__ import annotations
@@ -506,7 +508,52 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--kind", choices=("flat", "ivf", "ivfpq", "gmm"), default="flat")
     s.add_argument("--out", default=None, help="write .csv or .npz instead of stdout")
     s.set_defaults(func=cmd_search)
+
+    r = sub.add_parser("reproduce", help="re-run a paper's experiment on its data and print "
+                                         "the published numbers beside ours",
+                       description="Named reproductions (see --list): our numbers, the "
+                                   "paper's and the difference; writes results.csv, "
+                                   "results.json and the figure into --out.")
+    r.add_argument("name", nargs="?", help="reproduction name (see --list)")
+    r.add_argument("--list", action="store_true", help="list the reproductions")
+    r.add_argument("--data-home", default=None,
+                   help="folder holding viper/ and pku_sketch/ (default: ../shared/data "
+                        "relative to the current directory, if present)")
+    r.add_argument("--splits", type=int, default=None,
+                   help="random splits (default: the paper's, 10)")
+    r.add_argument("--seed", type=int, default=0)
+    r.add_argument("--out", default=None,
+                   help="output folder (default ./crossmetric-reproduce/NAME)")
+    r.add_argument("--n-jobs", type=int, default=-1,
+                   help="parallel workers over the splits (default: all cores)")
+    r.add_argument("--quiet", action="store_true", help="no progress lines")
+    r.set_defaults(func=cmd_reproduce)
     return p
+
+
+def cmd_reproduce(args) -> int:
+    """``crossmetric reproduce NAME``: run a named reproduction, print and write its table."""
+    from crossmetric.reproduce import list_reproductions, run_reproduction
+
+    if args.list:
+        for name, desc in list_reproductions().items():
+            print(f"{name:<24} {desc}")
+        return 0
+    if not args.name:
+        raise CLIError("reproduce: give a reproduction NAME or --list")
+    if args.name not in list_reproductions():
+        raise CLIError(f"reproduce: unknown reproduction {args.name!r}; expected one of "
+                       f"{', '.join(list_reproductions())}")
+    if args.data_home is not None and not os.path.isdir(args.data_home):
+        raise CLIError(f"--data-home: {args.data_home!r} is not a directory")
+    if args.splits is not None and args.splits < 1:
+        raise CLIError(f"--splits must be >= 1, got {args.splits}")
+    out = args.out or os.path.join("crossmetric-reproduce", args.name)
+    result = run_reproduction(args.name, args.data_home, n_splits=args.splits, out=out,
+                              seed=args.seed, verbose=not args.quiet, n_jobs=args.n_jobs)
+    print(result.table())
+    print(f"({result.seconds:.1f} s; wrote {', '.join(result.files)})")
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:

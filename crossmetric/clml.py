@@ -37,12 +37,14 @@ from crossmetric._checks import (
     check_positive_int,
     check_positive_scalar,
 )
+from crossmetric._early_stopping import split_pairs
 from crossmetric._logistic_metric import PairLogisticObjective
 from crossmetric.ldml import (
     LDML,
     _check_common,
     _initial_projection,
     _minimize,
+    _monitor,
     _used_samples,
 )
 from crossmetric.pairs import group_pair_folds
@@ -178,12 +180,28 @@ class CLML(SingleModalMixin, BaseEstimator):
         fitted LDML's bias for ``"ldml"``).
     max_iter : int, default=1000
         Maximum number of L-BFGS iterations.
-    tol : float, default=1e-5
-        L-BFGS tolerance.
+    tol : float, default=1e-4
+        Stop on a plateau: when ``J`` has decreased by less than ``tol`` relative to its value
+        per iteration, over the last 10 L-BFGS iterations.
+        The default stops when 10 iterations together lower the objective by less than
+        0.1 %: on digits (1,600 objects) 1e-5 took up to 3× the iterations for the same
+        held-out AUC (PCCA 0.9750 vs 0.9748, CMML 0.9591 vs 0.9581, LDML 0.9575 vs 0.9576).
+    early_stopping : bool, default=False
+        Hold out ``validation_fraction`` of the training samples, grouped by identity (the
+        connected components of the positive pairs), with the pairs among them (see
+        :mod:`crossmetric._early_stopping`); stop once neither the ROC AUC nor the model's loss on
+        those pairs has improved for ``n_iter_no_change`` iterations, and keep the iterate with the
+        best validation AUC. The model is then learned from the remaining pairs only. Use it with
+        many clusters (k · n_components · n_features parameters) and few pairs per cluster, where
+        the local metrics overfit; the mixture is then fitted on the remaining samples too.
+    validation_fraction : float in (0, 1), default=0.1
+        Share of the training samples (whole identities) held out for early stopping.
+    n_iter_no_change : int, default=10
+        Patience of early stopping, in iterations.
     verbose : int, default=0
         Print a per-iteration table (iteration, objective, time).
     random_state : int, RandomState instance or None
-        Seeds the PCA, the mixture and a random initialisation.
+        Seeds the PCA, the mixture, a random initialisation and the validation split.
     preprocessor : array-like, optional
         Samples that integer index pairs refer to.
 
@@ -203,7 +221,17 @@ class CLML(SingleModalMixin, BaseEstimator):
         The global metric the local ones started from (``init="ldml"`` only).
     n_iter_ : int
     loss_curve_ : list of float
+    validation_scores_ : list of float or None
+        Validation ROC AUC after each iteration, entry 0 at the start (``early_stopping``).
+    validation_loss_curve_ : list of float or None
+        Loss on the validation pairs after each iteration (``early_stopping``).
+    best_iteration_ : int or None
+        Iteration whose parameters are kept (``early_stopping``).
     threshold_ : float
+        The accuracy-optimal cut on the training pairs; when the learned distance separates
+        the training pairs (every cut in the gap is 100 % accurate), ``bias_`` if it lies in
+        the gap (the model's own rule ``p(same) >= 1/2``), else the middle of the gap.
+        :meth:`calibrate_threshold` recalibrates it on (held-out) pairs.
 
     Notes
     -----
@@ -223,7 +251,9 @@ class CLML(SingleModalMixin, BaseEstimator):
                  covariance_type: str = "diag", gmm_pca_components="auto",
                  min_assignment: float = 0.01, max_assignments: int | None = 3,
                  reg_covar: float = 1e-6, init="auto", max_iter: int = 1000,
-                 tol: float = 1e-5, verbose: int = 0, random_state=None, preprocessor=None):
+                 tol: float = 1e-4, early_stopping: bool = False,
+                 validation_fraction: float = 0.1, n_iter_no_change: int = 10,
+                 verbose: int = 0, random_state=None, preprocessor=None):
         self.n_clusters = n_clusters
         self.n_components = n_components
         self.alpha = alpha
@@ -235,6 +265,9 @@ class CLML(SingleModalMixin, BaseEstimator):
         self.init = init
         self.max_iter = max_iter
         self.tol = tol
+        self.early_stopping = early_stopping
+        self.validation_fraction = validation_fraction
+        self.n_iter_no_change = n_iter_no_change
         self.verbose = verbose
         self.random_state = random_state
         self.preprocessor = preprocessor
@@ -269,6 +302,7 @@ class CLML(SingleModalMixin, BaseEstimator):
 
     # -------------------------------------------------------------------------- fit
     def _fit(self, data: PairData, y: np.ndarray) -> None:
+        data, y, val, y_val = split_pairs(self, data, y)
         Xu, i, j = _used_samples(data)
         n, d = Xu.shape
         k, p = self._check_params(n, d)
@@ -290,9 +324,16 @@ class CLML(SingleModalMixin, BaseEstimator):
         # (3) the coordinated local metrics
         Ls0, bs0, b0 = self._initial_parameters(k, p, Xu, q, i, j, data, y)
         objective = PairLogisticObjective(i, j, y, 1.0, n, n)
+
+        def embed_validation(theta, Xv):
+            if not hasattr(embed_validation, "q"):  # the assignments are fixed: once
+                embed_validation.q = self._posteriors(Xv, sparse=True)
+            Ls, bs, _ = self._unpack(theta, k, p, d)
+            return _local_embed(Xv, embed_validation.q, Ls, bs)
+
         theta = _minimize(
             self, lambda t: self._loss_grad(t, Xu, q, objective, k, p),
-            np.r_[Ls0.ravel(), bs0.ravel(), b0],
+            np.r_[Ls0.ravel(), bs0.ravel(), b0], _monitor(self, val, y_val, embed_validation, y),
         )
         self.local_components_, self.local_offsets_, self.bias_ = self._unpack(theta, k, p, d)
 
@@ -374,6 +415,10 @@ class CLML(SingleModalMixin, BaseEstimator):
     def _embed_x(self, X: np.ndarray) -> np.ndarray:
         q = self._posteriors(X, sparse=True)
         return _local_embed(X, q, self.local_components_, self.local_offsets_)
+
+    def _own_threshold(self) -> float:
+        """The learned bias ``b`` (``p(same) = 1/2``): see ``threshold_``."""
+        return self.bias_
 
     def pair_probability(self, pairs) -> np.ndarray:
         """LDML's ``p(same) = σ(b − ‖z_i − z_j‖²)`` for each pair."""

@@ -22,6 +22,7 @@ from crossmetric._checks import (
     check_positive_int,
     check_positive_scalar,
 )
+from crossmetric._early_stopping import EarlyStopping, check_early_stopping, clear, split_pairs
 from crossmetric._logistic_metric import (
     INITS,
     SOLVERS,
@@ -77,8 +78,29 @@ class CMML(CrossModalMixin, BaseEstimator):
         tower on its own modality's principal axes (or kernel-PCA coordinates), which are not
         aligned across modalities; ``"random"`` (Gaussian) is the neutral default.
     max_iter : int, default=1000
-    tol : float, default=1e-5
+    tol : float, default=1e-4
+        Stop on a plateau: when the objective has decreased by less than ``tol`` relative to
+        its value per iteration, over the last 10 iterations.
+        The default stops when 10 iterations together lower the objective by less than
+        0.1 %: on digits (1,600 objects) 1e-5 took up to 3× the iterations for the same
+        held-out AUC (PCCA 0.9750 vs 0.9748, CMML 0.9591 vs 0.9581, LDML 0.9575 vs 0.9576).
+    early_stopping : bool, default=False
+        Hold out ``validation_fraction`` of the training samples, grouped by identity (the
+        connected components of the positive pairs), with the pairs among them (see
+        :mod:`crossmetric._early_stopping`); stop once neither the ROC AUC nor the model's loss on
+        those pairs has improved for ``n_iter_no_change`` iterations, and keep the iterate with the
+        best validation AUC. The model is then learned from the remaining pairs only. Use it when
+        the training pairs are few for the number of parameters (kernel towers have one column per
+        training sample and the paper's objective no regulariser), so that the fit overfits; when
+        the held-out AUC still rises at convergence it costs accuracy (measured on digits instance
+        pairs, 500 training objects, 10 negatives per positive, 3 seeds: held-out AUC 0.973-0.988
+        with it, 0.991 without), so compare both by cross-validation.
+    validation_fraction : float in (0, 1), default=0.1
+        Share of the training samples (whole identities) held out for early stopping.
+    n_iter_no_change : int, default=10
+        Patience of early stopping, in iterations.
     random_state : int, RandomState instance or None
+        Seeds the initialisation and the validation split.
     verbose : int, default=0
     preprocessor : tuple (X, Y) or array-like, optional
         Samples that integer index pairs refer to (column 0 → rows of X, column 1 → rows of Y).
@@ -93,7 +115,16 @@ class CMML(CrossModalMixin, BaseEstimator):
         Training samples of a kernel tower.
     n_iter_ : int
     loss_curve_ : list of float
+    validation_scores_ : list of float or None
+        Validation ROC AUC after each iteration, entry 0 at the start (``early_stopping``).
+    validation_loss_curve_ : list of float or None
+        Loss on the validation pairs after each iteration (``early_stopping``).
+    best_iteration_ : int or None
+        Iteration whose weights are kept (``early_stopping``).
     threshold_ : float
+        1.0: the threshold of the loss (pairs with ``D² <= 1`` are predicted *same*), which
+        generalises better than a cut calibrated on training pairs that the model separates.
+        :meth:`calibrate_threshold` recalibrates it on (held-out) pairs.
 
     Examples
     --------
@@ -108,8 +139,10 @@ class CMML(CrossModalMixin, BaseEstimator):
 
     def __init__(self, n_components: int = 30, *, beta: float = 3.0, kernel="linear",
                  gamma=None, solver: str = "auto", preconditioned: bool = True,
-                 init: str = "random", max_iter: int = 1000, tol: float = 1e-5,
-                 random_state=None, verbose: int = 0, preprocessor=None):
+                 init: str = "random", max_iter: int = 1000, tol: float = 1e-4,
+                 early_stopping: bool = False, validation_fraction: float = 0.1,
+                 n_iter_no_change: int = 10, random_state=None, verbose: int = 0,
+                 preprocessor=None):
         self.n_components = n_components
         self.beta = beta
         self.kernel = kernel
@@ -119,6 +152,9 @@ class CMML(CrossModalMixin, BaseEstimator):
         self.init = init
         self.max_iter = max_iter
         self.tol = tol
+        self.early_stopping = early_stopping
+        self.validation_fraction = validation_fraction
+        self.n_iter_no_change = n_iter_no_change
         self.random_state = random_state
         self.verbose = verbose
         self.preprocessor = preprocessor
@@ -131,8 +167,10 @@ class CMML(CrossModalMixin, BaseEstimator):
         init = check_choice(self.init, "init", INITS)
         max_iter = check_positive_int(self.max_iter, "max_iter")
         tol = check_positive_scalar(self.tol, "tol", allow_zero=True)
+        _, _, patience = check_early_stopping(self)
         rng = check_random_state(self.random_state)
 
+        data, y, val, y_val = split_pairs(self, data, y)
         X, ix = used_rows(data.X, data.ix)
         Y, iy = used_rows(data.Y, data.iy)
         towers, maps = [], []
@@ -151,13 +189,30 @@ class CMML(CrossModalMixin, BaseEstimator):
                                what="features or kernel samples of both modalities together")
         is_kernel = any(m is not None for m in maps)
         problem = TowerProblem(towers, PairLogisticObjective(ix, iy, y, beta, len(X), len(Y)))
+        monitor = None
+        if val is not None:
+            Xv, ivx = used_rows(val.X, val.ix)
+            Yv, ivy = used_rows(val.Y, val.iy)
+            vtowers = [Tower(S if m is None else m.transform(S))
+                       for S, m in zip((Xv, Yv), maps, strict=True)]
+            vproblem = TowerProblem(
+                vtowers, PairLogisticObjective(ivx, ivy, y_val, beta, len(Xv), len(Yv)))
+            monitor = EarlyStopping(
+                lambda Ws: (vproblem.objective.distances(*vproblem.embed(Ws)), 1.0), y_val,
+                patience, beta, float(np.mean(y == 1)))
         with blas_threads(sum(t.Phi.size for t in towers) * k):
             W0 = [initial_weights(t.Phi, k, init, rng, m is not None)
                   for t, m in zip(towers, maps, strict=True)]
             W0 = rescale_to_unit_distance(problem, W0)
+            if monitor is not None:
+                monitor.update(0, W0)
             Ws, self.loss_curve_, self.n_iter_ = solve(
                 problem, W0, solver=solver, is_kernel=is_kernel, max_iter=max_iter, tol=tol,
-                verbose=self.verbose, name="CMML")
+                verbose=self.verbose, name="CMML", monitor=monitor)
+        if monitor is None:
+            clear(self)
+        else:
+            monitor.record(self)
         for side, W, km in zip("xy", Ws, maps, strict=True):
             for attr in (f"components_{side}_", f"dual_coef_{side}_", f"kernel_map_{side}_"):
                 self.__dict__.pop(attr, None)  # refit with another kernel: drop stale towers
@@ -166,6 +221,10 @@ class CMML(CrossModalMixin, BaseEstimator):
             else:
                 setattr(self, f"dual_coef_{side}_", W)
                 setattr(self, f"kernel_map_{side}_", km)
+
+    def _fit_threshold(self, data: PairData, y: np.ndarray) -> float:
+        """``D² = 1``, the threshold of the loss (eq. 4): see ``threshold_``."""
+        return 1.0
 
     def _embed(self, S: np.ndarray, side: str) -> np.ndarray:
         km = getattr(self, f"kernel_map_{side}_", None)

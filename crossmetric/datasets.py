@@ -14,6 +14,8 @@ loader knows it, ``instance[r]`` the object id used for instance-level matching.
 * :func:`load_features`, :func:`load_pairs` -- ``.npy`` / ``.npz`` / ``.csv`` feature matrices
   and ``.csv`` pair lists (as the CLI reads them).
 * :func:`make_cross_modal` -- synthetic two-view data with a known shared latent space.
+* :func:`load_image_folder`, :func:`load_viper`, :func:`load_pku_sketch` -- images of any folder
+  layout described by a regular expression (defined in :mod:`crossmetric._image_folder`).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from scipy import ndimage
 from sklearn.utils import Bunch, check_random_state
 
 from crossmetric._checks import check_pair_labels, check_positive_int, check_positive_scalar
+from crossmetric._image_folder import load_image_folder, load_pku_sketch, load_viper
 
 __all__ = [
     "load_digits_views",
@@ -39,6 +42,9 @@ __all__ = [
     "load_features",
     "load_pairs",
     "make_cross_modal",
+    "load_image_folder",
+    "load_viper",
+    "load_pku_sketch",
 ]
 
 # ---------------------------------------------------------------------------------- digits

@@ -10,9 +10,9 @@ Kernels (``kernel=`` of the kernel learners):
 The χ² kernels need non-negative features (histograms) and reject anything else.
 
 ``gamma=None`` picks ``γ = 1 / mean d²(x, x')`` over training samples (the kernel's own squared
-distance: Euclidean for ``rbf``, χ² for ``chi2_rbf``), estimated on at most 1,000 evenly
-spaced training rows -- a scale-free default, where the papers fix γ for their own features
-(cmml §4.1: γ = 2 on its LTP histograms).
+distance: Euclidean for ``rbf``, χ² for ``chi2_rbf``), estimated on at most 1,000 training
+rows drawn at random with a fixed seed -- a scale-free default, where the papers fix γ for
+their own features (cmml §4.1: γ = 2 on its LTP histograms).
 
 Kernel rows of new samples against the training samples are computed in row blocks
 (:class:`KernelMap`), so memory stays bounded for large inputs.
@@ -58,9 +58,17 @@ def _squared_distances(X: np.ndarray, Y: np.ndarray, kernel: str) -> np.ndarray:
 
 
 def estimate_gamma(X: np.ndarray, kernel: str, max_samples: int = 1000) -> float:
-    """``1 / mean d²`` over distinct pairs of (at most ``max_samples``) evenly spaced rows."""
-    step = max(1, X.shape[0] // max_samples)
-    S = X[::step][:max_samples]
+    """``1 / mean d²`` over distinct pairs of at most ``max_samples`` rows.
+
+    Beyond ``max_samples`` rows the estimate uses a uniform random subset drawn with a fixed
+    seed (so it is deterministic), which represents every part of ``X`` whatever the row order:
+    a prefix or a stride would over-represent the rows that happen to come first.
+    """
+    if X.shape[0] > max_samples:
+        keep = np.random.RandomState(0).choice(X.shape[0], max_samples, replace=False)
+        S = X[np.sort(keep)]
+    else:
+        S = X
     if S.shape[0] < 2:
         return 1.0
     D = _squared_distances(S, S, kernel)

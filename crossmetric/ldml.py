@@ -26,13 +26,14 @@ from sklearn.base import BaseEstimator
 from sklearn.decomposition import PCA
 from sklearn.utils import check_random_state
 
-from crossmetric._base import LinearSingleModalMixin, PairData, squared_euclidean_rows
+from crossmetric._base import LinearSingleModalMixin, PairData, squared_euclidean_rows, used_rows
 from crossmetric._checks import (
     as_float_array,
     check_n_components,
     check_positive_int,
     check_positive_scalar,
 )
+from crossmetric._early_stopping import EarlyStopping, check_early_stopping, clear, split_pairs
 from crossmetric._logistic_metric import PairLogisticObjective, lbfgs
 from crossmetric.losses import generalized_logistic
 
@@ -43,21 +44,25 @@ _INITS = ("auto", "pca", "identity", "random")
 
 # ---------------------------------------------------------------------------- shared pieces
 def _used_samples(data: PairData):
-    """Distinct samples taking part in the pairs, in lexicographic order, and pair indices.
+    """Samples taking part in the pairs, and pair indices into them.
 
-    The canonical order makes a fit independent of the input form (index pairs with a
-    preprocessor or arrays of pairs give the same samples in the same order, so the same PCA,
-    mixture and random initialisation).
+    The pair-learner base hands every learner distinct samples in a canonical order
+    (:func:`crossmetric._base.canonical_pairs`), so a fit does not depend on the input form;
+    this keeps the order and drops samples that no pair uses (e.g. after a validation split).
     """
-    Z, i, j = data.stacked(dedupe=True)
-    n = i.shape[0]
-    used, inv = np.unique(np.r_[i, j], return_inverse=True)
-    inv = inv.reshape(-1)
-    Xu = Z[used]
-    order = np.lexsort(Xu.T[::-1])
-    rank = np.empty_like(order)
-    rank[order] = np.arange(order.size)
-    return Xu[order], rank[inv[:n]], rank[inv[n:]]
+    Z, i, j = data.stacked()
+    return used_rows(Z, i, j)
+
+
+def _monitor(estimator, val, y_val, embed, y_train):
+    """:class:`EarlyStopping` on the validation pairs ``val``; ``embed(theta, Xv)`` embeds
+    the validation samples under the parameters ``theta``. ``None`` without a split."""
+    if val is None:
+        return None
+    _, _, patience = check_early_stopping(estimator)
+    Xv, iv, jv = _used_samples(val)
+    return EarlyStopping(lambda theta: (_pair_dist(embed(theta, Xv), iv, jv), theta[-1]),
+                         y_val, patience, 1.0, float(np.mean(y_train == 1)))
 
 
 def _initial_projection(init, n_components: int, Xu: np.ndarray, i: np.ndarray,
@@ -113,11 +118,18 @@ def _pair_dist(Z, i, j):
     return squared_euclidean_rows(Z[i], Z[j])
 
 
-def _minimize(estimator, fun, theta0: np.ndarray) -> np.ndarray:
-    """L-BFGS on ``fun``; sets ``n_iter_`` and ``loss_curve_`` on the estimator."""
+def _minimize(estimator, fun, theta0: np.ndarray, monitor=None) -> np.ndarray:
+    """L-BFGS on ``fun``; sets ``n_iter_``, ``loss_curve_``, ``validation_scores_`` and
+    ``best_iteration_`` on the estimator (the last two ``None`` without ``monitor``)."""
+    if monitor is not None:
+        monitor.update(0, theta0)
     theta, estimator.loss_curve_, estimator.n_iter_ = lbfgs(
         fun, theta0, max_iter=estimator.max_iter, tol=estimator.tol,
-        verbose=estimator.verbose, name=type(estimator).__name__)
+        verbose=estimator.verbose, name=type(estimator).__name__, monitor=monitor)
+    if monitor is None:
+        clear(estimator)
+    else:
+        monitor.record(estimator)
     return theta
 
 
@@ -141,6 +153,7 @@ def _check_common(est) -> None:
     check_positive_scalar(est.alpha, "alpha", allow_zero=True)
     check_positive_int(est.max_iter, "max_iter")
     check_positive_scalar(est.tol, "tol", allow_zero=True)
+    check_early_stopping(est)
 
 
 # ------------------------------------------------------------------------------- estimator
@@ -177,12 +190,28 @@ class LDML(LinearSingleModalMixin, BaseEstimator):
         is 1; the initial bias is the median training-pair distance.
     max_iter : int, default=1000
         Maximum number of L-BFGS iterations.
-    tol : float, default=1e-5
-        L-BFGS tolerance (scipy's ``tol``).
+    tol : float, default=1e-4
+        Stop on a plateau: when ``J`` has decreased by less than ``tol`` relative to its value
+        per iteration, over the last 10 L-BFGS iterations.
+        The default stops when 10 iterations together lower the objective by less than
+        0.1 %: on digits (1,600 objects) 1e-5 took up to 3× the iterations for the same
+        held-out AUC (PCCA 0.9750 vs 0.9748, CMML 0.9591 vs 0.9581, LDML 0.9575 vs 0.9576).
+    early_stopping : bool, default=False
+        Hold out ``validation_fraction`` of the training samples, grouped by identity (the
+        connected components of the positive pairs), with the pairs among them (see
+        :mod:`crossmetric._early_stopping`); stop once neither the ROC AUC nor the model's loss on
+        those pairs has improved for ``n_iter_no_change`` iterations, and keep the iterate with the
+        best validation AUC. The model is then learned from the remaining pairs only. Use it for a
+        full metric (``n_components=None``, d² parameters) learned from few pairs, when a small
+        ``alpha`` does not prevent overfitting.
+    validation_fraction : float in (0, 1), default=0.1
+        Share of the training samples (whole identities) held out for early stopping.
+    n_iter_no_change : int, default=10
+        Patience of early stopping, in iterations.
     verbose : int, default=0
         Print a per-iteration table (iteration, objective, time).
     random_state : int, RandomState instance or None
-        Seeds the PCA solver and the random initialisation.
+        Seeds the PCA solver, the random initialisation and the validation split.
     preprocessor : array-like, optional
         Samples that integer index pairs refer to.
 
@@ -195,8 +224,18 @@ class LDML(LinearSingleModalMixin, BaseEstimator):
     n_iter_ : int
     loss_curve_ : list of float
         Objective ``J`` after each L-BFGS iteration.
+    validation_scores_ : list of float or None
+        Validation ROC AUC after each iteration, entry 0 at the start (``early_stopping``).
+    validation_loss_curve_ : list of float or None
+        Loss on the validation pairs after each iteration (``early_stopping``).
+    best_iteration_ : int or None
+        Iteration whose parameters are kept (``early_stopping``).
     threshold_ : float
-        Distance threshold calibrated for accuracy on the training pairs.
+        The accuracy-optimal cut on the training pairs; when the learned distance separates
+        the training pairs (every cut in the gap is 100 % accurate), ``bias_`` if it lies in
+        the gap (the model's own rule ``p(same) >= 1/2``), else the middle of the gap.
+        :meth:`calibrate_threshold` recalibrates it on (held-out) pairs.
+
 
     Notes
     -----
@@ -212,26 +251,33 @@ class LDML(LinearSingleModalMixin, BaseEstimator):
     """
 
     def __init__(self, n_components: int | None = None, *, alpha: float = 1e-4,
-                 init="auto", max_iter: int = 1000, tol: float = 1e-5, verbose: int = 0,
-                 random_state=None, preprocessor=None):
+                 init="auto", max_iter: int = 1000, tol: float = 1e-4,
+                 early_stopping: bool = False, validation_fraction: float = 0.1,
+                 n_iter_no_change: int = 10, verbose: int = 0, random_state=None,
+                 preprocessor=None):
         self.n_components = n_components
         self.alpha = alpha
         self.init = init
         self.max_iter = max_iter
         self.tol = tol
+        self.early_stopping = early_stopping
+        self.validation_fraction = validation_fraction
+        self.n_iter_no_change = n_iter_no_change
         self.verbose = verbose
         self.random_state = random_state
         self.preprocessor = preprocessor
 
     def _fit(self, data: PairData, y: np.ndarray) -> None:
         _check_common(self)
+        data, y, val, y_val = split_pairs(self, data, y)
         Xu, i, j = _used_samples(data)
         d = Xu.shape[1]
         p = d if self.n_components is None else check_n_components(self.n_components, d)
         L0, b0 = _initial_projection(self.init, p, Xu, i, j, self.random_state)
         objective = PairLogisticObjective(i, j, y, 1.0, Xu.shape[0], Xu.shape[0])
+        monitor = _monitor(self, val, y_val, lambda t, Xv: Xv @ t[:-1].reshape(p, d).T, y)
         theta = _minimize(self, lambda t: self._loss_grad(t, Xu, objective, p),
-                          np.r_[L0.ravel(), b0])
+                          np.r_[L0.ravel(), b0], monitor)
         self.components_ = theta[:-1].reshape(p, d)
         self.bias_ = float(theta[-1])
 
@@ -247,6 +293,10 @@ class LDML(LinearSingleModalMixin, BaseEstimator):
         loss += 0.5 * self.alpha * float(np.sum(L * L))
         gL = dZ.T @ Xu + self.alpha * L
         return loss, np.r_[gL.ravel(), db]
+
+    def _own_threshold(self) -> float:
+        """The learned bias ``b`` (``p(same) = 1/2``): see ``threshold_``."""
+        return self.bias_
 
     def pair_probability(self, pairs) -> np.ndarray:
         """LDML's ``p(same) = σ(b − D)`` for each pair (LDML eq. 1)."""

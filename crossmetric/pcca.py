@@ -20,6 +20,7 @@ from crossmetric._checks import (
     check_positive_int,
     check_positive_scalar,
 )
+from crossmetric._early_stopping import EarlyStopping, check_early_stopping, clear, split_pairs
 from crossmetric._logistic_metric import (
     INITS,
     SOLVERS,
@@ -70,10 +71,30 @@ class PCCA(LinearSingleModalMixin, BaseEstimator):
         Starting point (PCA axes, or kernel-PCA coordinates), rescaled so that the mean training
         ``D²`` is 1.
     max_iter : int, default=1000
-    tol : float, default=1e-5
-        Stop when an iteration lowers the objective by less than ``tol`` (relative).
+    tol : float, default=1e-4
+        Stop on a plateau: when the objective has decreased by less than ``tol`` relative to
+        its value per iteration, over the last 10 iterations.
+        The default stops when 10 iterations together lower the objective by less than
+        0.1 %: on digits (1,600 objects) 1e-5 took up to 3× the iterations for the same
+        held-out AUC (PCCA 0.9750 vs 0.9748, CMML 0.9591 vs 0.9581, LDML 0.9575 vs 0.9576).
+    early_stopping : bool, default=False
+        Hold out ``validation_fraction`` of the training samples, grouped by identity (the
+        connected components of the positive pairs), with the pairs among them (see
+        :mod:`crossmetric._early_stopping`); stop once neither the ROC AUC nor the model's loss on
+        those pairs has improved for ``n_iter_no_change`` iterations, and keep the iterate with the
+        best validation AUC. The model is then learned from the remaining pairs only. Use it when
+        the training pairs are few for the number of parameters (kernel PCCA has one column per
+        training sample and the paper's objective no regulariser), so that the fit overfits; when
+        the held-out AUC still rises at convergence it costs accuracy (measured on digits classes,
+        200 training objects, 3 seeds: held-out AUC 0.91-0.97 with it, 0.992 without: with 10
+        classes the validation side holds one or two whole classes), so compare both by cross-
+        validation.
+    validation_fraction : float in (0, 1), default=0.1
+        Share of the training samples (whole identities) held out for early stopping.
+    n_iter_no_change : int, default=10
+        Patience of early stopping, in iterations.
     random_state : int, RandomState instance or None
-        Seeds the initialisation.
+        Seeds the initialisation and the validation split.
     verbose : int, default=0
         Print one line per iteration (iteration, objective, step, time).
     preprocessor : array-like or tuple (X, Y), optional
@@ -90,8 +111,16 @@ class PCCA(LinearSingleModalMixin, BaseEstimator):
     n_iter_ : int
     loss_curve_ : list of float
         Objective after each iteration.
+    validation_scores_ : list of float or None
+        Validation ROC AUC after each iteration, entry 0 at the start (``early_stopping``).
+    validation_loss_curve_ : list of float or None
+        Loss on the validation pairs after each iteration (``early_stopping``).
+    best_iteration_ : int or None
+        Iteration whose weights are kept (``early_stopping``).
     threshold_ : float
-        Distance threshold calibrated for accuracy on the training pairs.
+        1.0: the threshold of the loss (pairs with ``D² <= 1`` are predicted *same*), which
+        generalises better than a cut calibrated on training pairs that the model separates.
+        :meth:`calibrate_threshold` recalibrates it on (held-out) pairs.
 
     Notes
     -----
@@ -113,8 +142,10 @@ class PCCA(LinearSingleModalMixin, BaseEstimator):
 
     def __init__(self, n_components: int = 40, *, beta: float = 3.0, kernel: str = "linear",
                  gamma: float | None = None, solver: str = "auto", preconditioned: bool = True,
-                 init: str = "pca", max_iter: int = 1000, tol: float = 1e-5, random_state=None,
-                 verbose: int = 0, preprocessor=None):
+                 init: str = "pca", max_iter: int = 1000, tol: float = 1e-4,
+                 early_stopping: bool = False, validation_fraction: float = 0.1,
+                 n_iter_no_change: int = 10, random_state=None, verbose: int = 0,
+                 preprocessor=None):
         self.n_components = n_components
         self.beta = beta
         self.kernel = kernel
@@ -124,6 +155,9 @@ class PCCA(LinearSingleModalMixin, BaseEstimator):
         self.init = init
         self.max_iter = max_iter
         self.tol = tol
+        self.early_stopping = early_stopping
+        self.validation_fraction = validation_fraction
+        self.n_iter_no_change = n_iter_no_change
         self.random_state = random_state
         self.verbose = verbose
         self.preprocessor = preprocessor
@@ -135,11 +169,12 @@ class PCCA(LinearSingleModalMixin, BaseEstimator):
         init = check_choice(self.init, "init", INITS)
         max_iter = check_positive_int(self.max_iter, "max_iter")
         tol = check_positive_scalar(self.tol, "tol", allow_zero=True)
+        _, _, patience = check_early_stopping(self)
         rng = check_random_state(self.random_state)
         is_kernel = kernel != "linear"
 
-        Z, i, j = data.stacked(dedupe=True)
-        Z, i, j = used_rows(Z, i, j)
+        data, y, val, y_val = split_pairs(self, data, y)
+        Z, i, j = used_rows(data.X, data.ix, data.iy)
         if is_kernel:
             kernel_map = KernelMap(kernel, gamma=self.gamma).fit(Z)
             Phi = kernel_map.train_kernel()
@@ -151,12 +186,27 @@ class PCCA(LinearSingleModalMixin, BaseEstimator):
 
         tower = Tower(Phi, preconditioned=is_kernel and bool(self.preconditioned))
         problem = TowerProblem([tower], PairLogisticObjective(i, j, y, beta, *(2 * [len(Z)])))
+        monitor = None
+        if val is not None:
+            Zv, iv, jv = used_rows(val.X, val.ix, val.iy)
+            vproblem = TowerProblem(
+                [Tower(kernel_map.transform(Zv) if is_kernel else Zv)],
+                PairLogisticObjective(iv, jv, y_val, beta, *(2 * [len(Zv)])))
+            monitor = EarlyStopping(
+                lambda Ws: (vproblem.objective.distances(*vproblem.embed(Ws)), 1.0), y_val,
+                patience, beta, float(np.mean(y == 1)))
         with blas_threads(Phi.size * k):
             W0 = rescale_to_unit_distance(
                 problem, [initial_weights(Phi, k, init, rng, is_kernel)])
+            if monitor is not None:
+                monitor.update(0, W0)
             (W,), self.loss_curve_, self.n_iter_ = solve(
                 problem, W0, solver=solver, is_kernel=is_kernel, max_iter=max_iter, tol=tol,
-                verbose=self.verbose, name="PCCA")
+                verbose=self.verbose, name="PCCA", monitor=monitor)
+        if monitor is None:
+            clear(self)
+        else:
+            monitor.record(self)
         for attr in ("components_", "dual_coef_", "kernel_map_"):
             self.__dict__.pop(attr, None)  # a refit with another kernel drops the old tower
         if is_kernel:
@@ -164,6 +214,10 @@ class PCCA(LinearSingleModalMixin, BaseEstimator):
             self.kernel_map_ = kernel_map
         else:
             self.components_ = W
+
+    def _fit_threshold(self, data: PairData, y: np.ndarray) -> float:
+        """``D² = 1``, the threshold of the loss (eq. 2): see ``threshold_``."""
+        return 1.0
 
     def _embed_x(self, X: np.ndarray) -> np.ndarray:
         if hasattr(self, "dual_coef_"):

@@ -13,6 +13,7 @@ from scipy.optimize import minimize
 from sklearn.base import clone
 from sklearn.exceptions import ConvergenceWarning, NotFittedError
 from sklearn.model_selection import cross_val_score
+from sklearn.utils.extmath import svd_flip
 
 from crossmetric.auc import (
     CMLAUC,
@@ -324,8 +325,8 @@ def test_first_iteration_is_algorithm_1(Model):
     if cross:
         k = min(X.shape[1], Y.shape[1])
         Xu, Yu = X[np.unique(pairs[:, 0])], Y[np.unique(pairs[:, 1])]
-        Vx = np.linalg.svd(Xu - Xu.mean(0))[2][:k]
-        Vy = np.linalg.svd(Yu - Yu.mean(0))[2][:k]
+        Vx, Vy = (svd_flip(*np.linalg.svd(A - A.mean(0), full_matrices=False)[::2],
+                           u_based_decision=False)[1][:k] for A in (Xu, Yu))
         W0 = np.concatenate([Vx.T, Vy.T])
         M0 = W0 @ W0.T
     else:

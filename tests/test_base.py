@@ -79,7 +79,7 @@ def _brute_best(d, y, value):
 
 def test_calibrate_accuracy_reaches_best_training_accuracy(small_pairs):
     X, pairs, y = small_pairs
-    m = _pcca(X).fit(pairs, y)
+    m = _pcca(X).fit(pairs, y).calibrate_threshold(pairs, y)  # fit sets D² = 1 (the loss's)
     d = m.pair_distance(pairs)
     acc = np.mean(m.predict(pairs) == y)
     assert acc == pytest.approx(_brute_best(d, y, lambda p: np.mean(p == y)))

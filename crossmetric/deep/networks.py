@@ -14,6 +14,15 @@ Scaling with ``input_shape``: the paper's geometry (stride-2 first convolution, 
 230 × 80 and larger). For smaller images (``min(h, w) < 48``) both convolutions keep the size
 (stride 1, padding 2) and both poolings are 2 × 2 with stride 2, so that a 16 × 16 image gives
 a 32 × 4 × 4 map before the fully connected layers. ``hidden_units`` replaces the 400 units.
+
+Channels: each domain-specific sub-network takes its own number of input channels (grey
+sketches and RGB photos, say); images are ``(n, c, h, w)`` tensors (``(n, h, w)`` is read as
+one channel).
+
+Other backbones: ``backbone`` replaces the domain-specific and shared sub-networks by any
+``torch.nn.Module`` (one module shared by both domains, or a pair, one per domain) whose
+output, flattened and L2-normalised as in the paper, feeds the similarity sub-network; r is then
+the backbone's output width (found by one forward pass on a zero image).
 """
 
 from __future__ import annotations
@@ -26,7 +35,7 @@ from torch import nn
 from crossmetric.gsm import STRUCTURES
 
 __all__ = ["PAPER_MIN_SIDE", "conv_geometry", "DomainNet", "SharedNet", "SimilarityHead",
-           "GSMNet"]
+           "GSMNet", "NormalizedFeatures", "GSMTower"]
 
 #: smallest image side for which the paper's strides and pooling are used
 PAPER_MIN_SIDE = 48
@@ -131,34 +140,92 @@ class SimilarityHead(nn.Module):
         return Wx, Wy, f
 
 
+class NormalizedFeatures(nn.Module):
+    """``x ↦ normalize(flatten(module(x)))``: a backbone's output as unit-length features."""
+
+    def __init__(self, module: nn.Module):
+        super().__init__()
+        self.module = module
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return nn.functional.normalize(self.module(x).flatten(1), dim=1)
+
+
 class GSMNet(nn.Module):
-    """The whole network of Figure 3: ``x ↦ x̃``, ``y ↦ ỹ`` and the constant f."""
+    """The whole network of Figure 3: ``x ↦ x̃``, ``y ↦ ỹ`` and the constant f.
+
+    Parameters
+    ----------
+    input_shape : (h, w)
+    hidden_units : int
+        r for the paper's network (ignored with a ``backbone``).
+    structure, f, learn_f : as :class:`SimilarityHead`.
+    channels : (c_x, c_y), default=(1, 1)
+    backbone : nn.Module, (nn.Module, nn.Module) or None
+        Used as given (the caller copies it if needed).
+    """
 
     def __init__(self, input_shape: tuple[int, int], hidden_units: int = 400,
-                 structure: str = "generalized", f: float = -1.9, learn_f: bool = False):
+                 structure: str = "generalized", f: float = -1.9, learn_f: bool = False,
+                 channels: tuple[int, int] = (1, 1), backbone=None):
         super().__init__()
-        geometry = conv_geometry(input_shape)
         self.input_shape = tuple(input_shape)
-        self.domain_x = DomainNet(geometry)
-        self.domain_y = DomainNet(geometry)
-        try:
-            with torch.no_grad():
-                mid = self.domain_x(torch.zeros(1, 1, *input_shape)).shape[1:]
-            self.shared = SharedNet(geometry, tuple(mid), hidden_units)
-        except RuntimeError as exc:
-            raise ValueError(
-                f"input_shape={tuple(input_shape)} is too small for the architecture (each "
-                f"side needs at least 4 pixels): {exc}"
-            ) from None
-        self.head = SimilarityHead(hidden_units, structure, f, learn_f)
+        self.channels = tuple(int(c) for c in channels)
+        cx, cy = self.channels
+        if backbone is None:
+            geometry = conv_geometry(input_shape)
+            self.domain_x = DomainNet(geometry, in_channels=cx)
+            self.domain_y = DomainNet(geometry, in_channels=cy)
+            try:
+                with torch.no_grad():
+                    mid = self.domain_x(torch.zeros(1, cx, *input_shape)).shape[1:]
+                self.shared = SharedNet(geometry, tuple(mid), hidden_units)
+            except RuntimeError as exc:
+                raise ValueError(
+                    f"input_shape={tuple(input_shape)} is too small for the architecture (each "
+                    f"side needs at least 4 pixels): {exc}"
+                ) from None
+            r = hidden_units
+        else:
+            if isinstance(backbone, nn.Module):
+                self.domain_x = self.domain_y = nn.Identity()
+                self.shared = NormalizedFeatures(backbone)
+            else:
+                self.domain_x = NormalizedFeatures(backbone[0])
+                self.domain_y = NormalizedFeatures(backbone[1])
+                self.shared = nn.Identity()
+            try:
+                with torch.no_grad():
+                    was = [m.training for m in (self.domain_x, self.domain_y, self.shared)]
+                    self.eval()
+                    rx = self.shared(self.domain_x(torch.zeros(2, cx, *input_shape))).shape
+                    ry = self.shared(self.domain_y(torch.zeros(2, cy, *input_shape))).shape
+                    for m, w in zip((self.domain_x, self.domain_y, self.shared), was,
+                                    strict=True):
+                        m.train(w)
+            except RuntimeError as exc:
+                raise ValueError(
+                    f"backbone could not embed zero images of shape ({cx} or {cy}, "
+                    f"{input_shape[0]}, {input_shape[1]}): {exc}"
+                ) from None
+            if rx[1:] != ry[1:]:
+                raise ValueError(f"the two backbones give features of different widths "
+                                 f"({rx[1]} and {ry[1]}); the GSM head needs one width.")
+            r = int(rx[1])
+        self.custom_backbone = backbone is not None
+        self.head = SimilarityHead(r, structure, f, learn_f)
+
+    @staticmethod
+    def _nchw(x: torch.Tensor) -> torch.Tensor:
+        return x[:, None] if x.ndim == 3 else x
 
     def features_x(self, x: torch.Tensor) -> torch.Tensor:
         """f₁(x) = f(g₁(x)), L2-normalised, shape (n, r)."""
-        return self.shared(self.domain_x(x[:, None]))
+        return self.shared(self.domain_x(self._nchw(x)))
 
     def features_y(self, y: torch.Tensor) -> torch.Tensor:
         """f₂(y) = f(g₂(y)), L2-normalised, shape (n, r)."""
-        return self.shared(self.domain_y(y[:, None]))
+        return self.shared(self.domain_y(self._nchw(y)))
 
     def forward(self, x: torch.Tensor, y: torch.Tensor):
         """Similarity components ``(x̃, ỹ, f)`` of a batch of images of each domain."""
@@ -185,7 +252,7 @@ class GSMNet(nn.Module):
         """Φ of eq. (7): the similarity components (and f when it is learnt)."""
         return self.head.parameters()
 
-    def initialize(self, init: str, generator: torch.Generator) -> None:
+    def initialize(self, init: str, generator: torch.Generator, probe=None) -> None:
         """Initialise every parameter from ``generator``.
 
         ``"paper"``: zero-mean Gaussians with standard deviation 0.01 for convolutions and
@@ -193,20 +260,86 @@ class GSMNet(nn.Module):
         ``"default"``: He-uniform weights ``U(±√(6 / fan_in))`` for the feature layers (zero
         biases) and ``N(0, 1/r)`` for the similarity components, so that activations keep
         their scale; trains faster from scratch on small CPU budgets.
+
+        ``probe = (images_x, images_y)``: with ``"paper"``, each feature layer's weights are
+        then divided by the root mean square of its output on these images, layer after layer.
+        With zero biases the feature sub-networks are positively homogeneous, so this leaves
+        the L2-normalised features f₁(x), f₂(y) -- the network's function at initialisation
+        -- exactly as the paper's draw; it only removes the ~1e-6 scale of the pre-normalised
+        features, whose 1/‖h‖ gradient otherwise lets the first step's bias update swamp h
+        and maps every image to one vector. (The paper does not say what input scale its
+        standard deviations assume.)
+
+        A user ``backbone`` is left as it is; only the similarity components are drawn.
         """
         with torch.no_grad():
-            for m in self.modules():
-                if isinstance(m, (nn.Conv2d, nn.Linear)):
-                    if init == "paper":
-                        std = 0.01 if isinstance(m, nn.Conv2d) else 0.001
-                        m.weight.normal_(0.0, std, generator=generator)
-                    else:
-                        bound = math.sqrt(6.0 / m.weight[0].numel())
-                        m.weight.uniform_(-bound, bound, generator=generator)
-                    m.bias.zero_()
+            if not self.custom_backbone:
+                for m in self.modules():
+                    if isinstance(m, (nn.Conv2d, nn.Linear)):
+                        if init == "paper":
+                            std = 0.01 if isinstance(m, nn.Conv2d) else 0.001
+                            m.weight.normal_(0.0, std, generator=generator)
+                        else:
+                            bound = math.sqrt(6.0 / m.weight[0].numel())
+                            m.weight.uniform_(-bound, bound, generator=generator)
+                        m.bias.zero_()
+                if init == "paper" and probe is not None:
+                    self._rescale_layers(*probe)
             std = 0.001 if init == "paper" else 1.0 / math.sqrt(self.head.r)
             for p in self.head.params.values():
                 if p.ndim == 2:
                     p.normal_(0.0, std, generator=generator)
                 else:
                     p.zero_()
+
+    def _rescale_layers(self, x: torch.Tensor, y: torch.Tensor) -> None:
+        """Divide each feature layer's weights by the RMS of its output on ``(x, y)``."""
+        x, y = self._nchw(x), self._nchw(y)
+        layers = [(self.domain_x.conv, "x"), (self.domain_y.conv, "y"), (self.shared.conv, "xy"),
+                  (self.shared.fc1, "xy"), (self.shared.fc2, "xy")]
+        for layer, sides in layers:
+            outs: list = []
+            hook = layer.register_forward_hook(lambda m, i, o, outs=outs: outs.append(o))
+            try:
+                if "x" in sides:
+                    self.features_x(x)
+                if "y" in sides:
+                    self.features_y(y)
+            finally:
+                hook.remove()
+            rms = float(torch.sqrt(torch.mean(torch.cat([o.flatten() for o in outs]) ** 2)))
+            if rms > 0:
+                layer.weight.div_(rms)
+
+
+class GSMTower(nn.Module):
+    """One trained tower, self-contained: images ``(n, c, h, w)`` ↦ x̃ (or ỹ), for export.
+
+    ``similarity(tx, ty)`` is S̃ of eq. (12) between first-domain and second-domain outputs;
+    ``f`` is the constant.
+    """
+
+    def __init__(self, net: GSMNet, domain: str = "x"):
+        super().__init__()
+        import copy
+
+        self.domain = copy.deepcopy(net.domain_x if domain == "x" else net.domain_y)
+        self.shared = copy.deepcopy(net.shared)
+        with torch.no_grad():
+            Wx, Wy, f = net.head.components()
+            W = (Wx if domain == "x" else Wy).detach().clone().cpu()
+        self.register_buffer("W", W)
+        self.register_buffer("f", torch.as_tensor(float(f)))
+        self.r = int(net.head.r)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.shared(self.domain(x)) @ self.W.T
+
+    @torch.jit.export
+    def similarity(self, tx: torch.Tensor, ty: torch.Tensor) -> torch.Tensor:
+        r = self.r
+        ax, cx, dx = tx[:, :r], tx[:, r:2 * r], tx[:, 2 * r]
+        by, cy, ey = ty[:, :r], ty[:, r:2 * r], ty[:, 2 * r]
+        sx = (ax * ax).sum(1) + 2.0 * dx
+        sy = (by * by).sum(1) + 2.0 * ey
+        return sx[:, None] + sy[None, :] - 2.0 * (cx @ cy.T) + self.f

@@ -25,7 +25,8 @@ from sklearn.utils import check_random_state
 from crossmetric._checks import check_positive_int
 from crossmetric.pairs import identities_from_pairs
 
-__all__ = ["CrossDomainBatchSampler", "SampleBatch", "PairBatch", "identities_from_pairs"]
+__all__ = ["CrossDomainBatchSampler", "SampleBatch", "PairBatch", "identities_from_pairs",
+           "balanced_weights", "epoch_identity_batches", "pair_completeness"]
 
 
 class SampleBatch(NamedTuple):
@@ -140,3 +141,79 @@ class CrossDomainBatchSampler:
         iy = self._draw_one("y", cy)
         same = self.ids_x[ix] == self.ids_y[iy]
         return PairBatch(ix, iy, same, balanced_weights(same))
+
+
+def epoch_identity_batches(ids_x, ids_y, n_identities: int, n_images_x: int = 1,
+                           n_images_y: int = 1, random_state=None
+                           ) -> list[tuple[np.ndarray, np.ndarray]]:
+    """One epoch of the §4.2 generator: every usable identity is drawn at least once.
+
+    The identities with images in both domains are shuffled and cut into rounds of
+    ``n_identities``; the last, short round is filled up with identities drawn at random from
+    the others, so that every round has K̂ identities and every identity appears in the epoch.
+    Each identity contributes ``n_images_x`` / ``n_images_y`` distinct images drawn without
+    replacement; an identity with fewer images contributes all it has (once each): a batch
+    never holds the same image twice, it is smaller instead, and the balanced pair weights
+    (:func:`balanced_weights`) absorb the difference.
+
+    Parameters
+    ----------
+    ids_x, ids_y : array-like of shape (n_x,), (n_y,)
+    n_identities, n_images_x, n_images_y : int
+    random_state : int, RandomState instance or None
+
+    Returns
+    -------
+    list of (ix, iy)
+        Rows of X and of Y of each round, grouped by identity (the identities in the same
+        order in ``ix`` and ``iy``).
+    """
+    ids_x, ids_y = np.asarray(ids_x), np.asarray(ids_y)
+    k = check_positive_int(n_identities, "n_identities", minimum=2)
+    ox = check_positive_int(n_images_x, "n_images_x")
+    oy = check_positive_int(n_images_y, "n_images_y")
+    rng = check_random_state(random_state)
+    usable = np.intersect1d(ids_x, ids_y)
+    if usable.size < 2:
+        raise ValueError(
+            "the cross-domain batch generator needs at least 2 identities with images in "
+            f"both domains, found {usable.size}."
+        )
+    k = min(k, usable.size)
+    order_x, order_y = np.argsort(ids_x, kind="stable"), np.argsort(ids_y, kind="stable")
+    sx, sy = ids_x[order_x], ids_y[order_y]
+    lo_x, hi_x = np.searchsorted(sx, usable), np.searchsorted(sx, usable, side="right")
+    lo_y, hi_y = np.searchsorted(sy, usable), np.searchsorted(sy, usable, side="right")
+    perm = rng.permutation(usable.size)
+    rounds = [perm[i:i + k] for i in range(0, perm.size, k)]
+    if rounds[-1].size < k:
+        last = rounds[-1]
+        rest = np.setdiff1d(np.arange(usable.size), last)
+        rounds[-1] = np.r_[last, rng.choice(rest, k - last.size, replace=False)]
+
+    def draw(order, lo, hi, c, o):
+        rows = order[lo[c]:hi[c]]
+        return rows if rows.size <= o else rng.choice(rows, o, replace=False)
+
+    out = []
+    for chosen in rounds:
+        ix = np.concatenate([draw(order_x, lo_x, hi_x, c, ox) for c in chosen])
+        iy = np.concatenate([draw(order_y, lo_y, hi_y, c, oy) for c in chosen])
+        out.append((ix.astype(np.int64), iy.astype(np.int64)))
+    return out
+
+
+def pair_completeness(ids_x: np.ndarray, ids_y: np.ndarray, ix: np.ndarray, iy: np.ndarray,
+                      y: np.ndarray) -> float:
+    """Share of the same-identity cross pairs that the positive pairs list (1.0 = all).
+
+    When identities are the connected components of the positive pairs, a value below 1 means
+    the positives are a sample of the same-identity pairs, so the components may be fragments
+    of coarser classes (two fragments of one class would then be treated as negatives).
+    """
+    pos = np.unique(np.c_[ix[y == 1], iy[y == 1]], axis=0)
+    cx = np.unique(ids_x, return_counts=True)
+    cy = np.unique(ids_y, return_counts=True)
+    common, ax, ay = np.intersect1d(cx[0], cy[0], return_indices=True)
+    total = float(np.sum(cx[1][ax].astype(np.float64) * cy[1][ay]))
+    return float(pos.shape[0] / total) if total else 1.0

@@ -1,0 +1,215 @@
+"""Image-folder loaders: any folder layout described by one regular expression.
+
+Public through :mod:`crossmetric.datasets` (:func:`load_image_folder`, :func:`load_viper`,
+:func:`load_pku_sketch`). Images are decoded with Pillow.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import numpy as np
+from sklearn.utils import Bunch
+
+__all__ = ["load_image_folder", "load_viper", "load_pku_sketch", "VIPER_PATTERN",
+           "PKU_SKETCH_PATTERN"]
+
+#: VIPeR as in ``../shared/data/viper``: ``images/PPPPCCCC.png`` (person, camera 1 = A, 2 = B)
+VIPER_PATTERN = r"images/(?P<id>\d{4})(?P<domain>\d{4})\.png"
+#: PKU-Sketch: ``photo/ID_CAM_FRAME.jpg`` and ``sketch/ID.jpg``
+PKU_SKETCH_PATTERN = r"(?P<domain>photo|sketch)/(?P<id>\d+)(?:_\d+_\d+)?\.jpg"
+
+_COLORS = {"rgb": "RGB", "gray": "L"}
+
+
+def _convert_labels(values: list[str]) -> np.ndarray:
+    """Digit-only labels become int64 (``"0007"`` → 7), anything else stays str."""
+    if values and all(v.isdecimal() for v in values):
+        return np.array([int(v) for v in values], dtype=np.int64)
+    return np.array(values, dtype=str)
+
+
+def _check_size(size) -> tuple[int, int] | None:
+    if size is None:
+        return None
+    try:
+        if isinstance(size, str | bytes):
+            raise TypeError
+        w, h = (int(s) for s in size)
+        ok = len(tuple(size)) == 2 and w >= 1 and h >= 1 and all(
+            float(s) == int(s) for s in size)
+    except (TypeError, ValueError):
+        ok = False
+    if not ok:
+        raise ValueError(f"size must be None or a pair of positive integers (width, height), "
+                         f"got {size!r}.")
+    return w, h
+
+
+def load_image_folder(path, pattern: str, *, size=None, color: str = "rgb") -> Bunch:
+    """Load every image under ``path`` whose relative path matches ``pattern``.
+
+    Parameters
+    ----------
+    path : path-like
+        Root folder; it is searched recursively.
+    pattern : str
+        Regular expression matched against the whole path of each file relative to ``path``
+        (``re.fullmatch``, ``/`` as separator on every system). The named group ``id`` (required)
+        is the identity, the optional group ``domain`` the camera / modality. Examples:
+        ``r"cam_(?P<domain>[ab])/(?P<id>\\d+)_\\d+\\.bmp"`` (one folder per camera),
+        ``r"(?P<id>\\d{4})(?P<domain>\\d{4})\\.png"`` (camera in the file name),
+        ``r"(?P<domain>photo|sketch)/(?P<id>\\d+).*\\.jpg"`` (modality folders).
+        Files that do not match are ignored (READMEs, lists, ...).
+    size : (width, height), optional
+        Resize every image to this size (Pillow, bilinear with antialiasing). Without it all
+        images must have the same size.
+    color : {"rgb", "gray"}, default="rgb"
+        ``"rgb"``: images of shape (n, h, w, 3); ``"gray"``: (n, h, w), Pillow's ITU-R 601
+        luma ``L = 0.299 R + 0.587 G + 0.114 B``. Palette, grey and RGBA files are converted.
+
+    Returns
+    -------
+    Bunch
+        ``images`` (uint8, (n, h, w, 3) or (n, h, w)); ``ids`` and ``domains`` (n,) -- int64
+        when every value is made of decimal digits (``"0007"`` → 7), str otherwise; ``domains``
+        is all 0 when ``pattern`` has no ``domain`` group; ``filenames`` (n,) the relative
+        paths. Rows are sorted by (id, domain, file name), so the result does not depend on
+        the order in which the file system lists the folder.
+
+    Raises
+    ------
+    ValueError
+        ``path`` is not a folder; ``pattern`` is not a valid regular expression or has no
+        ``id`` group; no file matches (the message shows the pattern and an example file name);
+        a matching file cannot be decoded (the message names it); images of different sizes
+        without ``size``; bad ``size`` or ``color``.
+    """
+    root = Path(os.fspath(path))
+    if not root.is_dir():
+        raise ValueError(f"path {os.fspath(path)!r} is not a directory.")
+    if not isinstance(pattern, str):
+        raise ValueError(f"pattern must be a str regular expression, got {pattern!r}.")
+    try:
+        regex = re.compile(pattern)
+    except re.error as exc:
+        raise ValueError(f"pattern {pattern!r} is not a valid regular expression: {exc}.") from None
+    if "id" not in regex.groupindex:
+        raise ValueError(f"pattern {pattern!r} must have a named group 'id' for the identity, "
+                         r"e.g. r'(?P<id>\d+)_\d+\.png'.")
+    if color not in _COLORS:
+        raise ValueError(f"color must be one of {tuple(_COLORS)}, got {color!r}.")
+    wh = _check_size(size)
+
+    files = sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file())
+    matched = []
+    for rel in files:
+        m = regex.fullmatch(rel)
+        if m is not None:
+            dom = m.group("domain") if "domain" in regex.groupindex else None
+            matched.append((m.group("id"), dom, rel))
+    if not matched:
+        example = files[0] if files else None
+        where = (f"e.g. {example!r} does not match" if example is not None
+                 else "the folder holds no files")
+        raise ValueError(f"no file under {os.fspath(path)!r} matches pattern {pattern!r} "
+                         f"(matched against the whole relative path; {where}).")
+    if any(i is None for i, _, _ in matched):
+        bad = next(rel for i, _, rel in matched if i is None)
+        raise ValueError(f"pattern {pattern!r} matched {bad!r} without capturing its 'id' group.")
+
+    ids = _convert_labels([i for i, _, _ in matched])
+    has_domain = "domain" in regex.groupindex
+    domains = (_convert_labels([d or "" for _, d, _ in matched]) if has_domain
+               else np.zeros(len(matched), dtype=np.int64))
+    names = np.array([rel for _, _, rel in matched], dtype=str)
+    order = np.lexsort((names, domains, ids))
+    ids, domains, names = ids[order], domains[order], names[order]
+
+    from PIL import Image, UnidentifiedImageError
+
+    images, first = [], None
+    for rel in names.tolist():
+        try:
+            with Image.open(root / rel) as im:
+                im = im.convert(_COLORS[color])
+                if wh is not None and im.size != wh:
+                    im = im.resize(wh, Image.Resampling.BILINEAR)
+                arr = np.asarray(im, dtype=np.uint8)
+        except (OSError, UnidentifiedImageError, SyntaxError, ValueError) as exc:
+            raise ValueError(f"cannot decode image file {rel!r} under {os.fspath(path)!r}: "
+                             f"{exc}") from None
+        if first is None:
+            first = (rel, arr.shape)
+        elif arr.shape != first[1]:
+            raise ValueError(
+                f"images have different sizes: {first[0]!r} is {first[1][1]}x{first[1][0]} "
+                f"(width x height), {rel!r} is {arr.shape[1]}x{arr.shape[0]}; pass "
+                "size=(width, height) to resize them.")
+        images.append(arr)
+    return Bunch(images=np.stack(images), ids=ids, domains=domains, filenames=names,
+                 DESCR=f"images under {os.fspath(path)!r} matching {pattern!r}")
+
+
+def _dataset_dir(data_home, name: str, marker: str) -> Path:
+    """``data_home/name`` or ``data_home`` itself, whichever holds ``marker``."""
+    if data_home is None:
+        raise ValueError(f"data_home must be the folder holding {name}/ (e.g. ../shared/data).")
+    home = Path(os.fspath(data_home))
+    for cand in (home / name, home):
+        if (cand / marker).is_dir():
+            return cand
+    raise ValueError(f"data_home {os.fspath(data_home)!r}: no {name} data found (expected "
+                     f"{name}/{marker}/ under it, or {marker}/ directly).")
+
+
+def load_viper(data_home) -> Bunch:
+    """VIPeR: 632 persons × 2 cameras, 48 × 128 RGB (the re-id benchmark of PCCA §4).
+
+    Parameters
+    ----------
+    data_home : path-like
+        The folder holding ``viper/`` (e.g. ``../shared/data``) or the ``viper`` folder itself,
+        with ``images/PPPPCCCC.png`` (``PPPP`` the person 1-632, ``CCCC`` the camera: 1 = A,
+        2 = B).
+
+    Returns
+    -------
+    Bunch
+        As :func:`load_image_folder`: ``images`` (1264, 128, 48, 3) uint8, ``ids`` (1-632),
+        ``domains`` (camera 1 or 2), ``filenames``; rows sorted by (person, camera).
+    """
+    folder = _dataset_dir(data_home, "viper", "images")
+    b = load_image_folder(folder, VIPER_PATTERN)
+    b.DESCR = "VIPeR (Gray et al. 2007): 632 persons x cameras 1 (A) and 2 (B), 48x128 RGB."
+    return b
+
+
+def load_pku_sketch(data_home, size=(64, 160)) -> Bunch:
+    """PKU-Sketch-ReID: 200 persons, 2 photos (``domain="photo"``) + 1 sketch (``"sketch"``).
+
+    Parameters
+    ----------
+    data_home : path-like
+        The folder holding ``pku_sketch/`` or the ``pku_sketch`` folder itself, with
+        ``photo/ID_CAM_FRAME.jpg`` and ``sketch/ID.jpg``.
+    size : (width, height), default=(64, 160)
+        All images are resized to this size (the photos are 87-335 px wide and the sketches 400
+        px tall; the default keeps their typical 2:5 aspect). ``None`` is refused (mixed sizes).
+
+    Returns
+    -------
+    Bunch
+        As :func:`load_image_folder` with RGB ``images``: 597 images (400 photos, 197 sketches:
+        persons 160, 168 and 169 have none), ``ids`` (1-200), ``domains`` ("photo" / "sketch").
+    """
+    folder = _dataset_dir(data_home, "pku_sketch", "photo")
+    if size is None:
+        raise ValueError("size must be (width, height): the PKU-Sketch images have different "
+                         "sizes.")
+    b = load_image_folder(folder, PKU_SKETCH_PATTERN, size=size)
+    b.DESCR = ("PKU-Sketch-ReID (Pang et al. 2018): 200 persons, 2 photos + 1 artist's sketch "
+               f"each, resized to {tuple(size)} (width, height).")
+    return b

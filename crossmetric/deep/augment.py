@@ -1,0 +1,223 @@
+"""Training-time augmentation for DeepGSM, as person re-identification training uses it.
+
+Every transform takes one image as a float tensor ``(channels, h, w)`` and a NumPy
+``Generator`` ``rng`` for its random choices; :class:`crossmetric.deep.data.CrossDomainImages`
+creates that generator from a per-draw seed, so an augmented batch depends only on
+``random_state`` and the iteration -- not on the number of ``DataLoader`` workers or processes,
+nor on where a resumed run restarted. (A user callable without the ``rng`` argument runs with
+torch's global generator seeded per draw instead, which costs more per image.)
+
+The transforms are written with plain torch operations. torchvision's ``transforms.v2``
+does the same work, and a ``torchvision`` pipeline (any callable on a ``(c, h, w)`` tensor) can
+be passed as ``DeepGSM(augment=...)``. They are not used by default because a torchvision
+wheel whose compiled operators do not match the installed torch fails to import (this is the
+case on the CPU-only development machine: a CUDA torchvision 0.28.0 next to torch 2.13.0+cpu).
+
+``"reid"`` (:func:`reid_augmentation`) is the usual recipe: resize to the input size, pad by
+1/16 of each side and crop back at a random position, horizontal flip with probability 1/2,
+brightness / contrast (and saturation for 3 channels) jitter of ±20 %, and random erasing of a
+rectangle of 2-20 % of the image with probability 1/2 (Zhong et al., 2020).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+__all__ = ["SplitMix", "as_rng", "Compose", "Resize", "RandomCrop", "RandomHorizontalFlip",
+           "ColorJitter", "RandomErasing", "reid_augmentation", "make_augmentation"]
+
+
+_MASK = (1 << 64) - 1
+
+
+class SplitMix:
+    """A tiny, fast generator (SplitMix64) with the few NumPy ``Generator`` methods used here.
+
+    Creating one costs about a microsecond, against ~30 µs for ``np.random.default_rng``,
+    which matters when every drawn image gets its own generator.
+    """
+
+    def __init__(self, seed: int):
+        self.state = int(seed) & _MASK
+
+    def _next(self) -> int:
+        self.state = (self.state + 0x9E3779B97F4A7C15) & _MASK
+        z = self.state
+        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK
+        return z ^ (z >> 31)
+
+    def random(self) -> float:
+        return (self._next() >> 11) * (1.0 / (1 << 53))
+
+    def uniform(self, lo: float, hi: float) -> float:
+        return lo + (hi - lo) * self.random()
+
+    def integers(self, lo: int, hi: int) -> int:
+        return lo + int(self.random() * (hi - lo))
+
+    def permutation(self, n: int) -> np.ndarray:
+        return np.argsort([self.random() for _ in range(n)])
+
+
+def as_rng(rng):
+    """``rng`` if it is a generator, else ``np.random.default_rng(rng)``."""
+    return rng if hasattr(rng, "integers") else np.random.default_rng(rng)
+
+
+class Compose:
+    """Apply transforms in order."""
+
+    takes_rng = True
+
+    def __init__(self, transforms):
+        self.transforms = list(transforms)
+
+    def __call__(self, img: torch.Tensor, rng=None) -> torch.Tensor:
+        rng = as_rng(rng)
+        for t in self.transforms:
+            img = t(img, rng)
+        return img
+
+    def __repr__(self) -> str:
+        return f"Compose({self.transforms!r})"
+
+
+class Resize:
+    """Bilinear resize to ``size = (h, w)`` (no-op when already that size)."""
+
+    def __init__(self, size):
+        self.size = tuple(int(v) for v in size)
+
+    def __call__(self, img: torch.Tensor, rng=None) -> torch.Tensor:
+        if tuple(img.shape[-2:]) == self.size:
+            return img
+        return F.interpolate(img[None], size=self.size, mode="bilinear",
+                             align_corners=False)[0]
+
+    def __repr__(self) -> str:
+        return f"Resize({self.size})"
+
+
+class RandomCrop:
+    """Zero-pad by ``padding`` pixels on every side and crop ``size`` at a random position."""
+
+    takes_rng = True
+
+    def __init__(self, size, padding: int = 0):
+        self.size = tuple(int(v) for v in size)
+        self.padding = int(padding)
+
+    def __call__(self, img: torch.Tensor, rng=None) -> torch.Tensor:
+        rng = as_rng(rng)
+        p = self.padding
+        if p:
+            img = F.pad(img, (p, p, p, p))
+        h, w = img.shape[-2:]
+        th, tw = self.size
+        i, j = int(rng.integers(0, h - th + 1)), int(rng.integers(0, w - tw + 1))
+        return img[..., i:i + th, j:j + tw]
+
+    def __repr__(self) -> str:
+        return f"RandomCrop({self.size}, padding={self.padding})"
+
+
+class RandomHorizontalFlip:
+    def __init__(self, p: float = 0.5):
+        self.p = float(p)
+
+    def __call__(self, img: torch.Tensor, rng=None) -> torch.Tensor:
+        return img.flip(-1) if as_rng(rng).random() < self.p else img
+
+    def __repr__(self) -> str:
+        return f"RandomHorizontalFlip(p={self.p})"
+
+
+class ColorJitter:
+    """Random brightness, contrast and (3 channels only) saturation factors in ``1 ± value``.
+
+    Applied in a random order like torchvision's; values are not clipped, so inputs outside
+    [0, 1] (standardised images) keep their scale.
+    """
+
+    def __init__(self, brightness: float = 0.2, contrast: float = 0.2,
+                 saturation: float = 0.2):
+        self.brightness, self.contrast, self.saturation = brightness, contrast, saturation
+
+    def __call__(self, img: torch.Tensor, rng=None) -> torch.Tensor:
+        rng = as_rng(rng)
+        for k in rng.permutation(3).tolist():
+            if k == 0 and self.brightness:
+                img = img * rng.uniform(1 - self.brightness, 1 + self.brightness)
+            elif k == 1 and self.contrast:
+                c = rng.uniform(1 - self.contrast, 1 + self.contrast)
+                img = (img - img.mean()) * c + img.mean()
+            elif k == 2 and self.saturation and img.shape[0] == 3:
+                s = rng.uniform(1 - self.saturation, 1 + self.saturation)
+                grey = (0.299 * img[0] + 0.587 * img[1] + 0.114 * img[2])[None]
+                img = (img - grey) * s + grey
+        return img
+
+    def __repr__(self) -> str:
+        return (f"ColorJitter(brightness={self.brightness}, contrast={self.contrast}, "
+                f"saturation={self.saturation})")
+
+
+class RandomErasing:
+    """With probability ``p``, set a random rectangle of ``scale`` × the area to ``value``."""
+
+    def __init__(self, p: float = 0.5, scale=(0.02, 0.2), ratio=(0.3, 3.3),
+                 value: float = 0.0):
+        self.p, self.scale, self.ratio, self.value = float(p), scale, ratio, float(value)
+
+    def __call__(self, img: torch.Tensor, rng=None) -> torch.Tensor:
+        rng = as_rng(rng)
+        if rng.random() >= self.p:
+            return img
+        h, w = img.shape[-2:]
+        for _ in range(10):
+            area = rng.uniform(*self.scale) * h * w
+            r = math.exp(rng.uniform(math.log(self.ratio[0]), math.log(self.ratio[1])))
+            eh, ew = int(round(math.sqrt(area * r))), int(round(math.sqrt(area / r)))
+            if 0 < eh < h and 0 < ew < w:
+                i, j = int(rng.integers(0, h - eh + 1)), int(rng.integers(0, w - ew + 1))
+                img = img.clone()
+                img[..., i:i + eh, j:j + ew] = self.value
+                return img
+        return img
+
+    def __repr__(self) -> str:
+        return f"RandomErasing(p={self.p}, scale={self.scale})"
+
+
+def reid_augmentation(input_shape) -> Compose:
+    """Resize, pad-and-crop (1/16 of the side), flip, colour jitter, random erasing."""
+    h, w = (int(v) for v in input_shape)
+    pad = max(1, min(h, w) // 16)
+    return Compose([Resize((h, w)), RandomCrop((h, w), padding=pad), RandomHorizontalFlip(),
+                    ColorJitter(0.2, 0.2, 0.2), RandomErasing(0.5)])
+
+
+def make_augmentation(augment, input_shape):
+    """The training transform for ``DeepGSM(augment=...)`` (``None`` when there is none).
+
+    ``augment`` is an int ``a`` (random shift: pad ``a`` pixels, crop back; 0 = none),
+    ``"reid"``, ``None`` / ``False`` (none), or a callable on ``(c, h, w)`` tensors.
+    """
+    if augment is None or augment is False:
+        return None
+    if isinstance(augment, str):
+        if augment != "reid":
+            raise ValueError(f"augment must be an int >= 0, 'reid', None or a callable, got "
+                             f"{augment!r}.")
+        return reid_augmentation(input_shape)
+    if callable(augment):
+        return augment
+    if isinstance(augment, (int,)) and not isinstance(augment, bool) and augment >= 0:
+        return RandomCrop(input_shape, padding=int(augment)) if augment else None
+    raise ValueError(f"augment must be an int >= 0, 'reid', None or a callable, got "
+                     f"{augment!r}.")

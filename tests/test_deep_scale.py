@@ -1,0 +1,433 @@
+"""DeepGSM on real images and hardware: paper init, resume checks, identities, RGB, streaming,
+the identity sampler, backbones, augmentation, hard negatives, early stopping, export, DDP."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from crossmetric.deep import DeepGSM  # noqa: E402
+from crossmetric.deep.augment import (  # noqa: E402
+    RandomErasing,
+    SplitMix,
+    make_augmentation,
+    reid_augmentation,
+)
+from crossmetric.deep.data import (  # noqa: E402
+    CrossDomainIdentitySampler,
+    CrossDomainImages,
+    IterationBatches,
+)
+from crossmetric.deep.networks import GSMNet  # noqa: E402
+from crossmetric.deep.sampler import epoch_identity_batches  # noqa: E402
+
+torch.set_num_threads(1)
+
+SMALL = dict(hidden_units=16, n_identities=8, max_iter=6, device="cpu", tol=None,
+             random_state=0)
+
+
+@pytest.fixture(scope="module")
+def digits():
+    """Photo / sketch views of digits: images_x, images_y (16 × 16) and the class of each row."""
+    from sklearn.datasets import load_digits
+
+    from crossmetric.datasets import load_digits_views
+
+    b = load_digits_views()
+    cls = load_digits().target[:b.images_x.shape[0]]
+    return b.images_x[:300], b.images_y[:300], cls[:300]
+
+
+def instance_pairs(n, seed=0):
+    rng = np.random.RandomState(seed)
+    neg = (np.arange(n) + rng.randint(1, n, n)) % n
+    pairs = np.r_[np.c_[np.arange(n), np.arange(n)], np.c_[np.arange(n), neg]]
+    return pairs, np.r_[np.ones(n, int), -np.ones(n, int)]
+
+
+def rgb_people(n_ids=12, per=2, h=24, w=16, seed=0):
+    """Synthetic RGB 'photos' (uint8) and grey 'sketches' of n_ids identities."""
+    rng = np.random.RandomState(seed)
+    base = rng.rand(n_ids, h, w, 3)
+    ids = np.repeat(np.arange(n_ids), per)
+    photos = np.clip(base[ids] + 0.1 * rng.randn(ids.size, h, w, 3), 0, 1)
+    sketches = photos.mean(3) + 0.05 * rng.randn(ids.size, h, w)
+    return ((photos * 255).astype(np.uint8), ids,
+            (np.clip(sketches, 0, 1) * 255).astype(np.uint8), ids.copy())
+
+
+# ------------------------------------------------------------------- issue 10, item 10
+def test_paper_init_does_not_collapse(digits):
+    """init='paper' used to map every image to one vector after one step (spread ~1e-8)."""
+    X, Y, _ = digits
+    pairs, y = instance_pairs(120)
+    m = DeepGSM(**{**SMALL, "max_iter": 20, "n_identities": 16}, init="paper",
+                preprocessor=(X[:120], Y[:120])).fit(pairs, y)
+    F = m.features_x(X[:60])
+    spread = np.linalg.norm(F - F.mean(0), axis=1).mean()
+    assert spread > 1e-2, spread
+    assert np.isfinite(m.loss_curve_).all()
+
+
+def test_paper_init_rescaling_keeps_the_papers_function(digits):
+    X, Y, _ = digits
+    x, y = torch.tensor(X[:20]).float(), torch.tensor(Y[:20]).float()
+    a = GSMNet((16, 16), 12)
+    a.initialize("paper", torch.Generator().manual_seed(3))
+    b = GSMNet((16, 16), 12)
+    b.initialize("paper", torch.Generator().manual_seed(3), probe=(x, y))
+    with torch.no_grad():
+        fa, fb = a.features_x(x), b.features_x(x)
+        sh = b.shared
+        h = sh.fc2(torch.relu(sh.fc1(sh.pool(torch.relu(sh.conv(b.domain_x(x[:, None]))))
+                                     .flatten(1))))
+    torch.testing.assert_close(fa, fb, rtol=1e-4, atol=1e-5)
+    assert 0.1 < float(h.norm(dim=1).mean()) < 100  # the paper's draw gives about 1e-6
+
+
+def _ckpt_setup(digits, tmp_path, **kw):
+    X, Y, _ = digits
+    pairs, y = instance_pairs(40)
+    prep = (X[:40], Y[:40])
+    path = str(tmp_path / "c.pt")
+    base = {**SMALL, "checkpoint_path": path, "checkpoint_every": 2, **kw}
+    DeepGSM(**base, preprocessor=prep).fit(pairs, y)
+    return base, pairs, y, prep
+
+
+@pytest.mark.parametrize("change", [{"max_iter": 12}, {"learning_rate": 0.01},
+                                    {"augment": "reid"}, {"hard_negatives": 2}])
+def test_resume_refuses_other_settings(digits, tmp_path, change):
+    base, pairs, y, prep = _ckpt_setup(digits, tmp_path)
+    with pytest.raises(ValueError, match="other settings"):
+        DeepGSM(**{**base, **change}, resume=True, preprocessor=prep).fit(pairs, y)
+
+
+def test_resume_refuses_other_data_and_accepts_same(digits, tmp_path):
+    base, pairs, y, prep = _ckpt_setup(digits, tmp_path)
+    X, Y, _ = digits
+    with pytest.raises(ValueError, match="other training data"):
+        DeepGSM(**base, resume=True, preprocessor=(X[40:80], Y[40:80])).fit(pairs, y)
+    # same settings and data, a run-only parameter changed: accepted (nothing left to do)
+    m = DeepGSM(**{**base, "verbose": 0, "eval_batch_size": 7}, resume=True,
+                preprocessor=prep).fit(pairs, y)
+    assert m.n_iter_ == base["max_iter"]
+
+
+def test_sampled_pairs_warn_about_fragmented_identities_and_groups_fix_it(digits):
+    X, Y, cls = digits
+    rng = np.random.RandomState(0)
+    # class-level pairs, sampled: 2 positives and 2 negatives per image (as a pair protocol
+    # makes them); their connected components are not the 10 classes
+    n = 200
+    a = np.repeat(np.arange(n), 2)
+    pos = np.array([rng.choice(np.flatnonzero(cls[:n] == cls[i])) for i in a])
+    neg = np.array([rng.choice(np.flatnonzero(cls[:n] != cls[i])) for i in a])
+    pairs = np.r_[np.c_[a, pos], np.c_[a, neg]]
+    y = np.r_[np.ones(a.size, int), -np.ones(a.size, int)]
+    kw = {**SMALL, "max_iter": 2, "preprocessor": (X[:n], Y[:n])}
+    with pytest.warns(UserWarning, match="fragments"):
+        m = DeepGSM(**kw).fit(pairs, y)
+    assert m.n_identities_ != 10
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        m = DeepGSM(**kw).fit(pairs, y, groups=(cls[:n], cls[:n]))
+    assert m.n_identities_ == 10
+    with pytest.raises(ValueError, match="groups"):
+        DeepGSM(**kw).fit(pairs, y, groups=(cls[:n], cls[:5]))
+    # instance pairs list every same-identity pair: no warning
+    ip, iy = instance_pairs(60)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        DeepGSM(**kw).fit(ip, iy)
+
+
+# ------------------------------------------------------------------ images, streaming
+def test_rgb_and_grey_domains_with_uint8(tmp_path):
+    px, ix, sy, iy = rgb_people()
+    m = DeepGSM(**SMALL).fit_identities(px, ix, sy, iy)
+    assert m.channels_ == (3, 1) and m.net_.domain_x.conv.in_channels == 3
+    TX, TY = m.transform_x(px[:5]), m.transform_y(sy[:4])
+    assert TX.shape == (5, 33) and TY.shape == (4, 33)
+    D = m.cross_distance(px[:5], sy[:4])
+    assert D.shape == (5, 4) and np.isfinite(D).all()
+    assert m.threshold_ == 0.0 and m.predict((px[:4], sy[:4])).shape == (4,)
+    # uint8 is scaled to [0, 1]: the same as float input / 255
+    np.testing.assert_allclose(TX, m.transform_x(px[:5] / 255.0), rtol=1e-5, atol=1e-5)
+    with pytest.raises(ValueError, match="shape"):
+        m.transform_x(sy[:3])
+    # the pair API takes colour images too (index form)
+    pairs = np.c_[np.arange(24), np.arange(24)]
+    pairs = np.r_[pairs, np.c_[np.arange(24), (np.arange(24) + 2) % 24]]
+    yl = np.r_[np.ones(24, int), -np.ones(24, int)]
+    m2 = DeepGSM(**SMALL, preprocessor=(px, sy)).fit(pairs, yl, groups=(ix, iy))
+    assert m2.n_identities_ == 12
+
+
+def _write_pngs(tmp_path, images, prefix):
+    from PIL import Image
+
+    paths = []
+    for i, im in enumerate(images):
+        p = tmp_path / f"{prefix}{i}.png"
+        Image.fromarray(im).save(p)
+        paths.append(str(p))
+    return paths
+
+
+def test_streaming_from_files_equals_in_memory(tmp_path):
+    px, ix, sy, iy = rgb_people()
+    fx, fy = _write_pngs(tmp_path, px, "p"), _write_pngs(tmp_path, sy, "s")
+    kw = {**SMALL, "augment": "reid"}
+    mem = DeepGSM(**kw).fit_identities(px, ix, sy, iy)
+    disk = DeepGSM(**kw).fit_identities(fx, ix, fy, iy)  # PNG is lossless
+    np.testing.assert_allclose(disk.loss_curve_, mem.loss_curve_, rtol=1e-6)
+    np.testing.assert_allclose(disk.transform_x(fx[:3]), mem.transform_x(px[:3]), rtol=1e-5,
+                               atol=1e-6)
+    # files of another size are resized to input_shape
+    from PIL import Image
+
+    big = [str(tmp_path / f"b{i}.png") for i in range(4)]
+    for i, p in enumerate(big):
+        Image.fromarray(px[i]).resize((32, 48)).save(p)
+    assert disk.transform_x(big).shape == (4, 33)
+    with pytest.raises(ValueError, match="could not read"):
+        disk.transform_x([str(tmp_path / "missing.png")])
+
+
+@pytest.mark.slow
+def test_streaming_with_dataloader_workers(tmp_path):
+    px, ix, sy, iy = rgb_people()
+    fx, fy = _write_pngs(tmp_path, px, "p"), _write_pngs(tmp_path, sy, "s")
+    a = DeepGSM(**SMALL, augment="reid").fit_identities(fx, ix, fy, iy)
+    b = DeepGSM(**SMALL, augment="reid", num_workers=2).fit_identities(fx, ix, fy, iy)
+    np.testing.assert_allclose(a.loss_curve_, b.loss_curve_, rtol=1e-6)
+
+
+def test_epoch_sampler_draws_every_identity_without_duplicates():
+    ids_x = np.r_[np.repeat(np.arange(10), 3), [10]]  # identity 10: one image in X
+    ids_y = np.r_[np.repeat(np.arange(10), 2), [10, 11]]  # 11 only in Y: never drawn
+    s = CrossDomainIdentitySampler(ids_x, ids_y, 4, n_images_x=2, n_images_y=3, seed=1,
+                                   with_seeds=False)
+    assert len(s) == 3  # ceil(11 / 4)
+    for epoch in range(3):
+        s.set_epoch(epoch)
+        seen = set()
+        for keys in s:
+            keys = np.asarray(keys)
+            assert np.unique(keys).size == keys.size  # no image twice in a round
+            kx, ky = keys[keys < ids_x.size], keys[keys >= ids_x.size] - ids_x.size
+            idents = np.unique(ids_x[kx])
+            assert idents.size == 4 and np.array_equal(idents, np.unique(ids_y[ky]))
+            for c in idents:  # min(Ô, available) images per identity and domain
+                assert np.sum(ids_x[kx] == c) == min(2, np.sum(ids_x == c))
+                assert np.sum(ids_y[ky] == c) == min(3, np.sum(ids_y == c))
+            seen |= set(idents.tolist())
+        assert seen == set(range(11))
+    # epochs differ, and an epoch is a function of (seed, epoch)
+    r0 = epoch_identity_batches(ids_x, ids_y, 4, 2, 3, random_state=0)
+    r0b = epoch_identity_batches(ids_x, ids_y, 4, 2, 3, random_state=0)
+    assert all(np.array_equal(a[0], b[0]) for a, b in zip(r0, r0b, strict=True))
+
+
+def test_sampler_shards_rounds_among_processes_and_resumes():
+    ids = np.repeat(np.arange(9), 2)
+    full = CrossDomainIdentitySampler(ids, ids, 6, 2, 2, seed=3)
+    parts = [CrossDomainIdentitySampler(ids, ids, 6, 2, 2, seed=3, rank=r, world_size=2)
+             for r in range(2)]
+    for a, b, c in zip(full, *parts, strict=True):
+        assert sorted(a) == sorted(b + c)  # same keys and seeds, split
+        assert not set(k for k, _ in b) & set(k for k, _ in c)
+        assert len({ids[k % 18] for k, _ in b}) == 3  # 3 identities each
+    it = IterationBatches(full, 0, 7)
+    rest = IterationBatches(full, 4, 7)
+    assert list(it)[4:] == list(rest)  # a resumed run draws the same rounds
+    with pytest.raises(ValueError, match="processes"):
+        CrossDomainIdentitySampler(ids, ids, 2, world_size=3)
+
+
+def test_numpy_sampler_importable_without_torch():
+    code = ("import sys; "
+            "from crossmetric.deep.sampler import epoch_identity_batches, "
+            "CrossDomainBatchSampler; "
+            "b = epoch_identity_batches([0, 1, 2], [0, 1, 2], 2); assert len(b) == 2; "
+            "assert 'torch' not in sys.modules, 'torch imported'")
+    subprocess.run([sys.executable, "-c", code], check=True,
+                   cwd=Path(__file__).resolve().parents[1])
+
+
+# ------------------------------------------------------------------------ augmentation
+def test_augmentation_is_seeded_per_draw_and_keeps_shape():
+    img = torch.rand(3, 24, 16)
+    tf = reid_augmentation((24, 16))
+    a, b = tf(img, SplitMix(5)), tf(img, SplitMix(5))
+    torch.testing.assert_close(a, b)
+    outs = [tf(img, SplitMix(s)) for s in range(20)]
+    assert all(o.shape == (3, 24, 16) for o in outs)
+    assert sum(not torch.equal(outs[0], o) for o in outs[1:]) >= 18
+    erased = RandomErasing(p=1.0, value=-7.0)(img, SplitMix(1))
+    frac = float((erased == -7.0).float().mean())
+    assert 0.015 < frac < 0.25
+    assert make_augmentation(0, (8, 8)) is None
+    shifted = make_augmentation(2, (24, 16))(img, SplitMix(0))
+    assert shifted.shape == img.shape
+    with pytest.raises(ValueError, match="augment"):
+        DeepGSM(**SMALL, augment="mixup").fit_identities(*rgb_people())
+    # a user callable without rng (torchvision-style) runs with a seeded torch generator
+    ds = CrossDomainImages(np.zeros((2, 4, 4), np.float32), [0, 1],
+                           np.zeros((2, 4, 4), np.float32), [0, 1],
+                           transform_x=lambda t: t + torch.rand(()))
+    assert torch.equal(ds[(0, 9)][0], ds[(0, 9)][0])
+
+
+# ------------------------------------------------------------------- hard negatives
+def test_mined_weights_against_brute_force():
+    rng = np.random.RandomState(0)
+    same = rng.rand(6, 7) < 0.25
+    S = rng.randn(6, 7)
+    w = DeepGSM._mined_weights(same, S, 2)
+    keep = same.copy()
+    for i in range(6):
+        negs = [j for j in range(7) if not same[i, j]]
+        for j in sorted(negs, key=lambda j: S[i, j])[:2]:
+            keep[i, j] = True
+    for j in range(7):
+        negs = [i for i in range(6) if not same[i, j]]
+        for i in sorted(negs, key=lambda i: S[i, j])[:2]:
+            keep[i, j] = True
+    assert np.array_equal(w > 0, keep)
+    np.testing.assert_allclose([w[same].sum(), w[~same].sum()], 0.5)
+    np.testing.assert_allclose(DeepGSM._mined_weights(same, S, None)[~same].sum(), 0.5)
+
+
+def test_hard_negatives_train(digits):
+    X, Y, _ = digits
+    pairs, y = instance_pairs(100)
+    m = DeepGSM(**{**SMALL, "max_iter": 40, "n_identities": 16}, hard_negatives=3,
+                preprocessor=(X[:100], Y[:100])).fit(pairs, y)
+    assert np.isfinite(m.loss_curve_).all()
+    assert np.mean(m.loss_curve_[-10:]) < np.mean(m.loss_curve_[:5])
+
+
+# ------------------------------------------------------------------- early stopping
+def test_early_stopping_on_held_out_rank1(digits):
+    X, Y, _ = digits
+    pairs, y = instance_pairs(120)
+    m = DeepGSM(**{**SMALL, "max_iter": 400, "learning_rate": 0.5, "n_identities": 16},
+                early_stopping=True, validation_fraction=0.25, validation_every=5, patience=2,
+                preprocessor=(X[:120], Y[:120])).fit(pairs, y)
+    assert m.n_identities_ == 90  # 30 of the 120 held out
+    scores = [s for _, s in m.validation_scores_]
+    assert m.stop_reason_ == "early_stopping" and m.n_iter_ < 400
+    assert len(scores) >= 3 and all(0.0 <= s <= 1.0 for s in scores)
+    best = int(np.argmax(scores))
+    assert m.best_iteration_ == m.validation_scores_[best][0]
+    assert len(scores) - 1 - best == 2  # stopped after `patience` checks without progress
+    with pytest.raises(ValueError, match="validation"):
+        DeepGSM(**SMALL, early_stopping=True, validation_fraction=0.9,
+                preprocessor=(X[:6], Y[:6])).fit(*instance_pairs(6))
+
+
+# ------------------------------------------------------------------------ backbones
+class TinyBackbone(torch.nn.Module):
+    def __init__(self, c=1, width=10):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(c, 4, 3, padding=1)
+        self.fc = torch.nn.Linear(4 * 4 * 4, width)
+
+    def forward(self, x):
+        return self.fc(torch.nn.functional.adaptive_avg_pool2d(torch.relu(self.conv(x)), 4)
+                       .flatten(1))
+
+
+def test_custom_backbones_shared_pair_and_state_dict_file(digits, tmp_path):
+    X, Y, _ = digits
+    pairs, y = instance_pairs(40)
+    prep = (X[:40], Y[:40])
+    user = TinyBackbone()
+    before = {k: v.clone() for k, v in user.state_dict().items()}
+    m = DeepGSM(**SMALL, backbone=user, preprocessor=prep).fit(pairs, y)
+    assert m.transform_x(X[:3]).shape == (3, 21)  # r = the backbone's width, 10
+    assert all(torch.equal(before[k], v) for k, v in user.state_dict().items())  # copied
+    np.testing.assert_allclose(np.linalg.norm(m.features_y(Y[:3]), axis=1), 1, rtol=1e-5)
+    # a colour photo tower and a grey sketch tower
+    px, ix, sy, iy = rgb_people()
+    m2 = DeepGSM(**SMALL, backbone=(TinyBackbone(3), TinyBackbone(1))).fit_identities(
+        px, ix, sy, iy)
+    assert m2.transform_x(px[:2]).shape == (2, 21)
+    with pytest.raises(ValueError, match="widths"):
+        DeepGSM(**SMALL, backbone=(TinyBackbone(3, 10), TinyBackbone(1, 8))).fit_identities(
+            px, ix, sy, iy)
+    with pytest.raises(ValueError, match="backbone"):
+        DeepGSM(**SMALL, backbone=42, preprocessor=prep).fit(pairs, y)
+    # a state-dict file of the paper's network starts the feature layers
+    base = DeepGSM(**SMALL, preprocessor=prep).fit(pairs, y)
+    path = tmp_path / "w.pt"
+    torch.save(base.net_.state_dict(), path)
+    warm = DeepGSM(**{**SMALL, "max_iter": 1, "learning_rate": 1e-12}, backbone=str(path),
+                   preprocessor=prep).fit(pairs, y)
+    np.testing.assert_allclose(warm.features_x(X[:5]), base.features_x(X[:5]), atol=1e-5)
+    with pytest.raises(ValueError, match="does not fit"):
+        DeepGSM(**{**SMALL, "hidden_units": 8}, backbone=str(path), preprocessor=prep).fit(
+            pairs, y)
+
+
+# --------------------------------------------------------------------------- export
+def test_torchscript_towers_reproduce_the_embeddings(digits, tmp_path):
+    px, ix, sy, iy = rgb_people()
+    m = DeepGSM(**SMALL).fit_identities(px, ix, sy, iy)
+    tx = torch.jit.load(m.export_torchscript(tmp_path / "x.pt", "x"))
+    ty = torch.jit.load(m.export_torchscript(tmp_path / "y.pt", "y"))
+    with torch.no_grad():
+        ex = tx(torch.tensor(px[:6]).permute(0, 3, 1, 2).float() / 255)
+        ey = ty(torch.tensor(sy[:5])[:, None].float() / 255)
+    np.testing.assert_allclose(ex.numpy(), m.transform_x(px[:6]), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(ey.numpy(), m.transform_y(sy[:5]), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(tx.similarity(ex, ey).numpy(), m.cross_distance(px[:6], sy[:5]),
+                               rtol=1e-4, atol=1e-4)
+    # a user backbone that is traced rather than scripted still exports
+    m2 = DeepGSM(**SMALL, backbone=TinyBackbone(3)).fit_identities(px, ix, px, ix)
+    t2 = torch.jit.load(m2.export_torchscript(tmp_path / "b.pt"))
+    with torch.no_grad():
+        e2 = t2(torch.tensor(px[:3]).permute(0, 3, 1, 2).float() / 255)
+    np.testing.assert_allclose(e2.numpy(), m2.transform_x(px[:3]), rtol=1e-5, atol=1e-5)
+    with pytest.raises(ValueError, match="domain"):
+        m.export_torchscript(tmp_path / "z.pt", "z")
+
+
+# ---------------------------------------------------------------------- devices, DDP
+def test_amp_needs_cuda():
+    px, ix, sy, iy = rgb_people()
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="amp=True needs a CUDA"):
+            DeepGSM(**SMALL, amp=True).fit_identities(px, ix, sy, iy)
+    with pytest.raises(ValueError, match="amp"):
+        DeepGSM(**SMALL, amp="fp8").fit_identities(px, ix, sy, iy)
+
+
+@pytest.mark.slow
+def test_ddp_two_processes_match_one_process(digits):
+    """2 gloo processes sharing each round equal one process with the same global round.
+
+    Tolerance: the processes differ from one process only in float32 summation order (the
+    gathered similarity matrix is summed in another order; DDP all-reduces gradients), about
+    1e-7 relative per step; over 12 SGD steps with momentum this stays below 1e-4.
+    """
+    X, Y, _ = digits
+    pairs, y = instance_pairs(96)
+    kw = {**SMALL, "max_iter": 12, "n_identities": 16, "n_images_x": 1, "augment": 1,
+          "hidden_units": 24, "preprocessor": (X[:96], Y[:96])}
+    one = DeepGSM(**kw).fit(pairs, y)
+    two = DeepGSM(**kw, n_processes=2).fit(pairs, y)
+    np.testing.assert_allclose(two.loss_curve_, one.loss_curve_, rtol=1e-4)
+    np.testing.assert_allclose(two.pair_distance(pairs), one.pair_distance(pairs), rtol=1e-3,
+                               atol=1e-3)
+    assert not np.allclose(one.loss_curve_[0], one.loss_curve_[-1])  # it did train

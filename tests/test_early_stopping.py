@@ -1,0 +1,125 @@
+"""Early stopping on held-out pairs that share no sample with the training pairs (issue 10, 3)."""
+
+import warnings
+
+import numpy as np
+import pytest
+from sklearn.base import clone
+from sklearn.exceptions import ConvergenceWarning
+
+from crossmetric import CLML, CMML, LDML, PCCA
+from crossmetric._early_stopping import EarlyStopping, validation_split
+from crossmetric.pairs import make_pairs
+
+
+@pytest.fixture(scope="module")
+def class_data():
+    rng = np.random.RandomState(0)
+    labels = np.repeat(np.arange(12), 10)
+    centers = rng.rand(12, 6) * 3
+    X = np.abs(centers[labels] + 0.5 * rng.randn(120, 6))
+    Y = np.abs(centers[labels] @ rng.rand(6, 5) + 0.5 * rng.randn(120, 5))
+    return X, Y, labels
+
+
+def test_validation_split_shares_no_sample_and_keeps_identities(class_data):
+    _, _, labels = class_data
+    pairs, y = make_pairs(labels, n_negatives=5, random_state=0)
+    train, val = validation_split(pairs[:, 0], pairs[:, 1], y, 120, 120, tied=True,
+                                  fraction=0.2, random_state=0)
+    assert not np.any(train & val)
+    s_train = set(pairs[train].ravel())
+    s_val = set(pairs[val].ravel())
+    assert s_train.isdisjoint(s_val)
+    # whole identities on one side
+    assert set(labels[list(s_train)]).isdisjoint(labels[list(s_val)])
+    assert set(y[val]) == {-1, 1} and set(y[train]) == {-1, 1}
+    # about the asked share of the samples
+    assert 0.15 <= len(s_val) / 120 <= 0.3
+    # pairs across the two sides (negatives only) are dropped
+    dropped = ~train & ~val
+    assert np.all(y[dropped] == -1)
+    # deterministic
+    again = validation_split(pairs[:, 0], pairs[:, 1], y, 120, 120, tied=True, fraction=0.2,
+                             random_state=0)
+    np.testing.assert_array_equal(again[1], val)
+
+
+def test_validation_split_cross_modal_nodes_are_distinct(class_data):
+    _, _, labels = class_data
+    pairs, y = make_pairs(labels, labels, n_negatives=5, random_state=0)
+    train, val = validation_split(pairs[:, 0], pairs[:, 1], y, 120, 120, tied=False,
+                                  fraction=0.2, random_state=1)
+    for col in (0, 1):
+        assert set(pairs[train, col]).isdisjoint(pairs[val, col])
+
+
+def test_validation_split_without_negatives_on_one_side_is_an_error():
+    pairs = np.array([[0, 1], [2, 3], [0, 2]])
+    y = np.array([1, 1, -1])
+    with pytest.raises(ValueError, match="no negative pairs"):
+        validation_split(pairs[:, 0], pairs[:, 1], y, 4, 4, tied=True, fraction=0.5,
+                         random_state=0)
+
+
+def test_monitor_keeps_best_auc_and_waits_for_both_criteria():
+    y = np.array([1, 1, -1, -1])
+    seq = iter([
+        np.array([3.0, 0.0, 1.0, 2.0]),   # AUC 0.5
+        np.array([0.0, 1.0, 0.5, 2.0]),   # AUC 0.75: best
+        np.array([0.0, 3.0, 0.5, 2.0]),   # AUC 0.5, loss may fall
+    ])
+    mon = EarlyStopping(lambda p: (next(seq), 1.0), y, n_iter_no_change=1, beta=3.0)
+    assert not mon.update(0, np.zeros(1))
+    assert not mon.update(1, np.ones(1))
+    stop = mon.update(2, np.full(1, 2.0))
+    assert mon.best_iteration == 1 and mon.scores[1] == 0.75
+    np.testing.assert_array_equal(mon.best_params, np.ones(1))
+    assert stop == (mon.losses[2] >= min(mon.losses[:2]))
+
+
+def _models(X, Y):
+    return {
+        "PCCA": (PCCA(3, kernel="rbf", max_iter=100, random_state=0, preprocessor=X), False),
+        "PCCA-linear": (PCCA(3, max_iter=100, random_state=0, preprocessor=X), False),
+        "CMML": (CMML(3, kernel="rbf", max_iter=100, random_state=0, preprocessor=(X, Y)),
+                 True),
+        "LDML": (LDML(3, max_iter=100, random_state=0, preprocessor=X), False),
+        "CLML": (CLML(2, n_components=3, max_iter=100, random_state=0, preprocessor=X),
+                 False),
+    }
+
+
+@pytest.mark.parametrize("name", ["PCCA", "PCCA-linear", "CMML", "LDML", "CLML"])
+def test_early_stopping_records_and_keeps_the_best_iterate(name, class_data):
+    X, Y, labels = class_data
+    model, cross = _models(X, Y)[name]
+    pairs, y = make_pairs(labels, labels if cross else None, n_negatives=5, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        plain = clone(model).set_params(max_iter=3).fit(pairs, y)
+        assert plain.validation_scores_ is None and plain.best_iteration_ is None
+        model.set_params(early_stopping=True, validation_fraction=0.25, n_iter_no_change=3)
+        model.fit(pairs, y)
+        again = clone(model).fit(pairs, y)
+    np.testing.assert_array_equal(again.pair_distance(pairs), model.pair_distance(pairs))
+    scores = model.validation_scores_
+    assert len(scores) == model.n_iter_ + 1 == len(model.validation_loss_curve_)
+    assert scores[model.best_iteration_] == max(scores)
+    # stopped because neither criterion improved for 3 iterations, or on a plateau
+    assert model.n_iter_ - model.best_iteration_ >= 3 or model.n_iter_ < 100
+    # the kept model is the best iterate, not the last one
+    assert model.best_iteration_ <= model.n_iter_
+
+
+@pytest.mark.parametrize("params, match", [
+    (dict(early_stopping="yes"), "early_stopping"),
+    (dict(early_stopping=True, validation_fraction=1.0), "validation_fraction"),
+    (dict(early_stopping=True, validation_fraction=0.0), "validation_fraction"),
+    (dict(early_stopping=True, n_iter_no_change=0), "n_iter_no_change"),
+])
+def test_early_stopping_parameters_are_checked(params, match, class_data):
+    X, _, labels = class_data
+    pairs, y = make_pairs(labels, random_state=0)
+    with pytest.raises(ValueError, match=match):
+        PCCA(3, preprocessor=X, **params).fit(pairs, y)

@@ -1,0 +1,110 @@
+"""``crossmetric reproduce``: published numbers, result tables and files, iteration selection,
+the command line."""
+
+import csv
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from crossmetric.cli import main
+from crossmetric.reid import reid_splits
+from crossmetric.reproduce import (
+    PUBLISHED,
+    REPRODUCTIONS,
+    ReproductionResult,
+    run_reproduction,
+    select_max_iter,
+)
+
+DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+
+
+def test_published_numbers_are_consistent():
+    table = PUBLISHED["pcca-viper"]["rows"]
+    assert len(table) == 18  # Table 2: 9 rows x 2 values of p
+    for (p, method, n), vals in table.items():
+        assert p in (316, 532) and len(vals) == 4
+        assert list(vals) == sorted(vals), (p, method, n)  # CMC is non-decreasing
+    # Fig. 6's printed points are Table 2's PCCA-chi2RBF rank-20 values
+    for (p, n), v in PUBLISHED["pcca-viper-negatives"]["rows"].items():
+        assert table[(p, "PCCA-chi2RBF", n)][3] == v
+    for name in REPRODUCTIONS:
+        assert name in PUBLISHED and PUBLISHED[name]["source"]
+
+
+def test_result_table_and_files(tmp_path):
+    r = ReproductionResult("demo", "Table 9 of nowhere")
+    r.add("p=316", "M n-=1", "r1", [10.0, 12.0], 13.0)
+    r.add("p=316", "M n-=1", "r20", [70.0, 74.0], 70.0)
+    r.add("p=316", "Ref (published)", "r1", [], 15.5, note="quoted")
+    assert r.rows[0]["ours"] == 11.0 and r.rows[0]["diff"] == -2.0
+    assert r.rows[2]["diff"] is None
+    text = r.table()
+    assert "Table 9 of nowhere" in text and "-2.00" in text and "+2.00" in text
+    assert "n/a" in text and "quoted" in text
+    files = r.write(str(tmp_path))
+    with open(files[0]) as fh:
+        rows = list(csv.DictReader(fh))
+    assert rows[1]["measure"] == "r20" and float(rows[1]["paper"]) == 70.0
+    assert json.loads(Path(files[1]).read_text())["rows"][0]["std"] == 1.0
+
+
+def test_select_max_iter_uses_training_persons_only(monkeypatch):
+    from crossmetric import PCCA
+    from crossmetric import reproduce as R
+
+    rng = np.random.RandomState(0)
+    n = 40
+    ids = np.repeat(np.arange(n), 2)
+    cams = np.tile([1, 2], n)
+    X = rng.rand(n, 8)[ids] + 0.1 * rng.rand(2 * n, 8)
+    split = reid_splits(ids, cams, 10, n_negatives=2, n_splits=1, random_state=0)[0]
+    seen = []
+    real = R.evaluate_reid
+
+    def spy(est, X, ids, inner, **kw):
+        seen.append(np.r_[inner.train_pairs.ravel(), inner.probe_rows, inner.gallery_rows])
+        return real(est, X, ids, inner, **kw)
+
+    monkeypatch.setattr(R, "evaluate_reid", spy)
+    m, scores = select_max_iter(PCCA(n_components=4), X, ids, cams, split, n_negatives=2,
+                                grid=(2, 4, 8), random_state=0)
+    assert m in (2, 4, 8) and set(scores) <= {2, 4, 8} and scores[m] == max(scores.values())
+    assert all(0.0 <= s <= 1.0 for s in scores.values())
+    test_rows = np.r_[split.probe_rows, split.gallery_rows]
+    assert len(seen) == len(scores)
+    for rows in seen:  # every fit and validation image is a training image of the split
+        assert np.intersect1d(rows, test_rows).size == 0
+        assert np.isin(rows, split.train_pairs).all()
+
+
+def test_run_reproduction_errors():
+    with pytest.raises(ValueError, match="unknown reproduction"):
+        run_reproduction("nope", ".")
+
+
+def test_cli_reproduce_list_and_errors(capsys, tmp_path):
+    assert main(["reproduce", "--list"]) == 0
+    out = capsys.readouterr().out
+    for name in ("pcca-viper", "pcca-viper-convergence", "pcca-viper-negatives", "pku-sketch"):
+        assert name in out
+    assert main(["reproduce", "nope"]) == 2
+    assert "unknown reproduction" in capsys.readouterr().err
+    assert main(["reproduce"]) == 2
+    assert main(["reproduce", "pcca-viper", "--data-home", str(tmp_path / "none")]) == 2
+    assert "--data-home" in capsys.readouterr().err
+    assert main(["reproduce", "pcca-viper", "--splits", "0"]) == 2
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not (DATA / "pku_sketch").is_dir(), reason="PKU-Sketch absent")
+def test_pku_sketch_one_split(tmp_path):
+    res = run_reproduction("pku-sketch", DATA, n_splits=1, out=str(tmp_path), verbose=False,
+                           methods=("euclidean", "cca", "deepgsm"))
+    r1 = {r["method"]: r["ours"] for r in res.rows if r["measure"] == "r1"}
+    assert 0.0 <= r1["Euclidean (HOG)"] <= 100.0 and 0.0 <= r1["CCA"] <= 100.0
+    # DeepGSM either ran on the RGB images or reports why it could not (never crashes)
+    assert "DeepGSM (RGB images)" in r1
+    assert (tmp_path / "results.csv").is_file()
