@@ -430,6 +430,8 @@ def _print_method_list() -> None:
         print(f"{name:10s} {spec.display:11s} {kind:25s} "
               f"{'' if reason is None else 'NOT AVAILABLE: ' + reason}")
         print(f"{'':10s} {spec.params}  -- {spec.note}")
+        if spec.grid:
+            print(f"{'':10s} --tune grid: {spec.grid}")
     print("\nsingle-modal learners on two views of different widths run on CCA-aligned views "
           "(shown as NAME-C)")
 
@@ -452,6 +454,10 @@ def _validate_benchmark(args) -> None:
     _check_int(args, "--repeats", 1)
     _check_int(args, "--n-negatives", 1)
     _check_int(args, "--max-train-positives", 1)
+    _check_int(args, "--tune-folds", 2)
+    if args.tune and args.lfw_pairs is not None:
+        raise CLIError("--tune is not available with --lfw-pairs (fixed pairs carry no "
+                       "identities to group inner folds by).")
     _check_int(args, "--seed", 0, 2**32 - 1)
     _check_int(args, "--n-jobs", -(os.cpu_count() or 1) - 1, nonzero=True)
     sources = [n for n, v in (("--dataset", args.dataset), ("--x", args.x),
@@ -523,7 +529,7 @@ def cmd_benchmark(args) -> int:
         dataset, description = _own_dataset(args)
     else:
         dataset, description = _load_named_dataset(args.dataset or "digits", args)
-    estimators, pca = {}, {}
+    estimators, pca, grids = {}, {}, {}
     for name in names:
         status = method_status(name)
         if status is not None:
@@ -532,6 +538,8 @@ def cmd_benchmark(args) -> int:
         estimators[METHODS[name].display] = make_estimator(name)
         if METHODS[name].pca_components is not None:
             pca[METHODS[name].display] = METHODS[name].pca_components
+        if args.tune and METHODS[name].grid:
+            grids[METHODS[name].display] = METHODS[name].grid
     if not estimators:
         raise CLIError("none of the requested methods is available.")
     _cap_components(estimators, dataset["X"], dataset.get("Y"))
@@ -578,7 +586,7 @@ def cmd_benchmark(args) -> int:
                 max_train_positives=args.max_train_positives, level=level,
                 pca_components=pca,
                 n_jobs=args.n_jobs, random_state=args.seed, progress=not args.no_progress,
-                on_error="record")
+                on_error="record", param_grids=grids or None, tune_folds=args.tune_folds)
     except ValueError as exc:
         raise CLIError(_one_line(exc)) from None
     finally:
@@ -612,6 +620,14 @@ def cmd_benchmark(args) -> int:
                      "training pairs, 32 dims), as the CML-AUC paper's -C rows")
     for note in notes:
         print(f"  {note}")
+    if result.info.get("tuned"):
+        from crossmetric.model_selection import describe_choices
+
+        print(f"\nhyper-parameters chosen by {args.tune_folds}-fold inner cross-validation on "
+              f"each split's training objects (folds grouped by "
+              f"{result.info['tuning']['group']}); most frequent value (splits):")
+        for meth, runs in result.info["tuned"].items():
+            print(f"  {meth}: {describe_choices([r['params'] for r in runs])}")
     out = args.out
     try:
         os.makedirs(out, exist_ok=True)
@@ -1044,6 +1060,13 @@ def build_parser() -> argparse.ArgumentParser:
     o.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     o.add_argument("--list", action="store_true",
                    help="list the methods (single- or cross-modal) and their settings")
+    r.add_argument("--tune", action="store_true",
+                   help="choose each method's hyper-parameters from its registry grid by "
+                        "inner cross-validation on every split's training objects (folds "
+                        "grouped by identity); costs (grid size x tune folds + 1) fits per "
+                        "split, so it is off by default")
+    r.add_argument("--tune-folds", type=int, default=3,
+                   help="inner cross-validation folds of --tune (default 3)")
     b.set_defaults(func=cmd_benchmark)
 
     f = sub.add_parser("fit", help="fit a method on labelled pairs and save the model",

@@ -384,11 +384,15 @@ class CCAProjection:
 
 def _pca_views(X: np.ndarray, Y: np.ndarray, split: Split, k: int):
     """Each view reduced by PCA to ``k`` dims, fitted on the rows the training pairs use."""
+    return _pca_fit_views(X, Y, split.train_pairs, k)
+
+
+def _pca_fit_views(X: np.ndarray, Y: np.ndarray, train_pairs: np.ndarray, k: int):
     from sklearn.decomposition import PCA
 
     out = []
-    for V, rows in ((X, np.unique(split.train_pairs[:, 0])),
-                    (Y, np.unique(split.train_pairs[:, 1]))):
+    for V, rows in ((X, np.unique(train_pairs[:, 0])),
+                    (Y, np.unique(train_pairs[:, 1]))):
         kk = min(int(k), V.shape[1], rows.size)
         out.append(PCA(kk, random_state=0).fit(V[rows]).transform(V))
     return out[0], out[1]
@@ -410,13 +414,13 @@ def _run_split(name: str, estimator, X: np.ndarray, Y: np.ndarray, split: Split,
     params = est.get_params(deep=False)
     if "random_state" in params and params["random_state"] is None:
         est.set_params(random_state=split.seed)
-    Xs, Ys = X, Y
-    if options.get("pca"):
-        Xs, Ys = _pca_views(X, Y, split, options["pca"])
-    if options.get("cca") and not _is_cross_modal(est):
-        pos = split.train_pairs[split.train_y == 1]
-        proj = CCAProjection(options["cca_components"]).fit(Xs[pos[:, 0]], Ys[pos[:, 1]])
-        Xs, Ys = proj.transform(Xs, Ys)
+    tuned = None
+    t0 = time.perf_counter()
+    if options.get("tune"):
+        tuned = _tune_split(est, X, Y, split, options)
+        est.set_params(**tuned.best_params)
+    tune_seconds = time.perf_counter() - t0
+    Xs, Ys = _prepare_views(X, Y, split.train_pairs, split.train_y, est, options)
     est.set_params(preprocessor=(Xs, Ys))
     t0 = time.perf_counter()
     with warnings.catch_warnings(record=True) as caught:
@@ -427,6 +431,10 @@ def _run_split(name: str, estimator, X: np.ndarray, Y: np.ndarray, split: Split,
     out: dict = {"method": name, "protocol": split.protocol, "split": split.index,
                  "measures": {"fit_seconds": fit_seconds},
                  "warnings": sorted({w.category.__name__ for w in caught})}
+    if tuned is not None:
+        out["tuned"] = {"protocol": split.protocol, "split": split.index,
+                        "params": tuned.best_params, "cv_auc": tuned.best_score,
+                        "seconds": tune_seconds}
     if split.protocol == "verification":
         score = -est.pair_distance(split.test_pairs)
         out["measures"].update(M.verification_report(split.test_y, score, fpr=options["fpr"],
@@ -462,6 +470,40 @@ def _with_progress(outputs, names: list[str]):
                 bar.set_postfix_str(names[i + 1], refresh=False)
             bar.update(1)
             yield out
+
+
+def _prepare_views(X: np.ndarray, Y: np.ndarray, train_pairs: np.ndarray,
+                   train_y: np.ndarray, est, options: dict):
+    """The per-split preprocessing (PCA, then CCA for single-modal learners), fitted on the
+    training pairs only."""
+    Xs, Ys = X, Y
+    if options.get("pca"):
+        Xs, Ys = _pca_fit_views(X, Y, train_pairs, options["pca"])
+    if options.get("cca") and not _is_cross_modal(est):
+        pos = train_pairs[train_y == 1]
+        proj = CCAProjection(options["cca_components"]).fit(Xs[pos[:, 0]], Ys[pos[:, 1]])
+        Xs, Ys = proj.transform(Xs, Ys)
+    return Xs, Ys
+
+
+def _tune_split(est, X: np.ndarray, Y: np.ndarray, split: Split, options: dict):
+    """Inner cross-validation on the split's training objects only (issue 10 item 8).
+
+    The outer training pairs of :func:`run_protocols` join row ``r`` of ``X`` and ``Y`` for
+    objects of the training part; only those objects are handed to
+    :func:`crossmetric.model_selection.search_params`, which redoes the preprocessing of
+    :func:`_prepare_views` on each inner training side.
+    """
+    from crossmetric.model_selection import search_params
+
+    tune = options["tune"]
+    rows = np.unique(split.train_pairs)
+    return search_params(
+        est, tune["grid"], X[rows], Y[rows], options["labels"][rows],
+        n_splits=tune["n_splits"], group=tune["group"], n_negatives=tune["n_negatives"],
+        max_positives=tune["max_positives"],
+        prepare=lambda Xa, Ya, p, y, e: _prepare_views(Xa, Ya, p, y, e, options),
+        random_state=split.seed)
 
 
 def _verification_extras(est, Xs: np.ndarray, Ys: np.ndarray, split: Split,
@@ -756,7 +798,8 @@ def run_protocols(estimators: Mapping, dataset: Mapping, *,
                   cca_components: int = 32, pca_components=None, max_rank: int = 20,
                   fpr: float = 1e-3,
                   fpr_range=(0.0, 0.1), n_jobs: int | None = None, random_state=0,
-                  progress: bool = False, on_error: str = "raise") -> BenchmarkResult:
+                  progress: bool = False, on_error: str = "raise",
+                  param_grids: Mapping | None = None, tune_folds: int = 3) -> BenchmarkResult:
     """Run named estimators under the verification and identification protocols.
 
     Parameters
@@ -810,6 +853,15 @@ def run_protocols(estimators: Mapping, dataset: Mapping, *,
         tqdm progress bar over the (method, split) units.
     on_error : {"raise", "record"}, default="raise"
         ``"record"``: a failing method is reported in ``errors`` and left out of the table.
+    param_grids : mapping name -> grid, optional
+        Hyper-parameter search (:func:`crossmetric.model_selection.search_params`): for every
+        split, the named estimators' parameters are chosen from their grid by ``tune_folds``-
+        fold inner cross-validation on the split's training objects only -- folds grouped by
+        identity when the outer split is by identity, else disjoint stratified sets of objects
+        (as ``split`` decides) -- and the winner is fitted on all training pairs. The choices
+        are in ``result.info["tuned"]`` (``{method: [{protocol, split, params, cv_auc,
+        seconds}]}``).
+    tune_folds : int, default=3
 
     Returns
     -------
@@ -881,20 +933,38 @@ def run_protocols(estimators: Mapping, dataset: Mapping, *,
                                          split=split, random_state=rng)
     base_options = {"fpr": fpr, "fpr_range": fpr_range, "max_rank": max_rank,
                     "labels": labels, "cca_components": cca_components}
+    grids = {}
+    if param_grids:
+        n_ids = np.unique(labels).size
+        group = split if split != "auto" else ("identity" if n_ids >= max(20, 2 * n_folds)
+                                               else "sample")
+        tune_folds = check_positive_int(tune_folds, "tune_folds", minimum=2)
+        for name, grid in param_grids.items():
+            if name not in estimators:
+                raise ValueError(f"param_grids names {name!r}, which is not in estimators.")
+            if grid:
+                grids[name] = {"grid": grid, "n_splits": tune_folds, "group": group,
+                               "n_negatives": n_negatives,
+                               "max_positives": max_train_positives}
+        result.info["tuning"] = {"folds": tune_folds, "group": group,
+                                 "grids": {k: v["grid"] for k, v in grids.items()}}
     return _execute(result, estimators, X, Y, images, splits, base_options,
                     pca_components=pca_components, unequal_dims=unequal_dims, n_jobs=n_jobs,
-                    progress=progress, on_error=on_error)
+                    progress=progress, on_error=on_error, grids=grids)
 
 
 def _execute(result: BenchmarkResult, estimators: Mapping, X: np.ndarray, Y: np.ndarray,
              images, splits: list[Split], base_options: dict, *, pca_components,
-             unequal_dims: str, n_jobs, progress: bool, on_error: str) -> BenchmarkResult:
+             unequal_dims: str, n_jobs, progress: bool, on_error: str,
+             grids: Mapping | None = None) -> BenchmarkResult:
     """Fit every estimator on every split (joblib) and gather the results."""
     from joblib import Parallel, delayed
 
     tasks = []
     for name, est in estimators.items():
         shown, opts, data = name, dict(base_options), (X, Y)
+        if grids and name in grids:
+            opts["tune"] = grids[name]
         if _uses_images(est):
             if images is None:
                 result.skipped[name] = "needs images (dataset has no images_x / images_y)"
@@ -938,6 +1008,8 @@ def _execute(result: BenchmarkResult, estimators: Mapping, X: np.ndarray, Y: np.
         if "error" in out:
             result.errors.setdefault(meth, out["error"])
             continue
+        if "tuned" in out:
+            result.info.setdefault("tuned", {}).setdefault(meth, []).append(out["tuned"])
         for cat in out.get("warnings", ()):
             counts = result.warnings.setdefault(meth, {})
             counts[cat] = counts.get(cat, 0) + 1

@@ -318,6 +318,9 @@ def test_first_iteration_is_algorithm_1(Model):
         m.fit(pairs, y)
     S = [tuple(p) for p in pairs[y == 1]]
     Dn = [tuple(p) for p in pairs[y == -1]]
+    def z(i, j):
+        return np.r_[X[i], -Y[j]] if cross else X[i] - Y[j]
+
     # M₀ as documented: PCA initialisation passed through φ⁺_{η₀μ}
     if cross:
         k = min(X.shape[1], Y.shape[1])
@@ -325,14 +328,14 @@ def test_first_iteration_is_algorithm_1(Model):
         Vx, Vy = (svd_flip(*np.linalg.svd(A - A.mean(0), full_matrices=False)[::2],
                            u_based_decision=False)[1][:k] for A in (Xu, Yu))
         W0 = np.concatenate([Vx.T, Vy.T])
-        M0 = prox_logdet(W0 @ W0.T, eta0 * mu)
+        M0 = W0 @ W0.T
     else:
-        M0 = prox_logdet(np.eye(X.shape[1]), eta0 * mu)
+        M0 = np.eye(X.shape[1])
+    # scaled to mean training distance 1, then through the log-det prox
+    Z = [z(i, j) for i, j in pairs]
+    M0 = prox_logdet(M0 / np.mean([v @ M0 @ v for v in Z]), eta0 * mu)
     assert m.loss_curve_[0] == pytest.approx(
         naive_objective(M0, X, Y, S, Dn, gamma, mu, cross), rel=1e-9)
-
-    def z(i, j):
-        return np.r_[X[i], -Y[j]] if cross else X[i] - Y[j]
 
     Ds = np.array([z(i, j) @ M0 @ z(i, j) for i, j in S])
     Dd = np.array([z(k, l) @ M0 @ z(k, l) for k, l in Dn])
@@ -344,6 +347,9 @@ def test_first_iteration_is_algorithm_1(Model):
     PA /= len(S) * len(Dn)
     PS = sum(np.outer(z(i, j), z(i, j)) for i, j in S) / len(S)
     M1 = prox_logdet(M0 - eta0 * (PA + gamma * PS + mu * np.eye(d)), eta0 * mu)
+    F1 = naive_objective(M1, X, Y, S, Dn, gamma, mu, cross)
+    assert m.loss_curve_[1] == pytest.approx(F1, rel=1e-9)
+    assert F1 < m.loss_curve_[0]          # so the kept (best) iterate is M₁
     np.testing.assert_allclose(m.M_, M1, atol=1e-10)
 
 
@@ -361,8 +367,8 @@ def fitted_cml():
 
 def test_factors_reproduce_zMz(fitted_cml):
     m, X, Y, _, pairs, _ = fitted_cml
-    Xs = (X - m.mean_x_) / m.scale_x_
-    Ys = (Y - m.mean_y_) / m.scale_y_
+    Xs = (X - m.mean_x_) @ m.whitening_x_
+    Ys = (Y - m.mean_y_) @ m.whitening_y_
     Z = np.concatenate([Xs[pairs[:, 0]], -Ys[pairs[:, 1]]], axis=1)
     zMz = np.einsum("ij,jk,ik->i", Z, m.M_, Z)
     np.testing.assert_allclose(m.pair_distance(pairs), zMz, rtol=1e-9, atol=1e-9)
@@ -382,8 +388,8 @@ def test_truncated_factors_use_top_eigenpairs(fitted_cml):
     np.testing.assert_allclose(m2.M_, m.M_)  # n_components does not change learning
     w, U = np.linalg.eigh(m.M_)
     Mk = (U[:, -3:] * w[-3:]) @ U[:, -3:].T
-    Xs = (X - m.mean_x_) / m.scale_x_
-    Ys = (Y - m.mean_y_) / m.scale_y_
+    Xs = (X - m.mean_x_) @ m.whitening_x_
+    Ys = (Y - m.mean_y_) @ m.whitening_y_
     Z = np.concatenate([Xs[pairs[:, 0]], -Ys[pairs[:, 1]]], axis=1)
     np.testing.assert_allclose(m2.pair_distance(pairs), np.einsum("ij,jk,ik->i", Z, Mk, Z),
                                rtol=1e-7, atol=1e-9)
@@ -400,7 +406,8 @@ def test_cmlauc_learns_and_generalises(fitted_cml):
     m.set_params(preprocessor=(X, Y))
     assert auc > 0.9
     assert m.loss_curve_[-1] < m.loss_curve_[0]
-    assert len(m.loss_curve_) == m.n_iter_
+    assert len(m.loss_curve_) == m.n_iter_ + 1   # M₀ and every (full-batch) iterate
+    assert m.objective_ == min(m.loss_curve_)
 
 
 def test_pauc_variant_runs_and_learns():
@@ -436,7 +443,8 @@ def test_mahaauc_single_modal_forms_and_psd():
         m.fit(pairs, y)
     M = m.get_mahalanobis_matrix()
     assert np.linalg.eigvalsh(M).min() > 0
-    np.testing.assert_allclose(M, m.M_ / m.scale_**2, rtol=1e-9, atol=1e-12)
+    P = m.whitening_
+    np.testing.assert_allclose(M, P @ m.M_ @ P.T, rtol=1e-9, atol=1e-12)
     diff = X[pairs[:, 0]] - X[pairs[:, 1]]
     np.testing.assert_allclose(m.pair_distance(pairs), np.einsum("ij,jk,ik->i", diff, M, diff),
                                rtol=1e-9)
@@ -504,6 +512,9 @@ def test_verbose_prints_table(capsys):
     (dict(n_components=100), "n_components"),
     (dict(max_iter=0), "max_iter"),
     (dict(init="random"), "init"),
+    (dict(standardize="zca"), "standardize"),
+    (dict(eval_every=0), "eval_every"),
+    (dict(whiten_reg=-1.0), "whiten_reg"),
     (dict(fpr_range=(0.0, 0.1), batch_size_neg=5), "batch_size_neg"),
 ])
 def test_bad_parameters_raise(params, match):
@@ -538,15 +549,94 @@ def test_clone_and_params():
     assert "fpr_range" in MahaAUC().get_params()
 
 
-def test_standardize_is_centring_and_spectral_scaling():
+@pytest.mark.parametrize("mode", ["scale", True, "whiten"])
+def test_standardize_is_centring_and_preconditioning(mode):
     X, Y, lab = cross_modal_data(seed=19)
     pairs, y = make_pairs(lab, lab, n_negatives=1, max_positives=80, random_state=0)
     Xu, Yu = X[np.unique(pairs[:, 0])], Y[np.unique(pairs[:, 1])]
-    Xs = (X - Xu.mean(0)) / np.sqrt(np.linalg.eigvalsh(np.cov(Xu.T, bias=True)).max())
-    Ys = (Y - Yu.mean(0)) / np.sqrt(np.linalg.eigvalsh(np.cov(Yu.T, bias=True)).max())
+
+    def precondition(A, Au):
+        C = np.cov(Au.T, bias=True)
+        lam, V = np.linalg.eigh(C)
+        if mode == "whiten":
+            return (A - Au.mean(0)) @ V @ np.diag(1 / np.sqrt(lam + 0.1 * lam.mean())) @ V.T
+        return (A - Au.mean(0)) / np.sqrt(lam.max())
+
+    Xs, Ys = precondition(X, Xu), precondition(Y, Yu)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
-        a = CMLAUC(max_iter=5, preprocessor=(X, Y)).fit(pairs, y)
+        a = CMLAUC(max_iter=5, standardize=mode, preprocessor=(X, Y)).fit(pairs, y)
         b = CMLAUC(max_iter=5, standardize=False, preprocessor=(Xs, Ys)).fit(pairs, y)
     np.testing.assert_allclose(a.M_, b.M_, atol=1e-9)
     np.testing.assert_allclose(a.pair_distance(pairs), b.pair_distance(pairs), rtol=1e-8)
+    if mode == "whiten":
+        C = np.cov(((Xu - a.mean_x_) @ a.whitening_x_).T, bias=True)
+        lam = np.linalg.eigvalsh(np.cov((Xu - a.mean_x_).T, bias=True))
+        np.testing.assert_allclose(np.linalg.eigvalsh(C), np.sort(lam / (lam + 0.1 * lam.mean())),
+                                   rtol=1e-8)
+
+# ----------------------------------------------------------------------------- issue 10, item 4
+def naive_full_objective(m, X, Y, pairs, y, cross=True):
+    """eq. (6) on all pairs for the fitted ``M_`` (preconditioned inputs), by loops."""
+    if cross:
+        Xs, Ys = (X - m.mean_x_) @ m.whitening_x_, (Y - m.mean_y_) @ m.whitening_y_
+        Z = np.concatenate([Xs[pairs[:, 0]], -Ys[pairs[:, 1]]], axis=1)
+    else:
+        Z = (X[pairs[:, 0]] - Y[pairs[:, 1]]) @ m.whitening_
+    dist = np.einsum("ij,jk,ik->i", Z, m.M_, Z)
+    dp, dn = dist[y == 1], dist[y == -1]
+    dn = dn[pauc_window(dn, m.fpr_range)]
+    hinge = np.maximum(0.0, 1.0 + dp[:, None] - dn[None, :]).mean()
+    w = np.linalg.eigvalsh(m.M_)
+    return hinge + m.gamma * dp.mean() + m.mu * (w.sum() - np.log(w).sum())
+
+
+@pytest.mark.parametrize("batches", [(1.0, 1.0), (40, 60)])
+def test_returns_best_iterate_of_the_full_objective(batches):
+    """M_ is the evaluated iterate with the lowest full objective, and objective_ is its value.
+
+    Before issue 10 the loss curve held the mini-batch objective and M_ was the last iterate.
+    """
+    X, Y, lab = cross_modal_data(seed=21)
+    pairs, y = make_pairs(lab, lab, n_negatives=2, max_positives=200, random_state=0)
+    m = CMLAUC(fpr_range=(0.0, 0.3), batch_size_pos=batches[0], batch_size_neg=batches[1],
+               eta0=0.5, tau=2.0, max_iter=300, random_state=0, preprocessor=(X, Y))
+    m.fit(pairs, y)
+    full = naive_full_objective(m, X, Y, pairs, y)
+    assert m.objective_ == pytest.approx(full, rel=1e-9)
+    assert full == pytest.approx(min(m.loss_curve_), rel=1e-9)
+    assert m.loss_curve_[0] > full
+
+
+def test_safeguarded_step_does_not_diverge():
+    """A too large, growing step (paper's rule, large τ) made the pAUC objective drift up.
+
+    The safeguard halves η on every rise of the full objective, and the best iterate is kept.
+    """
+    X, Y, lab = cross_modal_data(seed=22, dx=6, dy=6, noise=1.0)
+    pairs, y = make_pairs(lab, lab, n_negatives=3, max_positives=200, random_state=0)
+    m = MahaAUC(fpr_range=(0.0, 0.1), eta0=2.0, rho=1.05, tau=50.0, max_iter=300,
+                tol=1e-9, n_iter_no_change=300, random_state=0, preprocessor=(X, Y))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        m.fit(pairs, y)
+    curve = np.asarray(m.loss_curve_)
+    assert m.n_step_halvings_ > 0
+    # the last iterates stay near the best one instead of running away
+    assert curve[-50:].max() < 1.05 * curve.min()
+    assert naive_full_objective(m, X, Y, pairs, y, cross=False) == pytest.approx(
+        curve.min(), rel=1e-9)
+
+
+def test_badly_scaled_features_converge_within_default_max_iter():
+    """Features whose variances span 4 orders of magnitude: whitening converges in the default
+    budget (the earlier sqrt(lambda_max) scaling raised a ConvergenceWarning at 300)."""
+    X, Y, lab = cross_modal_data(n=200, dx=8, dy=6, seed=23)
+    X = X * np.logspace(0, -2, X.shape[1])
+    Y = Y * np.logspace(-2, 0, Y.shape[1])
+    pairs, y = make_pairs(lab, lab, n_negatives=1, max_positives=600, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        m = CMLAUC(preprocessor=(X, Y)).fit(pairs, y)
+    assert m.n_iter_ < 300
+    assert m.score(pairs, y) > 0.9

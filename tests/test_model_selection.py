@@ -1,0 +1,184 @@
+"""Tests of crossmetric.model_selection and the benchmark's tuning (issue 10 item 8)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from sklearn.base import BaseEstimator
+
+from crossmetric._base import CrossModalMixin
+from crossmetric.model_selection import (
+    describe_choices,
+    inner_pair_splits,
+    object_folds,
+    search_params,
+)
+from crossmetric.protocols import run_protocols, verification_splits
+
+
+def make_data(n_ids=30, per_id=4, dx=5, dy=3, seed=0):
+    rng = np.random.RandomState(seed)
+    labels = np.repeat(np.arange(n_ids), per_id)
+    centers = rng.randn(n_ids, 2) * 3
+    H = centers[labels] + 0.5 * rng.randn(labels.size, 2)
+    X = H @ rng.randn(2, dx) + 0.2 * rng.randn(labels.size, dx)
+    Y = H @ rng.randn(2, dy) + 0.2 * rng.randn(labels.size, dy)
+    return X, Y, labels
+
+
+class SpyLearner(CrossModalMixin, BaseEstimator):
+    """A cross-modal learner that records every sample row it is fitted on.
+
+    ``scale`` multiplies the y-side; the score is best at ``scale == 1`` on ``make_data``-like
+    data with X = Y, so the search has a known right answer.
+    """
+
+    seen: list = []
+
+    def __init__(self, scale=1.0, preprocessor=None, random_state=None):
+        self.scale = scale
+        self.preprocessor = preprocessor
+        self.random_state = random_state
+
+    def _fit(self, data, y):
+        used_x = np.unique(data.ix)
+        used_y = np.unique(data.iy)
+        SpyLearner.seen.append((data.X[used_x].copy(), data.Y[used_y].copy(), data.X.copy()))
+
+    def _embed_x(self, X):
+        return X
+
+    def _embed_y(self, Y):
+        return self.scale * Y
+
+
+def test_object_folds_grouped_by_identity():
+    labels = np.repeat(np.arange(12), 3)
+    folds = object_folds(labels, 3, group="identity", random_state=0)
+    assert len(folds) == 3
+    covered = np.sort(np.concatenate([va for _, va in folds]))
+    np.testing.assert_array_equal(covered, np.arange(labels.size))
+    for tr, va in folds:
+        assert not set(labels[tr]) & set(labels[va])
+
+
+def test_object_folds_sample_mode_is_stratified_and_disjoint():
+    labels = np.repeat(np.arange(4), 9)
+    for tr, va in object_folds(labels, 3, group="sample", random_state=0):
+        assert not set(tr) & set(va)
+        assert set(labels[va]) == set(range(4))     # every class in every fold
+    with pytest.raises(ValueError, match="group"):
+        object_folds(labels, 3, group="pairs")
+    with pytest.raises(ValueError, match="identities"):
+        object_folds(np.repeat([0, 1], 5), 3, group="identity")
+
+
+def test_inner_pairs_do_not_share_objects_or_identities():
+    labels = np.repeat(np.arange(20), 3)
+    for tr_p, tr_y, va_p, va_y in inner_pair_splits(labels, 4, group="identity",
+                                                    random_state=0):
+        assert not set(tr_p.ravel()) & set(va_p.ravel())
+        assert not set(labels[tr_p.ravel()]) & set(labels[va_p.ravel()])
+        assert set(np.unique(tr_y)) == set(np.unique(va_y)) == {-1, 1}
+        # positives join objects of one identity
+        assert np.all(labels[tr_p[tr_y == 1, 0]] == labels[tr_p[tr_y == 1, 1]])
+
+
+def test_search_finds_the_known_best_and_reports_every_candidate():
+    X, _, labels = make_data()
+    res = search_params(SpyLearner(), {"scale": [3.0, 1.0, 0.2]}, X, X, labels, n_splits=3,
+                        random_state=0)
+    assert res.best_params == {"scale": 1.0}
+    assert [c["params"]["scale"] for c in res.candidates] == [3.0, 1.0, 0.2]
+    assert res.best_score == max(c["mean_auc"] for c in res.candidates)
+    assert "scale=1.0" in describe_choices([res.best_params, res.best_params])
+
+
+def test_search_reports_failing_candidates_and_rejects_empty_grid():
+    from crossmetric.baselines import CCA
+
+    X, Y, labels = make_data()
+    res = search_params(CCA(), {"n_components": [2, 50]}, X, Y, labels, random_state=0)
+    assert res.best_params == {"n_components": 2}
+    assert res.candidates[1]["n_failed"] == 3
+    with pytest.raises(ValueError, match="empty"):
+        search_params(CCA(), [], X, Y, labels)
+
+
+def test_benchmark_tuning_never_sees_a_test_object():
+    """Leak test: every row the tuned learner is fitted on -- in the search and in the final
+    fit -- belongs to the split's training objects."""
+    X, Y, labels = make_data(n_ids=40, per_id=3, dy=5)
+    # tag every object with its row number in an extra column, to recognise it later
+    Xt = np.c_[X, np.arange(labels.size)]
+    Yt = np.c_[Y, np.arange(labels.size)]
+    SpyLearner.seen = []
+    res = run_protocols({"spy": SpyLearner()}, {"X": Xt, "Y": Yt, "labels": labels},
+                        protocols=("verification",), n_folds=4, random_state=0,
+                        param_grids={"spy": {"scale": [0.5, 1.0]}}, tune_folds=3)
+    splits = verification_splits(labels, 4, random_state=np.random.RandomState(0))
+    tuned = res.info["tuned"]["spy"]
+    assert len(tuned) == 4 and all(t["params"]["scale"] in (0.5, 1.0) for t in tuned)
+    assert res.info["tuning"]["group"] == "identity"
+    # 4 outer splits x (3 inner folds x 2 candidates + 1 final fit)
+    assert len(SpyLearner.seen) == 4 * (3 * 2 + 1)
+    per_split = len(SpyLearner.seen) // 4
+    for k, sp in enumerate(splits):
+        test_rows = set(sp.probe_rows.tolist())
+        for Xa, Ya, _ in SpyLearner.seen[k * per_split:(k + 1) * per_split]:
+            seen_rows = set(Xa[:, -1].astype(int)) | set(Ya[:, -1].astype(int))
+            assert not seen_rows & test_rows
+        # the inner fits are handed the training objects only, not just pairs among them
+        for _, _, Xall in SpyLearner.seen[k * per_split:(k + 1) * per_split - 1]:
+            assert not set(Xall[:, -1].astype(int)) & test_rows
+
+
+def test_benchmark_tuning_groups_inner_folds_by_identity(monkeypatch):
+    """The inner folds of the benchmark's search never share an identity."""
+    import crossmetric.model_selection as ms
+
+    calls = []
+    original = ms.inner_pair_splits
+
+    def recording(labels, *args, **kwargs):
+        out = original(labels, *args, **kwargs)
+        calls.append((np.asarray(labels), kwargs["group"], out))
+        return out
+
+    monkeypatch.setattr(ms, "inner_pair_splits", recording)
+    X, Y, labels = make_data(n_ids=40, per_id=3, dy=5)
+    run_protocols({"spy": SpyLearner()}, {"X": X, "Y": Y, "labels": labels},
+                  protocols=("verification",), n_folds=4, random_state=0,
+                  param_grids={"spy": {"scale": [1.0]}})
+    assert len(calls) == 4
+    for lab, group, folds in calls:
+        assert group == "identity"
+        for tr_p, _, va_p, _ in folds:
+            assert not set(lab[tr_p.ravel()]) & set(lab[va_p.ravel()])
+
+
+def test_run_protocols_rejects_unknown_grid_names():
+    X, Y, labels = make_data(dy=5)
+    with pytest.raises(ValueError, match="param_grids"):
+        run_protocols({"spy": SpyLearner()}, {"X": X, "Y": Y, "labels": labels},
+                      protocols=("verification",), n_folds=3,
+                      param_grids={"other": {"scale": [1.0]}})
+
+
+def test_cli_benchmark_tune_reports_choices(tmp_path, capsys):
+    import json
+
+    from crossmetric.cli import main
+
+    rc = main(["benchmark", "--methods", "euclidean,cca", "--folds", "2", "--repeats", "1",
+               "--tune", "--tune-folds", "2", "--out", str(tmp_path), "--no-progress",
+               "--n-jobs", "1"])
+    assert rc == 0
+    out = capsys.readouterr().out
+    assert "hyper-parameters chosen" in out and "CCA: n_components=" in out
+    info = json.loads((tmp_path / "results.json").read_text())["info"]
+    assert len(info["tuned"]["CCA"]) == 3             # 2 folds + 1 repeat
+    assert info["tuning"]["grids"] == {"CCA": {"n_components": [5, 10, 20]}}
+    assert "Euclidean-C" not in info["tuned"]
+    assert main(["benchmark", "--tune-folds", "1"]) == 2
+    assert "--tune-folds must be >= 2" in capsys.readouterr().err
