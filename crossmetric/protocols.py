@@ -24,6 +24,7 @@ so results do not depend on the joblib backend or the number of workers.
 from __future__ import annotations
 
 import csv
+import inspect
 import json
 import math
 import time
@@ -407,6 +408,20 @@ def _uses_images(est) -> bool:
 
 
 # ------------------------------------------------------------------------ one work unit
+def _identity_groups(est, options: dict) -> dict:
+    """``groups=(labels, labels)`` for a learner whose ``fit`` takes identity labels.
+
+    DeepGSM builds its batches from identities (GSM §4.2); from sampled class-level pairs it
+    could only infer fragments of the classes (connected components), and would treat two
+    images of one class as a negative. Only the labels of the rows that the training pairs
+    use are read by such a learner.
+    """
+    labels = options.get("labels")
+    if labels is None or "groups" not in inspect.signature(est.fit).parameters:
+        return {}
+    return {"groups": (labels, labels)}
+
+
 def _run_split(name: str, estimator, X: np.ndarray, Y: np.ndarray, split: Split,
                options: dict) -> dict:
     """Fit a clone of ``estimator`` on one split and measure it (runs in a worker)."""
@@ -426,7 +441,7 @@ def _run_split(name: str, estimator, X: np.ndarray, Y: np.ndarray, split: Split,
     with warnings.catch_warnings(record=True) as caught:
         # recorded, not shown: e.g. the ConvergenceWarnings of short benchmark schedules
         warnings.simplefilter("always")
-        est.fit(split.train_pairs, split.train_y)
+        est.fit(split.train_pairs, split.train_y, **_identity_groups(est, options))
     fit_seconds = time.perf_counter() - t0
     out: dict = {"method": name, "protocol": split.protocol, "split": split.index,
                  "measures": {"fit_seconds": fit_seconds},

@@ -439,3 +439,24 @@ def test_vr_uses_every_cross_pair_of_the_test_fold():
                                              - Y[sp.test_pairs[:, 1]]) ** 2).sum(-1), 1e-3)
     assert out["measures"]["vr"] == pytest.approx(full)
     assert abs(full - sampled) > 0.02  # the sampled pairs would have given another number
+
+
+def test_learners_that_take_identity_groups_get_the_labels():
+    """DeepGSM-like learners (fit(pairs, y, groups=...)) receive the rows' identities, so that
+    sampled class-level pairs are not split into connected-component fragments."""
+    from crossmetric.datasets import make_cross_modal
+    from crossmetric.protocols import _identity_groups
+
+    seen = []
+
+    class GroupAware(Euclidean):
+        def fit(self, pairs, y, groups=None):
+            seen.append(groups)
+            return super().fit(pairs, y)
+
+    d = make_cross_modal(60, n_classes=6, random_state=0)
+    run_protocols({"G": GroupAware()}, {"X": d.X, "Y": d.X, "labels": d.labels},
+                  n_folds=2, n_repeats=1, n_jobs=1, protocols=("verification",))
+    assert len(seen) == 2 and all(g is not None for g in seen)
+    np.testing.assert_array_equal(seen[0][0], d.labels)
+    assert _identity_groups(Euclidean(), {"labels": d.labels}) == {}
