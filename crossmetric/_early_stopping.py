@@ -33,13 +33,12 @@ negatives per positive (``n_negatives``) or a larger fraction when pairs are few
 from __future__ import annotations
 
 import numpy as np
-import scipy.sparse as sp
-from scipy.sparse.csgraph import connected_components
 from sklearn.utils import check_random_state
 
 from crossmetric._checks import check_positive_int, check_positive_scalar
 from crossmetric.losses import generalized_logistic
 from crossmetric.metrics import roc_auc
+from crossmetric.pairs import positive_components
 
 __all__ = ["EarlyStopping", "validation_split", "check_early_stopping", "split_pairs"]
 
@@ -88,14 +87,11 @@ def validation_split(ix: np.ndarray, iy: np.ndarray, y: np.ndarray, n_x: int, n_
     rng = check_random_state(random_state)
     offset = 0 if tied else n_x
     n_nodes = n_x if tied else n_x + n_y
-    pos = y == 1
-    graph = sp.coo_matrix((np.ones(int(pos.sum())), (ix[pos], iy[pos] + offset)),
-                          shape=(n_nodes, n_nodes))
+    n_comp, comp = positive_components(n_nodes, ix, iy + offset, y)
     # only the samples that take part in pairs count
     used = np.zeros(n_nodes, dtype=bool)
     used[ix] = True
     used[iy + offset] = True
-    n_comp, comp = connected_components(graph, directed=False)
     sizes = np.bincount(comp[used], minlength=n_comp)
     order = rng.permutation(np.flatnonzero(sizes))
     target = fraction * used.sum()

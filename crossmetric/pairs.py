@@ -16,7 +16,8 @@ from sklearn.utils import check_random_state
 
 from crossmetric._checks import check_positive_int
 
-__all__ = ["make_pairs", "identities_from_pairs", "labels_from_pairs", "group_pair_folds"]
+__all__ = ["make_pairs", "identities_from_pairs", "labels_from_pairs", "group_pair_folds",
+           "positive_components"]
 
 
 def _as_labels(labels, name: str) -> np.ndarray:
@@ -175,6 +176,16 @@ def _negative_pairs(anchors: np.ndarray, cx: np.ndarray, cy: np.ndarray, n_negat
     return np.column_stack([ai, aj]).astype(np.int64)
 
 
+def positive_components(n_nodes: int, a: np.ndarray, b: np.ndarray,
+                        y: np.ndarray) -> tuple[int, np.ndarray]:
+    """Connected components of the graph on ``n_nodes`` nodes whose edges are the positive
+    pairs ``(a[p], b[p])`` (``y[p] == 1``): ``(n_components, component of each node)``."""
+    pos = np.asarray(y) == 1
+    graph = sparse.coo_matrix((np.ones(int(pos.sum())), (a[pos], b[pos])),
+                              shape=(n_nodes, n_nodes))
+    return connected_components(graph, directed=False)
+
+
 def identities_from_pairs(n_x: int, n_y: int, ix: np.ndarray, iy: np.ndarray,
                           y: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
     """Identity of every row of X and Y: connected components of the positive pairs.
@@ -190,10 +201,7 @@ def identities_from_pairs(n_x: int, n_y: int, ix: np.ndarray, iy: np.ndarray,
         Pairs labelled −1 whose two images nevertheless fall in one component.
     """
     pos = y == 1
-    graph = sparse.coo_matrix(
-        (np.ones(int(pos.sum())), (ix[pos], n_x + iy[pos])), shape=(n_x + n_y, n_x + n_y)
-    )
-    _, comp = connected_components(graph, directed=False)
+    _, comp = positive_components(n_x + n_y, ix, n_x + iy, y)
     ids_x, ids_y = comp[:n_x], comp[n_x:]
     neg = ~pos
     n_conflicts = int(np.sum(ids_x[ix[neg]] == ids_y[iy[neg]]))
