@@ -304,9 +304,11 @@ class DeepGSM(CrossModalMixin, BaseEstimator):
     >>> data = load_digits_views()
     >>> X, Y, labels = data.images_x[:100], data.images_y[:100], data.labels[:100]
     >>> pairs, y = make_pairs(labels, labels, max_positives=200, random_state=0)
+    >>> # a fixed budget of 10 rounds: tol=None switches the convergence test off
     >>> model = DeepGSM(hidden_units=16, n_identities=10, n_images_x=2, n_images_y=2,
-    ...                 max_iter=10, device="cpu", random_state=0, preprocessor=(X, Y))
-    >>> model.fit(pairs, y).cross_distance(X[:2], Y[:3]).shape
+    ...                 max_iter=10, tol=None, device="cpu", random_state=0,
+    ...                 preprocessor=(X, Y))
+    >>> model.fit(pairs, y, groups=(labels, labels)).cross_distance(X[:2], Y[:3]).shape
     (2, 3)
     """
 
