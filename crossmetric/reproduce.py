@@ -545,13 +545,46 @@ def pku_features(data_home) -> dict:
     return {"H": H, "images": b.images, "ids": b.ids, "domains": b.domains}
 
 
-def _pku_methods():
+#: DeepGSM's training recipe for PKU-Sketch (RGB images, 64 × 160 = w × h as :data:`PKU_SIZE`;
+#: the sketches are the first domain, x, and the photos the second, y). Used by
+#: ``crossmetric reproduce pku-sketch`` and by ``benchmarks/bench_deep_gsm.py``. RECIPE_DOC
+PKU_DEEPGSM: dict = {
+    "input_shape": (PKU_SIZE[1], PKU_SIZE[0]), "hidden_units": 128, "structure": "generalized",
+    "n_identities": 30, "n_images_x": 1, "n_images_y": 2, "batch_mode": "sample",
+    "max_iter": 1500, "optimizer": "adam", "learning_rate": 1e-3, "lr_schedule": "cosine",
+    "weight_decay": 5e-4, "mu": 5e-4, "init": "default", "augment": "reid",
+    "hard_negatives": None, "early_stopping": False, "tol": None, "device": "cpu",
+}
+
+
+def pku_deepgsm(**overrides):
+    """An unfitted :class:`crossmetric.DeepGSM` with :data:`PKU_DEEPGSM` (and ``overrides``)."""
+    from crossmetric.deep import DeepGSM
+
+    return DeepGSM(**{**PKU_DEEPGSM, **overrides})
+
+
+#: methods of ``reproduce pku-sketch`` (``methods=`` / ``--methods`` picks some)
+PKU_METHODS = ("euclidean", "cca", "kcca", "cmml", "cmlauc", "gsm", "deepgsm")
+
+
+def _torch_threads():
+    """torch's intra-op thread count when torch is imported, else ``None`` (recorded)."""
+    import sys
+
+    torch = sys.modules.get("torch")
+    return None if torch is None else int(torch.get_num_threads())
+
+
+def _pku_methods(deepgsm_params=None):
     from crossmetric.registry import make_estimator
 
     out = {}
-    for name in ("euclidean", "cca", "kcca", "cmml", "cmlauc", "gsm", "deepgsm"):
+    for name in PKU_METHODS:
         try:
-            out[name] = make_estimator(name)
+            # DeepGSM: this data's recipe, not the registry's digits setting
+            out[name] = (pku_deepgsm(**(deepgsm_params or {})) if name == "deepgsm"
+                         else make_estimator(name))
         except Exception as exc:  # a method missing from this installation
             out[name] = f"{type(exc).__name__}: {exc}"
     return out
@@ -559,13 +592,30 @@ def _pku_methods():
 
 def reproduce_pku_sketch(data_home, *, n_splits: int = 10, seed: int = 0, verbose=True,
                          n_test: int = 50, n_components: int = 64,
-                         methods=None) -> ReproductionResult:
-    """Sketch probes against the photos of ``n_test`` test persons (the others train)."""
+                         methods=None, deepgsm_params=None) -> ReproductionResult:
+    """Sketch probes against the photos of ``n_test`` test persons (the others train).
+
+    Per split, ``n_test`` persons are drawn for testing and the others train; the test sketches
+    are the probes and the test photos the gallery (CMC at ranks 1, 5, 10, 20 and mAP).
+    Descriptor methods run on :func:`pku_features` (HOG of the grey image) reduced by one PCA
+    (``n_components``) fitted on the split's training images of both modalities; Euclidean
+    uses the HOG itself; DeepGSM trains on the RGB images with :data:`PKU_DEEPGSM`
+    (``deepgsm_params`` replaces entries -- for smoke runs; the result's notes say so).
+    ``methods``: names from :data:`PKU_METHODS` (default all). The result's ``extra`` holds
+    the per-split values and seconds (``per_split``), the load average at the start and end,
+    and torch's thread count.
+    """
     from sklearn.decomposition import PCA
     from sklearn.metrics.pairwise import euclidean_distances
 
     from crossmetric.pairs import make_pairs
 
+    if methods is not None:
+        methods = [methods] if isinstance(methods, str) else list(methods)
+        unknown = sorted(set(methods) - set(PKU_METHODS))
+        if unknown or not methods:
+            raise ValueError(f"methods: unknown {unknown or methods}; expected some of "
+                             f"{', '.join(PKU_METHODS)}.")
     pub = PUBLISHED["pku-sketch"]
     res = ReproductionResult("pku-sketch", pub["source"])
     data = pku_features(data_home)
@@ -573,9 +623,11 @@ def reproduce_pku_sketch(data_home, *, n_splits: int = 10, seed: int = 0, verbos
     sk, ph = np.flatnonzero(dom == "sketch"), np.flatnonzero(dom == "photo")
     persons = np.unique(ids)
     rng = check_random_state(seed)
-    registry = _pku_methods()
+    registry = _pku_methods(deepgsm_params or {})
     if methods is not None:
         registry = {k: v for k, v in registry.items() if k in methods}
+    res.extra["load_avg_start"] = round(os.getloadavg()[0], 2)
+    res.extra["torch_threads"] = _torch_threads()
     scores = {m: [] for m in registry}
     notes, cmcs, unconverged = {}, {}, {}
     for k in range(n_splits):
@@ -600,11 +652,13 @@ def reproduce_pku_sketch(data_home, *, n_splits: int = 10, seed: int = 0, verbos
                     model = clone(est)
                     if "random_state" in model.get_params():
                         model.set_params(random_state=split_seed)
-                    V = images.astype(np.float32) / 255.0 if name == "deepgsm" else Z
+                    V = images if name == "deepgsm" else Z  # uint8 RGB: DeepGSM scales it
                     model.set_params(preprocessor=(V[tr_sk], V[tr_ph]))
+                    # DeepGSM's batch generator takes the persons as identities
+                    kw = {"groups": (ids[tr_sk], ids[tr_ph])} if name == "deepgsm" else {}
                     with warnings.catch_warnings(record=True) as caught:
                         warnings.simplefilter("always")
-                        model.fit(pairs, y)
+                        model.fit(pairs, y, **kw)
                     if any(issubclass(w.category, ConvergenceWarning) for w in caught):
                         unconverged[name] = unconverged.get(name, 0) + 1
                     D = model.cross_distance(V[te_sk], V[te_ph])
@@ -619,6 +673,9 @@ def reproduce_pku_sketch(data_home, *, n_splits: int = 10, seed: int = 0, verbos
         _progress(verbose, f"[pku-sketch] split {k + 1}/{n_splits} done")
     for name, count in unconverged.items():     # recorded, not hidden
         notes.setdefault(name, f"ConvergenceWarning in {count}/{n_splits} splits")
+    if deepgsm_params and "deepgsm" in registry:
+        notes["deepgsm"] = (notes.get("deepgsm", "") + " " if "deepgsm" in notes else "") + \
+            f"PKU_DEEPGSM overridden: {deepgsm_params}"
     display = {"euclidean": "Euclidean (HOG)", "cca": "CCA", "kcca": "KCCA", "cmml": "CMML",
                "cmlauc": "CML_AUC", "gsm": "GSM", "deepgsm": "DeepGSM (RGB images)"}
     for name in registry:
@@ -628,7 +685,11 @@ def reproduce_pku_sketch(data_home, *, n_splits: int = 10, seed: int = 0, verbos
                     None, note=notes.get(name, ""))
         if len(vals):
             res.extra.setdefault("seconds", {})[name] = float(vals[:, 5].sum())
+            res.extra.setdefault("per_split", {})[display[name]] = {
+                meas: [round(float(v), 2) for v in vals[:, j]]
+                for j, meas in enumerate(("r1", "r5", "r10", "r20", "mAP", "seconds"))}
     res.extra["notes"] = notes
+    res.extra["load_avg_end"] = round(os.getloadavg()[0], 2)
     res.extra["cmc"] = {display[m]: np.mean(c, axis=0) for m, c in cmcs.items()}
     return res
 
@@ -745,6 +806,11 @@ def run_reproduction(name: str, data_home=None, *, n_splits: int | None = None,
 
     if "n_jobs" in options and "n_jobs" not in inspect.signature(rep.run).parameters:
         options.pop("n_jobs")
+    if options.get("methods") is None:
+        options.pop("methods", None)
+    elif "methods" not in inspect.signature(rep.run).parameters:
+        raise ValueError(f"methods: the reproduction {name!r} runs a fixed set of methods; "
+                         "only pku-sketch takes a choice.")
     t0 = time.perf_counter()
     result = rep.run(data_home, n_splits=n_splits, seed=seed, verbose=verbose, **options)
     result.seconds = time.perf_counter() - t0

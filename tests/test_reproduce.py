@@ -110,3 +110,21 @@ def test_pku_sketch_one_split(tmp_path):
     assert deep and all(not r.get("note") for r in deep), deep[0].get("note")
     assert 0.0 <= r1["DeepGSM (RGB images)"] <= 100.0
     assert (tmp_path / "results.csv").is_file()
+
+
+def test_pku_methods_option_errors(capsys, tmp_path):
+    from crossmetric.reproduce import PKU_DEEPGSM, PKU_METHODS, reproduce_pku_sketch
+
+    assert "deepgsm" in PKU_METHODS and "gsm" in PKU_METHODS
+    # the recipe is explicit (no reliance on DeepGSM's defaults), tol included
+    for key in ("hidden_units", "n_identities", "max_iter", "learning_rate", "optimizer",
+                "tol", "input_shape", "augment"):
+        assert key in PKU_DEEPGSM
+    with pytest.raises(ValueError, match="methods: unknown"):
+        reproduce_pku_sketch(str(tmp_path), methods=("gsm", "nope"))
+    with pytest.raises(ValueError, match="only pku-sketch"):
+        run_reproduction("pcca-viper", str(tmp_path), methods=("gsm",))
+    assert main(["reproduce", "pku-sketch", "--methods", "gsm,nope"]) == 2
+    assert "--methods: unknown nope" in capsys.readouterr().err
+    assert main(["reproduce", "pcca-viper", "--methods", "gsm"]) == 2
+    assert "only pku-sketch" in capsys.readouterr().err
