@@ -155,18 +155,19 @@ def pku_accuracy(args) -> dict:
     """PKU-Sketch: the rows of ``crossmetric reproduce pku-sketch`` (same splits, descriptor)."""
     from crossmetric.reproduce import reproduce_pku_sketch
 
-    methods = ["euclidean", "gsm", "cmml", "deepgsm"]
+    methods = ["euclidean", "kcca", "gsm", "cmml", "deepgsm"]
     methods = [m for m in methods if m not in args.skip and not (m == "deepgsm"
                                                                  and "deep" in args.skip)]
     overrides = {} if args.max_iter is None else {"max_iter": args.max_iter}
     res = reproduce_pku_sketch(str(DATA), n_splits=args.splits, methods=methods,
-                               deepgsm_params=overrides)
+                               deepgsm_params=overrides, first_split=args.first_split)
     mean = {}
     for r in res.rows:
         mean.setdefault(r["method"], {})[r["measure"]] = round(r["ours"], 2)
         if r.get("note"):
             mean[r["method"]]["note"] = r["note"]
-    return {"mean": mean, "per_split": res.extra.get("per_split", {}),
+    return {"mean": mean, "splits": res.extra["splits"],
+            "per_split": res.extra.get("per_split", {}),
             "load_avg": [res.extra.get("load_avg_start"), res.extra.get("load_avg_end")],
             "torch_threads": res.extra.get("torch_threads"),
             "gallery_probe": "100 test photos / 50 test sketches (reproduce pku-sketch)"}
@@ -243,6 +244,9 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--dataset", default="both", choices=["pku", "viper", "both"])
     ap.add_argument("--splits", type=int, default=3)
+    ap.add_argument("--first-split", type=int, default=0,
+                    help="PKU-Sketch: skip the reproduction's first splits (run a later part "
+                         "of the same split sequence)")
     ap.add_argument("--max-iter", type=int, default=None,
                     help="DeepGSM rounds (default: PKU_DEEPGSM's; for smoke runs only)")
     ap.add_argument("--size", type=lambda s: tuple(int(v) for v in s.split("x")),
@@ -253,7 +257,7 @@ def main(argv=None):
     ap.add_argument("--speed-iters", type=int, default=40)
     ap.add_argument("--no-speed", action="store_true")
     ap.add_argument("--no-ddp", action="store_true")
-    ap.add_argument("--skip", default="", help="comma list of deep,gsm,cmml")
+    ap.add_argument("--skip", default="", help="comma list of deep,gsm,cmml,kcca,euclidean")
     ap.add_argument("--quick", action="store_true", help="1 split, 50 rounds, small speed runs")
     args = ap.parse_args(argv)
     args.skip = {s for s in args.skip.split(",") if s}

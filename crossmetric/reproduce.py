@@ -592,7 +592,8 @@ def _pku_methods(deepgsm_params=None):
 
 def reproduce_pku_sketch(data_home, *, n_splits: int = 10, seed: int = 0, verbose=True,
                          n_test: int = 50, n_components: int = 64,
-                         methods=None, deepgsm_params=None) -> ReproductionResult:
+                         methods=None, deepgsm_params=None,
+                         first_split: int = 0) -> ReproductionResult:
     """Sketch probes against the photos of ``n_test`` test persons (the others train).
 
     Per split, ``n_test`` persons are drawn for testing and the others train; the test sketches
@@ -603,7 +604,9 @@ def reproduce_pku_sketch(data_home, *, n_splits: int = 10, seed: int = 0, verbos
     (``deepgsm_params`` replaces entries -- for smoke runs; the result's notes say so).
     ``methods``: names from :data:`PKU_METHODS` (default all). The result's ``extra`` holds
     the per-split values and seconds (``per_split``), the load average at the start and end,
-    and torch's thread count.
+    and torch's thread count. ``first_split``: draw the first splits of the seed's sequence
+    and skip them, so that splits ``first_split, ..., first_split + n_splits - 1`` of one
+    sequence can run in separate processes.
     """
     from sklearn.decomposition import PCA
     from sklearn.metrics.pairwise import euclidean_distances
@@ -630,16 +633,22 @@ def reproduce_pku_sketch(data_home, *, n_splits: int = 10, seed: int = 0, verbos
     res.extra["torch_threads"] = _torch_threads()
     scores = {m: [] for m in registry}
     notes, cmcs, unconverged = {}, {}, {}
-    for k in range(n_splits):
+    first_split = int(first_split)
+    if first_split < 0:
+        raise ValueError(f"first_split must be >= 0, got {first_split}.")
+    res.extra["splits"] = [first_split, first_split + n_splits - 1]
+    for k in range(first_split + n_splits):
         test = rng.choice(persons, n_test, replace=False)
         tr_sk, tr_ph = sk[~np.isin(ids[sk], test)], ph[~np.isin(ids[ph], test)]
         te_sk, te_ph = sk[np.isin(ids[sk], test)], ph[np.isin(ids[ph], test)]
-        pairs, y = make_pairs(ids[tr_sk], ids[tr_ph], n_negatives=1,
-                              random_state=rng.randint(2**31 - 1))
+        pairs_seed = rng.randint(2**31 - 1)
+        split_seed = int(rng.randint(2**31 - 1))
+        if k < first_split:
+            continue
+        pairs, y = make_pairs(ids[tr_sk], ids[tr_ph], n_negatives=1, random_state=pairs_seed)
         # one PCA for both modalities, on the training images: a shared space
         pca = PCA(n_components, random_state=0).fit(H[np.r_[tr_sk, tr_ph]])
         Z = pca.transform(H)
-        split_seed = int(rng.randint(2**31 - 1))
         for name, est in registry.items():
             if isinstance(est, str):
                 notes[name] = est
@@ -670,7 +679,7 @@ def reproduce_pku_sketch(data_home, *, n_splits: int = 10, seed: int = 0, verbos
             scores[name].append([100 * curve[r - 1] for r in CMC_RANKS]
                                 + [100 * M.mean_average_precision(D, ids[te_sk], ids[te_ph]),
                                    time.perf_counter() - t0])
-        _progress(verbose, f"[pku-sketch] split {k + 1}/{n_splits} done")
+        _progress(verbose, f"[pku-sketch] split {k + 1}/{first_split + n_splits} done")
     for name, count in unconverged.items():     # recorded, not hidden
         notes.setdefault(name, f"ConvergenceWarning in {count}/{n_splits} splits")
     if deepgsm_params and "deepgsm" in registry:
