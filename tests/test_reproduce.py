@@ -122,9 +122,26 @@ def test_pku_methods_option_errors(capsys, tmp_path):
         assert key in PKU_DEEPGSM
     with pytest.raises(ValueError, match="methods: unknown"):
         reproduce_pku_sketch(str(tmp_path), methods=("gsm", "nope"))
+    with pytest.raises(ValueError, match="first_split must be >= 0"):
+        reproduce_pku_sketch(str(tmp_path), first_split=-1)
     with pytest.raises(ValueError, match="only pku-sketch"):
         run_reproduction("pcca-viper", str(tmp_path), methods=("gsm",))
     assert main(["reproduce", "pku-sketch", "--methods", "gsm,nope"]) == 2
     assert "--methods: unknown nope" in capsys.readouterr().err
     assert main(["reproduce", "pcca-viper", "--methods", "gsm"]) == 2
     assert "only pku-sketch" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not (DATA / "pku_sketch").is_dir(), reason="PKU-Sketch absent")
+def test_pku_first_split_runs_the_same_split():
+    from crossmetric.reproduce import reproduce_pku_sketch
+
+    both = reproduce_pku_sketch(str(DATA), n_splits=2, methods=("euclidean",), verbose=False)
+    second = reproduce_pku_sketch(str(DATA), n_splits=1, first_split=1,
+                                  methods=("euclidean",), verbose=False)
+    a, b = both.extra["per_split"]["Euclidean (HOG)"], second.extra["per_split"]["Euclidean (HOG)"]
+    assert len(a["r1"]) == 2 and len(b["r1"]) == 1
+    assert b["r1"][0] == a["r1"][1] and b["mAP"][0] == a["mAP"][1]
+    assert second.extra["splits"] == [1, 1]
+    assert {"load_avg_start", "load_avg_end", "torch_threads"} <= set(second.extra)
