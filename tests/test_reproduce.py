@@ -120,6 +120,12 @@ def test_pku_methods_option_errors(capsys, tmp_path):
     for key in ("hidden_units", "n_identities", "max_iter", "learning_rate", "optimizer",
                 "tol", "input_shape", "augment"):
         assert key in PKU_DEEPGSM
+    # the reproduction's DeepGSM is this recipe, not the registry's digits setting
+    from crossmetric.reproduce import _pku_methods
+
+    deep = _pku_methods({"max_iter": 7})["deepgsm"].get_params()
+    assert deep["max_iter"] == 7
+    assert all(deep[k] == v for k, v in PKU_DEEPGSM.items() if k != "max_iter")
     with pytest.raises(ValueError, match="methods: unknown"):
         reproduce_pku_sketch(str(tmp_path), methods=("gsm", "nope"))
     with pytest.raises(ValueError, match="first_split must be >= 0"):
