@@ -32,6 +32,7 @@ upper bounds).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 import time
@@ -159,8 +160,9 @@ def pku_accuracy(args) -> dict:
     methods = [m for m in methods if m not in args.skip and not (m == "deepgsm"
                                                                  and "deep" in args.skip)]
     overrides = {} if args.max_iter is None else {"max_iter": args.max_iter}
-    res = reproduce_pku_sketch(str(DATA), n_splits=args.splits, methods=methods,
-                               deepgsm_params=overrides, first_split=args.first_split)
+    with contextlib.redirect_stdout(sys.stderr):  # progress lines: stdout is the JSON
+        res = reproduce_pku_sketch(str(DATA), n_splits=args.splits, methods=methods,
+                                   deepgsm_params=overrides, first_split=args.first_split)
     mean = {}
     for r in res.rows:
         mean.setdefault(r["method"], {})[r["measure"]] = round(r["ours"], 2)
