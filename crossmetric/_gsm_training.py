@@ -3,7 +3,6 @@
 * :func:`sample_batch_loss_grad`: the paper's sample-based batch (eq. 14-18) -- every pair of
   the batch's ``n_x`` and ``n_y`` samples, labelled by identity, positives and negatives
   weighted half and half, optionally only the hardest negatives of each row and column.
-* :func:`validation_split`: held-out pairs whose samples never appear in training pairs.
 """
 
 from __future__ import annotations
@@ -16,7 +15,6 @@ from sklearn.exceptions import ConvergenceWarning
 
 from crossmetric._checks import user_stacklevel
 from crossmetric.batches import balanced_weights, hardest_negatives, pair_completeness
-from crossmetric.pairs import group_pair_folds
 
 
 class Adam:
@@ -66,31 +64,6 @@ def sample_batch_loss_grad(loss_grad, params: dict, Xb: np.ndarray, Yb: np.ndarr
         keep = hardest_negatives(embed_matrix(params, Xb, Yb), same, hard_negatives)
     ix, iy, ell, w = all_pairs(same, keep)
     return loss_grad(params, Xb, Yb, ix, iy, ell, w)
-
-
-def validation_split(ids_x: np.ndarray, ids_y: np.ndarray, ix: np.ndarray, iy: np.ndarray,
-                     y: np.ndarray, fraction: float, rng) -> tuple[np.ndarray, np.ndarray]:
-    """Training and validation pair indices that share no sample.
-
-    With at least 20 identities (connected components of the positive pairs) a fraction of
-    the *identities* is held out; with fewer (e.g. ten classes) a fraction of the *samples*
-    of each side. The validation pairs are those with both samples held out, the training
-    pairs those with neither (:func:`crossmetric.pairs.group_pair_folds`).
-    """
-    n_folds = max(2, int(round(1.0 / fraction)))
-    n_ids = np.intersect1d(ids_x, ids_y).size
-    if n_ids >= 20:
-        ga, gb = ids_x[ix], ids_y[iy]
-    else:  # every sample its own group (X rows and Y rows are different samples)
-        ga, gb = ix, iy + int(ix.max()) + 1
-    train, val = group_pair_folds(ga, gb, n_folds, random_state=rng)[0]
-    for idx, what in ((val, "validation"), (train, "training")):
-        if np.unique(y[idx]).size < 2:
-            raise ValueError(
-                f"early_stopping: the {what} pairs ({idx.size}) do not hold both labels once "
-                "the held-out samples are kept apart; change validation_fraction or give "
-                "more pairs.")
-    return train, val
 
 
 def resolve_batch_mode(mode: str, ids_x, ids_y, ix, iy, y, n_conflicts: int) -> str:

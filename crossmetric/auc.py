@@ -776,7 +776,7 @@ max_iter, tol, n_iter_no_change, eval_every, random_state, verbose
     >>> from crossmetric.datasets import make_cross_modal
     >>> d = make_cross_modal(120, n_classes=6, random_state=0)
     >>> pairs, y = make_pairs(d.labels, max_positives=300, random_state=0)
-    >>> model = MahaAUC(n_components=4, max_iter=10, random_state=0, preprocessor=d.X).fit(pairs, y)
+    >>> model = MahaAUC(n_components=4, random_state=0, preprocessor=d.X).fit(pairs, y)
     >>> model.transform(d.X[:3]).shape
     (3, 4)
     >>> bool(model.score(pairs, y) > 0.8)  # ROC AUC on the training pairs

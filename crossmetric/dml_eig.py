@@ -121,7 +121,7 @@ class DMLEig(LinearSingleModalMixin, BaseEstimator):
     >>> from crossmetric.datasets import make_cross_modal
     >>> d = make_cross_modal(120, n_classes=6, random_state=0)
     >>> pairs, y = make_pairs(d.labels, max_positives=300, random_state=0)
-    >>> model = DMLEig(n_components=4, max_iter=50, preprocessor=d.X).fit(pairs, y)
+    >>> model = DMLEig(n_components=4, max_iter=300, preprocessor=d.X).fit(pairs, y)
     >>> model.transform(d.X[:3]).shape
     (3, 4)
     >>> bool(model.score(pairs, y) > 0.8)  # ROC AUC on the training pairs

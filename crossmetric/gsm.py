@@ -44,6 +44,7 @@ from crossmetric._checks import (
     check_positive_int,
     check_positive_scalar,
 )
+from crossmetric._early_stopping import validation_split
 from crossmetric._gsm_measure import (  # noqa: F401 - re-exported: the measure's public names
     _NO_F,
     _TIED,
@@ -59,7 +60,6 @@ from crossmetric._gsm_training import (
     sample_batch_loss_grad,
     train_epochs,
     validation_loss,
-    validation_split,
 )
 from crossmetric.batches import IdentityRounds
 from crossmetric.pairs import identities_from_pairs
@@ -401,8 +401,10 @@ class GSM(CrossModalMixin, BaseEstimator):
         ids_x, ids_y, n_conflicts = identities_from_pairs(ux.size, uy.size, ix, iy, y)
         val = None
         if self.early_stopping:
-            tr, va = validation_split(ids_x, ids_y, ix, iy, y, float(self.validation_fraction),
-                                      rng)
+            # whole identities held out, as for every learner's early stopping
+            tr, va = validation_split(ix, iy, y, ux.size, uy.size, tied=False,
+                                      fraction=float(self.validation_fraction),
+                                      random_state=rng)
             val = (ix[va], iy[va], y[va])
             ix, iy, y = ix[tr], iy[tr], y[tr]
         # the fixed reduction sees the training samples only

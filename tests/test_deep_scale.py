@@ -15,8 +15,13 @@ torch = pytest.importorskip("torch")
 
 from crossmetric.deep import DeepGSM  # noqa: E402
 from crossmetric.deep.augment import (  # noqa: E402
+    RandomCrop,
     RandomErasing,
+    RandomHorizontalFlip,
+    Resize,
     SplitMix,
+    SplitMixBatch,
+    apply_batch,
     make_augmentation,
     reid_augmentation,
 )
@@ -288,6 +293,45 @@ def test_augmentation_is_seeded_per_draw_and_keeps_shape():
     assert torch.equal(ds[(0, 9)][0], ds[(0, 9)][0])
 
 
+def test_splitmix_batch_draws_what_each_generator_draws():
+    seeds = [0, 1, 2**63 + 5, 2**64 - 1, 123456789]
+    rngs = [SplitMix(s) for s in seeds]
+    g = SplitMixBatch.from_rngs([SplitMix(s) for s in seeds])
+    for _ in range(3):
+        np.testing.assert_array_equal(g.random(), [r.random() for r in rngs])
+        np.testing.assert_array_equal(g.integers(2, 9), [r.integers(2, 9) for r in rngs])
+    fresh = [SplitMix(0) for _ in seeds]
+    g.write_back(fresh)
+    assert [r.state for r in fresh] == [r.state for r in rngs]
+    assert SplitMixBatch.from_rngs([SplitMix(0), np.random.default_rng(0)]) is None
+
+
+@pytest.mark.parametrize("tf", [RandomCrop((24, 16), padding=3), RandomHorizontalFlip(),
+                                Resize((12, 10)), reid_augmentation((24, 16)),
+                                make_augmentation(1, (24, 16))])
+def test_batch_augmentation_equals_image_by_image(tf):
+    imgs = torch.rand(9, 3, 24, 16)
+    seeds = list(range(100, 109))
+    slow = torch.stack([tf(img, SplitMix(s)) for img, s in zip(imgs, seeds, strict=True)])
+    fast = apply_batch(tf, imgs, [SplitMix(s) for s in seeds])
+    torch.testing.assert_close(fast, slow, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("augment", [0, 2, "reid"])
+def test_batched_items_equal_single_items(tmp_path, augment):
+    px, ix, sy, iy = rgb_people(n_ids=5)
+    tf = make_augmentation(augment, (24, 16))
+    keys = [(3, 11), (0, 12), (12, 13), (1, 14), (10, 15), (15, 16)]
+    for x, y in ((px, sy), (_write_pngs(tmp_path, px, "p"), _write_pngs(tmp_path, sy, "s"))):
+        ds = CrossDomainImages(x, ix, y, iy, size=(24, 16), transform_x=tf, transform_y=tf)
+        fast = ds.__getitems__(keys)
+        slow = [ds[k] for k in keys]
+        for (a, ia, da), (b, ib, db) in zip(fast, slow, strict=True):
+            assert (ia, da) == (ib, db)
+            # same draws; colour jitter's image mean may sum in another order (1 ulp)
+            torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-6)
+
+
 # ------------------------------------------------------------------- hard negatives
 def test_mined_weights_against_brute_force():
     rng = np.random.RandomState(0)
@@ -431,3 +475,65 @@ def test_ddp_two_processes_match_one_process(digits):
     np.testing.assert_allclose(two.pair_distance(pairs), one.pair_distance(pairs), rtol=1e-3,
                                atol=1e-3)
     assert not np.allclose(one.loss_curve_[0], one.loss_curve_[-1])  # it did train
+
+
+# ------------------------------------------------------------- schedules and convergence
+def _rule(schedule, window=2, tol=0.01, lr=1.0):
+    from crossmetric.deep.schedule import WindowedConvergence, make_optimizer
+
+    params = [torch.nn.Parameter(torch.zeros(1))]
+    opt, sched = make_optimizer(params, optimizer="sgd", learning_rate=lr, momentum=0.0,
+                                schedule=schedule, max_iter=100, tol=tol)
+    return opt, WindowedConvergence(opt, sched, schedule, window, tol)
+
+
+def test_plateau_schedule_lowers_the_rate_then_converges_on_a_flat_objective():
+    opt, rule = _rule("plateau")
+    curve, lrs, stopped = [], [], None
+    values = [1.0, 0.8, 0.6, 0.4] + [0.3] * 20      # decreasing, then flat
+    for t, v in enumerate(values, start=1):
+        curve.append(v)
+        if rule.update(curve, t):
+            stopped = t
+            break
+        lrs.append(opt.param_groups[0]["lr"])
+    # windows of 2: improvements until the flat part, then 1 -> 0.1 -> 0.01, then converged
+    assert sorted(set(lrs), reverse=True) == pytest.approx([1.0, 0.1, 0.01])
+    assert stopped == 12
+    # a still-decreasing objective never converges, whatever the rate
+    opt, rule = _rule("plateau")
+    curve = []
+    for t in range(1, 41):
+        curve.append(1.0 - 0.02 * t)
+        assert not rule.update(curve, t)
+    assert opt.param_groups[0]["lr"] == 1.0
+
+
+def test_fixed_schedule_convergence_is_an_absolute_decrease_between_windows():
+    _, rule = _rule("constant", window=3, tol=0.01)
+    curve = [1.0, 1.0, 1.0, 0.985, 0.985, 0.985]          # decrease 0.015 > tol
+    assert not rule.update(curve, 6)
+    curve += [0.98, 0.98, 0.98]                            # decrease 0.005 < tol
+    assert rule.update(curve, 9)
+    assert not rule.update(curve[:8], 8)                   # only at window ends
+    _, rule = _rule("cosine", window=3, tol=None)
+    assert not rule.update([1.0] * 9, 9)                   # tol=None: never
+
+
+def test_plateau_training_stops_converged_without_warning(digits):
+    X, Y, cls = digits
+    kw = {**SMALL, "tol": 0.05, "n_iter_no_change": 5, "max_iter": 400, "optimizer": "adam",
+          "learning_rate": 3e-3, "lr_schedule": "plateau"}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        model = DeepGSM(**kw).fit_identities(X[:120], cls[:120], Y[:120], cls[:120])
+    assert model.stop_reason_ == "tol" and model.n_iter_ < 400
+    assert model.n_iter_ % 5 == 0
+
+
+def test_shared_subnetwork_on_both_domains_at_once_is_the_same_function():
+    net = GSMNet((16, 16), 16, channels=(3, 1))
+    x, y = torch.rand(5, 3, 16, 16), torch.rand(7, 16, 16)
+    TX, TY, _ = net(x, y)
+    torch.testing.assert_close(TX, net.embed_x(x), rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(TY, net.embed_y(y), rtol=1e-5, atol=1e-6)

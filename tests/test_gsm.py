@@ -487,16 +487,30 @@ def test_sample_batches_learn_and_hard_negatives_run():
 
 
 # ----------------------------------------------------- issue 10 item 3: early stopping
-def test_validation_split_shares_no_sample():
-    from crossmetric._gsm_training import validation_split
-
+def test_early_stopping_holds_out_whole_identities_shared_with_no_training_pair():
+    """GSM's validation pairs come from the split every learner uses (whole identities)."""
     X, Y, pairs, y = _instance_task(100)
-    ids = np.arange(100)
-    tr, va = validation_split(ids, ids, pairs[:, 0], pairs[:, 1], y, 0.2,
-                              np.random.RandomState(0))
-    assert not set(pairs[tr, 0]) & set(pairs[va, 0])
-    assert not set(pairs[tr, 1]) & set(pairs[va, 1])
-    assert 10 <= np.unique(pairs[va, 0]).size <= 30 and set(y[va]) == {-1, 1}
+    seen = {}
+    import crossmetric.gsm as gsm_module
+
+    real = gsm_module.validation_split
+
+    def spy(*args, **kw):
+        out = real(*args, **kw)
+        seen["split"] = (args, out)
+        return out
+
+    gsm_module.validation_split = spy
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            GSM(max_iter=3, early_stopping=True, random_state=0).fit((X[pairs[:, 0]],
+                                                                      Y[pairs[:, 1]]), y)
+    finally:
+        gsm_module.validation_split = real
+    (ix, iy, yy, *_), (tr, va) = seen["split"]
+    assert not set(ix[tr]) & set(ix[va]) and not set(iy[tr]) & set(iy[va])
+    assert set(yy[va]) == {-1, 1} and 10 <= np.unique(ix[va]).size <= 30
 
 
 def test_early_stopping_keeps_the_best_validation_epoch():

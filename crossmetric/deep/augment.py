@@ -7,6 +7,12 @@ creates that generator from a per-draw seed, so an augmented batch depends only 
 nor on where a resumed run restarted. (A user callable without the ``rng`` argument runs with
 torch's global generator seeded per draw instead, which costs more per image.)
 
+Batches: :func:`apply_batch` runs a transform on a stack of images ``(n, c, h, w)`` with one
+generator per image. Transforms with a ``batch`` method (resize, crop, flip, and a
+:class:`Compose` of them) do it in a few whole-batch operations; the others run image by
+image. Each image's generator is consumed in the same order either way, so a batch gives
+exactly the images that the transform gives one at a time (tested).
+
 The transforms are written with plain torch operations. torchvision's ``transforms.v2``
 does the same work, and a ``torchvision`` pipeline (any callable on a ``(c, h, w)`` tensor) can
 be passed as ``DeepGSM(augment=...)``. They are not used by default because a torchvision
@@ -27,8 +33,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-__all__ = ["SplitMix", "as_rng", "Compose", "Resize", "RandomCrop", "RandomHorizontalFlip",
-           "ColorJitter", "RandomErasing", "reid_augmentation", "make_augmentation"]
+__all__ = ["SplitMix", "SplitMixBatch", "as_rng", "apply_batch", "Compose", "Resize", "RandomCrop",
+           "RandomHorizontalFlip", "ColorJitter", "RandomErasing", "reid_augmentation",
+           "make_augmentation"]
 
 
 _MASK = (1 << 64) - 1
@@ -64,9 +71,58 @@ class SplitMix:
         return np.argsort([self.random() for _ in range(n)])
 
 
+class SplitMixBatch:
+    """Several :class:`SplitMix` generators advanced together, one NumPy operation per draw.
+
+    Each draw returns one value per generator, the value that generator's own method would
+    return (the arithmetic is the same, in ``uint64`` with wrap-around).
+    """
+
+    _GAMMA, _M1, _M2 = (np.uint64(0x9E3779B97F4A7C15), np.uint64(0xBF58476D1CE4E5B9),
+                        np.uint64(0x94D049BB133111EB))
+
+    def __init__(self, states: np.ndarray):
+        self.states = np.asarray(states, dtype=np.uint64).copy()
+
+    @classmethod
+    def from_rngs(cls, rngs) -> SplitMixBatch | None:
+        """The generators' states together, or ``None`` unless every one is a SplitMix."""
+        if not all(isinstance(r, SplitMix) for r in rngs):
+            return None
+        return cls(np.array([r.state for r in rngs], dtype=np.uint64))
+
+    def write_back(self, rngs) -> None:
+        """Leave each generator of ``rngs`` where its draws in this batch left it."""
+        for r, st in zip(rngs, self.states.tolist(), strict=True):
+            r.state = int(st)
+
+    def random(self) -> np.ndarray:
+        with np.errstate(over="ignore"):
+            self.states += self._GAMMA
+            z = self.states.copy()
+            z = (z ^ (z >> np.uint64(30))) * self._M1
+            z = (z ^ (z >> np.uint64(27))) * self._M2
+            z ^= z >> np.uint64(31)
+        return (z >> np.uint64(11)).astype(np.float64) * (1.0 / (1 << 53))
+
+    def integers(self, lo: int, hi: int) -> np.ndarray:
+        return lo + (self.random() * (hi - lo)).astype(np.int64)
+
+
 def as_rng(rng):
     """``rng`` if it is a generator, else ``np.random.default_rng(rng)``."""
     return rng if hasattr(rng, "integers") else np.random.default_rng(rng)
+
+
+def apply_batch(transform, images: torch.Tensor, rngs) -> torch.Tensor:
+    """``transform`` of every image of ``images`` ``(n, c, h, w)``, image ``i`` with ``rngs[i]``.
+
+    Uses the transform's whole-batch ``batch`` method when it has one, else calls it image by
+    image (``transform(img, rng)``). The result equals the image-by-image one exactly.
+    """
+    if hasattr(transform, "batch"):
+        return transform.batch(images, rngs)
+    return torch.stack([transform(img, rng) for img, rng in zip(images, rngs, strict=True)])
 
 
 class Compose:
@@ -83,6 +139,12 @@ class Compose:
             img = t(img, rng)
         return img
 
+    def batch(self, images: torch.Tensor, rngs) -> torch.Tensor:
+        """Each transform on the whole batch in turn (see :func:`apply_batch`)."""
+        for t in self.transforms:
+            images = apply_batch(t, images, rngs)
+        return images
+
     def __repr__(self) -> str:
         return f"Compose({self.transforms!r})"
 
@@ -98,6 +160,11 @@ class Resize:
             return img
         return F.interpolate(img[None], size=self.size, mode="bilinear",
                              align_corners=False)[0]
+
+    def batch(self, images: torch.Tensor, rngs=None) -> torch.Tensor:
+        if tuple(images.shape[-2:]) == self.size:
+            return images
+        return F.interpolate(images, size=self.size, mode="bilinear", align_corners=False)
 
     def __repr__(self) -> str:
         return f"Resize({self.size})"
@@ -122,6 +189,26 @@ class RandomCrop:
         i, j = int(rng.integers(0, h - th + 1)), int(rng.integers(0, w - tw + 1))
         return img[..., i:i + th, j:j + tw]
 
+    def batch(self, images: torch.Tensor, rngs) -> torch.Tensor:
+        """All crops in one gather: each image's offsets drawn as :meth:`__call__` draws them."""
+        p = self.padding
+        if p:
+            images = F.pad(images, (p, p, p, p))
+        n, c, h, w = images.shape
+        th, tw = self.size
+        g = SplitMixBatch.from_rngs(rngs)
+        if g is not None:
+            off = np.c_[g.integers(0, h - th + 1), g.integers(0, w - tw + 1)]
+            g.write_back(rngs)
+        else:
+            off = [(int(r.integers(0, h - th + 1)), int(r.integers(0, w - tw + 1)))
+                   for r in map(as_rng, rngs)]
+        off = torch.as_tensor(np.asarray(off, dtype=np.int64).reshape(n, 2))
+        rows = (off[:, 0, None] + torch.arange(th))[:, None, :, None]
+        cols = (off[:, 1, None] + torch.arange(tw))[:, None, None, :]
+        return images[torch.arange(n)[:, None, None, None], torch.arange(c)[None, :, None, None],
+                      rows, cols]
+
     def __repr__(self) -> str:
         return f"RandomCrop({self.size}, padding={self.padding})"
 
@@ -132,6 +219,16 @@ class RandomHorizontalFlip:
 
     def __call__(self, img: torch.Tensor, rng=None) -> torch.Tensor:
         return img.flip(-1) if as_rng(rng).random() < self.p else img
+
+    def batch(self, images: torch.Tensor, rngs) -> torch.Tensor:
+        g = SplitMixBatch.from_rngs(rngs)
+        if g is not None:
+            u = g.random()
+            g.write_back(rngs)
+        else:
+            u = np.array([as_rng(rng).random() for rng in rngs])
+        flip = torch.as_tensor(u < self.p)
+        return torch.where(flip[:, None, None, None], images.flip(-1), images)
 
     def __repr__(self) -> str:
         return f"RandomHorizontalFlip(p={self.p})"

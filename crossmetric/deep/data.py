@@ -25,10 +25,11 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset, Sampler
 
-from crossmetric.deep.augment import SplitMix
+from crossmetric.deep.augment import SplitMix, apply_batch
 from crossmetric.deep.sampler import CrossDomainBatchSampler, epoch_identity_batches
 
-__all__ = ["is_file_list", "image_layout", "read_image", "to_chw", "CrossDomainImages",
+__all__ = ["is_file_list", "image_layout", "read_image", "to_nchw", "to_chw",
+           "CrossDomainImages",
            "collate_domains", "CrossDomainIdentitySampler", "fingerprint"]
 
 
@@ -68,15 +69,23 @@ def image_layout(source, name: str) -> tuple[tuple[int, int], int]:
     return (shape[1], shape[2]), (1 if len(shape) == 3 else shape[3])
 
 
-def to_chw(img: np.ndarray) -> torch.Tensor:
-    """One image ``(h, w)`` or ``(h, w, c)`` as a float32 tensor ``(c, h, w)``."""
-    a = np.ascontiguousarray(img)
+def to_nchw(images: np.ndarray) -> torch.Tensor:
+    """Images ``(n, h, w)`` or ``(n, h, w, c)`` as a float32 tensor ``(n, c, h, w)``.
+
+    ``uint8`` images are scaled to [0, 1]; float images keep their values.
+    """
+    a = np.ascontiguousarray(images)
     t = torch.from_numpy(a if a.flags.writeable else a.copy())
-    if img.dtype == np.uint8:
+    if images.dtype == np.uint8:
         t = t.float().div_(255.0)
     else:
         t = t.float()
-    return t[None] if t.ndim == 2 else t.permute(2, 0, 1).contiguous()
+    return t[:, None] if t.ndim == 3 else t.permute(0, 3, 1, 2).contiguous()
+
+
+def to_chw(img: np.ndarray) -> torch.Tensor:
+    """One image ``(h, w)`` or ``(h, w, c)`` as a float32 tensor ``(c, h, w)``."""
+    return to_nchw(np.asarray(img)[None])[0]
 
 
 class CrossDomainImages(Dataset):
@@ -126,6 +135,44 @@ class CrossDomainImages(Dataset):
         else:
             img = src[row]
         return to_chw(img), int(self.ids[dom][row]), dom
+
+    def _load_rows(self, dom: int, rows: np.ndarray) -> torch.Tensor:
+        """Rows of one domain as a float tensor ``(n, c, h, w)`` (an array: one gather)."""
+        src = self.sources[dom]
+        if is_file_list(src):
+            mode = "L" if self.channels[dom] == 1 else "RGB"
+            return torch.stack([to_chw(read_image(src[r], mode, self.size))
+                                for r in rows.tolist()])
+        return to_nchw(src[rows])
+
+    def __getitems__(self, keys) -> list:
+        """A batch of items, as ``DataLoader`` asks for them: the items of :meth:`__getitem__`.
+
+        Each domain's images are loaded together (an in-memory array in one gather) and
+        augmented with :func:`~crossmetric.deep.augment.apply_batch`, each with its own
+        per-draw generator -- the same images as item by item, in far fewer operations. A
+        transform without ``takes_rng`` runs item by item.
+        """
+        keys = [k if isinstance(k, tuple) else (k, None) for k in keys]
+        out: list = [None] * len(keys)
+        for dom in (0, 1):
+            pos = [i for i, (k, _) in enumerate(keys) if (int(k) >= self.n_x) == bool(dom)]
+            tf = self.transforms[dom]
+            if not pos:
+                continue
+            if tf is not None and not getattr(tf, "takes_rng", False):
+                for i in pos:
+                    out[i] = self[keys[i] if keys[i][1] is not None else keys[i][0]]
+                continue
+            rows = np.array([int(keys[i][0]) - dom * self.n_x for i in pos], dtype=np.int64)
+            imgs = self._load_rows(dom, rows)
+            if tf is not None:
+                imgs = apply_batch(tf, imgs, [SplitMix(0 if keys[i][1] is None else keys[i][1])
+                                              for i in pos])
+            ids = self.ids[dom][rows]
+            for j, i in enumerate(pos):
+                out[i] = (imgs[j], int(ids[j]), dom)
+        return out
 
     def __getitem__(self, key):
         seed = None

@@ -61,12 +61,11 @@ from crossmetric.deep.distributed import active_group, free_port, gather_rows, o
 from crossmetric.deep.losses import similarity_matrix, similarity_rows
 from crossmetric.deep.networks import GSMNet, GSMTower
 from crossmetric.deep.sampler import balanced_weights, identities_from_pairs, pair_completeness
+from crossmetric.deep.schedule import OPTIMIZERS, SCHEDULES, WindowedConvergence, make_optimizer
 from crossmetric.gsm import STRUCTURES, gsm_matrix, gsm_rowwise
 
 __all__ = ["DeepGSM"]
 
-_SCHEDULES = ("constant", "step", "cosine")
-_OPTIMIZERS = ("sgd", "adam")
 _BATCH_MODES = ("sample", "pair")
 _INITS = ("default", "paper")
 #: parameters that do not change what a training run computes (free to differ on resume)
@@ -181,9 +180,13 @@ class DeepGSM(CrossModalMixin, BaseEstimator):
     optimizer : {"sgd", "adam"}, default="sgd"
         SGD with ``momentum``, or Adam.
     momentum : float, default=0.9
-    lr_schedule : {"constant", "step", "cosine"}, default="cosine"
+    lr_schedule : {"constant", "step", "cosine", "plateau"}, default="cosine"
         ``step`` divides the rate by 10 after 1/2 and 3/4 of ``max_iter``; ``cosine`` anneals
-        it to 0 over ``max_iter``.
+        it to 0 over ``max_iter`` (both are training budgets: they rarely converge before
+        ``max_iter``); ``plateau`` divides it by 10 whenever a window of ``n_iter_no_change``
+        iterations brings no improvement of ``tol`` and stops, converged, when a
+        window at ``learning_rate / 100`` still brings none (:mod:`crossmetric.deep.schedule`)
+        -- the schedule to use to train until the objective stops decreasing.
     weight_decay : float, default=5e-4
         λ of eq. (7): penalty ``λ‖W‖²`` on the weights of the feature sub-networks.
     mu : float, default=5e-4
@@ -213,10 +216,11 @@ class DeepGSM(CrossModalMixin, BaseEstimator):
         ``None``: once per epoch of the batch generator.
     patience : int, default=5
     tol : float or None, default=1e-4
-        Convergence: training stops when the mean batch objective of the last
-        ``n_iter_no_change`` iterations is not ``tol`` below that of the window before.
-        ``None`` disables the test (and the warning). (A single batch with zero hinge does not
-        stop training: the next round's identities differ.)
+        Convergence: with a fixed schedule training stops when the mean batch objective of
+        the last ``n_iter_no_change`` iterations is not ``tol`` below that of the window
+        before; with ``"plateau"``, see ``lr_schedule``. ``None`` disables the test (and
+        the warning). (A single batch with zero hinge does not stop training: the next
+        round's identities differ.)
     n_iter_no_change : int, default=200
     backbone : torch.nn.Module, (Module, Module), str or None, default=None
         ``None``: the paper's network (:mod:`crossmetric.deep.networks`). A module: used for
@@ -300,9 +304,11 @@ class DeepGSM(CrossModalMixin, BaseEstimator):
     >>> data = load_digits_views()
     >>> X, Y, labels = data.images_x[:100], data.images_y[:100], data.labels[:100]
     >>> pairs, y = make_pairs(labels, labels, max_positives=200, random_state=0)
+    >>> # a fixed budget of 10 rounds: tol=None switches the convergence test off
     >>> model = DeepGSM(hidden_units=16, n_identities=10, n_images_x=2, n_images_y=2,
-    ...                 max_iter=10, device="cpu", random_state=0, preprocessor=(X, Y))
-    >>> model.fit(pairs, y).cross_distance(X[:2], Y[:3]).shape
+    ...                 max_iter=10, tol=None, device="cpu", random_state=0,
+    ...                 preprocessor=(X, Y))
+    >>> model.fit(pairs, y, groups=(labels, labels)).cross_distance(X[:2], Y[:3]).shape
     (2, 3)
     """
 
@@ -367,7 +373,7 @@ class DeepGSM(CrossModalMixin, BaseEstimator):
     # ------------------------------------------------------------------------- checks
     def _check_params(self) -> None:
         for name, allowed in (("structure", tuple(STRUCTURES)), ("batch_mode", _BATCH_MODES),
-                              ("optimizer", _OPTIMIZERS), ("lr_schedule", _SCHEDULES),
+                              ("optimizer", OPTIMIZERS), ("lr_schedule", SCHEDULES),
                               ("init", _INITS)):
             if getattr(self, name) not in allowed:
                 raise ValueError(
@@ -509,19 +515,9 @@ class DeepGSM(CrossModalMixin, BaseEstimator):
         return float(self.weight_decay) * pen_w + float(self.mu) * pen_phi
 
     def _make_optimizer(self, net: GSMNet, max_iter: int):
-        lr = float(self.learning_rate)
-        if self.optimizer == "sgd":
-            opt = torch.optim.SGD(net.parameters(), lr=lr, momentum=float(self.momentum))
-        else:
-            opt = torch.optim.Adam(net.parameters(), lr=lr)
-        if self.lr_schedule == "constant":
-            sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda t: 1.0)
-        elif self.lr_schedule == "step":
-            sched = torch.optim.lr_scheduler.MultiStepLR(
-                opt, milestones=[max(1, max_iter // 2), max(2, (3 * max_iter) // 4)], gamma=0.1)
-        else:
-            sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=max_iter)
-        return opt, sched
+        return make_optimizer(net.parameters(), optimizer=self.optimizer,
+                              learning_rate=self.learning_rate, momentum=self.momentum,
+                              schedule=self.lr_schedule, max_iter=max_iter, tol=self.tol)
 
     def _settings(self) -> dict:
         """Every parameter that changes what training computes (recorded in checkpoints)."""
@@ -877,6 +873,7 @@ class DeepGSM(CrossModalMixin, BaseEstimator):
             ds, batch_sampler=batches, num_workers=int(self.num_workers),
             collate_fn=collate_domains, pin_memory=device.type == "cuda")
         window = int(self.n_iter_no_change)
+        rule = WindowedConvergence(opt, sched, self.lr_schedule, window, self.tol)
         converged, stop_reason, done = False, "max_iter", start
         t0 = time.perf_counter()
         verbose = self.verbose and rank == 0
@@ -904,7 +901,7 @@ class DeepGSM(CrossModalMixin, BaseEstimator):
                 scaler.scale(hinge * world + pen).backward()
                 scaler.step(opt)
                 scaler.update()
-                sched.step()
+                rule.step_schedule()
                 curve.append(float(hinge.detach()) + float(pen.detach()))
                 bar.update(1)
                 done = t + 1
@@ -925,11 +922,8 @@ class DeepGSM(CrossModalMixin, BaseEstimator):
                         bad_checks += 1
                         if bad_checks >= int(self.patience):
                             stop = "early_stopping"
-                if stop is None and self.tol is not None and len(curve) >= 2 * window \
-                        and done % window == 0:
-                    prev = np.mean(curve[-2 * window:-window])
-                    if np.mean(curve[-window:]) > prev - float(self.tol):
-                        stop = "tol"
+                if rule.update(curve, done) and stop is None:
+                    stop = "tol"
                 if stop is None and self.max_time is not None \
                         and time.perf_counter() - t0 >= self.max_time:
                     stop = "max_time"

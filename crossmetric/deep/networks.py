@@ -228,9 +228,18 @@ class GSMNet(nn.Module):
         return self.shared(self.domain_y(self._nchw(y)))
 
     def forward(self, x: torch.Tensor, y: torch.Tensor):
-        """Similarity components ``(x̃, ỹ, f)`` of a batch of images of each domain."""
+        """Similarity components ``(x̃, ỹ, f)`` of a batch of images of each domain.
+
+        The paper's network sends both domains' maps through the shared sub-network in one
+        call (it has no batch statistics, so this is the same function, at about half the
+        per-call cost for small batches); a custom backbone sees each domain's batch alone.
+        """
         Wx, Wy, f = self.head.components()
-        return self.features_x(x) @ Wx.T, self.features_y(y) @ Wy.T, f
+        if self.custom_backbone:
+            return self.features_x(x) @ Wx.T, self.features_y(y) @ Wy.T, f
+        gx, gy = self.domain_x(self._nchw(x)), self.domain_y(self._nchw(y))
+        h = self.shared(torch.cat([gx, gy]))
+        return h[:gx.shape[0]] @ Wx.T, h[gx.shape[0]:] @ Wy.T, f
 
     def embed_x(self, x: torch.Tensor) -> torch.Tensor:
         Wx, _, _ = self.head.components()
