@@ -2,25 +2,27 @@
 
 Protocols
 ---------
-* PKU-Sketch: 200 persons, 2 RGB photos and (for 197) one sketch each; per split 150 persons
-  train, 50 test; the test sketches are probes against the 100 test photos (Pang et al.).
+* PKU-Sketch: exactly ``crossmetric reproduce pku-sketch`` (:func:`crossmetric.reproduce.
+  reproduce_pku_sketch`): per split 150 persons train and 50 test; the 50 test sketches are probes
+  against the 100 test photos; CMC and mAP. DeepGSM trains on the RGB images (64 × 160, w × h)
+  with :data:`crossmetric.reproduce.PKU_DEEPGSM`; GSM and CMML (registry settings) on the
+  reproduction's descriptor, :func:`crossmetric.reproduce.pku_features` (HOG of the grey image,
+  PCA-64 fitted on the training images of the split). The numbers are the reproduction's own
+  rows (one protocol, one descriptor baseline), with the seconds of every split.
 * VIPeR: 632 persons, one image per camera; per split 316 train, 316 test; camera-A images are
-  probes against the camera-B gallery (the domains are the cameras).
-
-Methods: DeepGSM on the images (RGB, resized to ``--size``, default 160 × 64 = h × w, "reid"
-augmentation, a time budget per split), and on fixed descriptors GSM and CMML. The descriptor
-(this script only, until the library's descriptor module lands) is HSV colour histograms of 6
-horizontal stripes (8 bins per channel) plus HOG of the grey image, square-rooted and
-standardised on the training images.
+  probes against the camera-B gallery (the domains are the cameras). DeepGSM runs the PKU-Sketch
+  recipe with one image per domain and identity (not tuned for VIPeR); GSM and CMML run on the
+  reproduction's VIPeR descriptor (:class:`crossmetric.features.StripHistograms`, whole vector
+  normalised to unit L1), standardised on the training images.
 
 Speed: images/s and seconds per epoch of the identity sampler for in-memory arrays against
 streaming from the JPEG/PNG files with ``num_workers`` DataLoader workers, and for 1 against 2
-DDP processes (gloo), each a fixed number of iterations.
+DDP processes (gloo), each a fixed number of iterations of the PKU-Sketch recipe.
 
 Usage::
 
     python benchmarks/bench_deep_gsm.py                      # both datasets, 3 splits
-    python benchmarks/bench_deep_gsm.py --dataset pku --splits 10 --minutes 10
+    python benchmarks/bench_deep_gsm.py --dataset pku --splits 10 --no-speed
     python benchmarks/bench_deep_gsm.py --quick              # a smoke run (~2 min)
 
 Prints one JSON document (with the machine's load average: timings on a shared machine are
@@ -30,6 +32,7 @@ upper bounds).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 import time
@@ -71,21 +74,10 @@ def load_images(paths, size):
 
 
 def descriptors(images: np.ndarray) -> np.ndarray:
-    """HSV histograms of 6 stripes (8 bins / channel) + HOG of the grey image, square-rooted."""
-    from skimage.color import rgb2gray, rgb2hsv
-    from skimage.feature import hog
+    """The reproduction's VIPeR descriptor (strip colour + LBP histograms, unit-L1 vector)."""
+    from crossmetric.features import StripHistograms
 
-    out = []
-    for im in images:
-        hsv = rgb2hsv(im)
-        hist = []
-        for stripe in np.array_split(hsv, 6, axis=0):
-            for c in range(3):
-                h, _ = np.histogram(stripe[..., c], bins=8, range=(0, 1))
-                hist.append(h / max(1, stripe[..., c].size))
-        g = hog(rgb2gray(im), orientations=9, pixels_per_cell=(16, 16), cells_per_block=(2, 2))
-        out.append(np.r_[np.concatenate(hist), g])
-    return np.sqrt(np.asarray(out))
+    return StripHistograms(normalize="vector").fit_transform(images)
 
 
 def rank_k(D: np.ndarray, probe_ids, gallery_ids) -> dict:
@@ -104,11 +96,12 @@ def splits(persons, n_train, n_splits, seed=0):
 
 # ---------------------------------------------------------------------------- methods
 def deep_params(args, **kw):
-    p = dict(input_shape=args.size, hidden_units=args.hidden, n_identities=args.k,
-             n_images_x=args.ox, n_images_y=1, max_iter=args.max_iter,
-             max_time=args.minutes * 60, augment="reid", learning_rate=args.lr,
-             optimizer=args.optimizer,
-             lr_schedule="cosine", device="cpu", tol=None, random_state=0)
+    """:data:`crossmetric.reproduce.PKU_DEEPGSM` (``--max-iter`` and ``kw`` replace entries)."""
+    from crossmetric.reproduce import PKU_DEEPGSM
+
+    p = {**PKU_DEEPGSM, "input_shape": args.size, "random_state": 0}
+    if args.max_iter is not None:
+        p["max_iter"] = args.max_iter
     p.update(kw)
     return p
 
@@ -116,7 +109,8 @@ def deep_params(args, **kw):
 def run_deep(args, Xtr, ix, Ytr, iy, Xg, ig, Yp, ip):
     from crossmetric.deep import DeepGSM
 
-    m = DeepGSM(**deep_params(args)).fit_identities(Xtr, ix, Ytr, iy)
+    m = DeepGSM(**deep_params(args, n_images_x=1, n_images_y=1)).fit_identities(
+        Xtr, ix, Ytr, iy)
     D = m.cross_distance(Xg, Yp).T  # probes x gallery
     return {**rank_k(D, ip, ig), "train_s": round(m.train_time_, 1), "iters": m.n_iter_,
             "stop": m.stop_reason_}
@@ -158,9 +152,33 @@ def run_descriptor_methods(Ftr_x, ix, Ftr_y, iy, Fg, ig, Fp, ip, seed, skip):
     return out
 
 
-def accuracy(args, name, fx, idx, fy, idy, n_train):
-    """Mean rank-k over splits of DeepGSM, GSM and CMML."""
-    persons = np.intersect1d(idx, idy) if name == "viper" else np.unique(idx)
+def pku_accuracy(args) -> dict:
+    """PKU-Sketch: the rows of ``crossmetric reproduce pku-sketch`` (same splits, descriptor)."""
+    from crossmetric.reproduce import reproduce_pku_sketch
+
+    methods = ["euclidean", "kcca", "gsm", "cmml", "deepgsm"]
+    methods = [m for m in methods if m not in args.skip and not (m == "deepgsm"
+                                                                 and "deep" in args.skip)]
+    overrides = {} if args.max_iter is None else {"max_iter": args.max_iter}
+    with contextlib.redirect_stdout(sys.stderr):  # progress lines: stdout is the JSON
+        res = reproduce_pku_sketch(str(DATA), n_splits=args.splits, methods=methods,
+                                   deepgsm_params=overrides, first_split=args.first_split)
+    mean = {}
+    for r in res.rows:
+        mean.setdefault(r["method"], {})[r["measure"]] = round(r["ours"], 2)
+        if r.get("note"):
+            mean[r["method"]]["note"] = r["note"]
+    return {"mean": mean, "splits": res.extra["splits"],
+            "per_split": res.extra.get("per_split", {}),
+            "load_avg": [res.extra.get("load_avg_start"), res.extra.get("load_avg_end")],
+            "torch_threads": res.extra.get("torch_threads"),
+            "gallery_probe": "100 test photos / 50 test sketches (reproduce pku-sketch)"}
+
+
+def viper_accuracy(args, fx, idx, fy, idy, n_train=316):
+    """VIPeR: mean rank-k over splits of DeepGSM, GSM and CMML."""
+    name = "viper"
+    persons = np.intersect1d(idx, idy)
     size = args.size
     Xall, Yall = load_images(fx, size), load_images(fy, size)
     Fx = descriptors(Xall) if args.skip != {"gsm", "cmml"} else None
@@ -187,9 +205,7 @@ def accuracy(args, name, fx, idx, fy, idy, n_train):
             summary[meth] = {k: round(float(np.mean([v[k] for v in vals])), 2)
                              for k in ("rank1", "rank5", "rank10", "rank20", "train_s")}
             summary[meth]["rank1_per_split"] = [v["rank1"] for v in vals]
-    return {"splits": rows, "mean": summary,
-            "gallery_probe": ("100 test photos / 50 test sketches" if name == "pku"
-                              else "316 camera-B / 316 camera-A")}
+    return {"splits": rows, "mean": summary, "gallery_probe": "316 camera-B / 316 camera-A"}
 
 
 def speed(args, fx, idx, fy, idy):
@@ -199,13 +215,14 @@ def speed(args, fx, idx, fy, idy):
     n_iter = args.speed_iters
     X, Y = load_images(fx, args.size), load_images(fy, args.size)
     out = {}
-    per_round = args.k * (args.ox + 1)
+    p0 = deep_params(args)
+    per_round = p0["n_identities"] * (p0["n_images_x"] + p0["n_images_y"])
 
     def timed(label, Xs, Ys, **kw):
-        p = deep_params(args, max_iter=n_iter, max_time=None, **kw)
+        p = deep_params(args, max_iter=n_iter, **kw)
         m = DeepGSM(**p).fit_identities(Xs, idx, Ys, idy)
         n_ids = m.n_identities_
-        epoch_rounds = -(-n_ids // min(args.k, n_ids))
+        epoch_rounds = -(-n_ids // min(p0["n_identities"], n_ids))
         ips = n_iter * per_round / m.train_time_
         out[label] = {"train_s": round(m.train_time_, 2), "images_per_s": round(ips, 1),
                       "s_per_epoch": round(m.train_time_ / n_iter * epoch_rounds, 2)}
@@ -229,30 +246,26 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--dataset", default="both", choices=["pku", "viper", "both"])
     ap.add_argument("--splits", type=int, default=3)
-    ap.add_argument("--minutes", type=float, default=10.0,
-                    help="DeepGSM training budget per split (max_time)")
-    ap.add_argument("--max-iter", type=int, default=3000,
-                    help="rounds (the cosine schedule spans them; --minutes caps the time)")
+    ap.add_argument("--first-split", type=int, default=0,
+                    help="PKU-Sketch: skip the reproduction's first splits (run a later part "
+                         "of the same split sequence)")
+    ap.add_argument("--max-iter", type=int, default=None,
+                    help="DeepGSM rounds (default: PKU_DEEPGSM's; for smoke runs only)")
     ap.add_argument("--size", type=lambda s: tuple(int(v) for v in s.split("x")),
                     default=(160, 64), help="h x w")
-    ap.add_argument("--hidden", type=int, default=128)
-    ap.add_argument("--k", type=int, default=30, help="identities per round")
-    ap.add_argument("--ox", type=int, default=2, help="first-domain images per identity")
-    ap.add_argument("--lr", type=float, default=1e-3)
-    ap.add_argument("--optimizer", default="adam",
-                    help="adam (1e-3) learnt PKU far faster than sgd (0.05) in a 400-round probe")
     ap.add_argument("--threads", type=int, default=1,
                     help="torch threads per process (1: the machine is shared)")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--speed-iters", type=int, default=40)
     ap.add_argument("--no-speed", action="store_true")
     ap.add_argument("--no-ddp", action="store_true")
-    ap.add_argument("--skip", default="", help="comma list of deep,gsm,cmml")
-    ap.add_argument("--quick", action="store_true", help="1 split, 1 minute, small speed runs")
+    ap.add_argument("--skip", default="", help="comma list of deep,gsm,cmml,kcca,euclidean")
+    ap.add_argument("--quick", action="store_true", help="1 split, 50 rounds, small speed runs")
     args = ap.parse_args(argv)
     args.skip = {s for s in args.skip.split(",") if s}
     if args.quick:
-        args.splits, args.minutes, args.speed_iters = 1, 1.0, 10
+        args.splits, args.speed_iters = 1, 10
+        args.max_iter = args.max_iter or 50
     import torch
 
     torch.set_num_threads(args.threads)
@@ -260,23 +273,27 @@ def main(argv=None):
                                              for k, v in vars(args).items()}}
     t0 = time.perf_counter()
     if args.dataset in ("pku", "both"):
-        fx, idx, fy, idy = pku_files()
-        result["pku_sketch"] = accuracy(args, "pku", fx, idx, fy, idy, 150)
+        result["pku_sketch"] = pku_accuracy(args)
         if not args.no_speed:
-            result["pku_sketch"]["speed"] = speed(args, *_train_only(fx, idx, fy, idy, 150))
+            sx, isx, px, ipx = pku_files()
+            # the reproduction's domains: sketches first (x), photos second (y)
+            result["pku_sketch"]["speed"] = speed(args, *_train_only(px, ipx, sx, isx, 150,
+                                                                     swap=True))
     if args.dataset in ("viper", "both"):
         fx, idx, fy, idy = viper_files()
-        result["viper"] = accuracy(args, "viper", fx, idx, fy, idy, 316)
+        result["viper"] = viper_accuracy(args, fx, idx, fy, idy, 316)
     result["wall_s"] = round(time.perf_counter() - t0, 1)
     result["load_avg_end"] = round(os.getloadavg()[0], 2)
     emit(result)
 
 
-def _train_only(fx, idx, fy, idy, n_train):
+def _train_only(fx, idx, fy, idy, n_train, swap=False):
+    """The training persons' files of one split (``swap``: return the second domain first)."""
     tr, _ = next(splits(np.unique(idx), n_train, 1))
     mx, my = np.isin(idx, tr), np.isin(idy, tr)
-    return ([p for p, k in zip(fx, mx, strict=True) if k], idx[mx],
-            [p for p, k in zip(fy, my, strict=True) if k], idy[my])
+    a = ([p for p, k in zip(fx, mx, strict=True) if k], idx[mx])
+    b = ([p for p, k in zip(fy, my, strict=True) if k], idy[my])
+    return (*b, *a) if swap else (*a, *b)
 
 
 if __name__ == "__main__":

@@ -1149,6 +1149,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--n-jobs", type=int, default=-1,
                    help="parallel workers over the splits (default: all cores)")
     r.add_argument("--quiet", action="store_true", help="no progress lines")
+    r.add_argument("--methods", default=None,
+                   help="comma list of the methods to run (pku-sketch only; default all: "
+                        "euclidean,cca,kcca,cmml,cmlauc,gsm,deepgsm)")
     r.set_defaults(func=cmd_reproduce)
     return p
 
@@ -1170,9 +1173,24 @@ def cmd_reproduce(args) -> int:
         raise CLIError(f"--data-home: {args.data_home!r} is not a directory")
     if args.splits is not None and args.splits < 1:
         raise CLIError(f"--splits must be >= 1, got {args.splits}")
+    methods = None
+    if args.methods is not None:
+        methods = [m.strip().lower() for m in args.methods.split(",") if m.strip()]
+        if not methods:
+            raise CLIError("--methods must name at least one method")
+        if args.name != "pku-sketch":
+            raise CLIError(f"--methods: the reproduction {args.name!r} runs a fixed set of "
+                           "methods; only pku-sketch takes --methods")
+        from crossmetric.reproduce import PKU_METHODS
+
+        unknown = sorted(set(methods) - set(PKU_METHODS))
+        if unknown:
+            raise CLIError(f"--methods: unknown {', '.join(unknown)}; expected some of "
+                           f"{', '.join(PKU_METHODS)}")
     out = args.out or os.path.join("crossmetric-reproduce", args.name)
     result = run_reproduction(args.name, args.data_home, n_splits=args.splits, out=out,
-                              seed=args.seed, verbose=not args.quiet, n_jobs=args.n_jobs)
+                              seed=args.seed, verbose=not args.quiet, n_jobs=args.n_jobs,
+                              methods=methods)
     print(result.table())
     print(f"({result.seconds:.1f} s; wrote {', '.join(result.files)})")
     return 0

@@ -110,3 +110,44 @@ def test_pku_sketch_one_split(tmp_path):
     assert deep and all(not r.get("note") for r in deep), deep[0].get("note")
     assert 0.0 <= r1["DeepGSM (RGB images)"] <= 100.0
     assert (tmp_path / "results.csv").is_file()
+
+
+def test_pku_methods_option_errors(capsys, tmp_path):
+    from crossmetric.reproduce import PKU_DEEPGSM, PKU_METHODS, reproduce_pku_sketch
+
+    assert "deepgsm" in PKU_METHODS and "gsm" in PKU_METHODS
+    # the recipe is explicit (no reliance on DeepGSM's defaults), tol included
+    for key in ("hidden_units", "n_identities", "max_iter", "learning_rate", "optimizer",
+                "tol", "input_shape", "augment"):
+        assert key in PKU_DEEPGSM
+    # the reproduction's DeepGSM is this recipe, not the registry's digits setting
+    from crossmetric.reproduce import _pku_methods
+
+    deep = _pku_methods({"max_iter": 7})["deepgsm"].get_params()
+    assert deep["max_iter"] == 7
+    assert all(deep[k] == v for k, v in PKU_DEEPGSM.items() if k != "max_iter")
+    with pytest.raises(ValueError, match="methods: unknown"):
+        reproduce_pku_sketch(str(tmp_path), methods=("gsm", "nope"))
+    with pytest.raises(ValueError, match="first_split must be >= 0"):
+        reproduce_pku_sketch(str(tmp_path), first_split=-1)
+    with pytest.raises(ValueError, match="only pku-sketch"):
+        run_reproduction("pcca-viper", str(tmp_path), methods=("gsm",))
+    assert main(["reproduce", "pku-sketch", "--methods", "gsm,nope"]) == 2
+    assert "--methods: unknown nope" in capsys.readouterr().err
+    assert main(["reproduce", "pcca-viper", "--methods", "gsm"]) == 2
+    assert "only pku-sketch" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not (DATA / "pku_sketch").is_dir(), reason="PKU-Sketch absent")
+def test_pku_first_split_runs_the_same_split():
+    from crossmetric.reproduce import reproduce_pku_sketch
+
+    both = reproduce_pku_sketch(str(DATA), n_splits=2, methods=("euclidean",), verbose=False)
+    second = reproduce_pku_sketch(str(DATA), n_splits=1, first_split=1,
+                                  methods=("euclidean",), verbose=False)
+    a, b = both.extra["per_split"]["Euclidean (HOG)"], second.extra["per_split"]["Euclidean (HOG)"]
+    assert len(a["r1"]) == 2 and len(b["r1"]) == 1
+    assert b["r1"][0] == a["r1"][1] and b["mAP"][0] == a["mAP"][1]
+    assert second.extra["splits"] == [1, 1]
+    assert {"load_avg_start", "load_avg_end", "torch_threads"} <= set(second.extra)
