@@ -578,9 +578,9 @@ def pku_features(data_home) -> dict:
 #: of other splits; a strictly nested choice per split was too slow here (four candidates were
 #: compared, so the selection effect is small, but it is not zero).
 #:
-#: Measured on the test persons (10 splits; README "Reproducing the papers"): rank-1 11.3 %
-#: against 10.9 % for GSM on the descriptor, mAP 18.8 against 16.3 %, but ahead in only 3 of the
-#: 10 splits at rank 1; 124-165 s of training per split with 2 torch threads.
+#: Measured on the test persons (10 splits, final code; README "Reproducing the papers"):
+#: rank-1 11.28 % against 11.53 % for GSM on the descriptor (4 wins, 2 ties, 4 losses), mAP
+#: 19.26 against 16.27 %; 109-169 s of training per split with 2 torch threads.
 PKU_DEEPGSM: dict = {
     "input_shape": (PKU_SIZE[1], PKU_SIZE[0]), "hidden_units": 128, "structure": "generalized",
     "n_identities": 30, "n_images_x": 1, "n_images_y": 2, "batch_mode": "sample",
