@@ -537,3 +537,19 @@ def test_shared_subnetwork_on_both_domains_at_once_is_the_same_function():
     TX, TY, _ = net(x, y)
     torch.testing.assert_close(TX, net.embed_x(x), rtol=1e-5, atol=1e-6)
     torch.testing.assert_close(TY, net.embed_y(y), rtol=1e-5, atol=1e-6)
+
+
+def test_plateau_schedule_resumes_exactly(digits, tmp_path):
+    X, Y, cls = digits
+    kw = {**SMALL, "tol": 1e-3, "n_iter_no_change": 5, "max_iter": 400, "optimizer": "adam",
+          "learning_rate": 3e-3, "lr_schedule": "plateau", "checkpoint_every": 10}
+    data = (X[:120], cls[:120], Y[:120], cls[:120])
+    full = DeepGSM(**kw).fit_identities(*data)
+    path = str(tmp_path / "plateau.pt")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        part = DeepGSM(**kw, max_time=0.05, checkpoint_path=path).fit_identities(*data)
+    assert part.stop_reason_ == "max_time" and part.n_iter_ < full.n_iter_
+    resumed = DeepGSM(**kw, checkpoint_path=path, resume=True).fit_identities(*data)
+    assert resumed.stop_reason_ == full.stop_reason_ == "tol"
+    np.testing.assert_allclose(resumed.loss_curve_, full.loss_curve_, rtol=1e-6)
