@@ -487,27 +487,23 @@ def test_sample_batches_learn_and_hard_negatives_run():
 
 
 # ----------------------------------------------------- issue 10 item 3: early stopping
-def test_early_stopping_holds_out_whole_identities_shared_with_no_training_pair():
+def test_early_stopping_holds_out_whole_identities_shared_with_no_training_pair(monkeypatch):
     """GSM's validation pairs come from the split every learner uses (whole identities)."""
-    X, Y, pairs, y = _instance_task(100)
-    seen = {}
     import crossmetric.gsm as gsm_module
 
+    X, Y, pairs, y = _instance_task(100)
+    seen = {}
     real = gsm_module.validation_split
 
     def spy(*args, **kw):
-        out = real(*args, **kw)
-        seen["split"] = (args, out)
-        return out
+        seen["split"] = (args, real(*args, **kw))
+        return seen["split"][1]
 
-    gsm_module.validation_split = spy
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", ConvergenceWarning)
-            GSM(max_iter=3, early_stopping=True, random_state=0).fit((X[pairs[:, 0]],
-                                                                      Y[pairs[:, 1]]), y)
-    finally:
-        gsm_module.validation_split = real
+    monkeypatch.setattr(gsm_module, "validation_split", spy)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        GSM(max_iter=3, early_stopping=True, random_state=0).fit((X[pairs[:, 0]],
+                                                                  Y[pairs[:, 1]]), y)
     (ix, iy, yy, *_), (tr, va) = seen["split"]
     assert not set(ix[tr]) & set(ix[va]) and not set(iy[tr]) & set(iy[va])
     assert set(yy[va]) == {-1, 1} and 10 <= np.unique(ix[va]).size <= 30

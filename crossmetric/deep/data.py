@@ -129,12 +129,7 @@ class CrossDomainImages(Dataset):
 
     def load(self, k: int) -> tuple[torch.Tensor, int, int]:
         dom, row = (0, k) if k < self.n_x else (1, k - self.n_x)
-        src = self.sources[dom]
-        if is_file_list(src):
-            img = read_image(src[row], "L" if self.channels[dom] == 1 else "RGB", self.size)
-        else:
-            img = src[row]
-        return to_chw(img), int(self.ids[dom][row]), dom
+        return self._load_rows(dom, np.array([row]))[0], int(self.ids[dom][row]), dom
 
     def _load_rows(self, dom: int, rows: np.ndarray) -> torch.Tensor:
         """Rows of one domain as a float tensor ``(n, c, h, w)`` (an array: one gather)."""
