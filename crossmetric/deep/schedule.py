@@ -39,12 +39,12 @@ def make_optimizer(params, *, optimizer: str, learning_rate: float, momentum: fl
                    schedule: str, max_iter: int, tol: float | None):
     """``(optimiser, scheduler)``; a ``"plateau"`` scheduler is stepped once per window."""
     lr = float(learning_rate)
-    # foreach: one multi-tensor update instead of a Python loop over the parameters (PyTorch
-    # picks it by itself on CUDA only; on a CPU it is the faster path for small networks)
+    # PyTorch's own choice of update (multi-tensor on CUDA): forcing foreach=True on a CPU
+    # made a digits fit 1.3-1.9x slower (measured)
     if optimizer == "sgd":
-        opt = torch.optim.SGD(params, lr=lr, momentum=float(momentum), foreach=True)
+        opt = torch.optim.SGD(params, lr=lr, momentum=float(momentum))
     else:
-        opt = torch.optim.Adam(params, lr=lr, foreach=True)
+        opt = torch.optim.Adam(params, lr=lr)
     if schedule == "constant":
         sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda t: 1.0)
     elif schedule == "step":
