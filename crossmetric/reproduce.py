@@ -623,6 +623,19 @@ def _pku_methods(deepgsm_params=None):
     return out
 
 
+def pku_splits(persons, n_test: int, seed: int, n_splits: int):
+    """The splits of ``reproduce pku-sketch``: ``(test_persons, pairs_seed, split_seed)`` each.
+
+    One ``RandomState(seed)`` draws, per split, ``n_test`` test persons and two seeds (the
+    training pairs' and the learners'); the same arguments give the same sequence, so the
+    reproduction and the recipe selection (``benchmarks/select_pku_deepgsm.py``) share it.
+    """
+    rng = check_random_state(seed)
+    for _ in range(n_splits):
+        test = rng.choice(persons, n_test, replace=False)
+        yield test, int(rng.randint(2**31 - 1)), int(rng.randint(2**31 - 1))
+
+
 def reproduce_pku_sketch(data_home, *, n_splits: int = 10, seed: int = 0, verbose=True,
                          n_test: int = 50, n_components: int = 64,
                          methods=None, deepgsm_params=None,
@@ -661,7 +674,6 @@ def reproduce_pku_sketch(data_home, *, n_splits: int = 10, seed: int = 0, verbos
     H, ids, dom, images = data["H"], data["ids"], data["domains"], data["images"]
     sk, ph = np.flatnonzero(dom == "sketch"), np.flatnonzero(dom == "photo")
     persons = np.unique(ids)
-    rng = check_random_state(seed)
     registry = _pku_methods(deepgsm_params or {})
     if methods is not None:
         registry = {k: v for k, v in registry.items() if k in methods}
@@ -670,14 +682,12 @@ def reproduce_pku_sketch(data_home, *, n_splits: int = 10, seed: int = 0, verbos
     scores = {m: [] for m in registry}
     notes, cmcs, unconverged = {}, {}, {}
     res.extra["splits"] = [first_split, first_split + n_splits - 1]
-    for k in range(first_split + n_splits):
-        test = rng.choice(persons, n_test, replace=False)
-        tr_sk, tr_ph = sk[~np.isin(ids[sk], test)], ph[~np.isin(ids[ph], test)]
-        te_sk, te_ph = sk[np.isin(ids[sk], test)], ph[np.isin(ids[ph], test)]
-        pairs_seed = rng.randint(2**31 - 1)
-        split_seed = int(rng.randint(2**31 - 1))
+    for k, (test, pairs_seed, split_seed) in enumerate(
+            pku_splits(persons, n_test, seed, first_split + n_splits)):
         if k < first_split:
             continue
+        tr_sk, tr_ph = sk[~np.isin(ids[sk], test)], ph[~np.isin(ids[ph], test)]
+        te_sk, te_ph = sk[np.isin(ids[sk], test)], ph[np.isin(ids[ph], test)]
         pairs, y = make_pairs(ids[tr_sk], ids[tr_ph], n_negatives=1, random_state=pairs_seed)
         # one PCA for both modalities, on the training images: a shared space
         pca = PCA(n_components, random_state=0).fit(H[np.r_[tr_sk, tr_ph]])

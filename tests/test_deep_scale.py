@@ -17,6 +17,7 @@ from crossmetric.deep import DeepGSM  # noqa: E402
 from crossmetric.deep.augment import (  # noqa: E402
     RandomCrop,
     RandomErasing,
+    RandomGrayscale,
     RandomHorizontalFlip,
     Resize,
     SplitMix,
@@ -293,6 +294,35 @@ def test_augmentation_is_seeded_per_draw_and_keeps_shape():
     assert torch.equal(ds[(0, 9)][0], ds[(0, 9)][0])
 
 
+def test_random_grayscale_is_the_luminance_in_every_channel():
+    img = torch.rand(3, 6, 5)
+    grey = RandomGrayscale(p=1.0)(img, SplitMix(0))
+    expected = 0.299 * img[0] + 0.587 * img[1] + 0.114 * img[2]
+    for c in range(3):
+        torch.testing.assert_close(grey[c], expected)
+    assert torch.equal(RandomGrayscale(p=0.0)(img, SplitMix(0)), img)
+    one = torch.rand(1, 6, 5)  # not three channels: unchanged
+    assert torch.equal(RandomGrayscale(p=1.0)(one, SplitMix(0)), one)
+    drawn = [not torch.equal(RandomGrayscale(p=0.5)(img, SplitMix(s)), img) for s in range(200)]
+    assert 70 < sum(drawn) < 130
+    assert "RandomGrayscale(p=0.5)" in repr(reid_augmentation((24, 16), grayscale=0.5))
+    assert "Grayscale" not in repr(reid_augmentation((24, 16)))
+
+
+def test_torchvision_v2_pipeline_as_augment():
+    try:
+        from torchvision.transforms import v2
+    except Exception as exc:  # noqa: BLE001 - a CUDA wheel beside a CPU torch raises RuntimeError
+        pytest.skip(f"torchvision does not import here ({type(exc).__name__}: {exc})")
+    tf = v2.Compose([v2.RandomResizedCrop((24, 16), scale=(0.8, 1.0)), v2.RandomHorizontalFlip(),
+                     v2.ColorJitter(0.2, 0.2, 0.2), v2.RandomErasing(0.5)])
+    px, ix, sy, iy = rgb_people()
+    a = DeepGSM(**SMALL, augment=tf).fit_identities(px, ix, sy, iy)
+    b = DeepGSM(**SMALL, augment=tf).fit_identities(px, ix, sy, iy)
+    assert np.all(np.isfinite(a.loss_curve_))
+    np.testing.assert_array_equal(a.loss_curve_, b.loss_curve_)  # seeded per draw
+
+
 def test_splitmix_batch_draws_what_each_generator_draws():
     seeds = [0, 1, 2**63 + 5, 2**64 - 1, 123456789]
     rngs = [SplitMix(s) for s in seeds]
@@ -308,6 +338,7 @@ def test_splitmix_batch_draws_what_each_generator_draws():
 
 @pytest.mark.parametrize("tf", [RandomCrop((24, 16), padding=3), RandomHorizontalFlip(),
                                 Resize((12, 10)), reid_augmentation((24, 16)),
+                                reid_augmentation((24, 16), grayscale=0.5),
                                 make_augmentation(1, (24, 16))])
 def test_batch_augmentation_equals_image_by_image(tf):
     imgs = torch.rand(9, 3, 24, 16)
@@ -445,6 +476,32 @@ def test_torchscript_towers_reproduce_the_embeddings(digits, tmp_path):
     np.testing.assert_allclose(e2.numpy(), m2.transform_x(px[:3]), rtol=1e-5, atol=1e-5)
     with pytest.raises(ValueError, match="domain"):
         m.export_torchscript(tmp_path / "z.pt", "z")
+
+
+def test_test_flip_averages_each_image_with_its_mirror(tmp_path):
+    px, ix, sy, iy = rgb_people()
+    m = DeepGSM(**SMALL).fit_identities(px, ix, sy, iy)
+    plain_x, plain_y = m.transform_x(px[:6]), m.transform_y(sy[:5])
+    mirror_x, mirror_y = m.transform_x(px[:6, :, ::-1]), m.transform_y(sy[:5, :, ::-1])
+    fx = m.features_x(px[:6])
+    assert not np.allclose(plain_x, mirror_x)
+    m.set_params(test_flip=True)  # evaluation only: no refit
+    np.testing.assert_allclose(m.transform_x(px[:6]), (plain_x + mirror_x) / 2, atol=1e-6)
+    np.testing.assert_allclose(m.transform_y(sy[:5]), (plain_y + mirror_y) / 2, atol=1e-6)
+    np.testing.assert_allclose(m.features_x(px[:6]),
+                               (fx + m.set_params(test_flip=False).features_x(
+                                   px[:6, :, ::-1])) / 2, atol=1e-6)
+    m.set_params(test_flip=True)
+    # a mirrored image is scored like the image itself
+    np.testing.assert_allclose(m.cross_distance(px[:6, :, ::-1], sy[:5]),
+                               m.cross_distance(px[:6], sy[:5]), rtol=1e-5, atol=1e-5)
+    # the exported tower does the same; files as input too
+    tx = torch.jit.load(m.export_torchscript(tmp_path / "x.pt", "x"))
+    with torch.no_grad():
+        ex = tx(torch.tensor(px[:6]).permute(0, 3, 1, 2).float() / 255)
+    np.testing.assert_allclose(ex.numpy(), m.transform_x(px[:6]), rtol=1e-5, atol=1e-5)
+    files = _write_pngs(tmp_path, sy[:5], "s")
+    np.testing.assert_allclose(m.transform_y(files), m.transform_y(sy[:5]), atol=1e-5)
 
 
 # ---------------------------------------------------------------------- devices, DDP

@@ -33,9 +33,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-__all__ = ["SplitMix", "SplitMixBatch", "as_rng", "apply_batch", "Compose", "Resize", "RandomCrop",
-           "RandomHorizontalFlip", "ColorJitter", "RandomErasing", "reid_augmentation",
-           "make_augmentation"]
+__all__ = ["SplitMix", "SplitMixBatch", "as_rng", "apply_batch", "Compose", "Resize",
+           "RandomCrop", "RandomHorizontalFlip", "ColorJitter", "RandomGrayscale",
+           "RandomErasing", "reid_augmentation", "make_augmentation"]
 
 
 _MASK = (1 << 64) - 1
@@ -264,6 +264,29 @@ class ColorJitter:
                 f"saturation={self.saturation})")
 
 
+class RandomGrayscale:
+    """With probability ``p``, replace a 3-channel image by its luminance in every channel.
+
+    The luminance is ITU-R 601's ``0.299 R + 0.587 G + 0.114 B`` (torchvision's
+    ``RandomGrayscale``); images with another channel count are returned unchanged. Useful
+    when one domain has no colour (sketches, infrared): the photo tower also sees the photo
+    as the other domain shows it.
+    """
+
+    def __init__(self, p: float = 0.1):
+        self.p = float(p)
+
+    def __call__(self, img: torch.Tensor, rng=None) -> torch.Tensor:
+        rng = as_rng(rng)
+        if rng.random() >= self.p or img.shape[0] != 3:
+            return img
+        grey = 0.299 * img[0] + 0.587 * img[1] + 0.114 * img[2]
+        return grey.expand(3, *grey.shape).clone()
+
+    def __repr__(self) -> str:
+        return f"RandomGrayscale(p={self.p})"
+
+
 class RandomErasing:
     """With probability ``p``, set a random rectangle of ``scale`` × the area to ``value``."""
 
@@ -291,12 +314,17 @@ class RandomErasing:
         return f"RandomErasing(p={self.p}, scale={self.scale})"
 
 
-def reid_augmentation(input_shape) -> Compose:
-    """Resize, pad-and-crop (1/16 of the side), flip, colour jitter, random erasing."""
+def reid_augmentation(input_shape, grayscale: float = 0.0) -> Compose:
+    """Resize, pad-and-crop (1/16 of the side), flip, colour jitter, random erasing.
+
+    ``grayscale`` > 0 inserts :class:`RandomGrayscale` with that probability after the
+    colour jitter (before the erasing).
+    """
     h, w = (int(v) for v in input_shape)
     pad = max(1, min(h, w) // 16)
+    grey = [RandomGrayscale(grayscale)] if grayscale else []
     return Compose([Resize((h, w)), RandomCrop((h, w), padding=pad), RandomHorizontalFlip(),
-                    ColorJitter(0.2, 0.2, 0.2), RandomErasing(0.5)])
+                    ColorJitter(0.2, 0.2, 0.2), *grey, RandomErasing(0.5)])
 
 
 def make_augmentation(augment, input_shape):

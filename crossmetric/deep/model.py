@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import functools
 import os
 import tempfile
 import time
@@ -71,7 +72,7 @@ _INITS = ("default", "paper")
 #: parameters that do not change what a training run computes (free to differ on resume)
 _RUN_ONLY = ("checkpoint_path", "checkpoint_every", "resume", "progress", "verbose",
              "eval_batch_size", "max_time", "device", "n_processes", "num_workers",
-             "preprocessor")
+             "preprocessor", "test_flip")
 
 
 @contextlib.contextmanager
@@ -201,6 +202,12 @@ class DeepGSM(CrossModalMixin, BaseEstimator):
         ... with a small random perturbation"; ``"reid"`` is the re-id recipe (resize, pad and
         random crop, horizontal flip, colour jitter, random erasing); a callable is applied to
         each ``(c, h, w)`` float tensor (a torchvision ``v2`` pipeline works); 0 / None: none.
+    test_flip : bool, default=False
+        Test-time flipping, as re-id evaluation commonly uses it: every embedding (x̃, ỹ,
+        ``features_*``, the exported towers, the validation of ``early_stopping``) is computed
+        from the mean of the deep features of the image and of its horizontal mirror. x̃ is
+        linear in the features, so this is also the mean of the two x̃. It changes no
+        training step (a fitted model can switch it with ``set_params``).
     hard_negatives : int or None, default=None
         ``None``: every pair of the all-pairs batch enters the loss. An int ``k``: all
         positive pairs, and for every image only its ``k`` hardest negatives (smallest S̃,
@@ -321,7 +328,8 @@ class DeepGSM(CrossModalMixin, BaseEstimator):
                  max_time: float | None = None, learning_rate: float = 0.05,
                  optimizer: str = "sgd", momentum: float = 0.9, lr_schedule: str = "cosine",
                  weight_decay: float = 5e-4, mu: float = 5e-4, init: str = "default",
-                 augment=1, hard_negatives: int | None = None, early_stopping: bool = False,
+                 augment=1, test_flip: bool = False, hard_negatives: int | None = None,
+                 early_stopping: bool = False,
                  validation_fraction: float = 0.2, validation_every: int | None = None,
                  patience: int = 5, tol: float | None = 1e-4, n_iter_no_change: int = 200,
                  backbone=None, amp="auto", n_processes: int = 1, num_workers: int = 0,
@@ -349,6 +357,7 @@ class DeepGSM(CrossModalMixin, BaseEstimator):
         self.mu = mu
         self.init = init
         self.augment = augment
+        self.test_flip = test_flip
         self.hard_negatives = hard_negatives
         self.early_stopping = early_stopping
         self.validation_fraction = validation_fraction
@@ -745,7 +754,8 @@ class DeepGSM(CrossModalMixin, BaseEstimator):
 
     def _embed_source(self, net: GSMNet, source, side: str, shape, channels, device):
         """x̃ or ỹ (a float32 tensor on ``device``) of an image array or file list."""
-        fn = net.embed_x if side == "x" else net.embed_y
+        fn = functools.partial(net.embed_x if side == "x" else net.embed_y,
+                               flip=bool(self.test_flip))
         out = []
         with torch.no_grad():
             if is_file_list(source):
@@ -957,10 +967,12 @@ class DeepGSM(CrossModalMixin, BaseEstimator):
         return np.concatenate(out)
 
     def _embed_x(self, X: np.ndarray) -> np.ndarray:
-        return self._forward_blocks(X, self.net_.embed_x)
+        return self._forward_blocks(X, functools.partial(self.net_.embed_x,
+                                                         flip=bool(self.test_flip)))
 
     def _embed_y(self, Y: np.ndarray) -> np.ndarray:
-        return self._forward_blocks(Y, self.net_.embed_y)
+        return self._forward_blocks(Y, functools.partial(self.net_.embed_y,
+                                                         flip=bool(self.test_flip)))
 
     def transform_x(self, X) -> np.ndarray:
         """x̃ (eq. 10) of first-domain images: an array, or a list of image files."""
@@ -985,16 +997,18 @@ class DeepGSM(CrossModalMixin, BaseEstimator):
         return gsm_matrix(FX, FY, self.f_)
 
     def features_x(self, X) -> np.ndarray:
-        """The learned deep features f₁(x) (L2-normalised, r wide)."""
+        """The learned deep features f₁(x) (L2-normalised, r wide; mirror-averaged with
+        ``test_flip``)."""
         check_is_fitted(self)
-        return self._forward_blocks(self._check_samples(X, "X", side="x"),
-                                    self.net_.features_x)
+        return self._forward_blocks(self._check_samples(X, "X", side="x"), functools.partial(
+            self.net_.features_x, flip=bool(self.test_flip)))
 
     def features_y(self, Y) -> np.ndarray:
-        """The learned deep features f₂(y) (L2-normalised, r wide)."""
+        """The learned deep features f₂(y) (L2-normalised, r wide; mirror-averaged with
+        ``test_flip``)."""
         check_is_fitted(self)
-        return self._forward_blocks(self._check_samples(Y, "Y", side="y"),
-                                    self.net_.features_y)
+        return self._forward_blocks(self._check_samples(Y, "Y", side="y"), functools.partial(
+            self.net_.features_y, flip=bool(self.test_flip)))
 
     def export_torchscript(self, path, domain: str = "x") -> str:
         """Save one trained tower as TorchScript: embed a gallery without crossmetric.
@@ -1019,7 +1033,7 @@ class DeepGSM(CrossModalMixin, BaseEstimator):
         check_is_fitted(self)
         if domain not in ("x", "y"):
             raise ValueError(f"domain must be 'x' or 'y', got {domain!r}.")
-        tower = GSMTower(self.net_, domain).cpu().eval()
+        tower = GSMTower(self.net_, domain, flip=bool(self.test_flip)).cpu().eval()
         with warnings.catch_warnings():
             # torch >= 2.10 marks TorchScript deprecated (in favour of torch.export); it still
             # works and is what C++ / older runtimes load

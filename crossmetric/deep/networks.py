@@ -219,13 +219,23 @@ class GSMNet(nn.Module):
     def _nchw(x: torch.Tensor) -> torch.Tensor:
         return x[:, None] if x.ndim == 3 else x
 
-    def features_x(self, x: torch.Tensor) -> torch.Tensor:
-        """f₁(x) = f(g₁(x)), L2-normalised, shape (n, r)."""
-        return self.shared(self.domain_x(self._nchw(x)))
+    def features_x(self, x: torch.Tensor, flip: bool = False) -> torch.Tensor:
+        """f₁(x) = f(g₁(x)), L2-normalised, shape (n, r).
 
-    def features_y(self, y: torch.Tensor) -> torch.Tensor:
-        """f₂(y) = f(g₂(y)), L2-normalised, shape (n, r)."""
-        return self.shared(self.domain_y(self._nchw(y)))
+        ``flip``: the mean of the features of each image and of its mirror image (test-time
+        flipping; the mean of two unit vectors, not normalised again).
+        """
+        return self._mirror_mean(lambda t: self.shared(self.domain_x(t)), self._nchw(x), flip)
+
+    def features_y(self, y: torch.Tensor, flip: bool = False) -> torch.Tensor:
+        """f₂(y) = f(g₂(y)), L2-normalised, shape (n, r); ``flip`` as in :meth:`features_x`."""
+        return self._mirror_mean(lambda t: self.shared(self.domain_y(t)), self._nchw(y), flip)
+
+    @staticmethod
+    def _mirror_mean(features, x: torch.Tensor, flip: bool) -> torch.Tensor:
+        if not flip:
+            return features(x)
+        return (features(x) + features(x.flip(-1))) / 2
 
     def forward(self, x: torch.Tensor, y: torch.Tensor):
         """Similarity components ``(x̃, ỹ, f)`` of a batch of images of each domain.
@@ -241,13 +251,15 @@ class GSMNet(nn.Module):
         h = self.shared(torch.cat([gx, gy]))
         return h[:gx.shape[0]] @ Wx.T, h[gx.shape[0]:] @ Wy.T, f
 
-    def embed_x(self, x: torch.Tensor) -> torch.Tensor:
+    def embed_x(self, x: torch.Tensor, flip: bool = False) -> torch.Tensor:
+        """x̃ (eq. 10); with ``flip``, of the mirror-averaged features (linear in them)."""
         Wx, _, _ = self.head.components()
-        return self.features_x(x) @ Wx.T
+        return self.features_x(x, flip) @ Wx.T
 
-    def embed_y(self, y: torch.Tensor) -> torch.Tensor:
+    def embed_y(self, y: torch.Tensor, flip: bool = False) -> torch.Tensor:
+        """ỹ (eq. 10); ``flip`` as in :meth:`embed_x`."""
         _, Wy, _ = self.head.components()
-        return self.features_y(y) @ Wy.T
+        return self.features_y(y, flip) @ Wy.T
 
     def f_value(self) -> float:
         return float(self.head.components()[2])
@@ -325,12 +337,15 @@ class GSMTower(nn.Module):
     """One trained tower, self-contained: images ``(n, c, h, w)`` ↦ x̃ (or ỹ), for export.
 
     ``similarity(tx, ty)`` is S̃ of eq. (12) between first-domain and second-domain outputs;
-    ``f`` is the constant.
+    ``f`` is the constant. ``flip``: features averaged over each image and its mirror
+    (``DeepGSM(test_flip=True)``).
     """
 
-    def __init__(self, net: GSMNet, domain: str = "x"):
+    def __init__(self, net: GSMNet, domain: str = "x", flip: bool = False):
         super().__init__()
         import copy
+
+        self.flip = bool(flip)
 
         self.domain = copy.deepcopy(net.domain_x if domain == "x" else net.domain_y)
         self.shared = copy.deepcopy(net.shared)
@@ -342,7 +357,10 @@ class GSMTower(nn.Module):
         self.r = int(net.head.r)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.shared(self.domain(x)) @ self.W.T
+        h = self.shared(self.domain(x))
+        if self.flip:  # test-time flipping, as GSMNet.embed_x(x, flip=True)
+            h = (h + self.shared(self.domain(x.flip(-1)))) / 2
+        return h @ self.W.T
 
     @torch.jit.export
     def similarity(self, tx: torch.Tensor, ty: torch.Tensor) -> torch.Tensor:

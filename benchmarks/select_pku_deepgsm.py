@@ -1,0 +1,150 @@
+"""Choose DeepGSM's PKU-Sketch recipe on held-out *training* persons (never on test persons).
+
+For each of the reproduction's splits (``crossmetric.reproduce.pku_splits``, the same draws
+as ``crossmetric reproduce pku-sketch``), the split's test persons are set aside untouched;
+``--held-out`` of its training persons (whole persons, drawn from the split's own seed) are
+held out, every candidate trains on the remaining training persons, and the held-out sketches
+rank the held-out photos (CMC rank 1 / 5 / 20 and mAP, %). GSM on the reproduction's
+descriptor (HOG → PCA-64 fitted on the same reduced training set) is the reference.
+
+Candidates are :data:`crossmetric.reproduce.PKU_DEEPGSM` with the overrides of
+:data:`CANDIDATES`. Each fitted DeepGSM is scored twice: as is, and with test-time flipping
+(the towers' outputs averaged over the image and its mirror; the training is the same).
+
+    python benchmarks/select_pku_deepgsm.py --splits 5 --candidates recipe,gray --json out.json
+
+Prints a table (means over splits, and each candidate's paired rank-1 difference to the
+first candidate) and writes per-split values to ``--json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+from crossmetric import metrics as M  # noqa: E402
+from crossmetric.reproduce import PKU_SIZE, pku_deepgsm, pku_features, pku_splits  # noqa: E402
+
+
+def _candidates():
+    from crossmetric.deep.augment import reid_augmentation
+
+    h, w = PKU_SIZE[1], PKU_SIZE[0]
+    return {
+        "recipe": {},
+        "gray": {"augment": reid_augmentation((h, w), grayscale=0.5)},
+        "long": {"max_iter": 3000},
+        "gray-long": {"augment": reid_augmentation((h, w), grayscale=0.5), "max_iter": 3000},
+        "wd1e-3": {"weight_decay": 1e-3, "mu": 1e-3},
+        # twice the persons per round: more negatives per step (same rounds, or same epochs)
+        "ids60": {"n_identities": 60},
+        "ids60-750": {"n_identities": 60, "max_iter": 750},
+    }
+
+
+#: name -> overrides of PKU_DEEPGSM
+CANDIDATES = _candidates()
+
+
+def _scores(D, probe_ids, gallery_ids) -> dict:
+    curve = M.cmc(D, probe_ids, gallery_ids, max_rank=20)
+    return {"r1": 100 * curve[0], "r5": 100 * curve[4], "r20": 100 * curve[19],
+            "mAP": 100 * M.mean_average_precision(D, probe_ids, gallery_ids)}
+
+
+def _flip(images: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(images[:, :, ::-1])  # (n, h, w[, c]): mirror the width
+
+
+def run(data_home, splits, held_out, names, seed=0, verbose=True) -> dict:
+    from sklearn.decomposition import PCA
+
+    from crossmetric.pairs import make_pairs
+    from crossmetric.registry import make_estimator
+
+    data = pku_features(data_home)
+    H, ids, dom, images = data["H"], data["ids"], data["domains"], data["images"]
+    sk, ph = np.flatnonzero(dom == "sketch"), np.flatnonzero(dom == "photo")
+    persons = np.unique(ids)
+    out = {"held_out": held_out, "splits": splits, "per_split": []}
+    for k, (test, pairs_seed, split_seed) in enumerate(pku_splits(persons, 50, seed, splits)):
+        train = np.setdiff1d(persons, test)
+        val = np.random.RandomState(split_seed).choice(train, held_out, replace=False)
+        fit_p = np.setdiff1d(train, val)
+        f_sk, f_ph = sk[np.isin(ids[sk], fit_p)], ph[np.isin(ids[ph], fit_p)]
+        v_sk, v_ph = sk[np.isin(ids[sk], val)], ph[np.isin(ids[ph], val)]
+        pairs, y = make_pairs(ids[f_sk], ids[f_ph], n_negatives=1, random_state=pairs_seed)
+        row = {"split": k}
+        Z = PCA(64, random_state=0).fit(H[np.r_[f_sk, f_ph]]).transform(H)
+        gsm = make_estimator("gsm").set_params(random_state=split_seed,
+                                               preprocessor=(Z[f_sk], Z[f_ph]))
+        gsm.fit(pairs, y)
+        row["gsm"] = _scores(gsm.cross_distance(Z[v_sk], Z[v_ph]), ids[v_sk], ids[v_ph])
+        for name in names:
+            t0 = time.perf_counter()
+            model = pku_deepgsm(**CANDIDATES[name]).set_params(
+                random_state=split_seed, preprocessor=(images[f_sk], images[f_ph]))
+            model.fit(pairs, y, groups=(ids[f_sk], ids[f_ph]))
+            secs = time.perf_counter() - t0
+            Xv, Yv = images[v_sk], images[v_ph]
+            TX, TY = model.transform_x(Xv), model.transform_y(Yv)
+            row[name] = {**_scores(model._matrix_distance(TX, TY), ids[v_sk], ids[v_ph]),
+                         "seconds": secs}
+            TXf = (TX + model.transform_x(_flip(Xv))) / 2
+            TYf = (TY + model.transform_y(_flip(Yv))) / 2
+            row[name + "+flip"] = _scores(model._matrix_distance(TXf, TYf), ids[v_sk],
+                                          ids[v_ph])
+        out["per_split"].append(row)
+        if verbose:
+            print(json.dumps({k2: (v if not isinstance(v, dict) else
+                                   {m: round(x, 1) for m, x in v.items()})
+                              for k2, v in row.items()}), flush=True)
+    return out
+
+
+def table(out) -> str:
+    rows = out["per_split"]
+    keys = [k for k in rows[0] if k != "split"]
+    ref = next(k for k in keys if k != "gsm")
+    lines = [f"held out {out['held_out']} training persons, {len(rows)} splits "
+             f"(means, %; Δr1 = paired rank-1 difference to {ref})",
+             f"{'candidate':<18}{'r1':>7}{'r5':>7}{'r20':>7}{'mAP':>7}{'Δr1':>8}{'s/fit':>7}"]
+    for k in keys:
+        v = {m: np.mean([r[k][m] for r in rows]) for m in ("r1", "r5", "r20", "mAP")}
+        d = np.mean([r[k]["r1"] - r[ref]["r1"] for r in rows])
+        s = np.mean([r[k].get("seconds", np.nan) for r in rows])
+        lines.append(f"{k:<18}{v['r1']:7.1f}{v['r5']:7.1f}{v['r20']:7.1f}{v['mAP']:7.1f}"
+                     f"{d:+8.1f}{s:7.0f}")
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--data-home", default=os.path.join(os.path.dirname(__file__), "..", "..",
+                                                        "shared", "data", "pku_sketch"))
+    ap.add_argument("--splits", type=int, default=3)
+    ap.add_argument("--held-out", type=int, default=40)
+    ap.add_argument("--candidates", default="recipe,gray")
+    ap.add_argument("--json", default=None)
+    args = ap.parse_args(argv)
+    names = args.candidates.split(",")
+    unknown = sorted(set(names) - set(CANDIDATES))
+    if unknown:
+        ap.error(f"unknown candidates {unknown}; expected some of {sorted(CANDIDATES)}")
+    out = run(args.data_home, args.splits, args.held_out, names)
+    out["load_avg_end"] = os.getloadavg()[0]
+    print(table(out))
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump(out, fh, indent=1)
+
+
+if __name__ == "__main__":
+    main()
