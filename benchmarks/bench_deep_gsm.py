@@ -208,7 +208,8 @@ def viper_accuracy(args, fx, idx, fy, idy, n_train=316):
                              for k in ("rank1", "rank5", "rank10", "rank20", "train_s")
                              if k in vals[0]}
             summary[meth]["rank1_per_split"] = [v["rank1"] for v in vals]
-    return {"splits": rows, "mean": summary, "gallery_probe": "gallery 316 camera-A, probes 316 camera-B"}
+    return {"splits": rows, "mean": summary,
+            "gallery_probe": "gallery 316 camera-A, probes 316 camera-B"}
 
 
 def speed(args, fx, idx, fy, idy):

@@ -8,8 +8,8 @@ rank the held-out photos (CMC rank 1 / 5 / 20 and mAP, %). GSM on the reproducti
 descriptor (HOG → PCA-64 fitted on the same reduced training set) is the reference.
 
 Candidates are :data:`crossmetric.reproduce.PKU_DEEPGSM` with the overrides of
-:data:`CANDIDATES`. Each fitted DeepGSM is scored twice: as is, and with test-time flipping
-(the towers' outputs averaged over the image and its mirror; the training is the same).
+:data:`CANDIDATES`. Each fitted DeepGSM is scored twice: without and with ``test_flip`` (features
+averaged over the image and its mirror; the training is the same).
 
     python benchmarks/select_pku_deepgsm.py --splits 5 --candidates recipe,gray --json out.json
 
@@ -59,10 +59,6 @@ def _scores(D, probe_ids, gallery_ids) -> dict:
             "mAP": 100 * M.mean_average_precision(D, probe_ids, gallery_ids)}
 
 
-def _flip(images: np.ndarray) -> np.ndarray:
-    return np.ascontiguousarray(images[:, :, ::-1])  # (n, h, w[, c]): mirror the width
-
-
 def run(data_home, splits, held_out, names, seed=0, verbose=True) -> dict:
     from sklearn.decomposition import PCA
 
@@ -94,13 +90,12 @@ def run(data_home, splits, held_out, names, seed=0, verbose=True) -> dict:
             model.fit(pairs, y, groups=(ids[f_sk], ids[f_ph]))
             secs = time.perf_counter() - t0
             Xv, Yv = images[v_sk], images[v_ph]
-            TX, TY = model.transform_x(Xv), model.transform_y(Yv)
-            row[name] = {**_scores(model._matrix_distance(TX, TY), ids[v_sk], ids[v_ph]),
-                         "seconds": secs}
-            TXf = (TX + model.transform_x(_flip(Xv))) / 2
-            TYf = (TY + model.transform_y(_flip(Yv))) / 2
-            row[name + "+flip"] = _scores(model._matrix_distance(TXf, TYf), ids[v_sk],
-                                          ids[v_ph])
+            flip = bool(model.test_flip)
+            row[name] = {**_scores(model.set_params(test_flip=False).cross_distance(Xv, Yv),
+                                   ids[v_sk], ids[v_ph]), "seconds": secs}
+            row[name + "+flip"] = _scores(model.set_params(test_flip=True).cross_distance(
+                Xv, Yv), ids[v_sk], ids[v_ph])
+            model.set_params(test_flip=flip)
         out["per_split"].append(row)
         if verbose:
             print(json.dumps({k2: (v if not isinstance(v, dict) else
