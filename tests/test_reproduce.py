@@ -151,3 +151,18 @@ def test_pku_first_split_runs_the_same_split():
     assert b["r1"][0] == a["r1"][1] and b["mAP"][0] == a["mAP"][1]
     assert second.extra["splits"] == [1, 1]
     assert {"load_avg_start", "load_avg_end", "torch_threads"} <= set(second.extra)
+
+
+def test_pku_splits_are_one_seeded_sequence():
+    from crossmetric.reproduce import pku_splits
+
+    persons = np.arange(1, 201)
+    three = list(pku_splits(persons, 50, 0, 3))
+    again = list(pku_splits(persons, 50, 0, 2))
+    for (t1, p1, s1), (t2, p2, s2) in zip(three, again, strict=False):  # a prefix
+        np.testing.assert_array_equal(t1, t2)
+        assert (p1, s1) == (p2, s2)
+    assert all(np.unique(t).size == 50 and np.isin(t, persons).all() for t, _, _ in three)
+    assert not np.array_equal(np.sort(three[0][0]), np.sort(three[1][0]))
+    other = next(pku_splits(persons, 50, 1, 1))[0]
+    assert not np.array_equal(np.sort(other), np.sort(three[0][0]))
