@@ -40,9 +40,6 @@ def _candidates():
     return {
         "recipe": {},
         "gray": {"augment": reid_augmentation((h, w), grayscale=0.5)},
-        "long": {"max_iter": 3000},
-        "gray-long": {"augment": reid_augmentation((h, w), grayscale=0.5), "max_iter": 3000},
-        "wd1e-3": {"weight_decay": 1e-3, "mu": 1e-3},
         # twice the persons per round: more negatives per step (same rounds, or same epochs)
         "ids60": {"n_identities": 60},
         "ids60-750": {"n_identities": 60, "max_iter": 750},
@@ -90,12 +87,10 @@ def run(data_home, splits, held_out, names, seed=0, verbose=True) -> dict:
             model.fit(pairs, y, groups=(ids[f_sk], ids[f_ph]))
             secs = time.perf_counter() - t0
             Xv, Yv = images[v_sk], images[v_ph]
-            flip = bool(model.test_flip)
             row[name] = {**_scores(model.set_params(test_flip=False).cross_distance(Xv, Yv),
                                    ids[v_sk], ids[v_ph]), "seconds": secs}
             row[name + "+flip"] = _scores(model.set_params(test_flip=True).cross_distance(
                 Xv, Yv), ids[v_sk], ids[v_ph])
-            model.set_params(test_flip=flip)
         out["per_split"].append(row)
         if verbose:
             print(json.dumps({k2: (v if not isinstance(v, dict) else

@@ -29,8 +29,7 @@ from crossmetric.deep.augment import SplitMix, apply_batch
 from crossmetric.deep.sampler import CrossDomainBatchSampler, epoch_identity_batches
 
 __all__ = ["is_file_list", "image_layout", "read_image", "to_nchw", "to_chw",
-           "CrossDomainImages",
-           "collate_domains", "CrossDomainIdentitySampler", "fingerprint"]
+           "CrossDomainImages", "collate_domains", "CrossDomainIdentitySampler", "fingerprint"]
 
 
 def is_file_list(obj) -> bool:

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import functools
 import os
 import tempfile
 import time
@@ -754,8 +753,8 @@ class DeepGSM(CrossModalMixin, BaseEstimator):
 
     def _embed_source(self, net: GSMNet, source, side: str, shape, channels, device):
         """x̃ or ỹ (a float32 tensor on ``device``) of an image array or file list."""
-        fn = functools.partial(net.embed_x if side == "x" else net.embed_y,
-                               flip=bool(self.test_flip))
+        fn = net.embed_x if side == "x" else net.embed_y
+        flip = bool(self.test_flip)
         out = []
         with torch.no_grad():
             if is_file_list(source):
@@ -764,10 +763,10 @@ class DeepGSM(CrossModalMixin, BaseEstimator):
                     _Files(source, "L" if c == 1 else "RGB", shape),
                     batch_size=int(self.eval_batch_size), num_workers=int(self.num_workers))
                 for b in loader:
-                    out.append(fn(b.to(device)).float())
+                    out.append(fn(b.to(device), flip=flip).float())
             else:
                 for sl in gen_batches(len(source), int(self.eval_batch_size)):
-                    out.append(fn(_batch_tensor(source[sl]).to(device)).float())
+                    out.append(fn(_batch_tensor(source[sl]).to(device), flip=flip).float())
         return torch.cat(out)
 
     def _rank1(self, net, val, shape, channels, device) -> float:
@@ -960,19 +959,19 @@ class DeepGSM(CrossModalMixin, BaseEstimator):
 
     # -------------------------------------------------------------------------- towers
     def _forward_blocks(self, images: np.ndarray, fn) -> np.ndarray:
-        out = []
+        """``fn`` (a GSMNet ``embed_*`` / ``features_*``) in blocks, with ``test_flip``."""
+        out, flip = [], bool(self.test_flip)
         with torch.no_grad():
             for sl in gen_batches(images.shape[0], int(self.eval_batch_size)):
-                out.append(fn(_batch_tensor(images[sl]).to(self.device_)).double().cpu().numpy())
+                t = _batch_tensor(images[sl]).to(self.device_)
+                out.append(fn(t, flip=flip).double().cpu().numpy())
         return np.concatenate(out)
 
     def _embed_x(self, X: np.ndarray) -> np.ndarray:
-        return self._forward_blocks(X, functools.partial(self.net_.embed_x,
-                                                         flip=bool(self.test_flip)))
+        return self._forward_blocks(X, self.net_.embed_x)
 
     def _embed_y(self, Y: np.ndarray) -> np.ndarray:
-        return self._forward_blocks(Y, functools.partial(self.net_.embed_y,
-                                                         flip=bool(self.test_flip)))
+        return self._forward_blocks(Y, self.net_.embed_y)
 
     def transform_x(self, X) -> np.ndarray:
         """x̃ (eq. 10) of first-domain images: an array, or a list of image files."""
@@ -1000,15 +999,15 @@ class DeepGSM(CrossModalMixin, BaseEstimator):
         """The learned deep features f₁(x) (L2-normalised, r wide; mirror-averaged with
         ``test_flip``)."""
         check_is_fitted(self)
-        return self._forward_blocks(self._check_samples(X, "X", side="x"), functools.partial(
-            self.net_.features_x, flip=bool(self.test_flip)))
+        return self._forward_blocks(self._check_samples(X, "X", side="x"),
+                                    self.net_.features_x)
 
     def features_y(self, Y) -> np.ndarray:
         """The learned deep features f₂(y) (L2-normalised, r wide; mirror-averaged with
         ``test_flip``)."""
         check_is_fitted(self)
-        return self._forward_blocks(self._check_samples(Y, "Y", side="y"), functools.partial(
-            self.net_.features_y, flip=bool(self.test_flip)))
+        return self._forward_blocks(self._check_samples(Y, "Y", side="y"),
+                                    self.net_.features_y)
 
     def export_torchscript(self, path, domain: str = "x") -> str:
         """Save one trained tower as TorchScript: embed a gallery without crossmetric.

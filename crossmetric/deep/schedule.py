@@ -7,7 +7,7 @@ the batch-to-batch noise away). ``tol`` is an absolute decrease of that mean, as
 where a relative decrease would never level off.
 
 * ``"constant"``, ``"step"``, ``"cosine"`` -- fixed schedules. Training has converged when the
-  mean of the last window is not ``tol`` (relative) below the mean of the window before. A
+  mean of the last window is not ``tol`` below the mean of the window before. A
   fixed schedule that ends at ``max_iter`` before that happened ends unconverged (DeepGSM then
   warns). A cosine or step schedule keeps lowering the objective until its last iteration, so
   it rarely converges before ``max_iter``: it is a training *budget*, not a stopping rule.
