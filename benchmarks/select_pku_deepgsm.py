@@ -43,6 +43,9 @@ def _candidates():
         # twice the persons per round: more negatives per step (same rounds, or same epochs)
         "ids60": {"n_identities": 60},
         "ids60-750": {"n_identities": 60, "max_iter": 750},
+        # stochastic weight averaging over the last 3/4 or 1/2 of the cosine schedule
+        "swa25": {"average_from": 0.25},
+        "swa50": {"average_from": 0.5},
     }
 
 

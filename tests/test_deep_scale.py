@@ -110,7 +110,8 @@ def _ckpt_setup(digits, tmp_path, **kw):
 
 
 @pytest.mark.parametrize("change", [{"max_iter": 12}, {"learning_rate": 0.01},
-                                    {"augment": "reid"}, {"hard_negatives": 2}])
+                                    {"augment": "reid"}, {"hard_negatives": 2},
+                                    {"average_from": 0.5}])
 def test_resume_refuses_other_settings(digits, tmp_path, change):
     base, pairs, y, prep = _ckpt_setup(digits, tmp_path)
     with pytest.raises(ValueError, match="other settings"):
@@ -502,6 +503,75 @@ def test_test_flip_averages_each_image_with_its_mirror(tmp_path):
     np.testing.assert_allclose(ex.numpy(), m.transform_x(px[:6]), rtol=1e-5, atol=1e-5)
     files = _write_pngs(tmp_path, sy[:5], "s")
     np.testing.assert_allclose(m.transform_y(files), m.transform_y(sy[:5]), atol=1e-5)
+
+
+# ------------------------------------------------------------------ weight averaging
+def test_weight_averaging_is_the_mean_of_the_late_rounds_weights(digits, monkeypatch):
+    """Slow obvious version: record every round's weights, average those from the start."""
+    from crossmetric.deep import averaging
+
+    X, Y, cls = digits
+    data = (X[:80], cls[:80], Y[:80], cls[:80])
+    kw = {**SMALL, "max_iter": 10, "optimizer": "adam", "learning_rate": 1e-2}
+    seen = []
+    update = averaging.WeightAverage.update
+
+    def spy(self, net, t):
+        seen.append((t, {k: v.detach().clone() for k, v in net.state_dict().items()}))
+        update(self, net, t)
+
+    monkeypatch.setattr(averaging.WeightAverage, "update", spy)
+    plain = DeepGSM(**kw).fit_identities(*data)
+    avg = DeepGSM(**kw, average_from=0.6).fit_identities(*data)
+    assert [t for t, _ in seen] == list(range(10))
+    assert avg.loss_curve_ == plain.loss_curve_  # the same training trajectory
+    assert avg.n_averaged_ == 4 and plain.n_averaged_ == 0
+    for name, value in avg.net_.state_dict().items():
+        mean = torch.stack([w[name] for t, w in seen if t >= 6]).mean(0)
+        torch.testing.assert_close(value, mean, rtol=1e-5, atol=1e-6)
+    for name, value in plain.net_.state_dict().items():  # without it: the last weights
+        torch.testing.assert_close(value, seen[-1][1][name])
+    assert not np.allclose(avg.transform_x(X[:5]), plain.transform_x(X[:5]))
+
+
+def test_weight_averaging_resumes_exactly(digits, tmp_path):
+    X, Y, cls = digits
+    data = (X[:80], cls[:80], Y[:80], cls[:80])
+    kw = {**SMALL, "max_iter": 30, "average_from": 0.0, "checkpoint_every": 5}
+    full = DeepGSM(**kw).fit_identities(*data)
+    path = str(tmp_path / "swa.pt")
+    DeepGSM(**kw, checkpoint_path=path).fit_identities(*data)
+    assert int(torch.load(path, weights_only=False)["average"]["n_averaged"]) == 30
+    # an interrupted run (stopped by max_time) writes its checkpoint; resuming it must give
+    # the uninterrupted model: the running mean and its count are restored
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        part = DeepGSM(**kw, max_time=1e-9, checkpoint_path=path).fit_identities(*data)
+    assert part.stop_reason_ == "max_time" and part.n_iter_ < 30
+    assert part.n_averaged_ == part.n_iter_
+    resumed = DeepGSM(**kw, checkpoint_path=path, resume=True).fit_identities(*data)
+    assert resumed.n_iter_ == 30 and resumed.n_averaged_ == 30
+    np.testing.assert_allclose(resumed.loss_curve_, full.loss_curve_, rtol=1e-6)
+    np.testing.assert_allclose(resumed.transform_x(X[:8]), full.transform_x(X[:8]),
+                               rtol=1e-5, atol=1e-6)
+
+
+def test_weight_averaging_with_early_stopping_scores_the_mean(digits):
+    X, Y, _ = digits
+    pairs, y = instance_pairs(120)
+    m = DeepGSM(**{**SMALL, "max_iter": 60, "n_identities": 16}, average_from=0.5,
+                early_stopping=True, validation_fraction=0.25, validation_every=10,
+                patience=10, preprocessor=(X[:120], Y[:120])).fit(pairs, y)
+    assert len(m.validation_scores_) == 6
+    # the kept model is the one validated: averaged over the rounds 30 .. best_iteration
+    assert m.n_averaged_ == max(0, m.best_iteration_ - 30)
+
+
+@pytest.mark.parametrize("bad", [1.0, -0.1, True, "half"])
+def test_average_from_must_be_a_fraction(bad):
+    px, ix, sy, iy = rgb_people()
+    with pytest.raises(ValueError, match="average_from"):
+        DeepGSM(**SMALL, average_from=bad).fit_identities(px, ix, sy, iy)
 
 
 # ---------------------------------------------------------------------- devices, DDP

@@ -45,6 +45,7 @@ from crossmetric._checks import (
     user_stacklevel,
 )
 from crossmetric.deep.augment import make_augmentation
+from crossmetric.deep.averaging import WeightAverage, averaging_start
 from crossmetric.deep.data import (
     CrossDomainIdentitySampler,
     CrossDomainImages,
@@ -212,6 +213,13 @@ class DeepGSM(CrossModalMixin, BaseEstimator):
         positive pairs, and for every image only its ``k`` hardest negatives (smallest S̃,
         i.e. most violating ``S̃ ≥ 1``), the union over both domains' images; positives and
         the kept negatives are re-balanced to half the weight each.
+    average_from : float in [0, 1) or None, default=None
+        Stochastic weight averaging (:mod:`crossmetric.deep.averaging`): the trained model is
+        the mean of the weights after every round from ``floor(average_from · max_iter)`` on
+        (``0.5``: the second half of the schedule) instead of the last round's weights. No
+        training step changes. With ``early_stopping`` the validation scores the weights
+        training would return (the mean once it has begun). A run stopped before the first
+        averaged round returns the last weights (``n_averaged_ = 0``).
     early_stopping : bool, default=False
         Hold out ``validation_fraction`` of the identities; every ``validation_every``
         iterations measure rank-1 (second-domain probes against the first-domain gallery of
@@ -298,6 +306,8 @@ class DeepGSM(CrossModalMixin, BaseEstimator):
     validation_scores_ : list of (int, float)
         ``(iteration, rank-1)`` of every validation check (``early_stopping=True``).
     best_iteration_ : int or None
+    n_averaged_ : int
+        Rounds whose weights make up the model (``average_from``); 0 without averaging.
     train_time_ : float
         Seconds spent in the training loop by the last ``fit``.
     threshold_ : float
@@ -328,7 +338,7 @@ class DeepGSM(CrossModalMixin, BaseEstimator):
                  optimizer: str = "sgd", momentum: float = 0.9, lr_schedule: str = "cosine",
                  weight_decay: float = 5e-4, mu: float = 5e-4, init: str = "default",
                  augment=1, test_flip: bool = False, hard_negatives: int | None = None,
-                 early_stopping: bool = False,
+                 average_from: float | None = None, early_stopping: bool = False,
                  validation_fraction: float = 0.2, validation_every: int | None = None,
                  patience: int = 5, tol: float | None = 1e-4, n_iter_no_change: int = 200,
                  backbone=None, amp="auto", n_processes: int = 1, num_workers: int = 0,
@@ -358,6 +368,7 @@ class DeepGSM(CrossModalMixin, BaseEstimator):
         self.augment = augment
         self.test_flip = test_flip
         self.hard_negatives = hard_negatives
+        self.average_from = average_from
         self.early_stopping = early_stopping
         self.validation_fraction = validation_fraction
         self.validation_every = validation_every
@@ -403,6 +414,11 @@ class DeepGSM(CrossModalMixin, BaseEstimator):
         make_augmentation(self.augment, (8, 8))  # validates augment
         if self.hard_negatives is not None:
             check_positive_int(self.hard_negatives, "hard_negatives")
+        if self.average_from is not None and not (
+                isinstance(self.average_from, (float, int, np.floating))
+                and not isinstance(self.average_from, bool) and 0 <= self.average_from < 1):
+            raise ValueError(f"average_from must be None or a fraction in [0, 1) of max_iter, "
+                             f"got {self.average_from!r}.")
         if not (isinstance(self.validation_fraction, (float, int))
                 and 0 < self.validation_fraction < 1):
             raise ValueError(f"validation_fraction must be in (0, 1), got "
@@ -691,6 +707,7 @@ class DeepGSM(CrossModalMixin, BaseEstimator):
         self.n_identities_ = result["n_identities"]
         self.validation_scores_ = result["validation_scores"]
         self.best_iteration_ = result["best_iteration"]
+        self.n_averaged_ = int(result.get("n_averaged", 0))
         with torch.no_grad():
             self.f_ = net.f_value()
         if result["stop_reason"] == "max_iter" and not result["converged"] \
@@ -854,6 +871,8 @@ class DeepGSM(CrossModalMixin, BaseEstimator):
         max_iter = int(self.max_iter)
         opt, sched = self._make_optimizer(net, max_iter)
         scaler = torch.amp.GradScaler("cuda", enabled=amp)
+        a0 = averaging_start(self.average_from, max_iter)
+        avg = None if a0 is None else WeightAverage(net, a0)
         start, curve, val_scores, best, bad_checks = 0, [], [], None, 0
         if state is not None:
             net.load_state_dict(state["net"])
@@ -863,6 +882,8 @@ class DeepGSM(CrossModalMixin, BaseEstimator):
             start, curve = int(state["iteration"]), list(state["loss_curve"])
             val_scores, best, bad_checks = (list(state["validation_scores"]), state["best"],
                                             int(state["bad_checks"]))
+            if avg is not None:
+                avg.load_state_dict(state["average"])
         every_val = int(self.validation_every or len(sampler))
 
         def save(done):
@@ -874,7 +895,8 @@ class DeepGSM(CrossModalMixin, BaseEstimator):
                         "scheduler": sched.state_dict(), "scaler": scaler.state_dict(),
                         "iteration": int(done), "loss_curve": list(curve),
                         "validation_scores": list(val_scores), "best": best,
-                        "bad_checks": bad_checks}, tmp)
+                        "bad_checks": bad_checks,
+                        "average": None if avg is None else avg.state_dict()}, tmp)
             os.replace(tmp, path)
 
         batches = IterationBatches(sampler, start, max_iter)
@@ -911,6 +933,8 @@ class DeepGSM(CrossModalMixin, BaseEstimator):
                 scaler.step(opt)
                 scaler.update()
                 rule.step_schedule()
+                if avg is not None:
+                    avg.update(net, t)
                 curve.append(float(hinge.detach()) + float(pen.detach()))
                 bar.update(1)
                 done = t + 1
@@ -921,11 +945,13 @@ class DeepGSM(CrossModalMixin, BaseEstimator):
                           f"{opt.param_groups[0]['lr']:>9.2e} {time.perf_counter() - t0:>9.1f}")
                 stop = None
                 if val is not None and (done % every_val == 0 or done == max_iter):
-                    score = self._rank1(net, val, shape, channels, device)
+                    now = net if avg is None else avg.current(net)
+                    score = self._rank1(now, val, shape, channels, device)
                     val_scores.append((done, score))
                     if best is None or score > best[1]:
                         best = (done, score, {k: v.detach().cpu().clone()
-                                              for k, v in net.state_dict().items()})
+                                              for k, v in now.state_dict().items()},
+                                0 if now is net else avg.n_averaged)
                         bad_checks = 0
                     else:
                         bad_checks += 1
@@ -948,14 +974,17 @@ class DeepGSM(CrossModalMixin, BaseEstimator):
         bar.close()
         if stop_reason != "max_iter":
             save(done)
-        state_out = {k: v.detach().cpu() for k, v in net.state_dict().items()}
+        final = net if avg is None else avg.current(net)
+        state_out = {k: v.detach().cpu() for k, v in final.state_dict().items()}
+        n_averaged = 0 if final is net else avg.n_averaged
         if best is not None:
-            state_out = best[2]
+            state_out, n_averaged = best[2], best[3]
         return {"state": state_out, "curve": curve, "start": start, "stop_reason": stop_reason,
                 "converged": converged, "train_time": time.perf_counter() - t0,
                 "n_identities": int(np.intersect1d(ids_x, ids_y).size),
                 "validation_scores": [(int(a), float(b)) for a, b in val_scores],
-                "best_iteration": None if best is None else int(best[0])}
+                "best_iteration": None if best is None else int(best[0]),
+                "n_averaged": n_averaged}
 
     # -------------------------------------------------------------------------- towers
     def _forward_blocks(self, images: np.ndarray, fn) -> np.ndarray:
