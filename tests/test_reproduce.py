@@ -112,6 +112,20 @@ def test_pku_sketch_one_split(tmp_path):
     assert (tmp_path / "results.csv").is_file()
 
 
+@pytest.mark.skipif(not (DATA / "pku_sketch").is_dir(), reason="PKU-Sketch absent")
+def test_pku_deepgsm_models_are_also_scored_with_test_flip_switched():
+    from crossmetric.reproduce import PKU_DEEPGSM, reproduce_pku_sketch
+
+    res = reproduce_pku_sketch(str(DATA), n_splits=1, methods=("deepgsm",), verbose=False,
+                               deepgsm_params={"max_iter": 3, "hidden_units": 8})
+    alt = f"DeepGSM, same models, test_flip={not PKU_DEEPGSM['test_flip']}"
+    per = res.extra["per_split"]
+    assert set(per) == {"DeepGSM (RGB images)", alt}
+    assert per[alt]["r1"] and 0.0 <= per[alt]["mAP"][0] <= 100.0
+    # a short training still ranks differently with and without the mirror
+    assert per[alt]["mAP"] != per["DeepGSM (RGB images)"]["mAP"]
+
+
 def test_pku_methods_option_errors(capsys, tmp_path):
     from crossmetric.reproduce import PKU_DEEPGSM, PKU_METHODS, reproduce_pku_sketch
 
