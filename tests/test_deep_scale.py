@@ -439,6 +439,20 @@ def test_custom_backbones_shared_pair_and_state_dict_file(digits, tmp_path):
     m2 = DeepGSM(**SMALL, backbone=(TinyBackbone(3), TinyBackbone(1))).fit_identities(
         px, ix, sy, iy)
     assert m2.transform_x(px[:2]).shape == (2, 21)
+    # a pair may share a trunk after domain-specific stems: it stays one module, trained once
+    trunk = torch.nn.Sequential(torch.nn.Conv2d(4, 4, 3, padding=1), torch.nn.ReLU(),
+                                torch.nn.AdaptiveAvgPool2d(2), torch.nn.Flatten())
+    stems = [torch.nn.Conv2d(c, 4, 3, padding=1) for c in (3, 1)]
+    m3 = DeepGSM(**SMALL, backbone=(torch.nn.Sequential(stems[0], trunk),
+                                     torch.nn.Sequential(stems[1], trunk))).fit_identities(
+        px, ix, sy, iy)
+    tx, ty = m3.net_.domain_x.module, m3.net_.domain_y.module
+    assert tx[1] is ty[1] and tx[1] is not trunk and tx[0] is not ty[0]
+    n_shared = sum(p.numel() for p in trunk.parameters())
+    assert sum(p.numel() for p in m3.net_.parameters()) == (
+        sum(p.numel() for p in m3.net_.head.parameters()) + n_shared
+        + sum(p.numel() for st in stems for p in st.parameters()))
+    assert not torch.equal(tx[1][0].weight, trunk[0].weight)  # the copy trained
     with pytest.raises(ValueError, match="widths"):
         DeepGSM(**SMALL, backbone=(TinyBackbone(3, 10), TinyBackbone(1, 8))).fit_identities(
             px, ix, sy, iy)

@@ -240,7 +240,9 @@ class DeepGSM(CrossModalMixin, BaseEstimator):
         ``None``: the paper's network (:mod:`crossmetric.deep.networks`). A module: used for
         both domains in place of the domain-specific and shared sub-networks (its output is
         flattened and L2-normalised and feeds the similarity sub-network; ``hidden_units`` is
-        then its output width). A pair: one module per domain (outputs of one width). A file
+        then its output width). A pair: one module per domain (outputs of one width); a
+        submodule both contain (a shared trunk after domain-specific stems, as the paper's
+        g₁, g₂ and f) stays one module, trained on both domains' images. A file
         path: a state dict (``torch.save(model.net_.state_dict(), path)``) whose feature
         layers start the paper's network (the similarity sub-network is initialised anew).
         Modules are copied, never trained in place; nothing is downloaded.
@@ -510,7 +512,7 @@ class DeepGSM(CrossModalMixin, BaseEstimator):
         if isinstance(bb, torch.nn.Module):
             bb = copy.deepcopy(bb)
         elif isinstance(bb, (tuple, list)):
-            bb = (copy.deepcopy(bb[0]), copy.deepcopy(bb[1]))
+            bb = tuple(copy.deepcopy(tuple(bb)))  # one copy: shared submodules stay shared
         else:
             bb = None
         return GSMNet(input_shape, int(self.hidden_units), self.structure, float(self.f),
