@@ -41,6 +41,7 @@ _LAZY = {
     "MCC": "crossmetric.neighbours",
     "PRDC": "crossmetric.prdc",
     "make_pairs": "crossmetric.pairs",
+    "SeedEnsemble": "crossmetric.ensemble",
     "Supervised": "crossmetric.supervised",
     "CrossPairs": "crossmetric.supervised",
 }

@@ -694,3 +694,20 @@ def test_plateau_schedule_resumes_exactly(digits, tmp_path):
     resumed = DeepGSM(**kw, checkpoint_path=path, resume=True).fit_identities(*data)
     assert resumed.stop_reason_ == full.stop_reason_ == "tol"
     np.testing.assert_allclose(resumed.loss_curve_, full.loss_curve_, rtol=1e-6)
+
+
+def test_seed_ensemble_of_deepgsm_passes_groups_and_averages(digits):
+    from crossmetric import SeedEnsemble, make_pairs
+
+    X, Y, cls = digits
+    pairs, y = make_pairs(cls[:60], cls[:60], max_positives=100, random_state=0)
+    kw = {**SMALL, "preprocessor": (X[:60], Y[:60])}
+    groups = (cls[:60], cls[:60])
+    ens = SeedEnsemble(DeepGSM(**kw), n_members=2, random_state=3).fit(pairs, y, groups=groups)
+    one = DeepGSM(**{**kw, "random_state": 3}).fit(pairs, y, groups=groups)
+    np.testing.assert_allclose(ens.estimators_[0].cross_distance(X[:4], Y[:5]),
+                               one.cross_distance(X[:4], Y[:5]), rtol=1e-6)
+    np.testing.assert_allclose(
+        ens.cross_distance(X[:4], Y[:5]),
+        (one.cross_distance(X[:4], Y[:5]) + ens.estimators_[1].cross_distance(X[:4], Y[:5])) / 2,
+        rtol=1e-6)
