@@ -1152,6 +1152,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--methods", default=None,
                    help="comma list of the methods to run (pku-sketch only; default all: "
                         "euclidean,cca,kcca,cmml,cmlauc,gsm,deepgsm)")
+    r.add_argument("--deepgsm-members", type=int, default=None,
+                   help="pku-sketch: DeepGSM seeds averaged (default 2; 1: the single model "
+                        "only, half the time)")
     r.set_defaults(func=cmd_reproduce)
     return p
 
@@ -1187,10 +1190,17 @@ def cmd_reproduce(args) -> int:
         if unknown:
             raise CLIError(f"--methods: unknown {', '.join(unknown)}; expected some of "
                            f"{', '.join(PKU_METHODS)}")
+    extra = {}
+    if args.deepgsm_members is not None:
+        if args.name != "pku-sketch":
+            raise CLIError("--deepgsm-members: only pku-sketch trains DeepGSM")
+        if args.deepgsm_members < 1:
+            raise CLIError(f"--deepgsm-members must be >= 1, got {args.deepgsm_members}")
+        extra["deepgsm_members"] = args.deepgsm_members
     out = args.out or os.path.join("crossmetric-reproduce", args.name)
     result = run_reproduction(args.name, args.data_home, n_splits=args.splits, out=out,
                               seed=args.seed, verbose=not args.quiet, n_jobs=args.n_jobs,
-                              methods=methods)
+                              methods=methods, **extra)
     print(result.table())
     print(f"({result.seconds:.1f} s; wrote {', '.join(result.files)})")
     return 0

@@ -116,14 +116,24 @@ def test_pku_sketch_one_split(tmp_path):
 def test_pku_deepgsm_models_are_also_scored_with_test_flip_switched():
     from crossmetric.reproduce import PKU_DEEPGSM, reproduce_pku_sketch
 
+    small = {"max_iter": 3, "hidden_units": 8}
     res = reproduce_pku_sketch(str(DATA), n_splits=1, methods=("deepgsm",), verbose=False,
-                               deepgsm_params={"max_iter": 3, "hidden_units": 8})
+                               deepgsm_params=small, deepgsm_members=2)
     alt = f"DeepGSM, same models, test_flip={not PKU_DEEPGSM['test_flip']}"
     per = res.extra["per_split"]
-    assert set(per) == {"DeepGSM (RGB images)", alt}
+    assert set(per) == {"DeepGSM (RGB images)", alt, "DeepGSM, ensemble of 2 seeds"}
     assert per[alt]["r1"] and 0.0 <= per[alt]["mAP"][0] <= 100.0
     # a short training still ranks differently with and without the mirror
     assert per[alt]["mAP"] != per["DeepGSM (RGB images)"]["mAP"]
+    # the single-model row is the ensemble's member 0: the same as without the ensemble
+    one = reproduce_pku_sketch(str(DATA), n_splits=1, methods=("deepgsm",), verbose=False,
+                               deepgsm_params=small, deepgsm_members=1)
+    assert set(one.extra["per_split"]) == {"DeepGSM (RGB images)", alt}
+    for m in ("r1", "r5", "r20", "mAP"):
+        assert one.extra["per_split"]["DeepGSM (RGB images)"][m] == \
+            per["DeepGSM (RGB images)"][m]
+    with pytest.raises(ValueError, match="deepgsm_members"):
+        reproduce_pku_sketch(str(DATA), n_splits=1, methods=("deepgsm",), deepgsm_members=0)
 
 
 def test_pku_methods_option_errors(capsys, tmp_path):
@@ -147,6 +157,8 @@ def test_pku_methods_option_errors(capsys, tmp_path):
     with pytest.raises(ValueError, match="only pku-sketch"):
         run_reproduction("pcca-viper", str(tmp_path), methods=("gsm",))
     assert main(["reproduce", "pku-sketch", "--methods", "gsm,nope"]) == 2
+    assert main(["reproduce", "pcca-viper", "--deepgsm-members", "2"]) == 2
+    assert main(["reproduce", "pku-sketch", "--deepgsm-members", "0"]) == 2
     assert "--methods: unknown nope" in capsys.readouterr().err
     assert main(["reproduce", "pcca-viper", "--methods", "gsm"]) == 2
     assert "only pku-sketch" in capsys.readouterr().err
