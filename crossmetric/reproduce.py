@@ -604,6 +604,21 @@ PKU_DEEPGSM: dict = {
 #: DeepGSM's seed ensemble in ``reproduce pku-sketch``: the recipe is trained from this many
 #: seeds (:class:`crossmetric.SeedEnsemble`, member 0 seeded as the single model) and the
 #: learned distances are averaged; the single model (member 0) is reported beside it.
+#:
+#: Third search, on the same held-out training persons as above (r1 / mAP with flipping, %).
+#: Trained from scratch on 110 persons, one DeepGSM varies with its seed alone far more than
+#: with any recipe change tried: split 0, seeds split_seed, +1, +2: 20.0 / 26.3, 12.5 / 19.6,
+#: 10.0 / 20.0; split 1: 12.5 / 21.7, 5.0 / 18.4, 5.0 / 15.7. The mean distance of the first
+#: two gave 27.5 / 28.5 and 22.5 / 25.4 -- above each of its members in both splits (of all
+#: three: 20.0 / 26.5 and 15.0 / 22.6). Two seeds were chosen; they also keep a split within
+#: the 10-minute budget (2 × about 170 s). Only 2 of the planned 3 splits were run (time), in
+#: a one-off script whose comparison ``benchmarks/select_pku_deepgsm.py --members`` now makes
+#: (its members ≥ 1 draw their seeds from :func:`crossmetric.ensemble.member_seeds`).
+#: Also tried, not taken: weight averaging (``average_from`` 0.5 and 0.25; 2 splits: 20.0 /
+#: 26.0, 12.5 / 21.3 and 17.5 / 25.8, 12.5 / 20.9 against the recipe's 20.0 / 26.3, 12.5 /
+#: 21.7 -- no change: the cosine schedule already ends at a step of 0) and a wider network
+#: with batch norm (16-filter stems per domain and a shared 32 / 64-filter trunk; 1 split,
+#: twice the time: 12.5 / 22.2 without flipping against the recipe's 15.0 / 23.5).
 PKU_DEEPGSM_MEMBERS = 2
 
 
