@@ -980,7 +980,8 @@ class DeepGSM(CrossModalMixin, BaseEstimator):
         state_out = {k: v.detach().cpu() for k, v in final.state_dict().items()}
         n_averaged = 0 if final is net else avg.n_averaged
         if best is not None:
-            state_out, n_averaged = best[2], best[3]
+            # (a checkpoint written before weight averaging existed keeps 3 entries)
+            state_out, n_averaged = best[2], (best[3] if len(best) > 3 else 0)
         return {"state": state_out, "curve": curve, "start": start, "stop_reason": stop_reason,
                 "converged": converged, "train_time": time.perf_counter() - t0,
                 "n_identities": int(np.intersect1d(ids_x, ids_y).size),
