@@ -102,7 +102,7 @@ def test_cli_reproduce_list_and_errors(capsys, tmp_path):
 @pytest.mark.skipif(not (DATA / "pku_sketch").is_dir(), reason="PKU-Sketch absent")
 def test_pku_sketch_one_split(tmp_path):
     res = run_reproduction("pku-sketch", DATA, n_splits=1, out=str(tmp_path), verbose=False,
-                           methods=("euclidean", "cca", "deepgsm"))
+                           methods=("euclidean", "cca", "deepgsm"), deepgsm_members=1)
     r1 = {r["method"]: r["ours"] for r in res.rows if r["measure"] == "r1"}
     assert 0.0 <= r1["Euclidean (HOG)"] <= 100.0 and 0.0 <= r1["CCA"] <= 100.0
     # DeepGSM takes the (n, h, w, 3) RGB images and runs: a number, no "not run" note
