@@ -33,7 +33,8 @@ from crossmetric._checks import (
 from crossmetric._threshold import best_threshold
 from crossmetric.metrics import roc_auc
 
-__all__ = ["PairData", "used_rows", "PairLearnerMixin", "SingleModalMixin", "CrossModalMixin",
+__all__ = ["PairData", "used_rows", "PairDecisionMixin", "PairLearnerMixin",
+           "SingleModalMixin", "CrossModalMixin",
            "LinearSingleModalMixin", "squared_euclidean_rows", "squared_euclidean_matrix",
            "distinct_rows", "canonical_pairs"]
 
@@ -207,7 +208,64 @@ def _shorten(v):
     return type(v)(_ArrayStub(x) if isinstance(x, np.ndarray) else x for x in v)
 
 
-class PairLearnerMixin(ClassifierMixin):
+class PairDecisionMixin(ClassifierMixin):
+    """Scores, decisions and the threshold of anything with a ``pair_distance``.
+
+    ``pair_score``, ``decision_function``, ``predict``, ``score`` and ``calibrate_threshold``
+    are defined from :meth:`pair_distance` and ``threshold_`` alone, so that a pair learner
+    (:class:`PairLearnerMixin`) and a model built from learners
+    (:class:`crossmetric.SeedEnsemble`) decide the same way.
+    """
+
+    def pair_distance(self, pairs) -> np.ndarray:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def pair_score(self, pairs) -> np.ndarray:
+        """``-pair_distance(pairs)``: larger = more alike."""
+        return -self.pair_distance(pairs)
+
+    def decision_function(self, pairs) -> np.ndarray:
+        """Same as :meth:`pair_score` (so that scikit-learn's ranking scorers work)."""
+        return self.pair_score(pairs)
+
+    def predict(self, pairs) -> np.ndarray:
+        """+1 (same) where ``pair_distance <= threshold_``, else -1."""
+        d = self.pair_distance(pairs)
+        return np.where(d <= self.threshold_, 1, -1)
+
+    def score(self, pairs, y) -> float:
+        """ROC AUC of :meth:`pair_score` against the +1 / -1 labels ``y``."""
+        return roc_auc(y, self.pair_score(pairs))
+
+    def calibrate_threshold(self, pairs, y, strategy: str = "accuracy",
+                            min_rate: float | None = None, beta: float = 1.0):
+        """Set ``threshold_`` from labelled pairs.
+
+        Parameters
+        ----------
+        pairs : array-like
+            Any input form accepted by :meth:`fit`.
+        y : array-like of shape (n_pairs,)
+            +1 / -1 labels, both present.
+        strategy : {"accuracy", "f_beta", "max_tpr", "max_tnr"}, default="accuracy"
+            ``max_tpr`` maximises the true-positive rate with a true-negative rate of at least
+            ``min_rate``; ``max_tnr`` the converse.
+        min_rate : float in [0, 1], optional
+            Required by ``max_tpr`` and ``max_tnr``.
+        beta : float, default=1.0
+            Recall weight for ``f_beta``.
+
+        Returns
+        -------
+        self
+        """
+        d = self.pair_distance(pairs)
+        y = check_pair_labels(y, d.shape[0])
+        self.threshold_ = best_threshold(d, y, strategy, min_rate=min_rate, beta=beta)
+        return self
+
+
+class PairLearnerMixin(PairDecisionMixin):
     """Members common to every pair learner (see the API table in the README).
 
     Subclasses set the class attribute ``_cross_modal`` and implement ``_fit``, ``_embed_x``
@@ -454,50 +512,6 @@ class PairLearnerMixin(ClassifierMixin):
         """
         check_is_fitted(self)
         return self._pair_distance_data(self._validate_pairs(pairs))
-
-    def pair_score(self, pairs) -> np.ndarray:
-        """``-pair_distance(pairs)``: larger = more alike."""
-        return -self.pair_distance(pairs)
-
-    def decision_function(self, pairs) -> np.ndarray:
-        """Same as :meth:`pair_score` (so that scikit-learn's ranking scorers work)."""
-        return self.pair_score(pairs)
-
-    def predict(self, pairs) -> np.ndarray:
-        """+1 (same) where ``pair_distance <= threshold_``, else -1."""
-        d = self.pair_distance(pairs)
-        return np.where(d <= self.threshold_, 1, -1)
-
-    def score(self, pairs, y) -> float:
-        """ROC AUC of :meth:`pair_score` against the +1 / -1 labels ``y``."""
-        return roc_auc(y, self.pair_score(pairs))
-
-    def calibrate_threshold(self, pairs, y, strategy: str = "accuracy",
-                            min_rate: float | None = None, beta: float = 1.0):
-        """Set ``threshold_`` from labelled pairs.
-
-        Parameters
-        ----------
-        pairs : array-like
-            Any input form accepted by :meth:`fit`.
-        y : array-like of shape (n_pairs,)
-            +1 / -1 labels, both present.
-        strategy : {"accuracy", "f_beta", "max_tpr", "max_tnr"}, default="accuracy"
-            ``max_tpr`` maximises the true-positive rate with a true-negative rate of at least
-            ``min_rate``; ``max_tnr`` the converse.
-        min_rate : float in [0, 1], optional
-            Required by ``max_tpr`` and ``max_tnr``.
-        beta : float, default=1.0
-            Recall weight for ``f_beta``.
-
-        Returns
-        -------
-        self
-        """
-        d = self.pair_distance(pairs)
-        y = check_pair_labels(y, d.shape[0])
-        self.threshold_ = best_threshold(d, y, strategy, min_rate=min_rate, beta=beta)
-        return self
 
     # ------------------------------------------------------------------ embeddings
     def transform_x(self, X) -> np.ndarray:

@@ -1194,8 +1194,6 @@ def cmd_reproduce(args) -> int:
     if args.deepgsm_members is not None:
         if args.name != "pku-sketch":
             raise CLIError("--deepgsm-members: only pku-sketch trains DeepGSM")
-        if args.deepgsm_members < 1:
-            raise CLIError(f"--deepgsm-members must be >= 1, got {args.deepgsm_members}")
         extra["deepgsm_members"] = args.deepgsm_members
     out = args.out or os.path.join("crossmetric-reproduce", args.name)
     result = run_reproduction(args.name, args.data_home, n_splits=args.splits, out=out,

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import numpy as np
 from joblib import Parallel, delayed
-from sklearn.base import BaseEstimator, ClassifierMixin, clone
+from sklearn.base import BaseEstimator, clone
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
+from crossmetric._base import PairDecisionMixin
 from crossmetric._checks import check_pair_labels, check_positive_int
 from crossmetric._threshold import best_threshold
-from crossmetric.metrics import roc_auc
 
 __all__ = ["SeedEnsemble", "member_seeds"]
 
@@ -42,8 +42,12 @@ def _fit_member(estimator, seed, pairs, y, fit_params):
     return clone(estimator).set_params(random_state=seed).fit(pairs, y, **fit_params)
 
 
-class SeedEnsemble(ClassifierMixin, BaseEstimator):
+class SeedEnsemble(PairDecisionMixin, BaseEstimator):
     """The mean learned distance of ``n_members`` copies of a pair learner, each seeded anew.
+
+    ``pair_score``, ``decision_function``, ``predict``, ``score`` and ``calibrate_threshold``
+    act on the mean distance, as a single learner's do on its own
+    (:class:`crossmetric._base.PairDecisionMixin`).
 
     Parameters
     ----------
@@ -128,27 +132,3 @@ class SeedEnsemble(ClassifierMixin, BaseEstimator):
         for m in self.estimators_[1:]:
             out += m.cross_distance(X, Y, **kwargs)
         return out / len(self.estimators_)
-
-    def pair_score(self, pairs) -> np.ndarray:
-        """``-pair_distance(pairs)``: larger = more alike."""
-        return -self.pair_distance(pairs)
-
-    def decision_function(self, pairs) -> np.ndarray:
-        """Same as :meth:`pair_score`."""
-        return self.pair_score(pairs)
-
-    def predict(self, pairs) -> np.ndarray:
-        """+1 (same) where the mean distance is ``<= threshold_``, else -1."""
-        return np.where(self.pair_distance(pairs) <= self.threshold_, 1, -1)
-
-    def score(self, pairs, y) -> float:
-        """ROC AUC of :meth:`pair_score` against the +1 / -1 labels ``y``."""
-        return roc_auc(check_pair_labels(y), self.pair_score(pairs))
-
-    def calibrate_threshold(self, pairs, y, strategy: str = "accuracy",
-                            min_rate: float | None = None, beta: float = 1.0):
-        """Set ``threshold_`` from labelled pairs (as the learners' own method does)."""
-        d = self.pair_distance(pairs)
-        y = check_pair_labels(y, d.shape[0])
-        self.threshold_ = best_threshold(d, y, strategy, min_rate=min_rate, beta=beta)
-        return self
