@@ -1,7 +1,7 @@
 """Image-folder loaders: any folder layout described by one regular expression.
 
 Public through :mod:`crossmetric.datasets` (:func:`load_image_folder`, :func:`load_viper`,
-:func:`load_pku_sketch`). Images are decoded with Pillow.
+:func:`load_pku_sketch`, :func:`load_cufs`, :func:`load_cuhk01`). Images are decoded with Pillow.
 """
 
 from __future__ import annotations
@@ -13,13 +13,19 @@ from pathlib import Path
 import numpy as np
 from sklearn.utils import Bunch
 
-__all__ = ["load_image_folder", "load_viper", "load_pku_sketch", "VIPER_PATTERN",
-           "PKU_SKETCH_PATTERN"]
+from crossmetric._checks import check_choice
+
+__all__ = ["load_image_folder", "load_viper", "load_pku_sketch", "load_cufs", "load_cuhk01",
+           "VIPER_PATTERN", "PKU_SKETCH_PATTERN", "CUFS_PATTERN", "CUHK01_PATTERN"]
 
 #: VIPeR as in ``../shared/data/viper``: ``images/PPPPCCCC.png`` (person, camera 1 = A, 2 = B)
 VIPER_PATTERN = r"images/(?P<id>\d{4})(?P<domain>\d{4})\.png"
 #: PKU-Sketch: ``photo/ID_CAM_FRAME.jpg`` and ``sketch/ID.jpg``
 PKU_SKETCH_PATTERN = r"(?P<domain>photo|sketch)/(?P<id>\d+)(?:_\d+_\d+)?\.jpg"
+#: CUFS (AR + XM2VTS parts): ``{train,test}/{photo,sketch}/SET-N.jpg``, ``SET`` ar or xm2vts
+CUFS_PATTERN = r"(?:train|test)/(?P<domain>photo|sketch)/(?P<id>(?:ar|xm2vts)-\d+)\.jpg"
+#: CUHK01: ``campus/PPPPVVV.png``, person ``PPPP``, image ``VVV`` (001-002 camera A, 003-004 B)
+CUHK01_PATTERN = r"campus/(?P<id>\d{4})(?P<domain>00[1-4])\.png"
 
 _COLORS = {"rgb": "RGB", "gray": "L"}
 
@@ -212,4 +218,74 @@ def load_pku_sketch(data_home, size=(64, 160)) -> Bunch:
     b = load_image_folder(folder, PKU_SKETCH_PATTERN, size=size)
     b.DESCR = ("PKU-Sketch-ReID (Pang et al. 2018): 200 persons, 2 photos + 1 artist's sketch "
                f"each, resized to {tuple(size)} (width, height).")
+    return b
+
+
+_CUFS_SPLITS = ("all", "train", "test")
+
+
+def load_cufs(data_home, split: str = "all", *, size=None, color: str = "rgb") -> Bunch:
+    """CUFS, AR and XM2VTS parts: 418 persons, one photo (``domain="photo"``) and one artist's
+    sketch (``"sketch"``) each, 250 × 200 pixels (height × width), aligned faces.
+
+    Parameters
+    ----------
+    data_home : path-like
+        The folder holding ``cufs/`` (e.g. ``../shared/data``) or the ``cufs`` folder itself, with
+        ``{train,test}/{photo,sketch}/SET-N.jpg`` (``SET`` = ``ar`` or ``xm2vts``, ``N`` the
+        person's number in that set).
+    split : {"all", "train", "test"}, default="all"
+        The photo-sketch synthesis literature's split (Wang & Tang): ``"train"`` 180 persons
+        (AR 80, XM2VTS 100), ``"test"`` 238 (AR 43, XM2VTS 195); ``"all"`` both.
+    size : (width, height), optional
+        Resize every image (default: the stored 200 × 250).
+    color : {"rgb", "gray"}, default="rgb"
+        The sketches are grey pictures stored as RGB; ``"gray"`` gives ``(n, h, w)`` arrays.
+
+    Returns
+    -------
+    Bunch
+        As :func:`load_image_folder`: ``images`` uint8, ``ids`` (str, ``"ar-100"``,
+        ``"xm2vts-1"`` ...), ``domains`` (``"photo"`` / ``"sketch"``), ``filenames``
+        (``"test/photo/ar-1.jpg"`` ...), plus ``split`` (``"train"`` / ``"test"`` per row). Rows
+        sorted by (id, domain): each person's photo, then sketch. ``split="all"`` gives 836
+        images.
+    """
+    check_choice(split, "split", _CUFS_SPLITS)
+    folder = _dataset_dir(data_home, "cufs", "test")
+    pattern = CUFS_PATTERN if split == "all" else CUFS_PATTERN.replace(
+        "(?:train|test)", split, 1)
+    b = load_image_folder(folder, pattern, size=size, color=color)
+    b.split = np.array([f.split("/", 1)[0] for f in b.filenames.tolist()], dtype=str)
+    b.DESCR = (f"CUFS (Wang & Tang 2009), AR + XM2VTS parts, split {split!r}: one photo and one "
+               "sketch per person, aligned faces.")
+    return b
+
+
+def load_cuhk01(data_home, *, size=None, color: str = "rgb") -> Bunch:
+    """CUHK01 (CUHK Campus): 971 persons × 2 cameras × 2 images, 160 × 60 RGB (height × width).
+
+    Parameters
+    ----------
+    data_home : path-like
+        The folder holding ``cuhk01/`` or the ``cuhk01`` folder itself, with
+        ``campus/PPPPVVV.png`` (``PPPP`` the person 0001-0971; ``VVV`` 001, 002 from camera A,
+        003, 004 from camera B).
+    size : (width, height), optional
+        Resize every image (e.g. ``(48, 128)`` for the re-id descriptors sized for VIPeR).
+    color : {"rgb", "gray"}, default="rgb"
+
+    Returns
+    -------
+    Bunch
+        As :func:`load_image_folder`: 3,884 ``images`` uint8, ``ids`` (1-971), ``domains`` (the
+        camera: 1 = A, 2 = B, as :func:`load_viper`), ``filenames``, plus ``shots`` (the image's
+        number 1-4 in the file name). Rows sorted by (person, image number).
+    """
+    folder = _dataset_dir(data_home, "cuhk01", "campus")
+    b = load_image_folder(folder, CUHK01_PATTERN, size=size, color=color)
+    b.shots = b.domains
+    b.domains = np.where(b.shots <= 2, 1, 2).astype(np.int64)
+    b.DESCR = ("CUHK01 (Li, Zhao & Wang 2012): 971 persons x cameras 1 (A) and 2 (B) x 2 "
+               "images, 60x160 RGB.")
     return b

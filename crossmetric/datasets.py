@@ -14,8 +14,9 @@ loader knows it, ``instance[r]`` the object id used for instance-level matching.
 * :func:`load_features`, :func:`load_pairs` -- ``.npy`` / ``.npz`` / ``.csv`` feature matrices
   and ``.csv`` pair lists (as the CLI reads them).
 * :func:`make_cross_modal` -- synthetic two-view data with a known shared latent space.
-* :func:`load_image_folder`, :func:`load_viper`, :func:`load_pku_sketch` -- images of any folder
-  layout described by a regular expression (defined in :mod:`crossmetric._image_folder`).
+* :func:`load_image_folder`, :func:`load_viper`, :func:`load_pku_sketch`, :func:`load_cufs`,
+  :func:`load_cuhk01` -- images of any folder layout described by a regular expression (defined
+  in :mod:`crossmetric._image_folder`).
 """
 
 from __future__ import annotations
@@ -30,7 +31,13 @@ from scipy import ndimage
 from sklearn.utils import Bunch, check_random_state
 
 from crossmetric._checks import check_pair_labels, check_positive_int, check_positive_scalar
-from crossmetric._image_folder import load_image_folder, load_pku_sketch, load_viper
+from crossmetric._image_folder import (
+    load_cufs,
+    load_cuhk01,
+    load_image_folder,
+    load_pku_sketch,
+    load_viper,
+)
 
 __all__ = [
     "load_digits_views",
@@ -47,6 +54,8 @@ __all__ = [
     "load_image_folder",
     "load_viper",
     "load_pku_sketch",
+    "load_cufs",
+    "load_cuhk01",
 ]
 
 # ---------------------------------------------------------------------------------- digits

@@ -4,10 +4,20 @@
   16-bin histograms of every channel of RGB, HSV and YCrCb plus LBP texture histograms, on 6
   non-overlapping horizontal strips, every histogram L1-normalised, all concatenated.
 * :class:`HOG` -- scikit-image's histogram of oriented gradients, one image at a time.
+* :class:`DenseSIFT` -- OpenCV SIFT on a grid of patches at several scales (the CML-AUC paper's
+  face descriptor, cml-auc §V-A).
+* :class:`LBPGrid` -- histograms of LBP codes (scikit-image) or of local ternary pattern codes
+  (upper + lower, Tan & Triggs; the CMML paper's face descriptor, cmml §4) on a grid of cells,
+  at one or several radii.
+* :class:`PatchColorSIFT` -- dense patches, each described by LAB colour histograms at three
+  downsampling levels and SIFT in each LAB channel (Zhao et al. CVPR 2013, the hand-crafted
+  re-id feature of the GSM paper §5.4).
 
-Both take uint8 images (values 0-255) or float images in [0, 1], RGB ``(n, h, w, 3)`` or grey
-``(n, h, w)``. Colour conversions, LBP and HOG come from scikit-image; the histogramming is one
-vectorised ``np.bincount`` over blocks of images.
+The last three live in their own modules and are imported on first use (OpenCV is optional:
+``pip install opencv-python-headless``, the ``images`` extra). All take uint8 images (values
+0-255) or float images in [0, 1], RGB ``(n, h, w, 3)`` or grey ``(n, h, w)`` (PatchColorSIFT: RGB
+only). Colour conversions, LBP and HOG come from scikit-image, SIFT from OpenCV; histograms are
+vectorised ``np.bincount`` calls over blocks of images.
 """
 
 from __future__ import annotations
@@ -18,7 +28,26 @@ from sklearn.utils.validation import check_is_fitted
 
 from crossmetric._checks import check_positive_int
 
-__all__ = ["StripHistograms", "HOG", "COLOR_SPACES", "check_images"]
+#: public name -> module that defines it (imported on first use)
+_LAZY = {"DenseSIFT": "crossmetric._dense_sift", "LBPGrid": "crossmetric._local_patterns",
+         "PatchColorSIFT": "crossmetric._patch_color_sift"}
+
+__all__ = ["StripHistograms", "HOG", *_LAZY, "COLOR_SPACES", "check_images"]
+
+
+def __getattr__(name: str):
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'crossmetric.features' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))
 
 #: colour space -> value range of each of its channels (after scikit-image's conversion)
 COLOR_SPACES = {
