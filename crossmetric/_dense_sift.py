@@ -144,7 +144,7 @@ def _dense_sift_rows(images, base, sizes, patch, step, normalize, dtype):
             g = resize_u8(g, *base)
         desc = np.concatenate([sift_at(resize_u8(g, w, h), kps, sift)
                                for (w, h), kps in zip(sizes, grids, strict=True)])
-        rows.append(normalize_descriptors(desc, normalize).astype(dtype).ravel())
+        rows.append(normalize_descriptors(desc.astype(np.float64), normalize).astype(dtype).ravel())
     return np.stack(rows)
 
 

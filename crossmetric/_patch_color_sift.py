@@ -91,7 +91,7 @@ def _sift_block(block, space, keypoints):
 
     sift = cv2.SIFT_create()
     conv = to_patch_color(to_unit_float(block), space)
-    out = np.empty((block.shape[0], len(keypoints), 3, 128), dtype=np.float32)
+    out = np.empty((block.shape[0], len(keypoints), 3, 128))
     for c, (lo, hi) in enumerate(PATCH_COLOR_SPACES[space]):
         u8 = np.clip(np.round((conv[..., c] - lo) * (255.0 / (hi - lo))), 0, 255).astype(np.uint8)
         for k, im in enumerate(u8):

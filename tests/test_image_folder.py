@@ -8,7 +8,13 @@ import pytest
 from PIL import Image
 
 from crossmetric._image_folder import _dataset_dir
-from crossmetric.datasets import load_image_folder, load_pku_sketch, load_viper
+from crossmetric.datasets import (
+    load_cufs,
+    load_cuhk01,
+    load_image_folder,
+    load_pku_sketch,
+    load_viper,
+)
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
@@ -136,3 +142,58 @@ def test_load_pku_sketch():
     assert {160, 168, 169}.isdisjoint(sketched)
     with pytest.raises(ValueError, match="size"):
         load_pku_sketch(DATA, size=None)
+
+
+def test_cufs_and_cuhk01_layouts(tmp_path):
+    """The presets on tiny folders with the shared data's layouts."""
+    for split, names in [("train", ["ar-7", "xm2vts-2"]), ("test", ["ar-1"])]:
+        for name in names:
+            for dom in ("photo", "sketch"):
+                _save(tmp_path / "cufs" / split / dom / f"{name}.jpg", _img(len(name), 10, 8))
+    (tmp_path / "cufs" / "README.md").write_text("not an image")
+    b = load_cufs(tmp_path)
+    assert b.ids.tolist() == ["ar-1", "ar-1", "ar-7", "ar-7", "xm2vts-2", "xm2vts-2"]
+    assert b.domains.tolist() == ["photo", "sketch"] * 3
+    assert b.split.tolist() == ["test", "test"] + ["train"] * 4
+    t = load_cufs(tmp_path / "cufs", "train", size=(4, 5), color="gray")
+    assert t.images.shape == (4, 5, 4) and set(t.split) == {"train"}
+    with pytest.raises(ValueError, match="split"):
+        load_cufs(tmp_path, "val")
+    for pid in (3, 12):
+        for shot in (1, 2, 3, 4):
+            _save(tmp_path / "cuhk01" / "campus" / f"{pid:04d}{shot:03d}.png", _img(shot))
+    c = load_cuhk01(tmp_path)
+    assert c.ids.tolist() == [3] * 4 + [12] * 4
+    assert c.domains.tolist() == [1, 1, 2, 2] * 2 and c.shots.tolist() == [1, 2, 3, 4] * 2
+    assert c.filenames[2] == "campus/0003003.png"
+    with pytest.raises(ValueError, match="no cuhk01 data"):
+        load_cuhk01(tmp_path / "cufs")
+
+
+@pytest.mark.skipif(not (DATA / "cufs" / "test").is_dir(), reason="CUFS data absent")
+def test_load_cufs():
+    """Counts of ../shared/data/cufs/README.md: 418 persons (AR 123, XM2VTS 295), one photo and
+    one sketch each, 200 x 250; train 180 (AR 80, XM2VTS 100), test 238 (AR 43, XM2VTS 195)."""
+    b = load_cufs(DATA)
+    assert b.images.shape == (836, 250, 200, 3) and b.images.dtype == np.uint8
+    ids = np.unique(b.ids)
+    assert ids.size == 418 and sum(i.startswith("ar-") for i in ids) == 123
+    for dom in ("photo", "sketch"):
+        assert sorted(b.ids[b.domains == dom].tolist()) == sorted(ids.tolist())
+    for split, n, n_ar in [("train", 180, 80), ("test", 238, 43)]:
+        s = load_cufs(DATA, split, size=(20, 25), color="gray")
+        assert s.images.shape == (2 * n, 25, 20) and np.unique(s.ids).size == n
+        assert sum(i.startswith("ar-") for i in np.unique(s.ids)) == n_ar
+        assert set(b.ids[b.split == split]) == set(s.ids)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not (DATA / "cuhk01" / "campus").is_dir(), reason="CUHK01 data absent")
+def test_load_cuhk01():
+    """971 persons x 2 cameras x 2 images, 60 x 160 RGB (../shared/data/cuhk01/README.md)."""
+    b = load_cuhk01(DATA)
+    assert b.images.shape == (3884, 160, 60, 3)
+    assert np.unique(b.ids).tolist() == list(range(1, 972))
+    assert np.all(np.bincount(b.ids)[1:] == 4)
+    per = b.domains.reshape(971, 4)
+    assert np.all(per == [1, 1, 2, 2])
