@@ -16,7 +16,9 @@ collect_ignore = ["crossmetric/__main__.py"]
 _OPTIONAL = {
     "torch": ["crossmetric/deep"],
     "faiss": ["crossmetric/retrieval.py"],
-    "skimage": ["crossmetric/features.py", "crossmetric/_image_folder.py"],
+    "skimage": ["crossmetric/features.py", "crossmetric/_image_folder.py",
+                "crossmetric/_local_patterns.py", "crossmetric/_patch_color_sift.py"],
+    "cv2": ["crossmetric/_dense_sift.py", "crossmetric/_patch_color_sift.py"],
     "PIL": ["crossmetric/_image_folder.py"],
     "dask": [],
 }

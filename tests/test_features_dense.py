@@ -16,7 +16,11 @@ from crossmetric._local_patterns import pattern_labels, ternary_codes
 from crossmetric._patch_color_sift import PATCH_COLOR_SPACES, to_patch_color
 from crossmetric.features import DenseSIFT, LBPGrid, PatchColorSIFT
 
-cv2 = pytest.importorskip("cv2")
+try:
+    import cv2
+except ImportError:  # OpenCV is optional (the images extra); LBPGrid does not need it
+    cv2 = None
+needs_cv2 = pytest.mark.skipif(cv2 is None, reason="opencv-python-headless is not installed")
 
 
 def _smooth_images(n, h, w, channels=None, seed=0):
@@ -36,6 +40,7 @@ def _sift_one(img, x, y, size):
 
 
 # ---------------------------------------------------------------------------------- DenseSIFT
+@needs_cv2
 def test_grid_starts_cover_and_centre():
     assert grid_starts(160, 32, 16).tolist() == list(range(0, 129, 16))
     s = grid_starts(100, 32, 16)  # 4 pixels left over: 2 on each side
@@ -43,6 +48,7 @@ def test_grid_starts_cover_and_centre():
     assert grid_starts(32, 32, 16).tolist() == [0]
 
 
+@needs_cv2
 def test_dense_sift_equals_per_keypoint_loop():
     imgs = _smooth_images(2, 64, 48)
     est = DenseSIFT(16, step=8, scales=(1.0, 0.5)).fit(imgs)
@@ -59,6 +65,7 @@ def test_dense_sift_equals_per_keypoint_loop():
         np.testing.assert_allclose(fast[k], np.concatenate(slow), atol=1e-6)
 
 
+@needs_cv2
 def test_dense_sift_rgb_float_and_parallel_agree():
     rgb = _smooth_images(3, 40, 40, channels=3, seed=1)
     gray = np.round(rgb2gray(rgb) * 255).astype(np.uint8)
@@ -71,6 +78,7 @@ def test_dense_sift_rgb_float_and_parallel_agree():
     assert b.dtype == np.float32 and np.allclose(a, b, atol=1e-6)
 
 
+@needs_cv2
 def test_dense_sift_translation_and_brightness():
     img = _smooth_images(1, 64, 96, seed=2)
     est = DenseSIFT(16, step=8, scales=(1.0,))
@@ -83,6 +91,7 @@ def test_dense_sift_translation_and_brightness():
     np.testing.assert_allclose(shifted, est.fit_transform(dark), atol=0.01)
 
 
+@needs_cv2
 def test_dense_sift_image_size_and_normalisations():
     imgs = _smooth_images(2, 64, 48, seed=3)
     small = np.stack([cv2.resize(im, (40, 48), interpolation=cv2.INTER_AREA) for im in imgs])
@@ -95,6 +104,7 @@ def test_dense_sift_image_size_and_normalisations():
     assert raw.max() <= 255 / 512 and np.allclose(np.linalg.norm(raw, axis=1), 1, atol=0.01)
 
 
+@needs_cv2
 def test_dense_sift_paper_dimensions():
     est = DenseSIFT(image_size=(160, 160)).fit(np.zeros((1, 250, 200), np.uint8))
     assert est.scaled_sizes_ == [(160, 160), (96, 96), (32, 32)]
@@ -103,6 +113,7 @@ def test_dense_sift_paper_dimensions():
     assert np.all(flat == 0)  # no gradient: zero descriptors, no NaN
 
 
+@needs_cv2
 @pytest.mark.parametrize("params, match", [
     (dict(scales=(1.0, 0.0)), "scales"), (dict(scales=(1.5,)), "scales"),
     (dict(scales=(0.1,)), "smaller than patch_size"), (dict(patch_size=1), "patch_size"),
@@ -115,6 +126,7 @@ def test_dense_sift_bad_parameters(params, match):
         DenseSIFT(**params).fit(np.zeros((1, 64, 64), np.uint8))
 
 
+@needs_cv2
 def test_dense_sift_bad_images():
     with pytest.raises(NotFittedError):
         DenseSIFT().transform(np.zeros((1, 64, 64), np.uint8))
@@ -281,6 +293,7 @@ def _slow_color(img, patch, step, scales, n_bins, sigma, clip, ranges):
                            for c in range(3) for s in scales])
 
 
+@needs_cv2
 def test_patch_color_histograms_equal_slow_loop():
     imgs = _smooth_images(2, 31, 22, channels=3, seed=10)
     est = PatchColorSIFT(sift=False, n_bins=8).fit(imgs)
@@ -291,6 +304,7 @@ def test_patch_color_histograms_equal_slow_loop():
         np.testing.assert_allclose(fast[k], slow, atol=1e-6)
 
 
+@needs_cv2
 def test_patch_color_sift_part_equals_per_keypoint_loop():
     imgs = _smooth_images(1, 30, 20, channels=3, seed=11)
     est = PatchColorSIFT(n_bins=4, scales=(1.0,), dtype=np.float64).fit(imgs)
@@ -305,6 +319,7 @@ def test_patch_color_sift_part_equals_per_keypoint_loop():
                 np.testing.assert_allclose(got, want, atol=1e-6)
 
 
+@needs_cv2
 def test_patch_color_uniform_image_and_options():
     img = np.zeros((2, 20, 20, 3), np.uint8)
     img[:] = [200, 30, 90]
