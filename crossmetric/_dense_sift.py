@@ -6,6 +6,8 @@ are shared with :class:`crossmetric.features.PatchColorSIFT`.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
@@ -108,6 +110,17 @@ def check_size_pair(value, name: str) -> tuple[int, int] | None:
     return a, b
 
 
+def check_float_dtype(dtype) -> np.dtype:
+    """A numpy floating dtype (float32 or float64)."""
+    try:
+        dt = np.dtype(dtype)
+    except TypeError:
+        dt = None
+    if dt is None or dt not in (np.float32, np.float64):
+        raise ValueError(f"dtype must be float32 or float64, got {dtype!r}.")
+    return dt
+
+
 def check_n_jobs(n_jobs) -> None:
     if n_jobs is not None and (not isinstance(n_jobs, int | np.integer) or n_jobs == 0
                                or isinstance(n_jobs, bool)):
@@ -126,9 +139,7 @@ def map_images(fn, images: np.ndarray, n_jobs, out_dim: int, dtype) -> np.ndarra
     bounds = np.linspace(0, n, 4 * workers + 1).astype(int)
     chunks = [images[a:b] for a, b in zip(bounds[:-1], bounds[1:], strict=True) if b > a]
     parts = Parallel(n_jobs=workers)(delayed(fn)(c) for c in chunks)
-    out = np.concatenate(parts).astype(dtype, copy=False)
-    assert out.shape == (n, out_dim)
-    return out
+    return np.concatenate(parts).astype(dtype, copy=False)
 
 
 def _dense_sift_rows(images, base, sizes, patch, step, normalize, dtype):
@@ -235,6 +246,7 @@ class DenseSIFT(TransformerMixin, BaseEstimator):
         check_positive_int(self.step, "step")
         check_choice(self.normalize, "normalize", _NORMS)
         check_n_jobs(self.n_jobs)
+        check_float_dtype(self.dtype)
         base = check_size_pair(self.image_size, "image_size")
         images = check_images(images)
         self.image_shape_ = images.shape[1:]
@@ -252,9 +264,8 @@ class DenseSIFT(TransformerMixin, BaseEstimator):
         if images.shape[1:] != self.image_shape_:
             raise ValueError(f"images have shape {images.shape[1:]} per image, but DenseSIFT "
                              f"was fitted on {self.image_shape_}.")
-        from functools import partial
-
-        fn = partial(_dense_sift_rows, base=check_size_pair(self.image_size, "image_size"),
-                     sizes=self.scaled_sizes_, patch=self.patch_size, step=self.step,
-                     normalize=self.normalize, dtype=np.dtype(self.dtype))
+        fn = functools.partial(_dense_sift_rows,
+                               base=check_size_pair(self.image_size, "image_size"),
+                               sizes=self.scaled_sizes_, patch=self.patch_size, step=self.step,
+                               normalize=self.normalize, dtype=np.dtype(self.dtype))
         return map_images(fn, images, self.n_jobs, self.n_features_out_, np.dtype(self.dtype))

@@ -13,6 +13,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from crossmetric._checks import check_choice, check_positive_int, check_positive_scalar
 from crossmetric._dense_sift import (
+    check_float_dtype,
     check_n_jobs,
     grid_keypoints,
     grid_starts,
@@ -226,6 +227,7 @@ class PatchColorSIFT(TransformerMixin, BaseEstimator):
         check_positive_scalar(self.clip, "clip")
         check_choice(self.color_space, "color_space", tuple(PATCH_COLOR_SPACES))
         check_n_jobs(self.n_jobs)
+        check_float_dtype(self.dtype)
         images = check_images(images, allow_gray=False)
         h, w = images.shape[1:3]
         if min(h, w) < self.patch_size:

@@ -5,6 +5,7 @@ import math
 
 import numpy as np
 import pytest
+from joblib import parallel_config
 from scipy.ndimage import gaussian_filter
 from skimage.color import rgb2gray, rgb2lab
 from skimage.feature import local_binary_pattern
@@ -73,7 +74,8 @@ def test_dense_sift_rgb_float_and_parallel_agree():
     a = est.fit_transform(rgb)
     np.testing.assert_array_equal(a, clone(est).fit_transform(gray))
     np.testing.assert_array_equal(a, clone(est).fit_transform(rgb / 255.0))
-    np.testing.assert_array_equal(a, clone(est).set_params(n_jobs=2).fit_transform(rgb))
+    with parallel_config(backend="threading"):  # the chunking, without process start-up
+        np.testing.assert_array_equal(a, clone(est).set_params(n_jobs=2).fit_transform(rgb))
     b = clone(est).set_params(dtype=np.float32).fit_transform(rgb)
     assert b.dtype == np.float32 and np.allclose(a, b, atol=1e-6)
 
@@ -119,7 +121,7 @@ def test_dense_sift_paper_dimensions():
     (dict(scales=(0.1,)), "smaller than patch_size"), (dict(patch_size=1), "patch_size"),
     (dict(step=0), "step"), (dict(normalize="l1"), "normalize"),
     (dict(image_size=(0, 5)), "image_size"), (dict(image_size="big"), "image_size"),
-    (dict(n_jobs=0), "n_jobs"),
+    (dict(n_jobs=0), "n_jobs"), (dict(dtype=int), "dtype"), (dict(dtype="fancy"), "dtype"),
 ])
 def test_dense_sift_bad_parameters(params, match):
     with pytest.raises(ValueError, match=match):
@@ -232,8 +234,9 @@ def test_lbp_grid_invariances_and_parallel():
     d = lbp.fit_transform(np.round(np.sqrt(img / 255.0) * 255).astype(np.uint8)).reshape(9, -1)
     assert np.allclose(c.sum(axis=1), 1) and np.abs(c[4] - d[4]).max() < 0.05  # monotone map
     imgs = _smooth_images(4, 20, 20, seed=8)
-    np.testing.assert_array_equal(est.fit_transform(imgs),
-                                  clone(est).set_params(n_jobs=2).fit_transform(imgs))
+    with parallel_config(backend="threading"):
+        np.testing.assert_array_equal(est.fit_transform(imgs),
+                                      clone(est).set_params(n_jobs=2).fit_transform(imgs))
 
 
 @pytest.mark.parametrize("params, match", [
@@ -327,7 +330,9 @@ def test_patch_color_uniform_image_and_options():
     X = est.transform(img).reshape(-1, 32)
     assert np.all(np.sort(X, axis=1)[:, -1] == 1.0) and np.all(np.sort(X, axis=1)[:, -2] == 0)
     opp = PatchColorSIFT(color_space="opponent", n_jobs=2).fit(img)
-    Y = opp.transform(img)
+    with parallel_config(backend="threading"):
+        Y = opp.transform(img)
+    np.testing.assert_array_equal(Y, clone(opp).set_params(n_jobs=None).fit_transform(img))
     assert Y.dtype == np.float32 and Y.shape == (2, opp.n_features_out_) == (2, 9 * 672)
     with pytest.raises(ValueError, match="RGB"):
         est.fit(np.zeros((1, 20, 20), np.uint8))
@@ -337,3 +342,15 @@ def test_patch_color_uniform_image_and_options():
                           (dict(scales=(0.0,)), "scales"), (dict(patch_size=30), "smaller")]:
         with pytest.raises(ValueError, match=match):
             PatchColorSIFT(**params).fit(img)
+
+
+@pytest.mark.slow
+@needs_cv2
+def test_process_workers_agree():
+    """n_jobs with joblib's default (process) backend: the chunk functions pickle."""
+    gray = _smooth_images(5, 40, 40, seed=12)
+    rgb = _smooth_images(5, 30, 20, channels=3, seed=13)
+    for est, imgs in [(DenseSIFT(16, step=8), gray), (LBPGrid(threshold=3), gray),
+                      (PatchColorSIFT(), rgb)]:
+        np.testing.assert_array_equal(est.fit_transform(imgs),
+                                      clone(est).set_params(n_jobs=2).fit_transform(imgs))
