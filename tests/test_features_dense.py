@@ -350,7 +350,7 @@ def test_process_workers_agree():
     """n_jobs with joblib's default (process) backend: the chunk functions pickle."""
     gray = _smooth_images(5, 40, 40, seed=12)
     rgb = _smooth_images(5, 30, 20, channels=3, seed=13)
-    for est, imgs in [(DenseSIFT(16, step=8), gray), (LBPGrid(threshold=3), gray),
+    for est, imgs in [(DenseSIFT(16, step=8, scales=(1, 0.5)), gray), (LBPGrid(threshold=3), gray),
                       (PatchColorSIFT(), rgb)]:
         np.testing.assert_array_equal(est.fit_transform(imgs),
                                       clone(est).set_params(n_jobs=2).fit_transform(imgs))
