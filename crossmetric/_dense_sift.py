@@ -13,6 +13,7 @@ from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
 from crossmetric._checks import check_choice, check_positive_int
+from crossmetric._image_folder import _check_size
 from crossmetric.features import _to_gray, check_images, to_unit_float
 
 __all__ = ["DenseSIFT"]
@@ -60,7 +61,7 @@ def sift_at(image_u8: np.ndarray, keypoints, sift=None) -> np.ndarray:
 
 
 def normalize_descriptors(desc: np.ndarray, how: str) -> np.ndarray:
-    """Normalise the last axis (128 values) of SIFT descriptors, in place where possible.
+    """Normalise the last axis (128 values) of SIFT descriptors.
 
     ``"l2"``: unit Euclidean norm (OpenCV's values are already normalised, clipped at 0.2 and
     quantised to 0-255 at a scale of 512; this removes the scale); ``"root"``: RootSIFT (unit
@@ -93,21 +94,6 @@ def resize_u8(image: np.ndarray, width: int, height: int) -> np.ndarray:
     shrink = width <= image.shape[1] and height <= image.shape[0]
     return cv2.resize(image, (width, height),
                       interpolation=cv2.INTER_AREA if shrink else cv2.INTER_LINEAR)
-
-
-def check_size_pair(value, name: str) -> tuple[int, int] | None:
-    """None or a pair of positive integers."""
-    if value is None:
-        return None
-    try:
-        a, b = (int(v) for v in value)
-        ok = a >= 1 and b >= 1 and all(float(v) == int(v) for v in value)
-    except (TypeError, ValueError):
-        ok = False
-    if not ok:
-        raise ValueError(f"{name} must be None or a pair of positive integers (width, height), "
-                         f"got {value!r}.")
-    return a, b
 
 
 def check_float_dtype(dtype) -> np.dtype:
@@ -247,7 +233,7 @@ class DenseSIFT(TransformerMixin, BaseEstimator):
         check_choice(self.normalize, "normalize", _NORMS)
         check_n_jobs(self.n_jobs)
         check_float_dtype(self.dtype)
-        base = check_size_pair(self.image_size, "image_size")
+        base = _check_size(self.image_size, "image_size")
         images = check_images(images)
         self.image_shape_ = images.shape[1:]
         width, height = base if base is not None else (images.shape[2], images.shape[1])
@@ -265,7 +251,7 @@ class DenseSIFT(TransformerMixin, BaseEstimator):
             raise ValueError(f"images have shape {images.shape[1:]} per image, but DenseSIFT "
                              f"was fitted on {self.image_shape_}.")
         fn = functools.partial(_dense_sift_rows,
-                               base=check_size_pair(self.image_size, "image_size"),
+                               base=_check_size(self.image_size, "image_size"),
                                sizes=self.scaled_sizes_, patch=self.patch_size, step=self.step,
                                normalize=self.normalize, dtype=np.dtype(self.dtype))
         return map_images(fn, images, self.n_jobs, self.n_features_out_, np.dtype(self.dtype))

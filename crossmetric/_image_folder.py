@@ -37,7 +37,8 @@ def _convert_labels(values: list[str]) -> np.ndarray:
     return np.array(values, dtype=str)
 
 
-def _check_size(size) -> tuple[int, int] | None:
+def _check_size(size, name: str = "size") -> tuple[int, int] | None:
+    """None or a pair of positive integers (width, height)."""
     if size is None:
         return None
     try:
@@ -49,7 +50,7 @@ def _check_size(size) -> tuple[int, int] | None:
     except (TypeError, ValueError):
         ok = False
     if not ok:
-        raise ValueError(f"size must be None or a pair of positive integers (width, height), "
+        raise ValueError(f"{name} must be None or a pair of positive integers (width, height), "
                          f"got {size!r}.")
     return w, h
 
