@@ -148,7 +148,7 @@ def _dense_sift_rows(images, base, sizes, patch, step, normalize, dtype):
 class DenseSIFT(TransformerMixin, BaseEstimator):
     """Dense SIFT: OpenCV SIFT descriptors on a regular grid of patches, at several scales.
 
-    The CML-AUC paper's face descriptor (cml-auc §V-A): the aligned 160 × 160 face and its
+    The CML-AUC paper's face descriptor (cml-auc §IV-A): the aligned 160 × 160 face and its
     rescales to 96 × 96 and 32 × 32, SIFT on 32 × 32 cells every 16 pixels on each, all
     concatenated: ``128 × (81 + 25 + 1) = 13,696`` features (then PCA).
 

@@ -144,7 +144,7 @@ class LBPGrid(TransformerMixin, BaseEstimator):
     * ``threshold=None``: LBP codes from scikit-image's ``local_binary_pattern`` (one histogram
       per cell and radius).
     * ``threshold=t`` (grey levels): local ternary patterns (Tan & Triggs 2010), the CMML
-      paper's face descriptor (cmml §4: uniform LTP on a grid, 9,440 features on CUFSF = 80
+      paper's face descriptor (cmml §4.1: uniform LTP on a grid, 9,440 features on CUFSF = 80
       cells × 2 × 59 codes). A neighbour ``t`` or more above the centre sets a bit of the *upper*
       code, one ``t`` or more below it a bit of the *lower* code; each gets its own histogram.
       Sampling as scikit-image (:func:`ternary_codes`).

@@ -120,7 +120,7 @@ class PatchColorSIFT(TransformerMixin, BaseEstimator):
 
     The hand-crafted person re-identification feature of Zhao, Ouyang & Wang (CVPR 2013,
     "unsupervised salience learning"; their released salience-matching code), which the GSM
-    paper (§5.4, Fig. 6) reduces to 400 dimensions on CUHK01 and CUHK03: ``patch_size ×
+    paper (§5.5 ablations, Fig. 6) reduces to 400 dimensions on CUHK01 and CUHK03: ``patch_size ×
     patch_size`` patches every ``step`` pixels (10 and 5 on 128 × 48 images: 24 × 8 patches),
     each described by
 

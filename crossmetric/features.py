@@ -5,13 +5,13 @@
   non-overlapping horizontal strips, every histogram L1-normalised, all concatenated.
 * :class:`HOG` -- scikit-image's histogram of oriented gradients, one image at a time.
 * :class:`DenseSIFT` -- OpenCV SIFT on a grid of patches at several scales (the CML-AUC paper's
-  face descriptor, cml-auc §V-A).
+  face descriptor, cml-auc §IV-A).
 * :class:`LBPGrid` -- histograms of LBP codes (scikit-image) or of local ternary pattern codes
-  (upper + lower, Tan & Triggs; the CMML paper's face descriptor, cmml §4) on a grid of cells,
+  (upper + lower, Tan & Triggs; the CMML paper's face descriptor, cmml §4.1) on a grid of cells,
   at one or several radii.
 * :class:`PatchColorSIFT` -- dense patches, each described by LAB colour histograms at three
   downsampling levels and SIFT in each LAB channel (Zhao et al. CVPR 2013, the hand-crafted
-  re-id feature of the GSM paper §5.4).
+  re-id feature of the GSM paper §5.5).
 
 The last three live in their own modules and are imported on first use (OpenCV is optional:
 ``pip install opencv-python-headless``, the ``images`` extra). All take uint8 images (values

@@ -110,7 +110,7 @@ def test_dense_sift_image_size_and_normalisations():
 def test_dense_sift_paper_dimensions():
     est = DenseSIFT(image_size=(160, 160)).fit(np.zeros((1, 250, 200), np.uint8))
     assert est.scaled_sizes_ == [(160, 160), (96, 96), (32, 32)]
-    assert est.n_features_out_ == 13696  # 128 x (81 + 25 + 1), cml-auc §V-A
+    assert est.n_features_out_ == 13696  # 128 x (81 + 25 + 1), cml-auc §IV-A
     flat = est.transform(np.full((1, 250, 200), 90, np.uint8))
     assert np.all(flat == 0)  # no gradient: zero descriptors, no NaN
 
