@@ -432,6 +432,8 @@ def _print_method_list() -> None:
         print(f"{'':10s} {spec.params}  -- {spec.note}")
         if spec.grid:
             print(f"{'':10s} --tune grid: {spec.grid}")
+        if spec.paper_grid:
+            print(f"{'':10s} --tune paper: {' then '.join(map(str, spec.paper_grid))}")
     print("\nsingle-modal learners on two views of different widths run on CCA-aligned views "
           "(shown as NAME-C)")
 
@@ -538,8 +540,9 @@ def cmd_benchmark(args) -> int:
         estimators[METHODS[name].display] = make_estimator(name)
         if METHODS[name].pca_components is not None:
             pca[METHODS[name].display] = METHODS[name].pca_components
-        if args.tune and METHODS[name].grid:
-            grids[METHODS[name].display] = METHODS[name].grid
+        grid = METHODS[name].search_grid(args.tune) if args.tune else None
+        if grid:
+            grids[METHODS[name].display] = grid
     if not estimators:
         raise CLIError("none of the requested methods is available.")
     _cap_components(estimators, dataset["X"], dataset.get("Y"))
@@ -586,7 +589,8 @@ def cmd_benchmark(args) -> int:
                 max_train_positives=args.max_train_positives, level=level,
                 pca_components=pca,
                 n_jobs=args.n_jobs, random_state=args.seed, progress=not args.no_progress,
-                on_error="record", param_grids=grids or None, tune_folds=args.tune_folds)
+                on_error="record", param_grids=grids or None, tune_folds=args.tune_folds,
+                tune_scoring=args.tune_scoring)
     except ValueError as exc:
         raise CLIError(_one_line(exc)) from None
     finally:
@@ -1060,11 +1064,16 @@ def build_parser() -> argparse.ArgumentParser:
     o.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     o.add_argument("--list", action="store_true",
                    help="list the methods (single- or cross-modal) and their settings")
-    r.add_argument("--tune", action="store_true",
-                   help="choose each method's hyper-parameters from its registry grid by "
-                        "inner cross-validation on every split's training objects (folds "
-                        "grouped by identity); costs (grid size x tune folds + 1) fits per "
-                        "split, so it is off by default")
+    r.add_argument("--tune", nargs="?", const="small", choices=("small", "paper"),
+                   help="choose each method's hyper-parameters by inner cross-validation on "
+                        "every split's training objects (folds grouped by identity): from its "
+                        "small registry grid (--tune), or from the selection its paper "
+                        "describes (--tune paper, searched stage by stage; recommended on real "
+                        "data); costs (grid size x tune folds + 1) fits per split, so it is "
+                        "off by default")
+    r.add_argument("--tune-scoring", choices=("auc", "rank1", "map"), default="auc",
+                   help="validation measure of --tune: pair AUC (default), or rank-1 / mAP "
+                        "of the validation identities (identification)")
     r.add_argument("--tune-folds", type=int, default=3,
                    help="inner cross-validation folds of --tune (default 3)")
     b.set_defaults(func=cmd_benchmark)

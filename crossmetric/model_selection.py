@@ -14,8 +14,18 @@ by inner cross-validation on the *objects* of one outer training split:
    outer protocols draw them;
 3. every candidate of ``param_grid`` (:class:`~sklearn.model_selection.ParameterGrid`) is fitted
    on the inner training pairs (after ``prepare``, the runner's per-split preprocessing -- PCA,
-   CCA -- refitted on the inner training pairs) and scored by the AUC of its validation pairs;
-4. the candidate with the best mean validation AUC wins (ties: the first in grid order).
+   CCA -- refitted on the inner training pairs) and scored on the validation side:
+   ``scoring="auc"`` by the ROC AUC of its validation pairs (verification), ``"rank1"`` /
+   ``"map"`` by the rank-1 rate / mean average precision of every validation object's first
+   modality against all validation objects' second modality (identification: the measure the
+   re-id and sketch papers report, and the one a pair AUC does not track when there are few
+   identities);
+4. the candidate with the best mean validation score wins (ties: the first in grid order).
+
+:func:`search_stages` runs several such searches one after the other, each with the winners of
+the stages before it fixed: the papers' sequential selections (CML-AUC §V-B: γ with μ = 1e-7,
+then μ with that γ). :data:`crossmetric.registry.METHODS` holds each learner's paper grid
+(``MethodSpec.paper_grid``), the one place where the papers' selections are written down.
 
 The function only ever receives the outer training objects, so the outer test objects cannot
 leak into the choice. :func:`crossmetric.protocols.run_protocols` calls it for every split when
@@ -35,10 +45,14 @@ from sklearn.model_selection import GroupKFold, ParameterGrid, StratifiedKFold
 from sklearn.utils import check_random_state
 
 from crossmetric._checks import check_positive_int
-from crossmetric.metrics import roc_auc
+from crossmetric.metrics import mean_average_precision, one_call_at_n, rank_accuracy, roc_auc
 from crossmetric.pairs import make_pairs
 
-__all__ = ["SearchResult", "object_folds", "inner_pair_splits", "search_params"]
+__all__ = ["SCORINGS", "SearchResult", "object_folds", "inner_pair_splits", "search_params",
+           "search_stages"]
+
+#: validation measures of :func:`search_params`
+SCORINGS = ("auc", "rank1", "map")
 
 
 @dataclass
@@ -50,14 +64,19 @@ class SearchResult:
     best_params : dict
         The chosen candidate.
     best_score : float
-        Its mean validation AUC.
+        Its mean validation score (``scoring``).
     candidates : list of dict
-        ``{"params", "mean_auc", "std_auc", "n_failed"}`` for every candidate, in grid order.
+        ``{"params", "mean_score", "std_score", "n_failed"}`` for every candidate, in grid
+        order (``"stage"`` too with :func:`search_stages`); ``mean_auc`` / ``std_auc`` repeat
+        the score under its former names when ``scoring="auc"``.
+    scoring : str
+        The validation measure (one of :data:`SCORINGS`).
     """
 
     best_params: dict
     best_score: float
     candidates: list = field(default_factory=list)
+    scoring: str = "auc"
 
 
 def object_folds(labels, n_splits: int = 3, *, group: str = "identity",
@@ -128,9 +147,24 @@ def _identity(X, Y, pairs, y, estimator):
     return X, Y
 
 
+def _validation_score(est, scoring: str, va_p: np.ndarray, va_y: np.ndarray, Xf, Yf,
+                      labels: np.ndarray, cross_modal: bool) -> float:
+    """One fitted candidate's score on its validation objects (see :func:`search_params`)."""
+    if scoring == "auc":
+        return roc_auc(va_y, -est.pair_distance(va_p))
+    rows = np.unique(va_p)          # the validation objects (their pairs span them all)
+    lab = labels[rows]
+    D = est.cross_distance(Xf[rows], (Yf if cross_modal else Xf)[rows])
+    # single-modal: each probe is also in the gallery and must not find itself (same_set)
+    if scoring == "rank1":
+        return (rank_accuracy(D, lab, lab, rank=1) if cross_modal
+                else one_call_at_n(D, lab, lab, 1, same_set=True))
+    return mean_average_precision(D, lab, lab, same_set=not cross_modal)
+
+
 def search_params(estimator, param_grid, X, Y, labels, *, n_splits: int = 3,
                   group: str = "identity", cross_modal: bool = True, n_negatives: int = 1,
-                  max_positives: int | None = 1000,
+                  max_positives: int | None = 1000, scoring: str = "auc",
                   prepare: Callable | None = None, random_state=None) -> SearchResult:
     """Choose ``estimator``'s parameters from ``param_grid`` by inner cross-validation.
 
@@ -152,6 +186,11 @@ def search_params(estimator, param_grid, X, Y, labels, *, n_splits: int = 3,
         Pairs join a row of ``X`` and a row of ``Y``; ``False``: single-modal pairs of ``X``.
     n_negatives, max_positives :
         Passed to :func:`crossmetric.pairs.make_pairs` on every side of every fold.
+    scoring : {"auc", "rank1", "map"}, default="auc"
+        Validation measure: ROC AUC of the validation pairs, or rank-1 / mAP of the validation
+        objects' ``X`` rows (probes) against their ``Y`` rows (gallery; ``cross_modal=False``:
+        against the other validation objects). Identification scores need every validation
+        identity to have an object on both sides, as the outer identification protocols do.
     prepare : callable, optional
         ``prepare(X, Y, train_pairs, train_y, estimator) -> (X', Y')``: preprocessing fitted on
         the inner training pairs (the runner's PCA / CCA steps), applied to all objects.
@@ -170,6 +209,9 @@ def search_params(estimator, param_grid, X, Y, labels, *, n_splits: int = 3,
     grid = list(ParameterGrid(param_grid))
     if not grid:
         raise ValueError("param_grid is empty.")
+    if scoring not in SCORINGS:
+        raise ValueError(f"scoring must be one of {', '.join(SCORINGS)}, got {scoring!r}.")
+    labels = np.asarray(labels)
     rng = check_random_state(random_state)
     prepare = prepare or _identity
     folds = inner_pair_splits(labels, n_splits, group=group, cross_modal=cross_modal,
@@ -190,22 +232,82 @@ def search_params(estimator, param_grid, X, Y, labels, *, n_splits: int = 3,
                     # the outer fit reports its own warnings; inner fits stay quiet
                     warnings.simplefilter("ignore")
                     est.fit(tr_p, tr_y)
-                    scores[c, f] = roc_auc(va_y, -est.pair_distance(va_p))
+                    scores[c, f] = _validation_score(est, scoring, va_p, va_y, Xf, Yf,
+                                                     labels, cross_modal)
             except (ValueError, np.linalg.LinAlgError) as exc:  # e.g. n_components too large
                 errors.setdefault(c, f"{type(exc).__name__}: {exc}")
     candidates = []
     for c, params in enumerate(grid):
         ok = np.isfinite(scores[c])
-        candidates.append({"params": params,
-                           "mean_auc": float(scores[c].mean()) if ok.all() else float("nan"),
-                           "std_auc": float(scores[c].std()) if ok.all() else float("nan"),
-                           "n_failed": int((~ok).sum())})
-    means = np.array([cd["mean_auc"] for cd in candidates])
+        mean = float(scores[c].mean()) if ok.all() else float("nan")
+        std = float(scores[c].std()) if ok.all() else float("nan")
+        cand = {"params": params, "mean_score": mean, "std_score": std,
+                "n_failed": int((~ok).sum())}
+        if scoring == "auc":
+            cand.update(mean_auc=mean, std_auc=std)
+        candidates.append(cand)
+    means = np.array([cd["mean_score"] for cd in candidates])
     if not np.isfinite(means).any():
         raise ValueError(f"every candidate of param_grid failed on some inner fold; first "
                          f"error: {next(iter(errors.values()), 'unknown')}")
     best = int(np.nanargmax(means))
-    return SearchResult(dict(grid[best]), float(means[best]), candidates)
+    return SearchResult(dict(grid[best]), float(means[best]), candidates, scoring)
+
+
+def search_stages(estimator, stages, X, Y, labels, *, random_state=None,
+                  **search_kw) -> SearchResult:
+    """:func:`search_params` over ``stages`` in turn, each stage's winner fixed for the next.
+
+    A paper that selects its parameters one after the other (CML-AUC §V-B: γ from
+    {0.1, …, 5} with μ = 1e-7, then μ from {1e-3, …, 1e-7} with that γ) is the list
+    ``[{"gamma": [...], "mu": [1e-7]}, {"mu": [...]}]``. Every stage uses the same inner folds
+    and pairs (one seed drawn from ``random_state``), so the stages compare like with like.
+
+    Parameters
+    ----------
+    estimator : pair learner
+    stages : dict or sequence of dict
+        One grid (a plain :func:`search_params`) or one grid per stage.
+    X, Y, labels :
+        The training objects only, as in :func:`search_params`.
+    random_state : int, RandomState or None
+    **search_kw
+        Passed to :func:`search_params` (``n_splits``, ``group``, ``scoring``, ...).
+
+    Returns
+    -------
+    SearchResult
+        ``best_params`` merges every stage's choice; ``best_score`` is the last stage's;
+        ``candidates`` lists every stage's candidates with their ``"stage"`` index.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from crossmetric import CCA
+    >>> from crossmetric.model_selection import search_stages
+    >>> rng = np.random.RandomState(0)
+    >>> labels = np.repeat(np.arange(12), 3)
+    >>> Z = rng.normal(size=(12, 4))[labels]
+    >>> X, Y = Z + 0.3 * rng.normal(size=Z.shape), Z @ rng.normal(size=(4, 5))
+    >>> res = search_stages(CCA(), [{"n_components": [1, 4]}, {"reg": [1e-3, 1e-1]}],
+    ...                     X, Y, labels, scoring="rank1", random_state=0)
+    >>> sorted(res.best_params), res.candidates[-1]["stage"]
+    (['n_components', 'reg'], 1)
+    """
+    stage_list = [stages] if isinstance(stages, Mapping) else list(stages)
+    if not stage_list:
+        raise ValueError("stages is empty.")
+    seed = int(check_random_state(random_state).randint(2**31 - 1))
+    chosen: dict = {}
+    candidates: list = []
+    result = None
+    for k, grid in enumerate(stage_list):
+        est = clone(estimator).set_params(**chosen)
+        result = search_params(est, grid, X, Y, labels, random_state=seed, **search_kw)
+        candidates += [{**cd, "params": {**chosen, **cd["params"]}, "stage": k}
+                       for cd in result.candidates]
+        chosen.update(result.best_params)
+    return SearchResult(chosen, result.best_score, candidates, result.scoring)
 
 
 def describe_choices(choices: list[Mapping]) -> str:

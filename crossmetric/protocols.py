@@ -448,8 +448,10 @@ def _run_split(name: str, estimator, X: np.ndarray, Y: np.ndarray, split: Split,
                  "warnings": sorted({w.category.__name__ for w in caught})}
     if tuned is not None:
         out["tuned"] = {"protocol": split.protocol, "split": split.index,
-                        "params": tuned.best_params, "cv_auc": tuned.best_score,
-                        "seconds": tune_seconds}
+                        "params": tuned.best_params, "scoring": tuned.scoring,
+                        "cv_score": tuned.best_score, "seconds": tune_seconds}
+        if tuned.scoring == "auc":
+            out["tuned"]["cv_auc"] = tuned.best_score
     if split.protocol == "verification":
         score = -est.pair_distance(split.test_pairs)
         out["measures"].update(M.verification_report(split.test_y, score, fpr=options["fpr"],
@@ -509,14 +511,14 @@ def _tune_split(est, X: np.ndarray, Y: np.ndarray, split: Split, options: dict):
     :func:`crossmetric.model_selection.search_params`, which redoes the preprocessing of
     :func:`_prepare_views` on each inner training side.
     """
-    from crossmetric.model_selection import search_params
+    from crossmetric.model_selection import search_stages
 
     tune = options["tune"]
     rows = np.unique(split.train_pairs)
-    return search_params(
+    return search_stages(
         est, tune["grid"], X[rows], Y[rows], options["labels"][rows],
         n_splits=tune["n_splits"], group=tune["group"], n_negatives=tune["n_negatives"],
-        max_positives=tune["max_positives"],
+        max_positives=tune["max_positives"], scoring=tune["scoring"],
         prepare=lambda Xa, Ya, p, y, e: _prepare_views(Xa, Ya, p, y, e, options),
         random_state=split.seed)
 
@@ -814,7 +816,8 @@ def run_protocols(estimators: Mapping, dataset: Mapping, *,
                   fpr: float = 1e-3,
                   fpr_range=(0.0, 0.1), n_jobs: int | None = None, random_state=0,
                   progress: bool = False, on_error: str = "raise",
-                  param_grids: Mapping | None = None, tune_folds: int = 3) -> BenchmarkResult:
+                  param_grids: Mapping | None = None, tune_folds: int = 3,
+                  tune_scoring: str = "auc") -> BenchmarkResult:
     """Run named estimators under the verification and identification protocols.
 
     Parameters
@@ -868,15 +871,20 @@ def run_protocols(estimators: Mapping, dataset: Mapping, *,
         tqdm progress bar over the (method, split) units.
     on_error : {"raise", "record"}, default="raise"
         ``"record"``: a failing method is reported in ``errors`` and left out of the table.
-    param_grids : mapping name -> grid, optional
-        Hyper-parameter search (:func:`crossmetric.model_selection.search_params`): for every
+    param_grids : mapping name -> grid or list of grids, optional
+        Hyper-parameter search (:func:`crossmetric.model_selection.search_stages`): for every
         split, the named estimators' parameters are chosen from their grid by ``tune_folds``-
         fold inner cross-validation on the split's training objects only -- folds grouped by
         identity when the outer split is by identity, else disjoint stratified sets of objects
-        (as ``split`` decides) -- and the winner is fitted on all training pairs. The choices
-        are in ``result.info["tuned"]`` (``{method: [{protocol, split, params, cv_auc,
-        seconds}]}``).
+        (as ``split`` decides) -- and the winner is fitted on all training pairs. A list of
+        grids is searched stage after stage, each stage's winner fixed for the next (the
+        papers' sequential selections, ``MethodSpec.paper_grid``). The choices are in
+        ``result.info["tuned"]`` (``{method: [{protocol, split, params, scoring, cv_score,
+        seconds}]}``, plus ``cv_auc`` when ``tune_scoring="auc"``).
     tune_folds : int, default=3
+    tune_scoring : {"auc", "rank1", "map"}, default="auc"
+        Validation measure of the search (:func:`crossmetric.model_selection.search_params`):
+        pair AUC, or identification rank-1 / mAP on the validation identities.
 
     Returns
     -------
@@ -954,14 +962,19 @@ def run_protocols(estimators: Mapping, dataset: Mapping, *,
         group = split if split != "auto" else ("identity" if n_ids >= max(20, 2 * n_folds)
                                                else "sample")
         tune_folds = check_positive_int(tune_folds, "tune_folds", minimum=2)
+        from crossmetric.model_selection import SCORINGS
+
+        if tune_scoring not in SCORINGS:
+            raise ValueError(f"tune_scoring must be one of {', '.join(SCORINGS)}, got "
+                             f"{tune_scoring!r}.")
         for name, grid in param_grids.items():
             if name not in estimators:
                 raise ValueError(f"param_grids names {name!r}, which is not in estimators.")
             if grid:
                 grids[name] = {"grid": grid, "n_splits": tune_folds, "group": group,
-                               "n_negatives": n_negatives,
+                               "n_negatives": n_negatives, "scoring": tune_scoring,
                                "max_positives": max_train_positives}
-        result.info["tuning"] = {"folds": tune_folds, "group": group,
+        result.info["tuning"] = {"folds": tune_folds, "group": group, "scoring": tune_scoring,
                                  "grids": {k: v["grid"] for k, v in grids.items()}}
     return _execute(result, estimators, X, Y, images, splits, base_options,
                     pca_components=pca_components, unequal_dims=unequal_dims, n_jobs=n_jobs,

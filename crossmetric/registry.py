@@ -57,6 +57,12 @@ class MethodSpec:
     in_default : bool
         Run by ``crossmetric benchmark`` without ``--methods`` (the other methods -- the
         papers' extra baselines -- run when named or with ``--methods all``).
+    paper_grid : tuple of dict
+        The selection the method's paper describes, searched by ``crossmetric benchmark --tune
+        paper`` and by the reproductions: one grid per stage, each stage's winner fixed for
+        the next (:func:`crossmetric.model_selection.search_stages`); empty: ``grid``. The
+        papers choose these on training data; here by inner cross-validation on the training
+        identities only.
     """
 
     name: str
@@ -67,6 +73,21 @@ class MethodSpec:
     pca_components: int | None = None
     grid: dict = field(default_factory=dict)
     in_default: bool = True
+    paper_grid: tuple = ()
+
+    def search_grid(self, which: str = "small"):
+        """The grid of ``--tune`` (``"small"``) or ``--tune paper`` (``"paper"``)."""
+        if which not in ("small", "paper"):
+            raise ValueError(f"which must be 'small' or 'paper', got {which!r}.")
+        if which == "paper" and self.paper_grid:
+            return list(self.paper_grid)
+        return self.grid
+
+
+#: CML-AUC §V-B: "γ was firstly tuned by fixing μ to a small value 10^-7 and selected from
+#: [0.1, 0.5, 1, 1.5, 2, 3, 4, 5]. Then γ was fixed and μ was selected from [10^-3 … 10^-7]".
+CMLAUC_PAPER_GRID = ({"gamma": [0.1, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 5.0], "mu": [1e-7]},
+                     {"mu": [1e-3, 1e-4, 1e-5, 1e-6, 1e-7]})
 
 
 METHODS: dict[str, MethodSpec] = {s.name: s for s in [
@@ -74,24 +95,31 @@ METHODS: dict[str, MethodSpec] = {s.name: s for s in [
                "untrained squared Euclidean distance (the floor)"),
     MethodSpec("pcca", "PCCA", "PCCA", {"n_components": 32},
                "linear PCCA, beta=3 (paper); 32 dims, to the plateau of the objective",
-               grid={"n_components": [8, 16, 32]}),
+               grid={"n_components": [8, 16, 32]},
+               # PCCA §3: "we estimate β and d' by cross validation"
+               paper_grid=({"n_components": [16, 32, 64], "beta": [1.0, 3.0]},)),
     MethodSpec("cmml", "CMML", "CMML", {"n_components": 30},
                "linear CMML, 30 dims and beta=3 (paper); to the plateau of the objective (a "
                "300-iteration cap ended 20/20 default-benchmark fits unconverged)",
-               grid={"n_components": [10, 20, 30]}),
+               grid={"n_components": [10, 20, 30]},
+               # CMML Figs. 4-7: the latent dimension (β = 3 "for all the experiments")
+               paper_grid=({"n_components": [10, 20, 30, 50, 100]},)),
     MethodSpec("cmlauc", "CML_AUC", "CMLAUC", {},
                "full AUC window on PCA-32 views (the paper reduces features by PCA first); "
                "Algorithm 1 with its defaults: all pairs in every batch (the paper's s1 = s2 "
                "= 1), whitened views, stops on the full objective (about 50 iterations here)",
                pca_components=32,
-               grid={"gamma": [0.1, 1.0, 4.0], "mu": [1e-5, 1e-3]}),
+               grid={"gamma": [0.1, 1.0, 4.0], "mu": [1e-5, 1e-3]},
+               paper_grid=CMLAUC_PAPER_GRID),
     MethodSpec("cmlpauc", "CML_pAUC", "CMLAUC", {"fpr_range": (0.0, 0.1)},
                "pAUC window [0, 0.1] (paper) on PCA-32 views; otherwise as cmlauc",
                pca_components=32,
-               grid={"gamma": [0.1, 1.0, 4.0], "mu": [1e-5, 1e-3]}),
+               grid={"gamma": [0.1, 1.0, 4.0], "mu": [1e-5, 1e-3]},
+               paper_grid=CMLAUC_PAPER_GRID),
     MethodSpec("mahaauc", "Maha_AUC", "MahaAUC", {"n_components": 32},
                "single-modal AUC metric (on the CCA views); Algorithm 1 with its defaults",
-               grid={"gamma": [0.1, 1.0, 4.0], "mu": [1e-5, 1e-3]}),
+               grid={"gamma": [0.1, 1.0, 4.0], "mu": [1e-5, 1e-3]},
+               paper_grid=CMLAUC_PAPER_GRID),
     MethodSpec("ldml", "LDML", "LDML", {"n_components": 32},
                "low-rank LDML, 32 dims; L-BFGS to the plateau of the objective",
                grid={"n_components": [8, 16, 32]}),
@@ -103,7 +131,9 @@ METHODS: dict[str, MethodSpec] = {s.name: s for s in [
                "generalized similarity on fixed features; 32 dims; Adam until the objective "
                "stops decreasing (about 220 epochs on digits; the default cap of 100 epochs "
                "ended every benchmark fit with a ConvergenceWarning)",
-               grid={"mu": [1e-4, 1e-3, 1e-2]}),
+               grid={"mu": [1e-4, 1e-3, 1e-2]},
+               # GSM §5.5 (i): the reduced dimension, then the weight μ of eq. (7)
+               paper_grid=({"n_components": [16, 32, 64]}, {"mu": [1e-5, 1e-4, 1e-3, 1e-2]})),
     MethodSpec("deepgsm", "DeepGSM", "DeepGSM",
                {"hidden_units": 64, "n_identities": 10, "n_images_x": 4, "n_images_y": 4,
                 "optimizer": "adam", "learning_rate": 3e-3, "lr_schedule": "plateau",
@@ -120,7 +150,9 @@ METHODS: dict[str, MethodSpec] = {s.name: s for s in [
     MethodSpec("cca", "CCA", "CCA", {"n_components": 10},
                "CCA common space, 10 components (closed form, ridge 1e-3 of the mean "
                "eigenvalue)",
-               grid={"n_components": [5, 10, 20]}),
+               grid={"n_components": [5, 10, 20]},
+               # CMML §4: "For CCA and CDFE the regularization parameters are cross-validated"
+               paper_grid=({"n_components": [10, 20, 32, 64], "reg": [1e-3, 1e-2, 1e-1]},)),
     MethodSpec("pls", "PLS", "PLS", {"n_components": 10},
                "PLS common space, 10 components",
                grid={"n_components": [5, 10, 20]}),
@@ -129,7 +161,8 @@ METHODS: dict[str, MethodSpec] = {s.name: s for s in [
                grid={"reg": [0.01, 0.1, 1.0], "n_components": [10, 20]}),
     MethodSpec("cdfe", "CDFE", "CDFE", {"n_components": 10},
                "common discriminant feature extraction, 10 components",
-               grid={"n_components": [5, 10, 20]}),
+               grid={"n_components": [5, 10, 20]},
+               paper_grid=({"n_components": [10, 20, 32, 64], "reg": [1e-3, 1e-2, 1e-1]},)),
     MethodSpec("kissme", "KISSME", "KISSME", {},
                "KISS metric (single-modal)",
                grid={"n_components": [8, 16, None]}),

@@ -12,6 +12,7 @@ from crossmetric.model_selection import (
     inner_pair_splits,
     object_folds,
     search_params,
+    search_stages,
 )
 from crossmetric.protocols import run_protocols, verification_splits
 
@@ -105,7 +106,65 @@ def test_search_reports_failing_candidates_and_rejects_empty_grid():
         search_params(CCA(), [], X, Y, labels)
 
 
-def test_benchmark_tuning_never_sees_a_test_object():
+@pytest.mark.parametrize("scoring", ["rank1", "map"])
+def test_identification_scoring_is_the_validation_identities_rank_measure(scoring):
+    """rank1 / mAP: every validation object's X row against all validation objects' Y rows,
+    computed here directly from the same folds."""
+    from crossmetric.metrics import mean_average_precision, rank_accuracy
+
+    X, Y, labels = make_data(n_ids=24, per_id=2, dy=5)
+    res = search_params(SpyLearner(), {"scale": [0.2, 1.0]}, X, X + 0.3 * Y, labels,
+                        n_splits=3, scoring=scoring, random_state=0)
+    folds = inner_pair_splits(labels, 3, random_state=np.random.RandomState(0))
+    for cand in res.candidates:
+        scale = cand["params"]["scale"]
+        expected = []
+        for _, _, va_p, _ in folds:
+            rows = np.unique(va_p)
+            D = ((X[rows, None, :] - scale * (X + 0.3 * Y)[None, rows, :]) ** 2).sum(-1)
+            lab = labels[rows]
+            expected.append(rank_accuracy(D, lab, lab) if scoring == "rank1"
+                            else mean_average_precision(D, lab, lab))
+        assert cand["mean_score"] == pytest.approx(np.mean(expected), abs=1e-12)
+        assert "mean_auc" not in cand
+    assert res.scoring == scoring
+    assert res.best_params == {"scale": 1.0}
+    with pytest.raises(ValueError, match="scoring must be one of auc, rank1, map"):
+        search_params(SpyLearner(), {"scale": [1.0]}, X, X, labels, scoring="accuracy")
+
+
+def test_single_modal_rank1_scoring_never_counts_the_probe_itself():
+    """Single-modal validation: a probe is in its own gallery; finding itself is no hit."""
+    X, _, labels = make_data(n_ids=24, per_id=2)
+    res = search_params(SpyLearner(), {"scale": [1.0]}, X, X, labels, n_splits=3,
+                        cross_modal=False, scoring="rank1", random_state=0)
+    assert 0.0 < res.best_score < 1.0      # each object finding itself would give exactly 1
+
+
+def test_search_stages_fixes_each_winner_for_the_next_stage():
+    from crossmetric.baselines import CCA
+
+    X, Y, labels = make_data(n_ids=24, per_id=3, dy=5)
+    stages = [{"n_components": [1, 2]}, {"reg": [1e-3, 10.0]}]
+    res = search_stages(CCA(), stages, X, Y, labels, scoring="rank1", random_state=0)
+    seed = int(np.random.RandomState(0).randint(2**31 - 1))
+    first = search_params(CCA(), stages[0], X, Y, labels, scoring="rank1", random_state=seed)
+    second = search_params(CCA(**first.best_params), stages[1], X, Y, labels,
+                           scoring="rank1", random_state=seed)
+    assert res.best_params == {**first.best_params, **second.best_params}
+    assert res.best_score == second.best_score
+    assert [c["stage"] for c in res.candidates] == [0, 0, 1, 1]
+    assert [c["mean_score"] for c in res.candidates] == [
+        c["mean_score"] for c in first.candidates + second.candidates]
+    # stage 1's candidates carry stage 0's winner
+    assert all(c["params"]["n_components"] == first.best_params["n_components"]
+               for c in res.candidates[2:])
+    with pytest.raises(ValueError, match="stages is empty"):
+        search_stages(CCA(), [], X, Y, labels)
+
+
+@pytest.mark.parametrize("scoring", ["auc", "rank1"])
+def test_benchmark_tuning_never_sees_a_test_object(scoring):
     """Leak test: every row the tuned learner is fitted on -- in the search and in the final
     fit -- belongs to the split's training objects."""
     X, Y, labels = make_data(n_ids=40, per_id=3, dy=5)
@@ -115,11 +174,14 @@ def test_benchmark_tuning_never_sees_a_test_object():
     SpyLearner.seen = []
     res = run_protocols({"spy": SpyLearner()}, {"X": Xt, "Y": Yt, "labels": labels},
                         protocols=("verification",), n_folds=4, random_state=0,
-                        param_grids={"spy": {"scale": [0.5, 1.0]}}, tune_folds=3)
+                        param_grids={"spy": {"scale": [0.5, 1.0]}}, tune_folds=3,
+                        tune_scoring=scoring)
     splits = verification_splits(labels, 4, random_state=np.random.RandomState(0))
     tuned = res.info["tuned"]["spy"]
     assert len(tuned) == 4 and all(t["params"]["scale"] in (0.5, 1.0) for t in tuned)
     assert res.info["tuning"]["group"] == "identity"
+    assert res.info["tuning"]["scoring"] == scoring
+    assert all(t["scoring"] == scoring for t in tuned)
     # 4 outer splits x (3 inner folds x 2 candidates + 1 final fit)
     assert len(SpyLearner.seen) == 4 * (3 * 2 + 1)
     per_split = len(SpyLearner.seen) // 4
@@ -182,3 +244,29 @@ def test_cli_benchmark_tune_reports_choices(tmp_path, capsys):
     assert "Euclidean-C" not in info["tuned"]
     assert main(["benchmark", "--tune-folds", "1"]) == 2
     assert "--tune-folds must be >= 2" in capsys.readouterr().err
+
+
+def test_cli_benchmark_tune_paper_runs_the_paper_stages(tmp_path, capsys):
+    """``--tune paper`` searches the registry's paper grid stage by stage, here CML-AUC's
+    γ-then-μ selection (§V-B), scored by rank-1 on the validation identities."""
+    import json
+
+    from crossmetric.cli import main
+    from crossmetric.registry import CMLAUC_PAPER_GRID, METHODS
+
+    assert METHODS["cmlauc"].search_grid("paper") == list(CMLAUC_PAPER_GRID)
+    assert METHODS["euclidean"].search_grid("paper") == {}
+    with pytest.raises(ValueError, match="which must be"):
+        METHODS["cca"].search_grid("large")
+    rc = main(["benchmark", "--methods", "cca", "--protocol", "identification",
+               "--repeats", "1", "--tune", "paper", "--tune-scoring", "rank1",
+               "--tune-folds", "2", "--out", str(tmp_path), "--no-progress", "--n-jobs", "1"])
+    assert rc == 0
+    info = json.loads((tmp_path / "results.json").read_text())["info"]
+    assert info["tuning"]["scoring"] == "rank1"
+    assert info["tuning"]["grids"]["CCA"] == [
+        {"n_components": [10, 20, 32, 64], "reg": [1e-3, 1e-2, 1e-1]}]
+    (run,) = info["tuned"]["CCA"]
+    assert run["scoring"] == "rank1" and 0.0 <= run["cv_score"] <= 1.0
+    assert set(run["params"]) == {"n_components", "reg"}
+    assert main(["benchmark", "--tune", "huge"]) == 2
