@@ -1107,3 +1107,9 @@ def evaluate_rank(distance, q_pids, g_pids, q_camids=None, g_camids=None, *,
 
 
 __all__ += ["evaluate_rank"]
+
+
+# re-ranking lives in its own module; its public functions are part of this namespace (API.md)
+from crossmetric.reranking import query_expansion, re_ranking  # noqa: E402
+
+__all__ += ["re_ranking", "query_expansion"]
