@@ -131,3 +131,94 @@ def test_query_expansion_is_the_mean_with_the_top_k():
                                (Q[0] + G[:3].sum(axis=0)) / 4)
     with pytest.raises(ValueError, match="same number of columns"):
         M.query_expansion(Q, G[:, :2])
+
+
+# ------------------------------------------------------- as options of the re-id protocols
+pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+
+def _fitted_pcca():
+    from crossmetric import PCCA
+    from crossmetric.datasets import make_cross_modal
+    from crossmetric.pairs import make_pairs
+
+    d = make_cross_modal(120, n_classes=12, n_features_x=6, n_features_y=6, random_state=0)
+    pairs, y = make_pairs(d.labels, None, random_state=0)
+    est = PCCA(n_components=3, max_iter=30, preprocessor=d.X, random_state=0).fit(pairs, y)
+    est.set_params(preprocessor=None)
+    return est, d
+
+
+def test_refine_distances_on_a_model_equals_the_plain_functions():
+    from crossmetric.reid import refine_distances
+
+    est, d = _fitted_pcca()
+    Q, G = d.X[:30], d.X[30:]
+    FQ, FG = est.transform_x(Q), est.transform_y(G)
+    sq = lambda A, B: euclidean_distances(A, B, squared=True)  # noqa: E731
+    np.testing.assert_allclose(refine_distances(est, Q, G, re_rank={"k1": 8}),
+                               M.re_ranking(sq(FQ, FG), sq(FQ, FQ), sq(FG, FG), k1=8))
+    FQe = M.query_expansion(FQ, FG, 3)
+    np.testing.assert_allclose(refine_distances(est, Q, G, query_expansion=3), sq(FQe, FG))
+    np.testing.assert_allclose(refine_distances(est, Q, G), est.cross_distance(Q, G),
+                               atol=1e-8)
+    with pytest.raises(ValueError, match="re_rank"):
+        refine_distances(est, Q, G, re_rank={"k3": 1})
+
+
+def test_refine_distances_refuses_a_cross_modal_score():
+    from crossmetric import GSM
+    from crossmetric.pairs import make_pairs
+    from crossmetric.reid import refine_distances
+
+    rng = np.random.RandomState(0)
+    X, Y, lab = rng.rand(40, 5), rng.rand(40, 4), np.arange(40) % 8
+    pairs, y = make_pairs(lab, lab, random_state=0)
+    gsm = GSM(n_components=2, preprocessor=(X, Y), random_state=0).fit(pairs, y)
+    with pytest.raises(ValueError, match="query_expansion needs"):
+        refine_distances(gsm, X, Y, query_expansion=2)
+    with pytest.raises(ValueError, match="re_rank needs"):
+        refine_distances(gsm, X, Y, re_rank=True)
+
+
+def test_evaluate_reid_and_run_protocols_options():
+    from crossmetric import PCCA
+    from crossmetric.datasets import make_cross_modal
+    from crossmetric.protocols import run_protocols
+    from crossmetric.reid import evaluate_reid, refine_distances, reid_splits
+
+    d = make_cross_modal(160, n_classes=20, n_features_x=6, n_features_y=6, random_state=0)
+    split = reid_splits(d.labels, n_test=10, n_splits=1, random_state=0)[0]
+    plain = evaluate_reid(None, d.X, d.labels, split, max_rank=20)
+    rr = evaluate_reid(None, d.X, d.labels, split, max_rank=20, re_rank={"k1": 6, "k2": 2})
+    D = refine_distances(None, d.X[split.probe_rows], d.X[split.gallery_rows],
+                         re_rank={"k1": 6, "k2": 2})
+    pl, gl = d.labels[split.probe_rows], d.labels[split.gallery_rows]
+    np.testing.assert_allclose(rr["cmc"], M.cmc(D, pl, gl, max_rank=10))
+    assert rr["map"] == pytest.approx(M.evaluate_rank(D, pl, gl)["map"])
+    assert rr["map"] != pytest.approx(plain["map"])
+    kw = dict(protocols=("identification",), n_repeats=1, random_state=0)
+    a = run_protocols({"PCCA": PCCA(n_components=3, max_iter=20)}, d, **kw)
+    b = run_protocols({"PCCA": PCCA(n_components=3, max_iter=20)}, d, re_rank=True,
+                      query_expansion=2, **kw)
+    assert not a.errors and not b.errors
+    assert a.value("PCCA", "map") != b.value("PCCA", "map")
+    with pytest.raises(ValueError, match="query_expansion"):
+        run_protocols({"PCCA": PCCA()}, d, query_expansion=0, **kw)
+
+
+def test_index_search_re_rank():
+    pytest.importorskip("faiss")
+    from crossmetric.reid import refine_distances
+    from crossmetric.retrieval import Index
+
+    rng = np.random.RandomState(0)
+    G, Q = rng.rand(40, 4).astype(np.float32), rng.rand(6, 4).astype(np.float32)
+    index = Index().add(G, ids=np.arange(100, 140))
+    D, ids = index.search(Q, 5, re_rank={"k1": 6})
+    R = refine_distances(None, Q, G, re_rank={"k1": 6})
+    np.testing.assert_array_equal(ids, np.argsort(R, axis=1, kind="stable")[:, :5] + 100)
+    np.testing.assert_allclose(D, np.sort(R, axis=1)[:, :5], atol=1e-5)
+    D, ids = index.search(Q, 45, re_rank=True)
+    assert D.shape == (6, 45) and (ids[:, 40:] == -1).all() and np.isinf(D[:, 40:]).all()
+    with pytest.raises(ValueError, match="kind='flat'"):
+        Index(kind="ivf", nlist=2).add(G).search(Q, 3, re_rank=True)
