@@ -1282,6 +1282,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--deepgsm-members", type=int, default=None,
                    help="pku-sketch: DeepGSM seeds averaged (default 2; 1: the single model "
                         "only, half the time)")
+    r.add_argument("--show-ranks", type=int, default=None, metavar="N",
+                   help="pku-sketch: write the first split's rank lists of N sketches "
+                        "(ranks.html, ranks_<method>.png in --out)")
     r.set_defaults(func=cmd_reproduce)
     return p
 
@@ -1322,6 +1325,13 @@ def cmd_reproduce(args) -> int:
         if args.name != "pku-sketch":
             raise CLIError("--deepgsm-members: only pku-sketch trains DeepGSM")
         extra["deepgsm_members"] = args.deepgsm_members
+    if args.show_ranks is not None:
+        if args.name != "pku-sketch":
+            raise CLIError("--show-ranks: only pku-sketch draws rank lists (it keeps the "
+                           "images of its test persons)")
+        if args.show_ranks < 1:
+            raise CLIError(f"--show-ranks must be >= 1, got {args.show_ranks}")
+        extra["show_ranks"] = args.show_ranks
     out = args.out or os.path.join("crossmetric-reproduce", args.name)
     result = run_reproduction(args.name, args.data_home, n_splits=args.splits, out=out,
                               seed=args.seed, verbose=not args.quiet, n_jobs=args.n_jobs,

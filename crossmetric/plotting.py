@@ -360,9 +360,11 @@ def plot_rank_lists(query_images, gallery_images, distance, q_labels, g_labels, 
                          f"column of distance {np.shape(distance)}, got {len(query_images)} "
                          f"and {len(gallery_images)}.")
     n, kk = order.shape
-    fig = Figure(figsize=(1.0 * (kk + 1) + 0.3, 2.1 * n + (0.4 if title else 0.0)), dpi=100)
+    height = 2.1 * n + (0.4 if title else 0.0)
+    fig = Figure(figsize=(1.0 * (kk + 1) + 0.3, height), dpi=100)
     FigureCanvasAgg(fig)
-    grid = fig.add_gridspec(n, kk + 1, wspace=0.08, hspace=0.35)
+    grid = fig.add_gridspec(n, kk + 1, wspace=0.08, hspace=0.35,
+                            top=1.0 - (0.55 if title else 0.2) / height, bottom=0.1 / height)
     for i, q in enumerate(qs):
         cells = [(query_images[q], f"query\nid {ql[q]}", QUERY_COLOR, None)]
         cells += [(gallery_images[g], f"{r + 1}. id {gl[g]}", MATCH_COLOR if ok else MISS_COLOR,
@@ -378,7 +380,7 @@ def plot_rank_lists(query_images, gallery_images, distance, q_labels, g_labels, 
             ax.set_title(label, fontsize=7, pad=2)
             ax.match = ok
     if title:
-        fig.suptitle(title, fontsize=10)
+        fig.suptitle(title, fontsize=10, y=1.0 - 0.1 / height)
     if path is not None:
         save_figure(fig, path)
     return fig

@@ -101,3 +101,28 @@ def test_bad_input(tmp_path):
         write_rank_html(tmp_path / "x.html", np.zeros((2, 4, 4)), np.zeros((2, 4, 4)), D,
                         [0, 1], [0, 1, 2])
     assert not os.path.exists(tmp_path / "x.html")
+
+
+def test_reproduction_rank_lists_are_written(tmp_path):
+    from crossmetric.reproduce import ReproductionResult, _rank_lists
+
+    rng = np.random.RandomState(2)
+    D, q_ids, g_ids, q_img, g_img = _data(rng)
+    res = ReproductionResult("pku-sketch", "test")
+    assert _rank_lists(res, str(tmp_path)) == []
+    res.rank_lists = {"images_q": q_img, "images_g": g_img, "ids_q": q_ids, "ids_g": g_ids,
+                      "n": 2, "distances": {"Euclidean (HOG)": D, "GSM": -D}}
+    files = _rank_lists(res, str(tmp_path))
+    assert [os.path.basename(f) for f in files] == ["ranks.html", "ranks_euclidean_hog.png",
+                                                     "ranks_gsm.png"]
+    p = _Collect()
+    p.feed(open(files[0], encoding="utf-8").read())
+    assert len(p.imgs) == 2 * 2 * 11
+    assert all(s.startswith("data:") for s, _ in p.imgs)
+
+
+def test_reproduce_show_ranks_only_for_pku(capsys):
+    from crossmetric.cli import main
+
+    assert main(["reproduce", "pcca-viper", "--show-ranks", "3"]) == 2
+    assert "only pku-sketch" in capsys.readouterr().err
