@@ -973,15 +973,22 @@ def _block_reid_measures(D: np.ndarray, rel: np.ndarray, valid: np.ndarray, max_
         order = np.lexsort((key, D), axis=1)
     ds = np.take_along_axis(D, order, axis=1)
     rs = np.take_along_axis(rel, order, axis=1)
-    if ties != "expected":  # every position its own group
-        ds = np.broadcast_to(np.arange(ds.shape[1], dtype=float), ds.shape)
-    o, n, r, c = _tie_groups(ds, rs)
     b, n_g = ds.shape
     R = rs.sum(axis=1)
     ok = R > 0
     rows = np.arange(b)
     first = np.argmax(rs, axis=1)
     lastp = n_g - 1 - np.argmax(rs[:, ::-1], axis=1)
+    t = np.arange(n_g)[None, :]
+    if ties != "expected" or not np.any((ds[:, 1:] == ds[:, :-1]) & np.isfinite(ds[:, 1:])):
+        # one order (no ties among valid items, or ties broken by the sort): plain counts
+        curve = (first[:, None] < np.arange(1, max_rank + 1)[None, :]).astype(float)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            ap = np.where(ok, np.sum(rs * np.cumsum(rs, axis=1) / (t + 1.0), axis=1)
+                          / np.maximum(R, 1), np.nan)
+        inp = np.where(ok, R / (lastp + 1.0), np.nan)
+        return curve[ok], ap, inp
+    o, n, r, c = _tie_groups(ds, rs)
     # CMC: P(first true match at rank <= k) = 1 - C(n - r, m) / C(n, m), m = k - o, within the
     # first group holding a true match (o items before it, n items, r of them true)
     fo, fn, fr = (a[rows, first][:, None].astype(float) for a in (o, n, r))
@@ -992,7 +999,6 @@ def _block_reid_measures(D: np.ndarray, rel: np.ndarray, valid: np.ndarray, max_
     curve = np.where(m <= 0, 0.0, 1.0 - miss)
     # AP: E[sum over true matches of precision] / R; a true match at place p of its group has
     # 1 + (p - 1)(r - 1)/(n - 1) expected true matches at or before it within the group
-    t = np.arange(n_g)[None, :]
     p = t - o + 1
     within = np.where(n > 1, (p - 1) * (r - 1) / np.maximum(n - 1, 1), 0.0)
     ap = np.sum((r / n) * (c + 1.0 + within) / (t + 1.0), axis=1)
