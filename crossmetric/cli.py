@@ -763,36 +763,67 @@ def _validate_evaluate(args) -> tuple[bool, bool]:
         raise CLIError(f"--fpr must be in (0, 1), got {args.fpr}.")
     _parse_ranks(args.ranks)
     _check_output_file(args.scores, "--scores", (".csv", ".npy"))
+    if args.query_expansion is not None and args.query_expansion < 1:
+        raise CLIError(f"--query-expansion must be >= 1, got {args.query_expansion}.")
+    refine = args.re_rank or args.query_expansion is not None
+    if not ident and (args.same_set or refine or args.show_ranks):
+        raise CLIError("--same-set, --re-rank, --query-expansion and --show-ranks apply to "
+                       "identification: give --probe-labels and --gallery-labels.")
+    if args.show_ranks is not None:
+        if args.show_ranks < 1:
+            raise CLIError(f"--show-ranks must be >= 1, got {args.show_ranks}.")
+        if args.top_k < 1:
+            raise CLIError(f"--top-k must be >= 1, got {args.top_k}.")
+        _check_output_file(args.ranks_out, "--ranks-out", (".html",))
     if args.scores is not None and verif and args.scores.lower().endswith(".npy"):
         raise CLIError("--scores: verification scores are written as .csv (i,j,label,"
                        "distance,score).")
     return verif, ident
 
 
-def _identification(est, X: np.ndarray, G: np.ndarray, pl, gl, ranks, scores_path):
+def _identification(est, X: np.ndarray, G: np.ndarray, pl, gl, ranks, scores_path, *,
+                    same_set: bool = False, re_rank: bool = False,
+                    query_expansion: int | None = None):
     """CMC / rank-r / mAP of probes X against gallery G; blockwise when the model embeds
-    in a squared-Euclidean space, else through the (chunked) cross_distance matrix."""
+    in a squared-Euclidean space, else through the (chunked) cross_distance matrix.
+
+    ``same_set``: the gallery is the probe set (row i = item i) and each probe's own item is
+    left out of its ranking. ``re_rank`` / ``query_expansion``: the distances are refined
+    first (:func:`crossmetric.reid.refine_distances`). Returns the report and the distance
+    matrix (None on the blockwise path)."""
     from crossmetric import metrics as M
 
     max_rank = max(20, max(ranks))
+    refine = re_rank or query_expansion is not None
     l2 = False
     try:
         from crossmetric.retrieval import _uses_l2_score
 
-        l2 = _uses_l2_score(est) and scores_path is None
+        l2 = _uses_l2_score(est) and scores_path is None and not refine
     except ImportError:
         pass
+    D = None
     if l2:
         rep = M.identification_report(est.transform_x(X), est.transform_y(G), pl, gl,
-                                      max_rank=max_rank, ranks=ranks)
+                                      max_rank=max_rank, ranks=ranks, same_set=same_set)
     else:
-        D = est.cross_distance(X, G)
-        curve = M.cmc(D, pl, gl, max_rank=max_rank)
+        if refine:
+            from crossmetric.reid import refine_distances
+
+            D = refine_distances(est, X, G, re_rank=re_rank, query_expansion=query_expansion)
+        else:
+            D = est.cross_distance(X, G)
+        if same_set:  # the probe's own item is left out (the metrics' same_set)
+            curve = np.array([M.one_call_at_n(D, pl, gl, r, same_set=True)
+                              for r in range(1, max_rank + 1)])
+        else:
+            curve = M.cmc(D, pl, gl, max_rank=max_rank)
         rep = {"cmc": curve}
         for r in ranks:
             rep[f"rank{r}"] = float(curve[min(r, curve.size) - 1])
-        rep["map"] = M.mean_average_precision(D, pl, gl)
-        rep["nn_accuracy"] = M.nearest_neighbor_accuracy(D, pl, gl)
+        rep["map"] = M.mean_average_precision(D, pl, gl, same_set=same_set)
+        if not same_set:
+            rep["nn_accuracy"] = M.nearest_neighbor_accuracy(D, pl, gl)
         if scores_path is not None:
             if scores_path.lower().endswith(".npy"):
                 np.save(scores_path, D)
@@ -805,7 +836,61 @@ def _identification(est, X: np.ndarray, G: np.ndarray, pl, gl, ranks, scores_pat
                                       for j in range(D.shape[1]))
     rep["cmc"] = np.asarray(rep["cmc"]).tolist()
     rep["n_probes"], rep["n_gallery"] = int(X.shape[0]), int(G.shape[0])
-    return rep
+    rep["same_set"], rep["re_rank"] = bool(same_set), bool(re_rank)
+    rep["query_expansion"] = query_expansion
+    return rep, D
+
+
+def _load_pictures(path: str, what: str) -> np.ndarray:
+    """Pictures for --show-ranks: a .npy array (n, h, w) or (n, h, w, 1 | 3 | 4)."""
+    if not path.lower().endswith(".npy") or not os.path.isfile(path):
+        raise CLIError(f"{what}: expected an existing .npy file of images, got {path!r}.")
+    try:
+        arr = np.load(path, allow_pickle=False)
+    except (ValueError, OSError) as exc:
+        raise CLIError(f"{what}: {path!r} could not be read as .npy ({_one_line(exc)}).") \
+            from None
+    if arr.dtype.kind not in "uif" or not (arr.ndim == 3 or (arr.ndim == 4 and
+                                                             arr.shape[3] in (1, 3, 4))):
+        raise CLIError(f"{what}: expected numeric images of shape (n, h, w) or (n, h, w, 3), "
+                       f"got {arr.dtype} {arr.shape}.")
+    return arr
+
+
+def _show_ranks(args, est, X, G, pl, gl, D, images: bool) -> list[str]:
+    """``--show-ranks N``: the rank lists of the first N probes as HTML (+ PNG beside)."""
+    from crossmetric import plotting
+    from crossmetric.ranklists import write_rank_html
+
+    if images:
+        q_img, g_img = X, G
+    else:
+        if args.probe_images is None:
+            raise CLIError("--show-ranks: the model takes features, so give the pictures: "
+                           "--probe-images FILE.npy (and --gallery-images unless the gallery "
+                           "is the probe set).")
+        q_img = _load_pictures(args.probe_images, "--probe-images")
+        g_img = (_load_pictures(args.gallery_images, "--gallery-images")
+                 if args.gallery_images else q_img)
+    if len(q_img) != X.shape[0] or len(g_img) != G.shape[0]:
+        raise CLIError(f"--show-ranks: {len(q_img)} probe and {len(g_img)} gallery images "
+                       f"for {X.shape[0]} probes and {G.shape[0]} gallery rows.")
+    n = min(args.show_ranks, X.shape[0])
+    sel = np.arange(n)
+    rows = np.array(D[:n], dtype=float) if D is not None else np.asarray(
+        est.cross_distance(X[:n], G), dtype=float)
+    k = args.top_k
+    if args.same_set:  # own item after everything else, and never listed
+        rows[sel, sel] = rows.max() + 1.0 + abs(rows.max())
+        k = min(k, G.shape[0] - 1)
+    html_path = args.ranks_out
+    png_path = os.path.splitext(html_path)[0] + ".png"
+    title = f"{os.path.basename(args.model)}: top {k} of the first {n} probes"
+    write_rank_html(html_path, q_img[:n], g_img, rows, pl[:n], gl, k=k, n_queries=n,
+                    title=title)
+    plotting.plot_rank_lists(q_img[:n], g_img, rows, pl[:n], gl, k=k, n_queries=n,
+                             title=title, path=png_path)
+    return [html_path, png_path]
 
 
 def cmd_evaluate(args) -> int:
@@ -825,6 +910,9 @@ def cmd_evaluate(args) -> int:
             raise CLIError("--pairs: evaluation needs both +1 (same) and -1 (different) pairs.")
     if ident:
         G = Y if Y is not None else X
+        if args.same_set and G.shape[0] != X.shape[0]:
+            raise CLIError(f"--same-set: the gallery must be the probe set itself (row i = "
+                           f"probe i), got {X.shape[0]} probes and {G.shape[0]} gallery rows.")
         pl = _load_label_file(args.probe_labels, "--probe-labels", X.shape[0])
         gl = _load_label_file(args.gallery_labels, "--gallery-labels", G.shape[0])
         if pl.dtype.kind != gl.dtype.kind:
@@ -844,7 +932,11 @@ def cmd_evaluate(args) -> int:
                     fh.writelines(f"{int(a)},{int(b)},{int(lab)},{dist:.8g},{-dist:.8g}\n"
                                   for (a, b), lab, dist in zip(pairs, y, d, strict=True))
         if ident:
-            report["identification"] = _identification(est, X, G, pl, gl, ranks, args.scores)
+            report["identification"], D = _identification(
+                est, X, G, pl, gl, ranks, args.scores, same_set=args.same_set,
+                re_rank=args.re_rank, query_expansion=args.query_expansion)
+            if args.show_ranks:
+                report["rank_lists"] = _show_ranks(args, est, X, G, pl, gl, D, images)
     except ValueError as exc:
         if args.scores and os.path.isfile(args.scores):
             os.remove(args.scores)
@@ -869,6 +961,14 @@ def cmd_evaluate(args) -> int:
         for r in ranks:
             print(f"  {'rank-' + str(r):34s} {100 * rep[f'rank{r}']:.2f} %")
         print(f"  {'mAP':34s} {100 * rep['map']:.2f} %")
+        if args.same_set or args.re_rank or args.query_expansion is not None:
+            opts = [o for o, on in (("same set: own item left out", args.same_set),
+                                    ("k-reciprocal re-ranking", args.re_rank),
+                                    (f"query expansion k={args.query_expansion}",
+                                     args.query_expansion is not None)) if on]
+            print(f"  ({'; '.join(opts)})")
+    if report.get("rank_lists"):
+        print(f"wrote rank lists to {', '.join(report['rank_lists'])}", file=sys.stderr)
     if args.scores:
         print(f"wrote per-pair scores to {args.scores}", file=sys.stderr)
     return 0
@@ -931,6 +1031,11 @@ def cmd_search(args) -> int:
             _write_search_csv(args.out, ids, dist)
         print(f"wrote the {ids.shape[1]} nearest database rows of {ids.shape[0]} queries to "
               f"{args.out}", file=sys.stderr)
+    elif args.json:
+        print(json.dumps({"method": method, "k": int(ids.shape[1]), "results": [
+            {"query": q, "ids": [int(i) for i in ids[q] if i >= 0],
+             "distances": [float(d) for d, i in zip(dist[q], ids[q], strict=True) if i >= 0]}
+            for q in range(ids.shape[0])]}, indent=1))
     else:
         _write_search_csv(None, ids, dist)
     return 0
@@ -1124,6 +1229,26 @@ def build_parser() -> argparse.ArgumentParser:
                         "probe,gallery,same,distance for identification) or .npy "
                         "(identification distance matrix)")
     e.add_argument("--json", action="store_true", help="print JSON")
+    e.add_argument("--same-set", action="store_true",
+                   help="the gallery is the probe set (--y absent or the same rows): each "
+                        "probe's own item is left out of its ranking")
+    e.add_argument("--re-rank", action="store_true",
+                   help="k-reciprocal re-ranking of the distances (Zhong et al. 2017; k1=20, "
+                        "k2=6, lambda=0.3)")
+    e.add_argument("--query-expansion", type=int, default=None, metavar="K",
+                   help="average query expansion with the K nearest gallery items")
+    e.add_argument("--show-ranks", type=int, default=None, metavar="N",
+                   help="write the rank lists of the first N probes: HTML page (--ranks-out) "
+                        "and a PNG beside it")
+    e.add_argument("--top-k", type=int, default=10,
+                   help="gallery items per rank list (default 10)")
+    e.add_argument("--ranks-out", default="crossmetric-ranks.html", metavar="FILE.html",
+                   help="rank-list page (default crossmetric-ranks.html)")
+    e.add_argument("--probe-images", default=None, metavar="FILE.npy",
+                   help="pictures of the probes for --show-ranks ((n, h, w[, 3]) array) when "
+                        "the model takes features")
+    e.add_argument("--gallery-images", default=None, metavar="FILE.npy",
+                   help="pictures of the gallery for --show-ranks")
     e.set_defaults(func=cmd_evaluate)
 
     s = sub.add_parser("search", help="k nearest database rows of each query",
@@ -1138,6 +1263,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--kind", choices=("flat", "ivf", "ivfpq", "gmm"), default="flat",
                    help="faiss index: flat (exact, default), ivf, ivfpq, gmm")
     s.add_argument("--out", default=None, help="write .csv or .npz instead of stdout")
+    s.add_argument("--json", action="store_true",
+                   help="print the results as JSON (one object per query) instead of CSV")
     s.set_defaults(func=cmd_search)
 
     r = sub.add_parser("reproduce", help="re-run a paper's experiment on its data and print "
@@ -1164,6 +1291,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--deepgsm-members", type=int, default=None,
                    help="pku-sketch: DeepGSM seeds averaged (default 2; 1: the single model "
                         "only, half the time)")
+    r.add_argument("--show-ranks", type=int, default=None, metavar="N",
+                   help="pku-sketch: write the first split's rank lists of N sketches "
+                        "(ranks.html, ranks_<method>.png in --out)")
     r.set_defaults(func=cmd_reproduce)
     return p
 
@@ -1204,6 +1334,13 @@ def cmd_reproduce(args) -> int:
         if args.name != "pku-sketch":
             raise CLIError("--deepgsm-members: only pku-sketch trains DeepGSM")
         extra["deepgsm_members"] = args.deepgsm_members
+    if args.show_ranks is not None:
+        if args.name != "pku-sketch":
+            raise CLIError("--show-ranks: only pku-sketch draws rank lists (it keeps the "
+                           "images of its test persons)")
+        if args.show_ranks < 1:
+            raise CLIError(f"--show-ranks must be >= 1, got {args.show_ranks}")
+        extra["show_ranks"] = args.show_ranks
     out = args.out or os.path.join("crossmetric-reproduce", args.name)
     result = run_reproduction(args.name, args.data_home, n_splits=args.splits, out=out,
                               seed=args.seed, verbose=not args.quiet, n_jobs=args.n_jobs,

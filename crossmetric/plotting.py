@@ -304,3 +304,86 @@ def plot_convergence(models_or_curves, *, log: bool = True, title: str = "conver
     if path is not None:
         save_figure(fig, path)
     return fig
+
+
+def plot_rank_lists(query_images, gallery_images, distance, q_labels, g_labels, *,
+                    k: int = 10, n_queries: int = 5, queries=None, same_set: bool = False,
+                    title: str | None = None, path: str | os.PathLike | None = None):
+    """Rank lists as a figure: one row per query, the query first (blue frame), then its
+    ``k`` nearest gallery images, true matches framed green and false ones red.
+
+    Parameters
+    ----------
+    query_images, gallery_images : sequence of images
+        One per query row / gallery column (``(h, w)`` or ``(h, w, 3)``; uint8 or floats in
+        [0, 1]).
+    distance : array-like of shape (n_query, n_gallery)
+    q_labels, g_labels : array-like
+    k, n_queries, queries, same_set :
+        As in :func:`crossmetric.ranklists.top_k_lists`.
+    title : str, optional
+    path : path, optional
+        Also write the figure there as PNG.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        Its axes are in row order (query, then ranks 1..k); each axis carries ``match``
+        (True / False, None for the query).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> imgs = np.random.RandomState(0).rand(4, 8, 4)
+    >>> fig = plot_rank_lists(imgs[:2], imgs, np.random.RandomState(1).rand(2, 4),
+    ...                       [0, 1], [0, 1, 2, 3], k=3)
+    >>> len(fig.axes)
+    8
+    """
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    from crossmetric.ranklists import (
+        MATCH_COLOR,
+        MISS_COLOR,
+        QUERY_COLOR,
+        to_rgb_uint8,
+        top_k_lists,
+    )
+
+    qs, order, match = top_k_lists(distance, q_labels, g_labels, k, queries=queries,
+                                   n_queries=n_queries, same_set=same_set)
+    ql, gl = np.asarray(q_labels).ravel(), np.asarray(g_labels).ravel()
+    if len(query_images) != np.shape(distance)[0] or len(gallery_images) != np.shape(
+            distance)[1]:
+        raise ValueError(f"query_images and gallery_images must hold one image per row / "
+                         f"column of distance {np.shape(distance)}, got {len(query_images)} "
+                         f"and {len(gallery_images)}.")
+    n, kk = order.shape
+    height = 2.1 * n + (0.4 if title else 0.0)
+    fig = Figure(figsize=(1.0 * (kk + 1) + 0.3, height), dpi=100)
+    FigureCanvasAgg(fig)
+    grid = fig.add_gridspec(n, kk + 1, wspace=0.08, hspace=0.35,
+                            top=1.0 - (0.55 if title else 0.2) / height, bottom=0.1 / height)
+    for i, q in enumerate(qs):
+        cells = [(query_images[q], f"query\nid {ql[q]}", QUERY_COLOR, None)]
+        cells += [(gallery_images[g], f"{r + 1}. id {gl[g]}", MATCH_COLOR if ok else MISS_COLOR,
+                   bool(ok)) for r, (g, ok) in enumerate(zip(order[i], match[i], strict=True))]
+        for j, (img, label, color, ok) in enumerate(cells):
+            ax = fig.add_subplot(grid[i, j])
+            ax.imshow(to_rgb_uint8(img), interpolation="nearest", aspect="equal")
+            ax.set_xticks([])
+            ax.set_yticks([])
+            for side in ax.spines.values():
+                side.set_edgecolor(color)
+                side.set_linewidth(4 if ok is not None else 3)
+            ax.set_title(label, fontsize=7, pad=2)
+            ax.match = ok
+    if title:
+        fig.suptitle(title, fontsize=10, y=1.0 - 0.1 / height)
+    if path is not None:
+        save_figure(fig, path)
+    return fig
+
+
+__all__ += ["plot_rank_lists"]

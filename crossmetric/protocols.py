@@ -461,6 +461,12 @@ def _run_split(name: str, estimator, X: np.ndarray, Y: np.ndarray, split: Split,
         out["roc"] = np.interp(ROC_GRID, fpr, tpr)
     else:
         D = est.cross_distance(Xs[split.probe_rows], Ys[split.gallery_rows])
+        if options.get("re_rank") or options.get("query_expansion") is not None:
+            from crossmetric.reid import refine_distances
+
+            D = refine_distances(est, Xs[split.probe_rows], Ys[split.gallery_rows],
+                                 re_rank=options.get("re_rank"),
+                                 query_expansion=options.get("query_expansion"), distance=D)
         lab = options["labels"]
         pl, gl = lab[split.probe_rows], lab[split.gallery_rows]
         curve = M.cmc(D, pl, gl, max_rank=min(options["max_rank"], D.shape[1]))
@@ -817,7 +823,8 @@ def run_protocols(estimators: Mapping, dataset: Mapping, *,
                   fpr_range=(0.0, 0.1), n_jobs: int | None = None, random_state=0,
                   progress: bool = False, on_error: str = "raise",
                   param_grids: Mapping | None = None, tune_folds: int = 3,
-                  tune_scoring: str = "auc") -> BenchmarkResult:
+                  tune_scoring: str = "auc", re_rank=False,
+                  query_expansion: int | None = None) -> BenchmarkResult:
     """Run named estimators under the verification and identification protocols.
 
     Parameters
@@ -885,6 +892,13 @@ def run_protocols(estimators: Mapping, dataset: Mapping, *,
     tune_scoring : {"auc", "rank1", "map"}, default="auc"
         Validation measure of the search (:func:`crossmetric.model_selection.search_params`):
         pair AUC, or identification rank-1 / mAP on the validation identities.
+    re_rank : bool or dict, default=False
+        Identification: re-rank each split's probe-to-gallery distances by k-reciprocal
+        encoding (:func:`crossmetric.metrics.re_ranking`; a dict passes ``k1``, ``k2``,
+        ``lambda_value``) before measuring. See :func:`crossmetric.reid.refine_distances`
+        for the models it applies to.
+    query_expansion : int, optional
+        Identification: average query expansion with this many gallery neighbours first.
 
     Returns
     -------
@@ -954,8 +968,14 @@ def run_protocols(estimators: Mapping, dataset: Mapping, *,
                                          n_negatives=n_negatives,
                                          max_train_positives=max_train_positives,
                                          split=split, random_state=rng)
+    if query_expansion is not None:
+        query_expansion = check_positive_int(query_expansion, "query_expansion")
+    from crossmetric.reid import _re_rank_params
+
+    _re_rank_params(re_rank)  # a bad value fails here, not in every worker
     base_options = {"fpr": fpr, "fpr_range": fpr_range, "max_rank": max_rank,
-                    "labels": labels, "cca_components": cca_components}
+                    "labels": labels, "cca_components": cca_components,
+                    "re_rank": re_rank, "query_expansion": query_expansion}
     grids = {}
     if param_grids:
         n_ids = np.unique(labels).size

@@ -140,6 +140,9 @@ class ReproductionResult:
     extra: dict = field(default_factory=dict)
     files: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    #: rank lists to draw (``show_ranks``): ``images_q``, ``images_g``, ``ids_q``, ``ids_g``,
+    #: ``distances`` ({method: (n_q, n_g)}), ``n`` -- not written to results.json
+    rank_lists: dict = field(default_factory=dict, repr=False)
 
     def add(self, setting: str, method: str, measure: str, values, paper=None, **info):
         values = np.asarray(values, dtype=float)
@@ -681,7 +684,7 @@ def reproduce_pku_sketch(data_home, *, n_splits: int = 10, seed: int = 0, verbos
                          n_test: int = 50, n_components: int = 64,
                          methods=None, deepgsm_params=None,
                          deepgsm_members: int = PKU_DEEPGSM_MEMBERS,
-                         first_split: int = 0) -> ReproductionResult:
+                         first_split: int = 0, show_ranks: int = 0) -> ReproductionResult:
     """Sketch probes against the photos of ``n_test`` test persons (the others train).
 
     Per split, ``n_test`` persons are drawn for testing and the others train; the test sketches
@@ -699,7 +702,9 @@ def reproduce_pku_sketch(data_home, *, n_splits: int = 10, seed: int = 0, verbos
     the per-split values and seconds (``per_split``), the load average at the start and end,
     and torch's thread count. ``first_split``: draw the first splits of the seed's sequence
     and skip them, so that splits ``first_split, ..., first_split + n_splits - 1`` of one
-    sequence can run in separate processes.
+    sequence can run in separate processes. ``show_ranks`` > 0: the first split's rank lists
+    of that many sketches (top 10 photos) for every method, written by
+    :func:`run_reproduction` as ``ranks.html`` and ``ranks_<method>.png``.
     """
     from sklearn.decomposition import PCA
     from sklearn.metrics.pairwise import euclidean_distances
@@ -795,6 +800,11 @@ def reproduce_pku_sketch(data_home, *, n_splits: int = 10, seed: int = 0, verbos
             except ValueError as exc:
                 notes[name] = f"not run: {exc}".replace("\n", " ")[:300]
                 continue
+            if show_ranks and k == first_split:
+                rl = res.rank_lists
+                rl.update({"images_q": images[te_sk], "images_g": images[te_ph],
+                           "ids_q": ids[te_sk], "ids_g": ids[te_ph], "n": int(show_ranks)})
+                rl.setdefault("distances", {})[name] = np.asarray(D, dtype=float)
             cmcs.setdefault(name, []).append(M.cmc(D, ids[te_sk], ids[te_ph], max_rank=20))
             scores[name].append(_pku_row(D, ids[te_sk], ids[te_ph], time.perf_counter() - t0))
         _progress(verbose, f"[pku-sketch] split {k + 1}/{first_split + n_splits} done")
@@ -817,6 +827,9 @@ def reproduce_pku_sketch(data_home, *, n_splits: int = 10, seed: int = 0, verbos
             res.extra.setdefault("per_split", {})[display[name]] = {
                 meas: [round(float(v), 2) for v in vals[:, j]]
                 for j, meas in enumerate(("r1", "r5", "r10", "r20", "mAP", "seconds"))}
+    if res.rank_lists.get("distances"):
+        res.rank_lists["distances"] = {display[m]: D for m, D in
+                                       res.rank_lists["distances"].items()}
     res.extra["notes"] = notes
     res.extra["load_avg_end"] = round(os.getloadavg()[0], 2)
     res.extra["cmc"] = {display[m]: np.mean(c, axis=0) for m, c in cmcs.items()}
@@ -945,5 +958,29 @@ def run_reproduction(name: str, data_home=None, *, n_splits: int | None = None,
     result.seconds = time.perf_counter() - t0
     result.extra["n_splits"] = n_splits
     if out is not None:
-        result.files = result.write(out) + _figure(result, out)
+        result.files = result.write(out) + _figure(result, out) + _rank_lists(result, out)
     return result
+
+
+def _rank_lists(result: ReproductionResult, out: str) -> list[str]:
+    """``ranks.html`` (every method) and ``ranks_<method>.png`` of ``result.rank_lists``."""
+    rl = result.rank_lists
+    if not rl.get("distances"):
+        return []
+    import re
+
+    from crossmetric import plotting
+    from crossmetric.ranklists import write_rank_html
+
+    n, k = rl["n"], min(10, len(rl["ids_g"]))
+    args = (rl["images_q"], rl["images_g"])
+    files = [write_rank_html(os.path.join(out, "ranks.html"), *args, rl["distances"],
+                             rl["ids_q"], rl["ids_g"], k=k, n_queries=n,
+                             title=f"{result.name}: rank lists of split 1 (top {k})")]
+    for method, D in rl["distances"].items():
+        slug = re.sub(r"[^A-Za-z0-9]+", "_", method).strip("_").lower()
+        path = os.path.join(out, f"ranks_{slug}.png")
+        plotting.plot_rank_lists(*args, D, rl["ids_q"], rl["ids_g"], k=k, n_queries=n,
+                                 title=f"{result.name}, {method}: split 1", path=path)
+        files.append(path)
+    return files

@@ -406,7 +406,8 @@ class Index:
             set_search_breadth(self._index, self.kind, nprobe)
         return _rows(Q, "Q (queries)"), nprobe
 
-    def search(self, Q, k: int, *, nprobe: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    def search(self, Q, k: int, *, nprobe: int | None = None,
+               re_rank=False) -> tuple[np.ndarray, np.ndarray]:
         """The ``k`` nearest database rows of each query in the learned metric.
 
         Parameters
@@ -418,6 +419,13 @@ class Index:
             Neighbours per query; more than :attr:`ntotal` is clamped to it (with a warning).
         nprobe : int, optional
             Search breadth for this call (see the class parameter).
+        re_rank : bool or dict, default=False
+            k-reciprocal re-ranking (:func:`crossmetric.metrics.re_ranking`; a dict passes
+            ``k1``, ``k2``, ``lambda_value``) of the whole database for this batch of queries,
+            with the queries themselves as the probe set. Exact search only
+            (``kind="flat"``, ``metric="l2"``): it needs every stored vector, and memory
+            ``(n_queries + ntotal)²`` -- for databases up to some 10⁴ items. The returned
+            distances are then the re-ranked ones (in [0, 1]).
 
         Returns
         -------
@@ -428,6 +436,8 @@ class Index:
             Ids of the neighbours; ``-1`` where missing.
         """
         k = check_positive_int(k, "k")
+        if re_rank:
+            return self._search_re_ranked(Q, k, re_rank)
         Q, nprobe = self._prepare_search(Q, nprobe)
         if k > self.ntotal:
             warnings.warn(f"k={k} exceeds the {self.ntotal} vectors in the index; returning "
@@ -443,6 +453,36 @@ class Index:
             else:
                 D[sl], I[sl] = self._index.search(Zq, k)
         D[I < 0] = np.inf if self.metric == "l2" else -np.inf
+        return D, I
+
+    def _search_re_ranked(self, Q, k: int, re_rank):
+        """:meth:`search` with k-reciprocal re-ranking of every stored vector."""
+        from crossmetric.reid import _re_rank_params, _sq_dist
+        from crossmetric.reranking import re_ranking
+
+        params = _re_rank_params(re_rank)
+        if self.kind != "flat" or self.metric != "l2":
+            raise ValueError(f"re_rank needs an exact index (kind='flat', metric='l2'), got "
+                             f"kind={self.kind!r}, metric={self.metric!r}.")
+        Q, _ = self._prepare_search(Q, None)
+        try:
+            G = self._index.index.reconstruct_n(0, self._index.ntotal)
+            ids = _faiss().vector_to_array(self._index.id_map).astype(np.int64)
+        except (AttributeError, RuntimeError) as exc:
+            raise ValueError(f"re_rank needs the stored vectors of a CPU flat index ({exc})."
+                             ) from None
+        nq = Q.shape[0]
+        D = np.full((nq, k), np.inf, dtype=np.float32)
+        I = np.full((nq, k), -1, dtype=np.int64)
+        if nq == 0:
+            return D, I
+        Zq = self._embed_all(Q, "x").astype(np.float64)
+        G = G.astype(np.float64)
+        R = re_ranking(_sq_dist(Zq, G), _sq_dist(Zq, Zq), _sq_dist(G, G), **params)
+        kk = min(k, G.shape[0])
+        order = np.argsort(R, axis=1, kind="stable")[:, :kk]
+        D[:, :kk] = np.take_along_axis(R, order, axis=1)
+        I[:, :kk] = ids[order]
         return D, I
 
     def _search_gmm(self, Qb, Zq: np.ndarray, k: int, nprobe: int):
