@@ -478,6 +478,11 @@ def _run_split(name: str, estimator, X: np.ndarray, Y: np.ndarray, split: Split,
             "map": M.mean_average_precision(D, pl, gl),
             "nn_accuracy": M.nearest_neighbor_accuracy(D, pl, gl),
         })
+        if options.get("pair_measures"):
+            # every probe x gallery pair of the test identities, scored as verification pairs
+            same = np.where(pl[:, None] == gl[None, :], 1, -1).ravel()
+            out["measures"].update(M.verification_report(
+                same, -D.ravel(), fpr=options["fpr"], fpr_range=options["fpr_range"]))
     return out
 
 
@@ -824,7 +829,8 @@ def run_protocols(estimators: Mapping, dataset: Mapping, *,
                   progress: bool = False, on_error: str = "raise",
                   param_grids: Mapping | None = None, tune_folds: int = 3,
                   tune_scoring: str = "auc", re_rank=False,
-                  query_expansion: int | None = None) -> BenchmarkResult:
+                  query_expansion: int | None = None,
+                  pair_measures: bool = False) -> BenchmarkResult:
     """Run named estimators under the verification and identification protocols.
 
     Parameters
@@ -899,6 +905,12 @@ def run_protocols(estimators: Mapping, dataset: Mapping, *,
         for the models it applies to.
     query_expansion : int, optional
         Identification: average query expansion with this many gallery neighbours first.
+    pair_measures : bool, default=False
+        Identification also reports the verification measures (``auc``, ``one_minus_eer``,
+        ``vr``, ``pauc``, ``acc_median``) over every probe × gallery pair of the split's test
+        identities, so that one split gives all of CML-AUC §IV-A's measures (AUC, 1−EER,
+        VR@0.1 %, rank-1) on the same test persons. Not with the verification protocol,
+        whose measures have the same names.
 
     Returns
     -------
@@ -973,9 +985,13 @@ def run_protocols(estimators: Mapping, dataset: Mapping, *,
     from crossmetric.reid import _re_rank_params
 
     _re_rank_params(re_rank)  # a bad value fails here, not in every worker
+    if pair_measures and "verification" in protocols:
+        raise ValueError("pair_measures gives identification the verification measures' "
+                         "names; run it with protocols=('identification',).")
     base_options = {"fpr": fpr, "fpr_range": fpr_range, "max_rank": max_rank,
                     "labels": labels, "cca_components": cca_components,
-                    "re_rank": re_rank, "query_expansion": query_expansion}
+                    "re_rank": re_rank, "query_expansion": query_expansion,
+                    "pair_measures": bool(pair_measures)}
     grids = {}
     if param_grids:
         n_ids = np.unique(labels).size

@@ -460,3 +460,32 @@ def test_learners_that_take_identity_groups_get_the_labels():
     assert len(seen) == 2 and all(g is not None for g in seen)
     np.testing.assert_array_equal(seen[0][0], d.labels)
     assert _identity_groups(Euclidean(), {"labels": d.labels}) == {}
+
+
+def test_identification_pair_measures_score_every_probe_gallery_pair():
+    """pair_measures: the verification measures of all probe x gallery pairs of each
+    identification split (CML-AUC §IV-A reports AUC, 1-EER, VR and rank-1 on one split)."""
+    from sklearn.metrics import roc_auc_score
+
+    from crossmetric import Euclidean
+    from crossmetric.protocols import identification_splits, run_protocols
+
+    rng = np.random.RandomState(0)
+    labels = np.repeat(np.arange(30), 2)
+    Z = rng.normal(size=(30, 4))[labels]
+    X, Y = Z + 0.5 * rng.normal(size=Z.shape), Z + 0.5 * rng.normal(size=Z.shape)
+    res = run_protocols({"E": Euclidean()}, {"X": X, "Y": Y, "labels": labels},
+                        protocols=("identification",), n_repeats=2, test_size=10,
+                        random_state=0, pair_measures=True)
+    splits = identification_splits(labels, 2, test_size=10,
+                                   random_state=np.random.RandomState(0))
+    aucs = []
+    for sp in splits:
+        D = ((X[sp.probe_rows, None, :] - Y[None, sp.gallery_rows, :]) ** 2).sum(-1)
+        same = labels[sp.probe_rows][:, None] == labels[sp.gallery_rows][None, :]
+        aucs.append(roc_auc_score(same.ravel(), -D.ravel()))
+    assert res.value("E", "auc") == pytest.approx(np.mean(aucs), abs=1e-12)
+    assert {"one_minus_eer", "vr", "rank1"} <= {r["measure"] for r in res.records}
+    with pytest.raises(ValueError, match="pair_measures gives identification"):
+        run_protocols({"E": Euclidean()}, {"X": X, "Y": Y, "labels": labels},
+                      pair_measures=True)
