@@ -388,12 +388,19 @@ def _pca_views(X: np.ndarray, Y: np.ndarray, split: Split, k: int):
     return _pca_fit_views(X, Y, split.train_pairs, k)
 
 
-def _pca_fit_views(X: np.ndarray, Y: np.ndarray, train_pairs: np.ndarray, k: int):
+def _pca_fit_views(X: np.ndarray, Y: np.ndarray, train_pairs: np.ndarray, k: int,
+                   joint: bool = False):
+    """``joint``: one PCA fitted on both views' training rows (views in one feature space, e.g.
+    one descriptor of a sketch and of a photo), so that coordinates stay comparable."""
     from sklearn.decomposition import PCA
 
+    rx, ry = np.unique(train_pairs[:, 0]), np.unique(train_pairs[:, 1])
+    if joint:
+        kk = min(int(k), X.shape[1], rx.size + ry.size)
+        pca = PCA(kk, random_state=0).fit(np.vstack([X[rx], Y[ry]]))
+        return pca.transform(X), pca.transform(Y)
     out = []
-    for V, rows in ((X, np.unique(train_pairs[:, 0])),
-                    (Y, np.unique(train_pairs[:, 1]))):
+    for V, rows in ((X, rx), (Y, ry)):
         kk = min(int(k), V.shape[1], rows.size)
         out.append(PCA(kk, random_state=0).fit(V[rows]).transform(V))
     return out[0], out[1]
@@ -506,7 +513,8 @@ def _prepare_views(X: np.ndarray, Y: np.ndarray, train_pairs: np.ndarray,
     training pairs only."""
     Xs, Ys = X, Y
     if options.get("pca"):
-        Xs, Ys = _pca_fit_views(X, Y, train_pairs, options["pca"])
+        Xs, Ys = _pca_fit_views(X, Y, train_pairs, options["pca"],
+                                joint=options.get("pca_joint", False))
     if options.get("cca") and not _is_cross_modal(est):
         pos = train_pairs[train_y == 1]
         proj = CCAProjection(options["cca_components"]).fit(Xs[pos[:, 0]], Ys[pos[:, 1]])
@@ -830,7 +838,7 @@ def run_protocols(estimators: Mapping, dataset: Mapping, *,
                   param_grids: Mapping | None = None, tune_folds: int = 3,
                   tune_scoring: str = "auc", re_rank=False,
                   query_expansion: int | None = None,
-                  pair_measures: bool = False) -> BenchmarkResult:
+                  pair_measures: bool = False, pca_joint: bool = False) -> BenchmarkResult:
     """Run named estimators under the verification and identification protocols.
 
     Parameters
@@ -911,6 +919,11 @@ def run_protocols(estimators: Mapping, dataset: Mapping, *,
         identities, so that one split gives all of CML-AUC §IV-A's measures (AUC, 1−EER,
         VR@0.1 %, rank-1) on the same test persons. Not with the verification protocol,
         whose measures have the same names.
+    pca_joint : bool, default=False
+        With ``pca_components``: one PCA fitted on the training rows of both views together
+        instead of one per view -- for two views in one feature space (one descriptor of a
+        sketch and of a photo, of camera A and camera B), where per-view PCAs would give
+        coordinates that do not correspond. Needs views of equal width.
 
     Returns
     -------
@@ -988,10 +1001,13 @@ def run_protocols(estimators: Mapping, dataset: Mapping, *,
     if pair_measures and "verification" in protocols:
         raise ValueError("pair_measures gives identification the verification measures' "
                          "names; run it with protocols=('identification',).")
+    if pca_joint and X.shape[1] != Y.shape[1]:
+        raise ValueError(f"pca_joint needs views of equal width, got {X.shape[1]} and "
+                         f"{Y.shape[1]} features.")
     base_options = {"fpr": fpr, "fpr_range": fpr_range, "max_rank": max_rank,
                     "labels": labels, "cca_components": cca_components,
                     "re_rank": re_rank, "query_expansion": query_expansion,
-                    "pair_measures": bool(pair_measures)}
+                    "pair_measures": bool(pair_measures), "pca_joint": bool(pca_joint)}
     grids = {}
     if param_grids:
         n_ids = np.unique(labels).size

@@ -489,3 +489,32 @@ def test_identification_pair_measures_score_every_probe_gallery_pair():
     with pytest.raises(ValueError, match="pair_measures gives identification"):
         run_protocols({"E": Euclidean()}, {"X": X, "Y": Y, "labels": labels},
                       pair_measures=True)
+
+
+def test_joint_pca_fits_one_basis_on_both_views_training_rows():
+    """pca_joint: sketch and photo of one descriptor keep comparable coordinates; the
+    Euclidean rank-1 equals one computed on a PCA of both views' training rows."""
+    from sklearn.decomposition import PCA
+
+    from crossmetric import metrics as M
+    from crossmetric.protocols import identification_splits, run_protocols
+
+    rng = np.random.RandomState(1)
+    labels = np.repeat(np.arange(40), 1)
+    Z = rng.normal(size=(40, 6)) @ rng.normal(size=(6, 12))
+    X, Y = Z + 0.3 * rng.normal(size=Z.shape), Z + 0.3 * rng.normal(size=Z.shape)
+    data = {"X": X, "Y": Y, "labels": labels}
+    res = run_protocols({"E": Euclidean()}, data, protocols=("identification",),
+                        n_repeats=1, test_size=15, pca_components=4, pca_joint=True,
+                        random_state=0)
+    (sp,) = identification_splits(labels, 1, test_size=15,
+                                  random_state=np.random.RandomState(0))
+    rx, ry = np.unique(sp.train_pairs[:, 0]), np.unique(sp.train_pairs[:, 1])
+    pca = PCA(4, random_state=0).fit(np.vstack([X[rx], Y[ry]]))
+    A, B = pca.transform(X[sp.probe_rows]), pca.transform(Y[sp.gallery_rows])
+    D = ((A[:, None, :] - B[None, :, :]) ** 2).sum(-1)
+    expected = M.rank_accuracy(D, labels[sp.probe_rows], labels[sp.gallery_rows])
+    assert res.value("E", "rank1") == pytest.approx(expected, abs=1e-12)
+    with pytest.raises(ValueError, match="pca_joint needs views of equal width"):
+        run_protocols({"E": Euclidean()}, {"X": X, "Y": Y[:, :5], "labels": labels},
+                      pca_components=4, pca_joint=True)
