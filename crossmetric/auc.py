@@ -310,10 +310,9 @@ class _AUCMetricLearner:
         (differences ignore shifts). Returns the preconditioned ``(X̃, Ỹ)``.
         """
         mode = self._standardize_mode()
-        X, Y = data.X, data.Y
+        X, Y = data.X, data.Y  # the base's canonical pairs: distinct samples, every one used
         if self._cross:
-            Xu = X[np.unique(data.ix)]
-            Yu = Y[np.unique(data.iy)]
+            Xu, Yu = X, Y
             if mode == "none":
                 self.mean_x_, self.mean_y_ = np.zeros(X.shape[1]), np.zeros(Y.shape[1])
             else:
@@ -323,8 +322,7 @@ class _AUCMetricLearner:
             self.whitening_y_ = _preconditioner(Yu - self.mean_y_, mode, reg)
             return ((X - self.mean_x_) @ self.whitening_x_,
                     (Y - self.mean_y_) @ self.whitening_y_)
-        Z, i, j = data.stacked()
-        Zu = Z[np.unique(np.r_[i, j])]
+        Zu = data.stacked()[0]
         self.whitening_ = _preconditioner(Zu - Zu.mean(axis=0), mode, float(self.whiten_reg))
         if X is Y:
             Xs = X @ self.whitening_
@@ -338,8 +336,7 @@ class _AUCMetricLearner:
         dx, dy = Xs.shape[1], Ys.shape[1]
         if self.init == "identity":
             return np.eye(dx + dy)
-        Xu = Xs[np.unique(data.ix)]
-        Yu = Ys[np.unique(data.iy)]
+        Xu, Yu = Xs, Ys  # every sample is used (canonical pairs)
         k = min(dx, dy, Xu.shape[0], Yu.shape[0])
         Vx = _principal_axes(Xu, k)
         Vy = _principal_axes(Yu, k)

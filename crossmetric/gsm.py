@@ -61,6 +61,7 @@ from crossmetric._gsm_training import (
     validation_loss,
 )
 from crossmetric._solvers.early_stopping import validation_split
+from crossmetric._solvers.stochastic import PairBlocks
 from crossmetric.batches import IdentityRounds
 from crossmetric.pairs import identities_from_pairs
 
@@ -450,14 +451,15 @@ class GSM(CrossModalMixin, BaseEstimator):
             weight = self._pair_weights(y)
             n = y.shape[0]
 
+            blocks = PairBlocks(X, Y, ix, iy, y, tied=False)
+
             def epoch_step(opt):
                 perm = rng.permutation(n)
                 for sl in gen_batches(n, int(self.batch_size)):
                     b = perm[sl]
-                    bx, bix = np.unique(ix[b], return_inverse=True)
-                    by, biy = np.unique(iy[b], return_inverse=True)
+                    (Xb, Yb), bix, biy, _ = blocks.gather(b)
                     # unbiased estimate of the full objective's gradient
-                    _, grad = loss_grad(params, X[bx], Y[by], bix, biy, ell_all[b],
+                    _, grad = loss_grad(params, Xb, Yb, bix, biy, ell_all[b],
                                         weight[b] * (n / b.size))
                     opt.step(params, grad)
                 return loss_grad(params, X, Y, ix, iy, ell_all, weight)[0]
