@@ -28,11 +28,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks._common import emit, machine  # noqa: E402
 from crossmetric import PCCA, Euclidean, make_pairs  # noqa: E402
 from crossmetric._base import used_rows  # noqa: E402
-from crossmetric._logistic_metric import (  # noqa: E402
+from crossmetric._solvers.descent import blas_threads  # noqa: E402
+from crossmetric._solvers.logistic import (  # noqa: E402
     PairLogisticObjective,
     Tower,
     TowerProblem,
-    blas_threads,
 )
 
 

@@ -33,7 +33,7 @@ from crossmetric._checks import (
 from crossmetric._threshold import best_threshold
 from crossmetric.metrics import roc_auc
 
-__all__ = ["PairData", "used_rows", "PairDecisionMixin", "PairLearnerMixin",
+__all__ = ["PairData", "used_rows", "used_pairs", "PairDecisionMixin", "PairLearnerMixin",
            "SingleModalMixin", "CrossModalMixin",
            "LinearSingleModalMixin", "squared_euclidean_rows", "squared_euclidean_matrix",
            "distinct_rows", "canonical_pairs"]
@@ -170,6 +170,21 @@ def used_rows(A: np.ndarray, *indices: np.ndarray):
     if used.shape[0] == A.shape[0]:
         return (A, *parts)
     return (A[used], *parts)
+
+
+def used_pairs(data: PairData, tied: bool) -> PairData:
+    """``data`` over only the rows its pairs use (:func:`used_rows`), indices renumbered.
+
+    ``tied``: both sides index one sample set (``Y is X``), which stays shared. The canonical
+    pairs handed to ``_fit`` use every row already; this is for subsets of them (the
+    early-stopping split, :func:`crossmetric._solvers.early_stopping.split_pairs`).
+    """
+    if tied:
+        Z, i, j = used_rows(data.X, data.ix, data.iy)
+        return PairData(Z, Z, i, j)
+    X, ix = used_rows(data.X, data.ix)
+    Y, iy = used_rows(data.Y, data.iy)
+    return PairData(X, Y, ix, iy)
 
 
 def squared_euclidean_rows(F: np.ndarray, G: np.ndarray) -> np.ndarray:

@@ -1,4 +1,7 @@
-"""Training helpers of :class:`crossmetric.gsm.GSM`: Adam, the two kinds of batch, validation.
+"""Training helpers of :class:`crossmetric.gsm.GSM`: the two kinds of batch, validation, epochs.
+
+The optimiser and the epoch loop are the solver layer's (:mod:`crossmetric._solvers.optim`,
+:mod:`crossmetric._solvers.epochs`); ``Adam`` stays importable from here.
 
 * :func:`sample_batch_loss_grad`: the paper's sample-based batch (eq. 14-18) -- every pair of
   the batch's ``n_x`` and ``n_y`` samples, labelled by identity, positives and negatives
@@ -7,37 +10,15 @@
 
 from __future__ import annotations
 
-import time
 import warnings
 
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
 from crossmetric._checks import user_stacklevel
+from crossmetric._solvers.epochs import EpochPlateau, run_epochs
+from crossmetric._solvers.optim import Adam
 from crossmetric.batches import balanced_weights, hardest_negatives, pair_completeness
-
-
-class Adam:
-    """Adam on a dict of arrays (Kingma & Ba defaults)."""
-
-    def __init__(self, lr: float, beta1: float = 0.9, beta2: float = 0.999, eps: float = 1e-8):
-        self.lr, self.b1, self.b2, self.eps = lr, beta1, beta2, eps
-        self.m: dict = {}
-        self.v: dict = {}
-        self.t = 0
-
-    def step(self, params: dict, grad: dict) -> None:
-        self.t += 1
-        c1 = 1.0 - self.b1 ** self.t
-        c2 = 1.0 - self.b2 ** self.t
-        for k, gk in grad.items():
-            m = self.m.setdefault(k, np.zeros_like(gk))
-            v = self.v.setdefault(k, np.zeros_like(gk))
-            m *= self.b1
-            m += (1.0 - self.b1) * gk
-            v *= self.b2
-            v += (1.0 - self.b2) * gk * gk
-            params[k] = params[k] - self.lr * (m / c1) / (np.sqrt(v / c2) + self.eps)
 
 
 def all_pairs(same: np.ndarray, keep: np.ndarray | None = None):
@@ -125,39 +106,24 @@ def train_epochs(est, params: dict, epoch_step, val_loss) -> None:
 
     Without early stopping the monitored quantity is the training objective (the full
     objective for pair batches, the mean batch objective of the epoch for sample-based ones);
-    with it, the validation loss, and the parameters of the best epoch are kept. Sets
-    ``loss_curve_``, ``validation_scores_`` (minus the validation loss of each epoch),
+    with it, the validation loss, and the parameters of the best epoch are kept. The loop and
+    its rule are the stochastic solvers' (:func:`crossmetric._solvers.epochs.run_epochs`,
+    absolute ``tol``, no rate decay), the optimiser the one Adam
+    (:class:`crossmetric._solvers.optim.Adam`, ε on ``√v̂`` as in Kingma & Ba's Algorithm 1).
+    Sets ``loss_curve_``, ``validation_scores_`` (minus the validation loss of each epoch),
     ``best_validation_score_`` and ``n_iter_`` on ``est``; warns when ``max_iter`` ends it.
     """
     opt = Adam(float(est.learning_rate))
-    est.loss_curve_, est.validation_scores_ = [], []
-    best, stall, converged, best_params = np.inf, 0, False, None
-    if est.verbose:
-        print(f"{'epoch':>6} {'objective':>12} {'val loss':>10} {'time (s)':>9}")
-    t0 = time.perf_counter()
-    for epoch in range(int(est.max_iter)):
-        loss = float(epoch_step(opt))
-        est.loss_curve_.append(loss)
-        watch = loss
-        if val_loss is not None:
-            watch = float(val_loss(params))
-            est.validation_scores_.append(-watch)
-        if est.verbose:
-            v = f"{watch:>10.5f}" if val_loss is not None else f"{'-':>10}"
-            print(f"{epoch + 1:>6} {loss:>12.6f} {v} {time.perf_counter() - t0:>9.2f}")
-        stall = stall + 1 if watch > best - est.tol else 0
-        if watch < best:
-            best = watch
-            if val_loss is not None:
-                best_params = {k: np.array(v, copy=True) for k, v in params.items()}
-        if stall >= est.n_iter_no_change:
-            converged = True
-            break
-    est.n_iter_ = epoch + 1
-    if best_params is not None:
-        params.update(best_params)
-        est.best_validation_score_ = -float(best)
-    if not converged:
+    rule = EpochPlateau(est.tol, est.n_iter_no_change, relative=False)
+    run = run_epochs(lambda: epoch_step(opt), rule, int(est.max_iter), val_loss=val_loss,
+                     params=params, verbose=est.verbose, name="GSM")
+    est.loss_curve_ = run.curve
+    est.validation_scores_ = [-v for v in run.val_curve]
+    est.n_iter_ = run.n_epochs
+    if run.best_params is not None:
+        params.update(run.best_params)
+        est.best_validation_score_ = -float(rule.best)
+    if not run.converged:
         what = "validation loss" if val_loss is not None else "objective"
         warnings.warn(
             f"GSM: max_iter={est.max_iter} epochs reached before the {what} stopped "

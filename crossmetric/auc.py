@@ -18,7 +18,8 @@ of eq. (20)-(22) (:func:`weighted_pair_outer_sum`) and takes the step of Lemma 3
 
     M ← φ⁺_λ(M − η (P_A + γ P_S + μ I)),   λ = η μ                  (eq. 14 / 18)
 
-(:func:`prox_logdet`, :func:`ppa_step`), with ``η ← min(η ρ, τ)``.
+(:func:`~crossmetric._solvers.proximal.prox_logdet`,
+:func:`~crossmetric._solvers.proximal.ppa_step`, re-exported here), with ``η ← min(η ρ, τ)``.
 
 Three things around Algorithm 1 are ours (the paper leaves "converged" open):
 
@@ -73,6 +74,8 @@ from crossmetric._checks import (
     check_positive_scalar,
     user_stacklevel,
 )
+from crossmetric._solvers.proximal import phi_plus, ppa_step, prox_logdet
+from crossmetric.losses import check_fpr_range, pauc_window, pauc_window_bounds
 
 __all__ = [
     "CMLAUC",
@@ -94,80 +97,6 @@ __all__ = [
 SINGLE_THREAD_MAX_DIM = 1024
 
 # ----------------------------------------------------------------------------- building blocks
-def check_fpr_range(fpr_range) -> tuple[float, float]:
-    """``fpr_range`` must be a pair ``(α, β)`` with ``0 <= α < β <= 1``."""
-    try:
-        alpha, beta = fpr_range
-    except (TypeError, ValueError):
-        raise ValueError(
-            f"fpr_range must be a pair (alpha, beta) with 0 <= alpha < beta <= 1, "
-            f"got {fpr_range!r}."
-        ) from None
-    for v in (alpha, beta):
-        if isinstance(v, bool) or not isinstance(v, numbers.Real) or not np.isfinite(v):
-            raise ValueError(f"fpr_range must hold two finite numbers, got {fpr_range!r}.")
-    if not 0.0 <= alpha < beta <= 1.0:
-        raise ValueError(
-            f"fpr_range must satisfy 0 <= alpha < beta <= 1, got {fpr_range!r}."
-        )
-    return float(alpha), float(beta)
-
-
-def pauc_window_bounds(n_negatives: int, fpr_range) -> tuple[int, int]:
-    """The 1-based ranks ``(j_α, j_β)`` of eq. (4): ``j_α = ⌈|D| α⌉ + 1``, ``j_β = ⌊|D| β⌋``.
-
-    ``|D| α`` and ``|D| β`` are rounded to 9 decimals before ``ceil`` / ``floor`` so that a
-    product such as ``1000 × 0.1`` (``100.00000000000001`` in floating point) counts as 100.
-
-    Raises
-    ------
-    ValueError
-        If ``|D| (β − α) < 1`` (the paper's assumption ``|D| >= 1 / (β − α)``) or the window is
-        empty (``j_α > j_β``).
-    """
-    alpha, beta = check_fpr_range(fpr_range)
-    n = int(n_negatives)
-    if n * (beta - alpha) < 1.0 - 1e-9:
-        raise ValueError(
-            f"the pAUC window of fpr_range=({alpha}, {beta}) is empty for {n} cannot-link "
-            f"pairs: |D|·(beta − alpha) = {n * (beta - alpha):.3g} < 1 (eq. 4 needs "
-            f"|D| >= 1/(beta − alpha) = {1.0 / (beta - alpha):.3g}); sample more cannot-link "
-            "pairs (batch_size_neg) or widen fpr_range."
-        )
-    j_alpha = math.ceil(round(n * alpha, 9)) + 1
-    j_beta = math.floor(round(n * beta, 9))
-    if j_alpha > j_beta:
-        raise ValueError(
-            f"the pAUC window of fpr_range=({alpha}, {beta}) is empty for {n} cannot-link "
-            f"pairs (j_alpha={j_alpha} > j_beta={j_beta}); sample more cannot-link pairs "
-            "(batch_size_neg) or widen fpr_range."
-        )
-    return j_alpha, j_beta
-
-
-def pauc_window(neg_distances: np.ndarray, fpr_range) -> np.ndarray:
-    """Indices of the cannot-link pairs ranked ``j_α … j_β`` by ascending distance (eq. 4).
-
-    Parameters
-    ----------
-    neg_distances : ndarray of shape (n_negatives,)
-        Distances of the (sampled) cannot-link pairs.
-    fpr_range : (float, float)
-        ``(α, β)``; ``(0, 1)`` selects every pair (full AUC).
-
-    Returns
-    -------
-    ndarray of int
-        Positions into ``neg_distances``, in ascending order of distance (ties keep their
-        input order).
-    """
-    d = np.asarray(neg_distances, dtype=float).ravel()
-    j_alpha, j_beta = pauc_window_bounds(d.size, fpr_range)
-    if j_alpha == 1 and j_beta == d.size:
-        return np.argsort(d, kind="stable")
-    return np.argsort(d, kind="stable")[j_alpha - 1: j_beta]
-
-
 def hinge_coefficients(d_pos: np.ndarray, d_neg: np.ndarray):
     """Per-pair coefficients of the index matrix ``J`` of eq. (8) and the hinge loss of eq. (5).
 
@@ -221,46 +150,6 @@ def weighted_pair_outer_sum(X: np.ndarray, Y: np.ndarray, ix: np.ndarray, iy: np
     if cross:
         return np.block([[XAX, XBY], [XBY.T, YCY]])
     return XAX + YCY + XBY + XBY.T
-
-
-def phi_plus(v, lam: float):
-    """``φ⁺_λ(v) = (√(v² + 4λ) + v) / 2`` (Lemma 1), elementwise and without cancellation.
-
-    For ``v < 0`` the equal form ``2λ / (√(v² + 4λ) − v)`` is used; ``√(v² + 4λ)`` is computed
-    as ``hypot(v, 2√λ)`` so large ``v`` cannot overflow.
-    """
-    v = np.asarray(v, dtype=float)
-    r = np.hypot(v, 2.0 * np.sqrt(lam))
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(v >= 0, (r + v) / 2.0, 2.0 * lam / (r - v))
-
-
-def _sym_eigh(A: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Eigendecomposition of the symmetric part of ``A`` (LAPACK ``syevd`` via NumPy)."""
-    return np.linalg.eigh((A + A.T) / 2.0)
-
-
-def prox_logdet(X: np.ndarray, lam: float, *, return_eig: bool = False):
-    """``φ⁺_λ(X) = U diag(φ⁺_λ(v)) Uᵀ`` for ``X = U diag(v) Uᵀ`` (eq. 15).
-
-    By Lemma 2 it is the minimiser of ``‖Y − X‖²_F / 2 − λ log det Y`` over ``Y ≻ 0``; it is
-    positive definite and satisfies ``Y − λ Y⁻¹ = X`` (eq. 17).
-
-    Parameters
-    ----------
-    X : ndarray of shape (n, n)
-        Symmetric matrix (its symmetric part is used).
-    lam : float > 0
-    return_eig : bool, default=False
-        Also return ``(φ⁺_λ(v), U)``.
-    """
-    lam = check_positive_scalar(lam, "lam")
-    v, U = _sym_eigh(np.asarray(X, dtype=float))
-    w = phi_plus(v, lam)
-    Y = (U * w) @ U.T
-    if return_eig:
-        return Y, w, U
-    return Y
 
 
 def _spectral_scale(Xc: np.ndarray) -> float:
@@ -320,17 +209,6 @@ def _eval_period(value, n_total: int, n_batch: int) -> int:
     if value is not None:
         return check_positive_int(value, "eval_every")
     return max(1, math.ceil(n_total / (4 * n_batch)))
-
-
-def ppa_step(M: np.ndarray, G: np.ndarray, eta: float, mu: float):
-    """One proximal step of Lemma 3: ``φ⁺_{ημ}(M − η G)`` with ``G = P_A + γ P_S + μ I``.
-
-    Returns ``(M_next, w, U)`` with ``M_next = U diag(w) Uᵀ``.
-    """
-    v, U = _sym_eigh(M - eta * G)
-    w = phi_plus(v, eta * mu)
-    W = U * np.sqrt(w)
-    return W @ W.T, w, U                       # BLAS syrk: A Aᵀ at half the cost
 
 
 def _batch_size(value, n_total: int, name: str) -> int:
@@ -432,10 +310,9 @@ class _AUCMetricLearner:
         (differences ignore shifts). Returns the preconditioned ``(X̃, Ỹ)``.
         """
         mode = self._standardize_mode()
-        X, Y = data.X, data.Y
+        X, Y = data.X, data.Y  # the base's canonical pairs: distinct samples, every one used
         if self._cross:
-            Xu = X[np.unique(data.ix)]
-            Yu = Y[np.unique(data.iy)]
+            Xu, Yu = X, Y
             if mode == "none":
                 self.mean_x_, self.mean_y_ = np.zeros(X.shape[1]), np.zeros(Y.shape[1])
             else:
@@ -445,8 +322,7 @@ class _AUCMetricLearner:
             self.whitening_y_ = _preconditioner(Yu - self.mean_y_, mode, reg)
             return ((X - self.mean_x_) @ self.whitening_x_,
                     (Y - self.mean_y_) @ self.whitening_y_)
-        Z, i, j = data.stacked()
-        Zu = Z[np.unique(np.r_[i, j])]
+        Zu = data.stacked()[0]
         self.whitening_ = _preconditioner(Zu - Zu.mean(axis=0), mode, float(self.whiten_reg))
         if X is Y:
             Xs = X @ self.whitening_
@@ -460,8 +336,7 @@ class _AUCMetricLearner:
         dx, dy = Xs.shape[1], Ys.shape[1]
         if self.init == "identity":
             return np.eye(dx + dy)
-        Xu = Xs[np.unique(data.ix)]
-        Yu = Ys[np.unique(data.iy)]
+        Xu, Yu = Xs, Ys  # every sample is used (canonical pairs)
         k = min(dx, dy, Xu.shape[0], Yu.shape[0])
         Vx = _principal_axes(Xu, k)
         Vy = _principal_axes(Yu, k)

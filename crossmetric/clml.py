@@ -28,7 +28,6 @@ from sklearn.base import BaseEstimator, clone
 from sklearn.decomposition import PCA
 from sklearn.mixture import GaussianMixture
 from sklearn.model_selection import GridSearchCV
-from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
 from crossmetric._base import PairData, SingleModalMixin
@@ -39,17 +38,17 @@ from crossmetric._checks import (
     check_positive_int,
     check_positive_scalar,
 )
-from crossmetric._early_stopping import clear, split_pairs
-from crossmetric._logistic_metric import PairLogisticObjective
-from crossmetric._stochastic import STOCHASTIC_SOLVERS, fit_theta
-from crossmetric.ldml import (
-    LDML,
-    _check_common,
-    _initial_projection,
-    _minimize,
-    _monitor,
-    _used_samples,
+from crossmetric._solvers.descent import fit_lbfgs
+from crossmetric._solvers.early_stopping import clear, split_pairs, vector_monitor
+from crossmetric._solvers.logistic import PairLogisticObjective
+from crossmetric._solvers.starting import initial_projection
+from crossmetric._solvers.stochastic import (
+    STOCHASTIC_SOLVERS,
+    fit_theta,
+    refuse_early_stopping,
+    stochastic_settings,
 )
+from crossmetric.ldml import LDML, _check_common
 from crossmetric.pairs import group_pair_folds
 
 __all__ = ["CLML", "CLMLCV", "sparsify_assignments"]
@@ -190,13 +189,13 @@ class CLML(SingleModalMixin, BaseEstimator):
         0.1 %: on digits (1,600 objects) 1e-5 took up to 3× the iterations for the same
         held-out AUC (PCCA 0.9750 vs 0.9748, CMML 0.9591 vs 0.9581, LDML 0.9575 vs 0.9576).
     early_stopping : bool, default=False
-        Hold out ``validation_fraction`` of the training samples, grouped by identity (the
-        connected components of the positive pairs), with the pairs among them (see
-        :mod:`crossmetric._early_stopping`); stop once neither the ROC AUC nor the model's loss on
-        those pairs has improved for ``n_iter_no_change`` iterations, and keep the iterate with the
-        best validation AUC. The model is then learned from the remaining pairs only. Use it with
-        many clusters (k · n_components · n_features parameters) and few pairs per cluster, where
-        the local metrics overfit; the mixture is then fitted on the remaining samples too.
+        Hold out ``validation_fraction`` of the training samples, grouped by identity (the connected
+        components of the positive pairs), with the pairs among them (see
+        :mod:`crossmetric._solvers.early_stopping`); stop once neither the ROC AUC nor the model's
+        loss on those pairs has improved for ``n_iter_no_change`` iterations, and keep the iterate
+        with the best validation AUC. The model is then learned from the remaining pairs only. Use
+        it with many clusters (k · n_components · n_features parameters) and few pairs per cluster,
+        where the local metrics overfit; the mixture is then fitted on the remaining samples too.
     validation_fraction : float in (0, 1), default=0.1
         Share of the training samples (whole identities) held out for early stopping.
     n_iter_no_change : int, default=10
@@ -211,7 +210,7 @@ class CLML(SingleModalMixin, BaseEstimator):
         ``"minibatch"`` (Adam) / ``"sgd"``: stochastic solvers reading ``batch_size`` pairs
         and only their samples at a time (pairs and samples may be memory-mapped). The PCA,
         the mixture and the starting point are fitted on the samples of 20,000 random pairs;
-        ``max_iter`` counts epochs (rate rule in :mod:`crossmetric._stochastic`).
+        ``max_iter`` counts epochs (rate rule in :mod:`crossmetric._solvers.stochastic`).
     batch_size : int, default=4096
     learning_rate : float, default=0.3
 
@@ -327,14 +326,12 @@ class CLML(SingleModalMixin, BaseEstimator):
     # -------------------------------------------------------------------------- fit
     def _fit(self, data: PairData, y: np.ndarray) -> None:
         if check_choice(self.solver, "solver", ("lbfgs", *STOCHASTIC_SOLVERS)) != "lbfgs":
-            if self.early_stopping:
-                raise ValueError("early_stopping works with the full-batch solver; the "
-                                 f"stochastic solver {self.solver!r} has its own plateau rule.")
+            refuse_early_stopping(self, self.solver)
             self._fit_stochastic(data, y)
             clear(self)
             return
         data, y, val, y_val = split_pairs(self, data, y)
-        Xu, i, j = _used_samples(data)
+        Xu, i, j = data.X, data.ix, data.iy
         n, d = Xu.shape
         k, p = self._check_params(n, d)
         self._fit_mixture(Xu)
@@ -350,14 +347,16 @@ class CLML(SingleModalMixin, BaseEstimator):
             Ls, bs, _ = self._unpack(theta, k, p, d)
             return _local_embed(Xv, embed_validation.q, Ls, bs)
 
-        theta = _minimize(
+        theta = fit_lbfgs(
             self, lambda t: self._loss_grad(t, Xu, q, objective, k, p),
-            np.r_[Ls0.ravel(), bs0.ravel(), b0], _monitor(self, val, y_val, embed_validation, y),
+            np.r_[Ls0.ravel(), bs0.ravel(), b0],
+            vector_monitor(self, val, y_val, embed_validation, y),
         )
         self.local_components_, self.local_offsets_, self.bias_ = self._unpack(theta, k, p, d)
 
     def _fit_stochastic(self, data: PairData, y: np.ndarray) -> None:
-        """Mini-batch version of :meth:`_fit` (:func:`crossmetric._stochastic.fit_theta`)."""
+        """Mini-batch version of :meth:`_fit`
+        (:func:`crossmetric._solvers.stochastic.fit_theta`)."""
         d = data.X.shape[1]
         shape = {}
 
@@ -376,12 +375,8 @@ class CLML(SingleModalMixin, BaseEstimator):
                                    shape["p"])
 
         theta, self.loss_curve_, self.n_iter_ = fit_theta(
-            data, y, init_fn, loss_fn, solver=self.solver,
-            batch_size=check_positive_int(self.batch_size, "batch_size"),
-            learning_rate=check_positive_scalar(self.learning_rate, "learning_rate"),
-            max_iter=check_positive_int(self.max_iter, "max_iter"),
-            tol=check_positive_scalar(self.tol, "tol", allow_zero=True),
-            rng=check_random_state(self.random_state), verbose=self.verbose, name="CLML")
+            data, y, init_fn, loss_fn, solver=self.solver, name="CLML",
+            **stochastic_settings(self))
         self.local_components_, self.local_offsets_, self.bias_ = self._unpack(
             theta, shape["k"], shape["p"], d)
 
@@ -431,7 +426,7 @@ class CLML(SingleModalMixin, BaseEstimator):
             diff = Z0[i] - Z0[j]
             return Ls, np.zeros((k, p)), float(np.median(np.einsum("ij,ij->i", diff, diff)))
         else:
-            L0, b0 = _initial_projection(init, p, Xu, i, j, self.random_state)
+            L0, b0 = initial_projection(init, p, Xu, i, j, self.random_state)
         return np.repeat(L0[None], k, axis=0), np.zeros((k, p)), b0
 
     @staticmethod
@@ -592,7 +587,7 @@ class CLMLCV(CLML):
                 f"n_clusters_grid must be a non-empty sequence of integers >= 1, "
                 f"got {self.n_clusters_grid!r}."
             )
-        Xu, i, j = _used_samples(data)
+        Xu, i, j = data.X, data.ix, data.iy
         params = {k: v for k, v in self.get_params(deep=False).items()
                   if k not in ("n_clusters_grid", "cv", "scoring", "n_jobs", "preprocessor")}
         base = CLML(preprocessor=Xu, **params)

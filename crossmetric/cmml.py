@@ -13,35 +13,10 @@ from __future__ import annotations
 
 import numpy as np
 from sklearn.base import BaseEstimator
-from sklearn.utils import check_random_state
 
-from crossmetric._base import CrossModalMixin, PairData, used_rows
-from crossmetric._checks import (
-    check_choice,
-    check_n_components,
-    check_positive_int,
-    check_positive_scalar,
-)
-from crossmetric._early_stopping import EarlyStopping, check_early_stopping, clear, split_pairs
-from crossmetric._logistic_metric import (
-    INITS,
-    SOLVERS,
-    PairLogisticObjective,
-    Tower,
-    TowerProblem,
-    blas_threads,
-    initial_weights,
-    rescale_to_unit_distance,
-    solve,
-)
-from crossmetric._stochastic import STOCHASTIC_SOLVERS, fit_pair_towers
-from crossmetric.kernels import (
-    KernelMap,
-    NystroemMap,
-    check_kernel,
-    check_kernel_approximation,
-    check_kernel_input,
-)
+from crossmetric._base import CrossModalMixin, PairData
+from crossmetric._solvers.towers import embed_tower, fit_logistic_towers, store_towers
+from crossmetric.kernels import check_kernel
 
 __all__ = ["CMML"]
 
@@ -93,16 +68,16 @@ class CMML(CrossModalMixin, BaseEstimator):
         0.1 %: on digits (1,600 objects) 1e-5 took up to 3× the iterations for the same
         held-out AUC (PCCA 0.9750 vs 0.9748, CMML 0.9591 vs 0.9581, LDML 0.9575 vs 0.9576).
     early_stopping : bool, default=False
-        Hold out ``validation_fraction`` of the training samples, grouped by identity (the
-        connected components of the positive pairs), with the pairs among them (see
-        :mod:`crossmetric._early_stopping`); stop once neither the ROC AUC nor the model's loss on
-        those pairs has improved for ``n_iter_no_change`` iterations, and keep the iterate with the
-        best validation AUC. The model is then learned from the remaining pairs only. Use it when
-        the training pairs are few for the number of parameters (kernel towers have one column per
-        training sample and the paper's objective no regulariser), so that the fit overfits; when
-        the held-out AUC still rises at convergence it costs accuracy (measured on digits instance
-        pairs, 500 training objects, 10 negatives per positive, 3 seeds: held-out AUC 0.973-0.988
-        with it, 0.991 without), so compare both by cross-validation.
+        Hold out ``validation_fraction`` of the training samples, grouped by identity (the connected
+        components of the positive pairs), with the pairs among them (see
+        :mod:`crossmetric._solvers.early_stopping`); stop once neither the ROC AUC nor the model's
+        loss on those pairs has improved for ``n_iter_no_change`` iterations, and keep the iterate
+        with the best validation AUC. The model is then learned from the remaining pairs only. Use
+        it when the training pairs are few for the number of parameters (kernel towers have one
+        column per training sample and the paper's objective no regulariser), so that the fit
+        overfits; when the held-out AUC still rises at convergence it costs accuracy (measured on
+        digits instance pairs, 500 training objects, 10 negatives per positive, 3 seeds: held-out
+        AUC 0.973-0.988 with it, 0.991 without), so compare both by cross-validation.
     validation_fraction : float in (0, 1), default=0.1
         Share of the training samples (whole identities) held out for early stopping.
     n_iter_no_change : int, default=10
@@ -121,7 +96,7 @@ class CMML(CrossModalMixin, BaseEstimator):
         ``solver="minibatch"`` / ``"sgd"`` only: pairs per block.
     learning_rate : float, default=0.3
         ``solver="minibatch"`` / ``"sgd"`` only: first step relative to the weights' size,
-        divided by 5 at each plateau (rule in :mod:`crossmetric._stochastic`).
+        divided by 5 at each plateau (rule in :mod:`crossmetric._solvers.stochastic`).
         Landmarks m per Nyström modality.
 
     Attributes
@@ -187,112 +162,18 @@ class CMML(CrossModalMixin, BaseEstimator):
         self.preprocessor = preprocessor
 
     def _fit(self, data: PairData, y: np.ndarray) -> None:
-        beta = check_positive_scalar(self.beta, "beta")
         kernels = tuple(check_kernel(k, "kernel") for k in per_modality(self.kernel, "kernel"))
-        gammas = per_modality(self.gamma, "gamma")
-        solver = check_choice(self.solver, "solver", SOLVERS + STOCHASTIC_SOLVERS)
-        init = check_choice(self.init, "init", INITS)
-        max_iter = check_positive_int(self.max_iter, "max_iter")
-        tol = check_positive_scalar(self.tol, "tol", allow_zero=True)
-        _, _, patience = check_early_stopping(self)
-        rng = check_random_state(self.random_state)
-
-        if solver in STOCHASTIC_SOLVERS:
-            if self.early_stopping:
-                raise ValueError("early_stopping works with the full-batch solvers; the "
-                                 f"stochastic solver {solver!r} has its own plateau rule.")
-            Ws, maps, self.loss_curve_, self.n_iter_ = fit_pair_towers(
-                data, y, tied=False, kernels=kernels, gammas=gammas,
-                approximation=check_kernel_approximation(self.kernel_approximation),
-                n_landmarks=self.n_landmarks, n_components=self.n_components, beta=beta,
-                init=init, solver=solver,
-                batch_size=check_positive_int(self.batch_size, "batch_size"),
-                learning_rate=check_positive_scalar(self.learning_rate, "learning_rate"),
-                max_iter=max_iter, tol=tol, rng=rng, verbose=self.verbose, name="CMML")
-            clear(self)
-            self._set_towers(Ws, maps)
-            return
-        data, y, val, y_val = split_pairs(self, data, y)
-        X, ix = used_rows(data.X, data.ix)
-        Y, iy = used_rows(data.Y, data.iy)
-        nystroem = check_kernel_approximation(self.kernel_approximation) == "nystroem"
-        towers, maps = [], []
-        names = ("X (first modality)", "Y (second modality)")
-        for S, kernel, gamma, name in zip((X, Y), kernels, gammas, names, strict=True):
-            check_kernel_input(S, kernel, name)
-            if kernel == "linear":
-                towers.append(Tower(S))
-                maps.append(None)
-            elif nystroem:  # Nyström features feed a linear tower
-                fm = NystroemMap(kernel, gamma=gamma, n_landmarks=self.n_landmarks,
-                                 random_state=rng).fit(S)
-                towers.append(Tower(fm.transform(S)))
-                maps.append(fm)
-            else:
-                km = KernelMap(kernel, gamma=gamma).fit(S)
-                towers.append(Tower(km.train_kernel(), preconditioned=bool(self.preconditioned)))
-                maps.append(km)
-        upper = sum(t.Phi.shape[1] for t in towers)
-        k = check_n_components(self.n_components, upper,
-                               what="features or kernel samples of both modalities together")
-        exact = [isinstance(m, KernelMap) for m in maps]
-        is_kernel = any(exact)
-        problem = TowerProblem(towers, PairLogisticObjective(ix, iy, y, beta, len(X), len(Y)))
-        monitor = None
-        if val is not None:
-            Xv, ivx = used_rows(val.X, val.ix)
-            Yv, ivy = used_rows(val.Y, val.iy)
-            vtowers = [Tower(S if m is None else m.transform(S))
-                       for S, m in zip((Xv, Yv), maps, strict=True)]
-            vproblem = TowerProblem(
-                vtowers, PairLogisticObjective(ivx, ivy, y_val, beta, len(Xv), len(Yv)))
-            monitor = EarlyStopping(
-                lambda Ws: (vproblem.objective.distances(*vproblem.embed(Ws)), 1.0), y_val,
-                patience, beta, float(np.mean(y == 1)))
-        with blas_threads(sum(t.Phi.size for t in towers) * k):
-            W0 = [initial_weights(t.Phi, k, init, rng, e) for t, e in zip(towers, exact,
-                                                                         strict=True)]
-            W0 = rescale_to_unit_distance(problem, W0)
-            if monitor is not None:
-                monitor.update(0, W0)
-            Ws, self.loss_curve_, self.n_iter_ = solve(
-                problem, W0, solver=solver, is_kernel=is_kernel, max_iter=max_iter, tol=tol,
-                verbose=self.verbose, name="CMML", monitor=monitor)
-        if monitor is None:
-            clear(self)
-        else:
-            monitor.record(self)
-        self._set_towers(Ws, maps)
-
-    def _set_towers(self, Ws, maps) -> None:
-        for side, W, km in zip("xy", Ws, maps, strict=True):
-            for attr in ("components", "dual_coef", "kernel_map", "feature_map",
-                         "feature_components"):
-                self.__dict__.pop(f"{attr}_{side}_", None)  # refit: drop stale towers
-            if km is None:
-                setattr(self, f"components_{side}_", W)
-            elif isinstance(km, NystroemMap):
-                setattr(self, f"feature_map_{side}_", km)
-                setattr(self, f"feature_components_{side}_", W)
-            else:
-                setattr(self, f"dual_coef_{side}_", W)
-                setattr(self, f"kernel_map_{side}_", km)
+        Ws, maps = fit_logistic_towers(
+            self, data, y, kernels=kernels, gammas=per_modality(self.gamma, "gamma"),
+            side_names=("X (first modality)", "Y (second modality)"), name="CMML")
+        store_towers(self, Ws, maps, ("_x", "_y"))
 
     def _fit_threshold(self, data: PairData, y: np.ndarray) -> float:
         """``D² = 1``, the threshold of the loss (eq. 4): see ``threshold_``."""
         return 1.0
 
-    def _embed(self, S: np.ndarray, side: str) -> np.ndarray:
-        fm = getattr(self, f"feature_map_{side}_", None)
-        if fm is not None:
-            return fm.transform(S) @ getattr(self, f"feature_components_{side}_").T
-        km = getattr(self, f"kernel_map_{side}_", None)
-        if km is None:
-            return S @ getattr(self, f"components_{side}_").T
-        return km.transform(S) @ getattr(self, f"dual_coef_{side}_").T
-
     def _embed_x(self, X: np.ndarray) -> np.ndarray:
-        return self._embed(X, "x")
+        return embed_tower(self, X, "_x")
 
     def _embed_y(self, Y: np.ndarray) -> np.ndarray:
-        return self._embed(Y, "y")
+        return embed_tower(self, Y, "_y")

@@ -44,7 +44,6 @@ from crossmetric._checks import (
     check_positive_int,
     check_positive_scalar,
 )
-from crossmetric._early_stopping import validation_split
 from crossmetric._gsm_measure import (  # noqa: F401 - re-exported: the measure's public names
     _NO_F,
     _TIED,
@@ -61,6 +60,8 @@ from crossmetric._gsm_training import (
     train_epochs,
     validation_loss,
 )
+from crossmetric._solvers.early_stopping import validation_split
+from crossmetric._solvers.stochastic import PairBlocks
 from crossmetric.batches import IdentityRounds
 from crossmetric.pairs import identities_from_pairs
 
@@ -395,24 +396,25 @@ class GSM(CrossModalMixin, BaseEstimator):
     def _fit(self, data: PairData, y: np.ndarray) -> None:
         self._check_params()
         rng = check_random_state(self.random_state)
-        # distinct samples of each modality (each embedded once per batch, eq. 14)
-        ux, ix = np.unique(data.ix, return_inverse=True)
-        uy, iy = np.unique(data.iy, return_inverse=True)
-        ids_x, ids_y, n_conflicts = identities_from_pairs(ux.size, uy.size, ix, iy, y)
+        # the base's canonical pairs: the distinct samples of each modality, every one used
+        # (each embedded once per batch, eq. 14)
+        ix, iy = data.ix, data.iy
+        n_x, n_y = data.X.shape[0], data.Y.shape[0]
+        ids_x, ids_y, n_conflicts = identities_from_pairs(n_x, n_y, ix, iy, y)
         val = None
         if self.early_stopping:
             # whole identities held out, as for every learner's early stopping
-            tr, va = validation_split(ix, iy, y, ux.size, uy.size, tied=False,
+            tr, va = validation_split(ix, iy, y, n_x, n_y, tied=False,
                                       fraction=float(self.validation_fraction),
                                       random_state=rng)
             val = (ix[va], iy[va], y[va])
             ix, iy, y = ix[tr], iy[tr], y[tr]
         # the fixed reduction sees the training samples only
         rx, ry = np.unique(ix), np.unique(iy)
-        self.reducer_x_ = self._fit_reducer(data.X[ux[rx]], "X", rng)
-        self.reducer_y_ = self._fit_reducer(data.Y[uy[ry]], "Y", rng)
-        X = self._reduce(self.reducer_x_, data.X[ux])
-        Y = self._reduce(self.reducer_y_, data.Y[uy])
+        self.reducer_x_ = self._fit_reducer(data.X[rx], "X", rng)
+        self.reducer_y_ = self._fit_reducer(data.Y[ry], "Y", rng)
+        X = self._reduce(self.reducer_x_, data.X)
+        Y = self._reduce(self.reducer_y_, data.Y)
         p_x, p_y = X.shape[1], Y.shape[1]
         if self.structure in _TIED and p_x != p_y:
             raise ValueError(
@@ -449,14 +451,15 @@ class GSM(CrossModalMixin, BaseEstimator):
             weight = self._pair_weights(y)
             n = y.shape[0]
 
+            blocks = PairBlocks(X, Y, ix, iy, y, tied=False)
+
             def epoch_step(opt):
                 perm = rng.permutation(n)
                 for sl in gen_batches(n, int(self.batch_size)):
                     b = perm[sl]
-                    bx, bix = np.unique(ix[b], return_inverse=True)
-                    by, biy = np.unique(iy[b], return_inverse=True)
+                    (Xb, Yb), bix, biy, _ = blocks.gather(b)
                     # unbiased estimate of the full objective's gradient
-                    _, grad = loss_grad(params, X[bx], Y[by], bix, biy, ell_all[b],
+                    _, grad = loss_grad(params, Xb, Yb, bix, biy, ell_all[b],
                                         weight[b] * (n / b.size))
                     opt.step(params, grad)
                 return loss_grad(params, X, Y, ix, iy, ell_all, weight)[0]

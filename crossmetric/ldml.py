@@ -10,11 +10,12 @@ log-likelihood of the pair labels, i.e. minimising the log-loss of the clml pape
     ℒ(L, b) = Σ_ij ln(1 + exp(−y_ij (b − D_ij))).
 
 The log-loss is PCCA's generalized logistic objective with β = 1 and a learned threshold b
-(:class:`crossmetric._logistic_metric.PairLogisticObjective`, ``loss_grad_tied``): each sample is
+(:class:`crossmetric._solvers.logistic.PairLogisticObjective`, ``loss_grad_tied``): each sample is
 embedded once and the pair gradients are scattered back through a sparse incidence matrix,
 O(n_pairs · p) per call, no ``(n_pairs, d, d)`` or ``d × d`` arrays. It is minimised with the
-same L-BFGS driver (:func:`crossmetric._logistic_metric.lbfgs`). CLML (``crossmetric.clml``)
-reuses the objective, :func:`_initial_projection` and :func:`_used_samples`, so that
+same L-BFGS driver (:func:`crossmetric._solvers.descent.lbfgs`). CLML (``crossmetric.clml``)
+reuses the objective, the starting point
+(:func:`crossmetric._solvers.starting.initial_projection`) and the driver, so that
 ``CLML(n_clusters=1)`` runs *the same* code as :class:`LDML`.
 """
 
@@ -23,116 +24,46 @@ from __future__ import annotations
 import numpy as np
 from scipy.special import expit
 from sklearn.base import BaseEstimator
-from sklearn.decomposition import PCA
-from sklearn.utils import check_random_state
 
-from crossmetric._base import LinearSingleModalMixin, PairData, squared_euclidean_rows, used_rows
+from crossmetric._base import LinearSingleModalMixin, PairData, used_rows
 from crossmetric._checks import (
-    as_float_array,
     check_choice,
     check_n_components,
     check_positive_int,
     check_positive_scalar,
 )
-from crossmetric._early_stopping import EarlyStopping, check_early_stopping, clear, split_pairs
-from crossmetric._logistic_metric import PairLogisticObjective, lbfgs
-from crossmetric._stochastic import STOCHASTIC_SOLVERS, fit_theta
+from crossmetric._solvers.descent import fit_lbfgs
+from crossmetric._solvers.early_stopping import (
+    check_early_stopping,
+    clear,
+    split_pairs,
+    vector_monitor,
+)
+from crossmetric._solvers.logistic import PairLogisticObjective
+from crossmetric._solvers.starting import initial_projection
+from crossmetric._solvers.stochastic import (
+    STOCHASTIC_SOLVERS,
+    fit_theta,
+    refuse_early_stopping,
+    stochastic_settings,
+)
 from crossmetric.losses import generalized_logistic
 
 __all__ = ["LDML", "pair_log_likelihood"]
 
-_INITS = ("auto", "pca", "identity", "random")
+# ------------------------------------------------------- old private paths (kept importable)
+#: :func:`crossmetric._solvers.starting.initial_projection`
+_initial_projection = initial_projection
 
 
-# ---------------------------------------------------------------------------- shared pieces
 def _used_samples(data: PairData):
-    """Samples taking part in the pairs, and pair indices into them.
+    """Samples taking part in the pairs, and pair indices into them (tied learners).
 
-    The pair-learner base hands every learner distinct samples in a canonical order
-    (:func:`crossmetric._base.canonical_pairs`), so a fit does not depend on the input form;
-    this keeps the order and drops samples that no pair uses (e.g. after a validation split).
+    Kept for old imports: the learners fit from the base's canonical pairs
+    (:func:`crossmetric._base.canonical_pairs`), which hold only used samples already.
     """
     Z, i, j = data.stacked()
     return used_rows(Z, i, j)
-
-
-def _monitor(estimator, val, y_val, embed, y_train):
-    """:class:`EarlyStopping` on the validation pairs ``val``; ``embed(theta, Xv)`` embeds
-    the validation samples under the parameters ``theta``. ``None`` without a split."""
-    if val is None:
-        return None
-    _, _, patience = check_early_stopping(estimator)
-    Xv, iv, jv = _used_samples(val)
-    return EarlyStopping(lambda theta: (_pair_dist(embed(theta, Xv), iv, jv), theta[-1]),
-                         y_val, patience, 1.0, float(np.mean(y_train == 1)))
-
-
-def _initial_projection(init, n_components: int, Xu: np.ndarray, i: np.ndarray,
-                        j: np.ndarray, random_state, *, name: str = "init"):
-    """Initial ``L0`` (n_components × n_features) and bias ``b0``.
-
-    ``init`` is ``"pca"`` (leading principal axes of the training samples), ``"identity"``
-    (the first ``n_components`` rows of the identity), ``"random"`` (Gaussian rows), ``"auto"``
-    (``"pca"`` when ``n_components`` < n_features, else ``"identity"``) or an array. A named
-    initialisation is rescaled so that the median training-pair distance is 1; an array is used
-    as given. In both cases ``b0`` is the median training-pair distance under ``L0``, so the
-    initial model calls half of the pairs *same*.
-    """
-    p, d = n_components, Xu.shape[1]
-    if isinstance(init, str):
-        if init not in _INITS:
-            raise ValueError(f"{name} must be one of {_INITS} or an array, got {init!r}.")
-        if init == "auto":
-            init = "pca" if p < d and p <= Xu.shape[0] else ("identity" if p <= d else "random")
-        if init == "pca":
-            if p > min(Xu.shape):
-                raise ValueError(
-                    f"{name}='pca' gives at most min(n_samples, n_features) = {min(Xu.shape)} "
-                    f"axes, but n_components={p}; use init='random'."
-                )
-            L0 = PCA(n_components=p, random_state=random_state).fit(Xu).components_
-        elif init == "identity":
-            if p > d:
-                raise ValueError(
-                    f"{name}='identity' needs n_components <= n_features ({d}), got {p}."
-                )
-            L0 = np.eye(p, d)
-        else:
-            rng = check_random_state(random_state)
-            L0 = rng.standard_normal((p, d)) / np.sqrt(d)
-        L0 = np.array(L0, dtype=np.float64)
-        D = _pair_dist(Xu @ L0.T, i, j)
-        med = float(np.median(D))
-        if med > 0:
-            L0 /= np.sqrt(med)
-    else:
-        L0 = as_float_array(init, name, ndim=2).astype(np.float64, copy=True)
-        if L0.shape != (p, d):
-            raise ValueError(
-                f"{name} must have shape (n_components, n_features) = {(p, d)}, "
-                f"got {L0.shape}."
-            )
-    b0 = float(np.median(_pair_dist(Xu @ L0.T, i, j)))
-    return L0, b0
-
-
-def _pair_dist(Z, i, j):
-    return squared_euclidean_rows(Z[i], Z[j])
-
-
-def _minimize(estimator, fun, theta0: np.ndarray, monitor=None) -> np.ndarray:
-    """L-BFGS on ``fun``; sets ``n_iter_``, ``loss_curve_``, ``validation_scores_`` and
-    ``best_iteration_`` on the estimator (the last two ``None`` without ``monitor``)."""
-    if monitor is not None:
-        monitor.update(0, theta0)
-    theta, estimator.loss_curve_, estimator.n_iter_ = lbfgs(
-        fun, theta0, max_iter=estimator.max_iter, tol=estimator.tol,
-        verbose=estimator.verbose, name=type(estimator).__name__, monitor=monitor)
-    if monitor is None:
-        clear(estimator)
-    else:
-        monitor.record(estimator)
-    return theta
 
 
 def pair_log_likelihood(estimator, pairs, y) -> float:
@@ -199,13 +130,13 @@ class LDML(LinearSingleModalMixin, BaseEstimator):
         0.1 %: on digits (1,600 objects) 1e-5 took up to 3× the iterations for the same
         held-out AUC (PCCA 0.9750 vs 0.9748, CMML 0.9591 vs 0.9581, LDML 0.9575 vs 0.9576).
     early_stopping : bool, default=False
-        Hold out ``validation_fraction`` of the training samples, grouped by identity (the
-        connected components of the positive pairs), with the pairs among them (see
-        :mod:`crossmetric._early_stopping`); stop once neither the ROC AUC nor the model's loss on
-        those pairs has improved for ``n_iter_no_change`` iterations, and keep the iterate with the
-        best validation AUC. The model is then learned from the remaining pairs only. Use it for a
-        full metric (``n_components=None``, d² parameters) learned from few pairs, when a small
-        ``alpha`` does not prevent overfitting.
+        Hold out ``validation_fraction`` of the training samples, grouped by identity (the connected
+        components of the positive pairs), with the pairs among them (see
+        :mod:`crossmetric._solvers.early_stopping`); stop once neither the ROC AUC nor the model's
+        loss on those pairs has improved for ``n_iter_no_change`` iterations, and keep the iterate
+        with the best validation AUC. The model is then learned from the remaining pairs only. Use
+        it for a full metric (``n_components=None``, d² parameters) learned from few pairs, when a
+        small ``alpha`` does not prevent overfitting.
     validation_fraction : float in (0, 1), default=0.1
         Share of the training samples (whole identities) held out for early stopping.
     n_iter_no_change : int, default=10
@@ -220,7 +151,7 @@ class LDML(LinearSingleModalMixin, BaseEstimator):
         ``"minibatch"`` (Adam) / ``"sgd"``: stochastic solvers that read ``batch_size`` pairs
         and only their samples at a time (pairs and samples may be memory-mapped); the
         starting point is computed on 20,000 random pairs; ``max_iter`` counts epochs
-        (learning-rate rule in :mod:`crossmetric._stochastic`).
+        (learning-rate rule in :mod:`crossmetric._solvers.stochastic`).
     batch_size : int, default=4096
     learning_rate : float, default=0.3
 
@@ -296,15 +227,13 @@ class LDML(LinearSingleModalMixin, BaseEstimator):
         _check_common(self)
         solver = check_choice(self.solver, "solver", ("lbfgs", *STOCHASTIC_SOLVERS))
         if solver != "lbfgs":
-            if self.early_stopping:
-                raise ValueError("early_stopping works with the full-batch solver; the "
-                                 f"stochastic solver {solver!r} has its own plateau rule.")
+            refuse_early_stopping(self, solver)
             d = data.X.shape[1]
             p = d if self.n_components is None else check_n_components(self.n_components, d)
 
             def init_fn(block):
                 (Z,), i, j, _ = block
-                L0, b0 = _initial_projection(self.init, p, Z, i, j, self.random_state)
+                L0, b0 = initial_projection(self.init, p, Z, i, j, self.random_state)
                 return np.r_[L0.ravel(), b0]
 
             def loss_fn(theta, block):
@@ -313,24 +242,20 @@ class LDML(LinearSingleModalMixin, BaseEstimator):
                 return self._loss_grad(theta, Z, obj, p)
 
             theta, self.loss_curve_, self.n_iter_ = fit_theta(
-                data, y, init_fn, loss_fn, solver=solver,
-                batch_size=check_positive_int(self.batch_size, "batch_size"),
-                learning_rate=check_positive_scalar(self.learning_rate, "learning_rate"),
-                max_iter=check_positive_int(self.max_iter, "max_iter"),
-                tol=check_positive_scalar(self.tol, "tol", allow_zero=True),
-                rng=check_random_state(self.random_state), verbose=self.verbose, name="LDML")
+                data, y, init_fn, loss_fn, solver=solver, name="LDML",
+                **stochastic_settings(self))
             self.components_ = theta[:-1].reshape(p, d)
             self.bias_ = float(theta[-1])
             clear(self)
             return
         data, y, val, y_val = split_pairs(self, data, y)
-        Xu, i, j = _used_samples(data)
+        Xu, i, j = data.X, data.ix, data.iy
         d = Xu.shape[1]
         p = d if self.n_components is None else check_n_components(self.n_components, d)
-        L0, b0 = _initial_projection(self.init, p, Xu, i, j, self.random_state)
+        L0, b0 = initial_projection(self.init, p, Xu, i, j, self.random_state)
         objective = PairLogisticObjective(i, j, y, 1.0, Xu.shape[0], Xu.shape[0])
-        monitor = _monitor(self, val, y_val, lambda t, Xv: Xv @ t[:-1].reshape(p, d).T, y)
-        theta = _minimize(self, lambda t: self._loss_grad(t, Xu, objective, p),
+        monitor = vector_monitor(self, val, y_val, lambda t, Xv: Xv @ t[:-1].reshape(p, d).T, y)
+        theta = fit_lbfgs(self, lambda t: self._loss_grad(t, Xu, objective, p),
                           np.r_[L0.ravel(), b0], monitor)
         self.components_ = theta[:-1].reshape(p, d)
         self.bias_ = float(theta[-1])

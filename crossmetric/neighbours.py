@@ -28,8 +28,8 @@ from sklearn.base import BaseEstimator
 
 from crossmetric._base import LinearSingleModalMixin, PairData, squared_euclidean_matrix
 from crossmetric._checks import check_n_components, check_positive_int, check_positive_scalar
-from crossmetric._logistic_metric import lbfgs
-from crossmetric.ldml import _initial_projection, _used_samples
+from crossmetric._solvers.descent import lbfgs
+from crossmetric._solvers.starting import initial_projection
 from crossmetric.pairs import labels_from_pairs
 
 __all__ = ["NCA", "LMNN", "MCC", "samples_and_labels"]
@@ -37,9 +37,12 @@ __all__ = ["NCA", "LMNN", "MCC", "samples_and_labels"]
 
 def samples_and_labels(data: PairData, y: np.ndarray):
     """Distinct samples of the pairs (canonical order), their pair indices and class labels
-    (connected components of the positive pairs)."""
-    Xu, i, j = _used_samples(data)
-    return Xu, i, j, labels_from_pairs(i, j, y, Xu.shape[0])
+    (connected components of the positive pairs).
+
+    ``data`` are the base's canonical pairs (:func:`crossmetric._base.canonical_pairs`): one
+    sample set, every sample used.
+    """
+    return data.X, data.ix, data.iy, labels_from_pairs(data.ix, data.iy, y, data.X.shape[0])
 
 
 def _weighted_scatter_grad(L: np.ndarray, X: np.ndarray, Z: np.ndarray,
@@ -59,7 +62,7 @@ class _LabelMetric(LinearSingleModalMixin, BaseEstimator):
         Xu, i, j, labels = samples_and_labels(data, y)
         d = Xu.shape[1]
         p = d if self.n_components is None else check_n_components(self.n_components, d)
-        L0, _ = _initial_projection(self.init, p, Xu, i, j, self.random_state)
+        L0, _ = initial_projection(self.init, p, Xu, i, j, self.random_state)
         return Xu, labels, L0
 
     def _minimise(self, fun, L0):

@@ -11,34 +11,10 @@ from __future__ import annotations
 
 import numpy as np
 from sklearn.base import BaseEstimator
-from sklearn.utils import check_random_state
 
-from crossmetric._base import LinearSingleModalMixin, PairData, used_rows
-from crossmetric._checks import (
-    check_choice,
-    check_n_components,
-    check_positive_int,
-    check_positive_scalar,
-)
-from crossmetric._early_stopping import EarlyStopping, check_early_stopping, clear, split_pairs
-from crossmetric._logistic_metric import (
-    INITS,
-    SOLVERS,
-    PairLogisticObjective,
-    Tower,
-    TowerProblem,
-    blas_threads,
-    initial_weights,
-    rescale_to_unit_distance,
-    solve,
-)
-from crossmetric._stochastic import STOCHASTIC_SOLVERS, fit_pair_towers
-from crossmetric.kernels import (
-    KernelMap,
-    NystroemMap,
-    check_kernel,
-    check_kernel_approximation,
-)
+from crossmetric._base import LinearSingleModalMixin, PairData
+from crossmetric._solvers.towers import embed_tower, fit_logistic_towers, store_towers
+from crossmetric.kernels import check_kernel
 
 __all__ = ["PCCA"]
 
@@ -71,7 +47,7 @@ class PCCA(LinearSingleModalMixin, BaseEstimator):
         direction needs no product with K). ``"minibatch"`` (Adam) / ``"sgd"``: stochastic
         solvers reading ``batch_size`` pairs at a time, only the samples those pairs use, for
         pairs and samples that do not fit in memory (``preprocessor`` may be a memmap); linear
-        or Nyström towers (:mod:`crossmetric._stochastic`); ``max_iter`` counts epochs.
+        or Nyström towers (:mod:`crossmetric._solvers.stochastic`); ``max_iter`` counts epochs.
     preconditioned : bool, default=True
         Kernel PCCA with ``solver="gd"`` only: descend along ``∇_A K⁻¹`` (eq. 9-10), where each
         pair touches two columns. ``False`` descends along the plain gradient ``∇_A`` (the
@@ -87,16 +63,16 @@ class PCCA(LinearSingleModalMixin, BaseEstimator):
         0.1 %: on digits (1,600 objects) 1e-5 took up to 3× the iterations for the same
         held-out AUC (PCCA 0.9750 vs 0.9748, CMML 0.9591 vs 0.9581, LDML 0.9575 vs 0.9576).
     early_stopping : bool, default=False
-        Hold out ``validation_fraction`` of the training samples, grouped by identity (the
-        connected components of the positive pairs), with the pairs among them (see
-        :mod:`crossmetric._early_stopping`); stop once neither the ROC AUC nor the model's loss on
-        those pairs has improved for ``n_iter_no_change`` iterations, and keep the iterate with the
-        best validation AUC. The model is then learned from the remaining pairs only. Use it when
-        the training pairs are few for the number of parameters (kernel PCCA has one column per
-        training sample and the paper's objective no regulariser), so that the fit overfits; when
-        the held-out AUC still rises at convergence it costs accuracy (measured on digits classes,
-        200 training objects, 3 seeds: held-out AUC 0.91-0.97 with it, 0.992 without: with 10
-        classes the validation side holds one or two whole classes), so compare both by cross-
+        Hold out ``validation_fraction`` of the training samples, grouped by identity (the connected
+        components of the positive pairs), with the pairs among them (see
+        :mod:`crossmetric._solvers.early_stopping`); stop once neither the ROC AUC nor the model's
+        loss on those pairs has improved for ``n_iter_no_change`` iterations, and keep the iterate
+        with the best validation AUC. The model is then learned from the remaining pairs only. Use
+        it when the training pairs are few for the number of parameters (kernel PCCA has one column
+        per training sample and the paper's objective no regulariser), so that the fit overfits;
+        when the held-out AUC still rises at convergence it costs accuracy (measured on digits
+        classes, 200 training objects, 3 seeds: held-out AUC 0.91-0.97 with it, 0.992 without: with
+        10 classes the validation side holds one or two whole classes), so compare both by cross-
         validation.
     validation_fraction : float in (0, 1), default=0.1
         Share of the training samples (whole identities) held out for early stopping.
@@ -119,7 +95,7 @@ class PCCA(LinearSingleModalMixin, BaseEstimator):
         ``solver="minibatch"`` / ``"sgd"`` only: pairs per block.
     learning_rate : float, default=0.3
         ``solver="minibatch"`` / ``"sgd"`` only: first step relative to the weights' size,
-        divided by 5 at each plateau (rule in :mod:`crossmetric._stochastic`).
+        divided by 5 at each plateau (rule in :mod:`crossmetric._solvers.stochastic`).
         Landmarks m of the Nyström map.
 
     Attributes
@@ -193,95 +169,13 @@ class PCCA(LinearSingleModalMixin, BaseEstimator):
         self.preprocessor = preprocessor
 
     def _fit(self, data: PairData, y: np.ndarray) -> None:
-        beta = check_positive_scalar(self.beta, "beta")
-        kernel = check_kernel(self.kernel)
-        solver = check_choice(self.solver, "solver", SOLVERS + STOCHASTIC_SOLVERS)
-        init = check_choice(self.init, "init", INITS)
-        max_iter = check_positive_int(self.max_iter, "max_iter")
-        tol = check_positive_scalar(self.tol, "tol", allow_zero=True)
-        _, _, patience = check_early_stopping(self)
-        rng = check_random_state(self.random_state)
-        is_kernel = kernel != "linear"
-        nystroem = (check_kernel_approximation(self.kernel_approximation) == "nystroem"
-                    and is_kernel)
-
-        for attr in ("components_", "dual_coef_", "kernel_map_", "feature_map_",
-                     "feature_components_"):
-            self.__dict__.pop(attr, None)  # a refit with another kernel drops the old tower
-        if solver in STOCHASTIC_SOLVERS:
-            if self.early_stopping:
-                raise ValueError("early_stopping works with the full-batch solvers; the "
-                                 f"stochastic solver {solver!r} has its own plateau rule.")
-            (W,), (fmap,), self.loss_curve_, self.n_iter_ = fit_pair_towers(
-                data, y, tied=True, kernels=(kernel,), gammas=(self.gamma,),
-                approximation=self.kernel_approximation, n_landmarks=self.n_landmarks,
-                n_components=self.n_components, beta=beta, init=init, solver=solver,
-                batch_size=check_positive_int(self.batch_size, "batch_size"),
-                learning_rate=check_positive_scalar(self.learning_rate, "learning_rate"),
-                max_iter=max_iter, tol=tol, rng=rng, verbose=self.verbose, name="PCCA")
-            clear(self)
-            if fmap is None:
-                self.components_ = W
-            else:
-                self.feature_map_, self.feature_components_ = fmap, W
-            return
-        data, y, val, y_val = split_pairs(self, data, y)
-        Z, i, j = used_rows(data.X, data.ix, data.iy)
-        kernel_map = None
-        if nystroem:  # Nyström features feed the linear tower
-            kernel_map = NystroemMap(kernel, gamma=self.gamma, n_landmarks=self.n_landmarks,
-                                     random_state=rng).fit(Z)
-            Phi = kernel_map.transform(Z)
-            k = check_n_components(self.n_components, Phi.shape[1],
-                                   what="the number of Nyström landmarks")
-            is_kernel = False
-        elif is_kernel:
-            kernel_map = KernelMap(kernel, gamma=self.gamma).fit(Z)
-            Phi = kernel_map.train_kernel()
-            k = check_n_components(self.n_components, Z.shape[0],
-                                   what="the number of distinct training samples")
-        else:
-            Phi = Z
-            k = check_n_components(self.n_components, Z.shape[1])
-
-        tower = Tower(Phi, preconditioned=is_kernel and bool(self.preconditioned))
-        problem = TowerProblem([tower], PairLogisticObjective(i, j, y, beta, *(2 * [len(Z)])))
-        monitor = None
-        if val is not None:
-            Zv, iv, jv = used_rows(val.X, val.ix, val.iy)
-            vproblem = TowerProblem(
-                [Tower(Zv if kernel_map is None else kernel_map.transform(Zv))],
-                PairLogisticObjective(iv, jv, y_val, beta, *(2 * [len(Zv)])))
-            monitor = EarlyStopping(
-                lambda Ws: (vproblem.objective.distances(*vproblem.embed(Ws)), 1.0), y_val,
-                patience, beta, float(np.mean(y == 1)))
-        with blas_threads(Phi.size * k):
-            W0 = rescale_to_unit_distance(
-                problem, [initial_weights(Phi, k, init, rng, is_kernel)])
-            if monitor is not None:
-                monitor.update(0, W0)
-            (W,), self.loss_curve_, self.n_iter_ = solve(
-                problem, W0, solver=solver, is_kernel=is_kernel, max_iter=max_iter, tol=tol,
-                verbose=self.verbose, name="PCCA", monitor=monitor)
-        if monitor is None:
-            clear(self)
-        else:
-            monitor.record(self)
-        if nystroem:
-            self.feature_map_, self.feature_components_ = kernel_map, W
-        elif is_kernel:
-            self.dual_coef_ = W
-            self.kernel_map_ = kernel_map
-        else:
-            self.components_ = W
+        Ws, maps = fit_logistic_towers(self, data, y, kernels=(check_kernel(self.kernel),),
+                                       gammas=(self.gamma,), side_names=("X",), name="PCCA")
+        store_towers(self, Ws, maps, ("",))
 
     def _fit_threshold(self, data: PairData, y: np.ndarray) -> float:
         """``D² = 1``, the threshold of the loss (eq. 2): see ``threshold_``."""
         return 1.0
 
     def _embed_x(self, X: np.ndarray) -> np.ndarray:
-        if hasattr(self, "feature_map_"):
-            return self.feature_map_.transform(X) @ self.feature_components_.T
-        if hasattr(self, "dual_coef_"):
-            return self.kernel_map_.transform(X) @ self.dual_coef_.T
-        return X @ self.components_.T
+        return embed_tower(self, X, "")

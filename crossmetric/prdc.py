@@ -39,8 +39,7 @@ from sklearn.utils import check_random_state
 
 from crossmetric._base import PairData, SingleModalMixin
 from crossmetric._checks import check_positive_int, check_positive_scalar, user_stacklevel
-from crossmetric._logistic_metric import lbfgs
-from crossmetric.ldml import _used_samples
+from crossmetric._solvers.descent import lbfgs
 
 __all__ = ["PRDC", "triplets_from_pairs", "prdc_objective"]
 
@@ -153,7 +152,7 @@ class PRDC(SingleModalMixin, BaseEstimator):
         tol_c = check_positive_scalar(self.tol_components, "tol_components", allow_zero=True)
         check_positive_int(self.max_iter, "max_iter")
         check_positive_scalar(self.tol, "tol", allow_zero=True)
-        Xu, i, j = _used_samples(data)
+        Xu, i, j = data.X, data.ix, data.iy  # canonical pairs: every sample used
         d = Xu.shape[1]
         n_max = d if self.n_components is None else check_positive_int(
             self.n_components, "n_components")

@@ -7,8 +7,8 @@ import pytest
 from sklearn.datasets import load_digits
 from sklearn.exceptions import ConvergenceWarning, NotFittedError
 
-from crossmetric._base import PairData
-from crossmetric._logistic_metric import PairLogisticObjective
+from crossmetric._base import used_rows
+from crossmetric._solvers.logistic import PairLogisticObjective
 from crossmetric.clml import (
     CLML,
     CLMLCV,
@@ -16,7 +16,7 @@ from crossmetric.clml import (
     _local_embed,
     sparsify_assignments,
 )
-from crossmetric.ldml import LDML, _used_samples
+from crossmetric.ldml import LDML
 from crossmetric.pairs import make_pairs
 
 
@@ -94,7 +94,7 @@ def test_local_embed_and_backprop_against_dense():
 
 def _objective_pieces(X, pairs, y, k, p, seed=0):
     model = CLML(k, n_components=p, alpha=0.07, random_state=seed)
-    Xu, i, j = _used_samples(PairData(X, X, pairs[:, 0], pairs[:, 1]))
+    Xu, i, j = used_rows(X, pairs[:, 0], pairs[:, 1])
     obj = PairLogisticObjective(i, j, y, 1.0, Xu.shape[0], Xu.shape[0])
     rng = np.random.RandomState(seed)
     q = sparsify_assignments(rng.dirichlet(np.ones(k) * 0.5, size=Xu.shape[0]), 0.05, 2)
@@ -230,7 +230,7 @@ def test_clmlcv_chooses_k_from_grid(digits):
 def test_per_cluster_array_init():
     X, pairs, y = _small(seed=8)
     k, p = 3, 2
-    Xu, i, j = _used_samples(PairData(X, X, pairs[:, 0], pairs[:, 1]))
+    Xu, i, j = used_rows(X, pairs[:, 0], pairs[:, 1])
     rng = np.random.RandomState(0)
     q = sparsify_assignments(rng.dirichlet(np.ones(k), size=Xu.shape[0]), 0.05, 2)
     init = rng.randn(k, p, X.shape[1])

@@ -8,7 +8,7 @@ from scipy.special import expit
 from sklearn.exceptions import ConvergenceWarning
 
 from crossmetric import CMML, PCCA, Euclidean
-from crossmetric._logistic_metric import PairLogisticObjective, Tower, TowerProblem
+from crossmetric._solvers.logistic import PairLogisticObjective, Tower, TowerProblem
 from crossmetric.kernels import pairwise_kernel
 from crossmetric.pairs import make_pairs
 from tests.test_pcca import _fd

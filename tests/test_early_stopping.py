@@ -8,7 +8,7 @@ from sklearn.base import clone
 from sklearn.exceptions import ConvergenceWarning
 
 from crossmetric import CLML, CMML, LDML, PCCA
-from crossmetric._early_stopping import EarlyStopping, validation_split
+from crossmetric._solvers.early_stopping import EarlyStopping, validation_split
 from crossmetric.pairs import make_pairs
 
 

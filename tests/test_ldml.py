@@ -9,9 +9,9 @@ from sklearn.datasets import load_digits
 from sklearn.exceptions import ConvergenceWarning, NotFittedError
 from sklearn.model_selection import GridSearchCV
 
-from crossmetric._base import PairData
-from crossmetric._logistic_metric import PairLogisticObjective
-from crossmetric.ldml import LDML, _used_samples, pair_log_likelihood
+from crossmetric._base import used_rows
+from crossmetric._solvers.logistic import PairLogisticObjective
+from crossmetric.ldml import LDML, pair_log_likelihood
 from crossmetric.pairs import make_pairs
 
 
@@ -52,7 +52,7 @@ def test_objective_matches_slow_version(p):
     d = X.shape[1]
     r = d if p is None else p
     L, b = rng.randn(r, d) * 0.4, 1.3
-    Xu, i, j = _used_samples(PairData(X, X, pairs[:, 0], pairs[:, 1]))
+    Xu, i, j = used_rows(X, pairs[:, 0], pairs[:, 1])
     obj = PairLogisticObjective(i, j, y, 1.0, Xu.shape[0], Xu.shape[0])
     loss, _ = model._loss_grad(np.r_[L.ravel(), b], Xu, obj, r)
     assert loss == pytest.approx(_slow_objective(X, pairs, y, L, b, 0.3), rel=1e-12)
@@ -62,7 +62,7 @@ def test_objective_matches_slow_version(p):
 def test_gradient_finite_differences(p):
     X, pairs, y = _small(seed=3)
     model = LDML(p, alpha=0.05)
-    Xu, i, j = _used_samples(PairData(X, X, pairs[:, 0], pairs[:, 1]))
+    Xu, i, j = used_rows(X, pairs[:, 0], pairs[:, 1])
     obj = PairLogisticObjective(i, j, y, 1.0, Xu.shape[0], Xu.shape[0])
     r = X.shape[1] if p is None else p
     rng = np.random.RandomState(2)
@@ -81,7 +81,7 @@ def test_gradient_finite_differences(p):
 def test_no_overflow_warning_on_huge_distances():
     X, pairs, y = _small()
     model = LDML(2)
-    Xu, i, j = _used_samples(PairData(X, X, pairs[:, 0], pairs[:, 1]))
+    Xu, i, j = used_rows(X, pairs[:, 0], pairs[:, 1])
     obj = PairLogisticObjective(i, j, y, 1.0, Xu.shape[0], Xu.shape[0])
     theta = np.r_[np.full(2 * X.shape[1], 1e4), -1e3]
     with warnings.catch_warnings():

@@ -5,7 +5,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from crossmetric._logistic_metric import PairLogisticObjective  # noqa: E402
+from crossmetric._solvers.logistic import PairLogisticObjective  # noqa: E402
 from crossmetric.auc import hinge_coefficients, pauc_window  # noqa: E402
 from crossmetric.deep.pml_losses import (  # noqa: E402
     GeneralizedLogisticLoss,

@@ -8,8 +8,8 @@ import pytest
 from sklearn.datasets import load_digits
 from sklearn.exceptions import ConvergenceWarning
 
-from crossmetric._logistic_metric import PairLogisticObjective
-from crossmetric._stochastic import PairBlocks
+from crossmetric._solvers.logistic import PairLogisticObjective
+from crossmetric._solvers.stochastic import PairBlocks
 from crossmetric.cmml import CMML
 from crossmetric.ldml import LDML
 from crossmetric.pairs import make_pairs

@@ -44,6 +44,7 @@ from crossmetric._checks import (
     check_positive_scalar,
     user_stacklevel,
 )
+from crossmetric._gsm_measure import STRUCTURES, gsm_matrix, gsm_rowwise
 from crossmetric.deep.augment import make_augmentation
 from crossmetric.deep.averaging import WeightAverage, averaging_start
 from crossmetric.deep.data import (
@@ -63,7 +64,6 @@ from crossmetric.deep.losses import similarity_matrix, similarity_rows
 from crossmetric.deep.networks import GSMNet, GSMTower
 from crossmetric.deep.sampler import balanced_weights, identities_from_pairs, pair_completeness
 from crossmetric.deep.schedule import OPTIMIZERS, SCHEDULES, WindowedConvergence, make_optimizer
-from crossmetric.gsm import STRUCTURES, gsm_matrix, gsm_rowwise
 
 __all__ = ["DeepGSM"]
 

@@ -32,7 +32,7 @@ import math
 import torch
 from torch import nn
 
-from crossmetric.gsm import STRUCTURES
+from crossmetric._gsm_measure import STRUCTURES
 
 __all__ = ["PAPER_MIN_SIDE", "conv_geometry", "DomainNet", "SharedNet", "SimilarityHead",
            "GSMNet", "NormalizedFeatures", "GSMTower"]

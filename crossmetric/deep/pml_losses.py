@@ -31,7 +31,7 @@ Mahalanobis forms ``‖Lx − Ly‖²``):
   ``(1 − ℓ S)₊`` with ``ℓ = −1`` for same identity and ``+1`` otherwise (eq. 4).
 
 They are tested against the NumPy objectives the learners minimise
-(:mod:`crossmetric._logistic_metric`, :mod:`crossmetric.auc`, :mod:`crossmetric.gsm`).
+(:mod:`crossmetric._solvers.logistic`, :mod:`crossmetric.auc`, :mod:`crossmetric.gsm`).
 """
 
 from __future__ import annotations
@@ -39,8 +39,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from crossmetric.auc import pauc_window_bounds
 from crossmetric.deep.losses import similarity_matrix, similarity_rows
+from crossmetric.losses import pauc_window_bounds
 
 __all__ = ["GeneralizedLogisticLoss", "PAUCHingeLoss", "GSMHingeLoss", "pair_indices"]
 

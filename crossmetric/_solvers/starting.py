@@ -1,0 +1,144 @@
+"""Starting points of the pair learners' solvers.
+
+* :func:`initial_weights` / :func:`rescale_to_unit_distance`: the tower weights of PCCA and CMML
+  (PCA axes, kernel-PCA coordinates or random rows, scaled to a mean training ``D²`` of 1);
+* :func:`initial_projection`: the projection ``L₀`` and bias ``b₀`` of LDML, CLML, LMNN and MCC.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+import scipy.linalg
+import scipy.sparse.linalg
+from sklearn.decomposition import PCA
+from sklearn.utils import check_random_state
+from sklearn.utils.extmath import randomized_svd
+
+from crossmetric._base import squared_euclidean_rows
+from crossmetric._checks import as_float_array
+
+if TYPE_CHECKING:  # pragma: no cover
+    from crossmetric._solvers.logistic import TowerProblem
+
+__all__ = ["INITS", "PROJECTION_INITS", "initial_weights", "rescale_to_unit_distance",
+           "initial_projection"]
+
+INITS = ("pca", "random")
+#: the named starting projections of :func:`initial_projection`
+PROJECTION_INITS = ("auto", "pca", "identity", "random")
+
+
+def initial_weights(Phi: np.ndarray, k: int, init: str, rng: np.random.RandomState,
+                    is_kernel: bool) -> np.ndarray:
+    """Starting weights ``W₀`` (k × n_features of ``Φ``); the papers leave this open.
+
+    ``"pca"``: for a linear tower the top-k principal axes of the samples (randomized SVD, so
+    no d × d matrix is formed); for a kernel tower the top-k eigenvectors of ``K``, i.e. the
+    embeddings start as uncentred kernel-PCA coordinates. Components beyond the rank of the
+    data are filled with small random rows. ``"random"``: Gaussian entries. Either is rescaled
+    afterwards by :func:`rescale_to_unit_distance`.
+    """
+    n, p = Phi.shape
+    if init == "random":
+        return rng.standard_normal((k, p)) / np.sqrt(p)
+    if is_kernel:
+        W = np.zeros((k, p))
+        r = min(k, n - 1) if n > 1 else 0
+        if r > 0:
+            if n > 600 and r < n // 4:
+                v0 = rng.uniform(-1, 1, n)
+                vals, vecs = scipy.sparse.linalg.eigsh(Phi, k=r, which="LA", v0=v0)
+            else:
+                vals, vecs = scipy.linalg.eigh(Phi, subset_by_index=[n - r, n - 1])
+            W[:r] = vecs[:, ::-1].T
+        W[r:] = rng.standard_normal((k - r, p)) * (1e-3 / np.sqrt(p))
+        return W
+    W = np.zeros((k, p))
+    r = min(k, n - 1, p)
+    if r > 0:
+        centered = Phi - Phi.mean(axis=0)
+        if min(n, p) <= max(256, 4 * k):  # exact thin SVD is cheap here
+            Vt = np.linalg.svd(centered, full_matrices=False)[2][:r]
+        else:  # randomized SVD: O(n·p·k) time, O((n + p)·k) extra memory, no p × p matrix
+            Vt = randomized_svd(centered, r, random_state=rng)[2]
+        W[:r] = Vt
+    W[r:] = rng.standard_normal((k - r, p)) * (1e-3 / np.sqrt(p))
+    return W
+
+
+def rescale_to_unit_distance(problem: TowerProblem, Ws):
+    """Scale the starting weights so that the mean training ``D²`` is 1 (the threshold).
+
+    With two towers each is first scaled so that its centred embeddings have unit mean squared
+    norm: modalities of very different scales (mfeat's Fourier coefficients ~0.1, its pixel
+    averages ~3) then start on an equal footing instead of one tower dominating ``D²``.
+    """
+    if not problem.tied:
+        balanced = []
+        for tower, W in zip(problem.towers, Ws, strict=True):
+            F = tower.embed(W)
+            spread = float(np.mean(np.sum((F - F.mean(axis=0)) ** 2, axis=1)))
+            balanced.append(W / np.sqrt(spread) if np.isfinite(spread) and spread > 0 else W)
+        Ws = balanced
+    FX, FY = problem.embed(Ws)
+    mean = float(np.mean(problem.objective.distances(FX, FY)))
+    if not np.isfinite(mean) or mean <= 0:
+        return Ws
+    return [W / np.sqrt(mean) for W in Ws]
+
+
+
+def initial_projection(init, n_components: int, Xu: np.ndarray, i: np.ndarray,
+                       j: np.ndarray, random_state, *, name: str = "init"):
+    """Initial ``L0`` (n_components × n_features) and bias ``b0``.
+
+    ``init`` is ``"pca"`` (leading principal axes of the training samples), ``"identity"``
+    (the first ``n_components`` rows of the identity), ``"random"`` (Gaussian rows), ``"auto"``
+    (``"pca"`` when ``n_components`` < n_features, else ``"identity"``) or an array. A named
+    initialisation is rescaled so that the median training-pair distance is 1; an array is used
+    as given. In both cases ``b0`` is the median training-pair distance under ``L0``, so the
+    initial model calls half of the pairs *same*.
+    """
+    p, d = n_components, Xu.shape[1]
+    if isinstance(init, str):
+        if init not in PROJECTION_INITS:
+            raise ValueError(
+                f"{name} must be one of {PROJECTION_INITS} or an array, got {init!r}.")
+        if init == "auto":
+            init = "pca" if p < d and p <= Xu.shape[0] else ("identity" if p <= d else "random")
+        if init == "pca":
+            if p > min(Xu.shape):
+                raise ValueError(
+                    f"{name}='pca' gives at most min(n_samples, n_features) = {min(Xu.shape)} "
+                    f"axes, but n_components={p}; use init='random'."
+                )
+            L0 = PCA(n_components=p, random_state=random_state).fit(Xu).components_
+        elif init == "identity":
+            if p > d:
+                raise ValueError(
+                    f"{name}='identity' needs n_components <= n_features ({d}), got {p}."
+                )
+            L0 = np.eye(p, d)
+        else:
+            rng = check_random_state(random_state)
+            L0 = rng.standard_normal((p, d)) / np.sqrt(d)
+        L0 = np.array(L0, dtype=np.float64)
+        D = _pair_dist(Xu @ L0.T, i, j)
+        med = float(np.median(D))
+        if med > 0:
+            L0 /= np.sqrt(med)
+    else:
+        L0 = as_float_array(init, name, ndim=2).astype(np.float64, copy=True)
+        if L0.shape != (p, d):
+            raise ValueError(
+                f"{name} must have shape (n_components, n_features) = {(p, d)}, "
+                f"got {L0.shape}."
+            )
+    b0 = float(np.median(_pair_dist(Xu @ L0.T, i, j)))
+    return L0, b0
+
+
+def _pair_dist(Z: np.ndarray, i: np.ndarray, j: np.ndarray) -> np.ndarray:
+    return squared_euclidean_rows(Z[i], Z[j])

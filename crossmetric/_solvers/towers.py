@@ -1,0 +1,171 @@
+"""How PCCA and CMML find their towers: one dispatch for the tied (PCCA) and two-tower (CMML)
+cases.
+
+:func:`fit_logistic_towers` checks the shared settings, then either hands the pairs to the
+stochastic solvers (:func:`crossmetric._solvers.stochastic.fit_pair_towers`) or builds one
+tower per side -- linear, Nyström features, or an exact kernel with the K⁻¹-preconditioned
+direction -- holds out validation pairs for ``early_stopping``, starts from
+:func:`~crossmetric._solvers.starting.initial_weights` rescaled to a mean ``D²`` of 1 and runs
+:func:`~crossmetric._solvers.descent.solve`. :func:`store_towers` / :func:`embed_tower` set
+and apply the fitted towers under one naming scheme (``components_``, ``dual_coef_`` +
+``kernel_map_``, ``feature_map_`` + ``feature_components_``, with ``_x`` / ``_y`` for CMML).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from sklearn.utils import check_random_state
+
+from crossmetric._checks import (
+    check_choice,
+    check_n_components,
+    check_positive_int,
+    check_positive_scalar,
+)
+from crossmetric._solvers.descent import SOLVERS, blas_threads, solve
+from crossmetric._solvers.early_stopping import (
+    EarlyStopping,
+    check_early_stopping,
+    clear,
+    split_pairs,
+)
+from crossmetric._solvers.logistic import PairLogisticObjective, Tower, TowerProblem
+from crossmetric._solvers.starting import INITS, initial_weights, rescale_to_unit_distance
+from crossmetric._solvers.stochastic import (
+    STOCHASTIC_SOLVERS,
+    fit_pair_towers,
+    refuse_early_stopping,
+    stochastic_settings,
+)
+from crossmetric.kernels import (
+    KernelMap,
+    NystroemMap,
+    check_kernel_approximation,
+    check_kernel_input,
+)
+
+__all__ = ["fit_logistic_towers", "store_towers", "embed_tower"]
+
+_TOWER_ATTRS = ("components", "dual_coef", "kernel_map", "feature_map", "feature_components")
+#: what bounds n_components for one tied tower, by its kind
+_TIED_BOUND = {"linear": "the number of features",
+               "nystroem": "the number of Nyström landmarks",
+               "kernel": "the number of distinct training samples"}
+
+
+def _build_tower(est, S, kernel, gamma, nystroem: bool, rng):
+    """``(Tower, map, kind)`` for one side's samples ``S``."""
+    if kernel == "linear":
+        return Tower(S), None, "linear"
+    if nystroem:  # Nyström features feed a linear tower
+        fm = NystroemMap(kernel, gamma=gamma, n_landmarks=est.n_landmarks,
+                         random_state=rng).fit(S)
+        return Tower(fm.transform(S)), fm, "nystroem"
+    km = KernelMap(kernel, gamma=gamma).fit(S)
+    return Tower(km.train_kernel(), preconditioned=bool(est.preconditioned)), km, "kernel"
+
+
+def fit_logistic_towers(est, data, y, *, kernels, gammas, side_names, name: str):
+    """Fit PCCA's tied tower (one kernel) or CMML's two towers; returns ``(Ws, maps)``.
+
+    Reads ``beta``, ``solver``, ``init``, ``max_iter``, ``tol``, the early-stopping settings,
+    ``random_state``, ``verbose``, ``kernel_approximation``, ``n_landmarks``,
+    ``preconditioned``, ``n_components`` and the stochastic settings from ``est``, and sets
+    ``loss_curve_``, ``n_iter_`` and the validation attributes on it. ``kernels`` and
+    ``gammas`` hold one entry per tower (checked kernels), ``side_names`` name each side's
+    samples in error messages.
+    """
+    beta = check_positive_scalar(est.beta, "beta")
+    solver = check_choice(est.solver, "solver", SOLVERS + STOCHASTIC_SOLVERS)
+    init = check_choice(est.init, "init", INITS)
+    max_iter = check_positive_int(est.max_iter, "max_iter")
+    tol = check_positive_scalar(est.tol, "tol", allow_zero=True)
+    _, _, patience = check_early_stopping(est)
+    rng = check_random_state(est.random_state)
+    approximation = check_kernel_approximation(est.kernel_approximation)
+    tied = len(kernels) == 1
+    drop_towers(est, ("",) if tied else ("_x", "_y"))  # a refit with another kernel
+    if solver in STOCHASTIC_SOLVERS:
+        refuse_early_stopping(est, solver)
+        settings = stochastic_settings(est)
+        settings.update(max_iter=max_iter, tol=tol, rng=rng)
+        Ws, maps, est.loss_curve_, est.n_iter_ = fit_pair_towers(
+            data, y, tied=tied, kernels=kernels, gammas=gammas, approximation=approximation,
+            n_landmarks=est.n_landmarks, n_components=est.n_components, beta=beta, init=init,
+            solver=solver, name=name, **settings)
+        clear(est)
+        return Ws, maps
+    data, y, val, y_val = split_pairs(est, data, y)
+    sides = [data.X] if tied else [data.X, data.Y]
+    towers, maps, kinds = [], [], []
+    for S, kernel, gamma, side in zip(sides, kernels, gammas, side_names, strict=True):
+        check_kernel_input(S, kernel, side)
+        tower, fmap, kind = _build_tower(est, S, kernel, gamma, approximation == "nystroem",
+                                         rng)
+        towers.append(tower)
+        maps.append(fmap)
+        kinds.append(kind)
+    what = (_TIED_BOUND[kinds[0]] if tied
+            else "features or kernel samples of both modalities together")
+    k = check_n_components(est.n_components, sum(t.Phi.shape[1] for t in towers), what=what)
+    exact = [kind == "kernel" for kind in kinds]
+    problem = TowerProblem(towers, PairLogisticObjective(data.ix, data.iy, y, beta,
+                                                         len(data.X), len(data.Y)))
+    monitor = None
+    if val is not None:
+        vsides = [val.X] if tied else [val.X, val.Y]
+        vproblem = TowerProblem(
+            [Tower(S if m is None else m.transform(S)) for S, m in zip(vsides, maps,
+                                                                         strict=True)],
+            PairLogisticObjective(val.ix, val.iy, y_val, beta, len(val.X), len(val.Y)))
+        monitor = EarlyStopping(
+            lambda Ws: (vproblem.objective.distances(*vproblem.embed(Ws)), 1.0), y_val,
+            patience, beta, float(np.mean(y == 1)))
+    with blas_threads(sum(t.Phi.size for t in towers) * k):
+        W0 = [initial_weights(t.Phi, k, init, rng, e) for t, e in zip(towers, exact,
+                                                                     strict=True)]
+        W0 = rescale_to_unit_distance(problem, W0)
+        if monitor is not None:
+            monitor.update(0, W0)
+        Ws, est.loss_curve_, est.n_iter_ = solve(
+            problem, W0, solver=solver, is_kernel=any(exact), max_iter=max_iter, tol=tol,
+            verbose=est.verbose, name=name, monitor=monitor)
+    if monitor is None:
+        clear(est)
+    else:
+        monitor.record(est)
+    return Ws, maps
+
+
+def drop_towers(est, suffixes) -> None:
+    """Remove the fitted towers of every side (``suffixes``: ``("",)`` or ``("_x", "_y")``)."""
+    for suffix in suffixes:
+        for attr in _TOWER_ATTRS:
+            est.__dict__.pop(f"{attr}{suffix}_", None)
+
+
+def store_towers(est, Ws, maps, suffixes) -> None:
+    """Set each side's fitted tower: ``components{s}_`` (linear), ``dual_coef{s}_`` and
+    ``kernel_map{s}_`` (exact kernel) or ``feature_map{s}_`` and ``feature_components{s}_``
+    (Nyström), ``s`` the side's suffix."""
+    drop_towers(est, suffixes)
+    for suffix, W, fmap in zip(suffixes, Ws, maps, strict=True):
+        if fmap is None:
+            setattr(est, f"components{suffix}_", W)
+        elif isinstance(fmap, NystroemMap):
+            setattr(est, f"feature_map{suffix}_", fmap)
+            setattr(est, f"feature_components{suffix}_", W)
+        else:
+            setattr(est, f"dual_coef{suffix}_", W)
+            setattr(est, f"kernel_map{suffix}_", fmap)
+
+
+def embed_tower(est, S: np.ndarray, suffix: str) -> np.ndarray:
+    """One side's fitted tower applied to samples ``S``."""
+    fmap = getattr(est, f"feature_map{suffix}_", None)
+    if fmap is not None:
+        return fmap.transform(S) @ getattr(est, f"feature_components{suffix}_").T
+    kmap = getattr(est, f"kernel_map{suffix}_", None)
+    if kmap is None:
+        return S @ getattr(est, f"components{suffix}_").T
+    return kmap.transform(S) @ getattr(est, f"dual_coef{suffix}_").T
