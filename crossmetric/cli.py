@@ -701,7 +701,7 @@ def _fit_pairs(args, est, X: np.ndarray, Y: np.ndarray | None):
 
 
 def cmd_fit(args) -> int:
-    from crossmetric.registry import METHODS, method_status
+    from crossmetric.registry import METHODS, make_estimator, method_status
 
     name = args.method.strip().lower()
     if name not in METHODS:
