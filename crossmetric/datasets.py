@@ -228,7 +228,7 @@ def _read_mfeat_view(data_home: str, view: str) -> np.ndarray:
 
 
 def load_mfeat(data_home: str | os.PathLike, views: Sequence[str] = ("fou", "pix")) -> Bunch:
-    """Two views of the UCI *Multiple Features* handwritten digits.
+    """Two (or more) views of the UCI *Multiple Features* handwritten digits.
 
     Parameters
     ----------
@@ -236,14 +236,15 @@ def load_mfeat(data_home: str | os.PathLike, views: Sequence[str] = ("fou", "pix
         Folder with the UCI files ``mfeat-fou``, ``mfeat-fac``, ``mfeat-kar``, ``mfeat-pix``,
         ``mfeat-zer``, ``mfeat-mor`` (2,000 rows each, whitespace-separated, no header; rows
         come in blocks of 200 per digit).
-    views : pair of str, default=("fou", "pix")
-        The view for ``X`` and the view for ``Y``, among :data:`MFEAT_VIEWS`.
+    views : sequence of str, default=("fou", "pix")
+        The view for ``X``, the view for ``Y`` and optionally more (for the multi-view
+        learners' ``fit_views``), distinct names among :data:`MFEAT_VIEWS`.
 
     Returns
     -------
     Bunch
-        ``X``, ``Y`` (row ``r`` = the same digit image), ``labels`` (``r // 200``),
-        ``instance`` (``r``), ``view_names``.
+        ``X``, ``Y`` (the first two views; row ``r`` = the same digit image), ``views`` (every
+        view, in order), ``labels`` (``r // 200``), ``instance`` (``r``), ``view_names``.
 
     Raises
     ------
@@ -251,20 +252,22 @@ def load_mfeat(data_home: str | os.PathLike, views: Sequence[str] = ("fou", "pix
         Unknown view, missing file, or a file without the expected 2,000 × d numbers.
     """
     views = tuple(views)
-    if len(views) != 2:
-        raise ValueError(f"views must name exactly two mfeat views (X, Y), got {views!r}.")
+    if len(views) < 2 or len(set(views)) != len(views):
+        raise ValueError(f"views must name at least two distinct mfeat views (X, Y, ...), got "
+                         f"{views!r}.")
     for v in views:
         if v not in MFEAT_VIEWS:
             raise ValueError(f"unknown mfeat view {v!r}; expected one of {sorted(MFEAT_VIEWS)}.")
     data_home = os.fspath(data_home)
     if not os.path.isdir(data_home):
         raise ValueError(f"data_home {data_home!r} is not a directory.")
-    X = _read_mfeat_view(data_home, views[0])
-    Y = _read_mfeat_view(data_home, views[1])
+    arrays = [_read_mfeat_view(data_home, v) for v in views]
     labels = np.repeat(np.arange(10, dtype=np.int64), _MFEAT_ROWS // 10)
-    return Bunch(X=X, Y=Y, labels=labels, instance=np.arange(_MFEAT_ROWS, dtype=np.int64),
-                 view_names=views,
-                 DESCR=f"UCI Multiple Features: X = mfeat-{views[0]}, Y = mfeat-{views[1]}.")
+    more = "".join(f", mfeat-{v}" for v in views[2:])
+    return Bunch(X=arrays[0], Y=arrays[1], views=arrays, labels=labels,
+                 instance=np.arange(_MFEAT_ROWS, dtype=np.int64), view_names=views,
+                 DESCR=f"UCI Multiple Features: X = mfeat-{views[0]}, Y = mfeat-{views[1]}"
+                       f"{more}.")
 
 
 # ------------------------------------------------------------------------------------- LFW
