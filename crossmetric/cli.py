@@ -1198,7 +1198,66 @@ def build_parser() -> argparse.ArgumentParser:
                    help="pku-sketch: DeepGSM seeds averaged (default 2; 1: the single model "
                         "only, half the time)")
     r.set_defaults(func=cmd_reproduce)
+
+    t = sub.add_parser("features", help="embed a folder of images with a backbone (weights "
+                                        "from a file) for the shallow learners",
+                       description="Pooled features of a torchvision (or timm) architecture, "
+                                   "randomly initialised or loaded from a local state-dict "
+                                   "file (never downloaded), written to an .npz file whose "
+                                   "array X the other commands read (--x emb.npz), with ids, "
+                                   "domains and filenames (crossmetric.deep.backbones).")
+    t.add_argument("--backbone", required=True, metavar="NAME",
+                   help="architecture name, e.g. resnet18, efficientnet_b0, vit_b_16")
+    t.add_argument("--weights", default=None, metavar="FILE",
+                   help="state dict of that architecture (torch.save(model.state_dict(), "
+                        "FILE)); default: random initialisation from --seed")
+    t.add_argument("--images", required=True, metavar="DIR", help="folder of images")
+    t.add_argument("--pattern", default=None, metavar="REGEX",
+                   help="regular expression on each image's path relative to --images, with "
+                        "a named group 'id' and optionally 'domain' (default: every image "
+                        "file, id = its path without the extension)")
+    t.add_argument("--size", default=None, metavar="WxH",
+                   help="resize images to WIDTHxHEIGHT pixels (needed when sizes differ)")
+    t.add_argument("--normalize", choices=("imagenet", "none"), default="none",
+                   help="standardise inputs with ImageNet's channel statistics, as "
+                        "ImageNet-trained weights expect (default none)")
+    t.add_argument("--batch-size", type=int, default=64, help="images per forward pass")
+    t.add_argument("--device", default="cpu", help="torch device (default cpu)")
+    t.add_argument("--seed", type=int, default=0, help="seed of a random initialisation")
+    t.add_argument("--out", required=True, metavar="FILE.npz", help="embeddings file to write")
+    t.set_defaults(func=cmd_features)
     return p
+
+
+#: ``crossmetric features`` without --pattern: every image file, id = path without extension
+_ANY_IMAGE = r"(?i)(?P<id>.+)\.(?:png|jpe?g|bmp|gif|tiff?|webp|ppm|pgm)"
+
+
+def cmd_features(args) -> int:
+    """``crossmetric features``: embeddings of an image folder, written to an .npz file."""
+    from crossmetric import datasets
+
+    _check_output_file(args.out, "--out", (".npz",))
+    _check_int(args, "--batch-size", 1)
+    size = _parse_size(args.size)
+    try:
+        from crossmetric.deep.backbones import build_backbone, extract_features, write_embeddings
+    except ImportError as exc:
+        raise CLIError(f"features needs PyTorch (pip install 'crossmetric[deep]'): "
+                       f"{_one_line(exc)}") from None
+    try:
+        bunch = datasets.load_image_folder(args.images, args.pattern or _ANY_IMAGE, size=size)
+    except (ValueError, OSError) as exc:
+        raise CLIError(f"--images: {_one_line(exc)}") from None
+    module = build_backbone(args.backbone, args.weights, random_state=args.seed,
+                            normalize=None if args.normalize == "none" else args.normalize)
+    X = extract_features(module, bunch.images, batch_size=args.batch_size, device=args.device)
+    write_embeddings(args.out, X, ids=bunch.ids, domains=bunch.domains,
+                     filenames=bunch.filenames)
+    print(f"crossmetric features: {X.shape[0]} images -> {X.shape[1]} features "
+          f"({args.backbone}{', ' + os.path.basename(args.weights) if args.weights else ''}); "
+          f"wrote {args.out}", file=sys.stderr)
+    return 0
 
 
 def cmd_reproduce(args) -> int:
