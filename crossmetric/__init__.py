@@ -31,6 +31,7 @@ _LAZY = {
     "KPLS": "crossmetric.baselines",
     "KCDFE": "crossmetric.baselines",
     "MvDA": "crossmetric.discriminant",
+    "MCCA": "crossmetric.multiview",
     "CSR": "crossmetric.discriminant",
     "KCSR": "crossmetric.discriminant",
     "DMLEig": "crossmetric.dml_eig",

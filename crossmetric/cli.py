@@ -495,14 +495,30 @@ def _validate_benchmark(args) -> None:
     _check_output_dir(args.out)
 
 
+def _resolve_benchmark_config(args):
+    """Defaults < --config file < options given < --param; the merged options are written
+    back into ``args`` (crossmetric.config does the work)."""
+    from crossmetric.config import BENCHMARK_OPTIONS, resolve_config
+
+    given = {k: getattr(args, k) for k in BENCHMARK_OPTIONS}
+    try:
+        cfg = resolve_config(given, args.config, args.param or ())
+    except ValueError as exc:
+        raise CLIError(_one_line(exc)) from None
+    for key, value in cfg.options.items():
+        setattr(args, key, value)
+    return cfg
+
+
 def cmd_benchmark(args) -> int:
     from crossmetric.plotting import plot_cmc, plot_roc
     from crossmetric.protocols import run_pair_folds, run_protocols
-    from crossmetric.registry import METHODS, make_estimator, method_status
+    from crossmetric.registry import METHODS, method_status
 
     if args.list:
         _print_method_list()
         return 0
+    cfg = _resolve_benchmark_config(args)
     _validate_benchmark(args)
     names = _method_list(args.methods)
     lfw = None
@@ -537,10 +553,11 @@ def cmd_benchmark(args) -> int:
         if status is not None:
             print(f"crossmetric: skipping {name}: not available ({status})", file=sys.stderr)
             continue
-        estimators[METHODS[name].display] = make_estimator(name)
+        estimators[METHODS[name].display] = cfg.make_estimator(name)
         if METHODS[name].pca_components is not None:
             pca[METHODS[name].display] = METHODS[name].pca_components
-        grid = METHODS[name].search_grid(args.tune) if args.tune else None
+        which = "small" if args.tune is True else args.tune   # true in a config file
+        grid = METHODS[name].search_grid(which) if which else None
         if grid:
             grids[METHODS[name].display] = grid
     if not estimators:
@@ -581,14 +598,14 @@ def cmd_benchmark(args) -> int:
                 estimators, X, pairs=lfw_pairs, y=lfw.y,
                 folds=lfw.fold if lfw.n_folds > 1 else None, n_folds=args.folds,
                 pca_components=pca, n_jobs=args.n_jobs, random_state=args.seed,
-                progress=not args.no_progress, on_error="record")
+                progress=not args.quiet, on_error="record")
         else:
             result = run_protocols(
                 estimators, dataset, protocols=protocols, n_folds=args.folds,
                 n_repeats=args.repeats, n_negatives=args.n_negatives,
                 max_train_positives=args.max_train_positives, level=level,
                 pca_components=pca,
-                n_jobs=args.n_jobs, random_state=args.seed, progress=not args.no_progress,
+                n_jobs=args.n_jobs, random_state=args.seed, progress=not args.quiet,
                 on_error="record", param_grids=grids or None, tune_folds=args.tune_folds,
                 tune_scoring=args.tune_scoring)
     except ValueError as exc:
@@ -610,28 +627,33 @@ def cmd_benchmark(args) -> int:
         print("crossmetric: error: no method produced results (see above); nothing written",
               file=sys.stderr)
         return 1
-    print(result.table())
+    # the table and its notes go to stdout, or to stderr when stdout carries the JSON
+    text_out = sys.stderr if args.json else sys.stdout
+    if args.json:
+        print(json.dumps(result.to_dict()))
+    else:
+        print(result.table())
     if lfw is not None:
         print(f"\n{description}; mean ± std over {result.info['n_folds']} folds; "
-              f"{elapsed:.1f} s")
+              f"{elapsed:.1f} s", file=text_out)
     else:
         print(f"\n{description}; mean ± std over {args.folds} folds (verification) and "
-              f"{args.repeats} repeats (identification); {elapsed:.1f} s")
+              f"{args.repeats} repeats (identification); {elapsed:.1f} s", file=text_out)
     notes = [f"{m}: each view reduced by PCA to {k} dims" for m, k in
              result.info.get("pca", {}).items()]
     if any(m.endswith("-C") for m in result.methods):
         notes.append("-C: single-modal learner on CCA-processed views (CCA fitted on the "
                      "training pairs, 32 dims), as the CML-AUC paper's -C rows")
     for note in notes:
-        print(f"  {note}")
+        print(f"  {note}", file=text_out)
     if result.info.get("tuned"):
         from crossmetric.model_selection import describe_choices
 
         print(f"\nhyper-parameters chosen by {args.tune_folds}-fold inner cross-validation on "
               f"each split's training objects (folds grouped by "
-              f"{result.info['tuning']['group']}); most frequent value (splits):")
+              f"{result.info['tuning']['group']}); most frequent value (splits):", file=text_out)
         for meth, runs in result.info["tuned"].items():
-            print(f"  {meth}: {describe_choices([r['params'] for r in runs])}")
+            print(f"  {meth}: {describe_choices([r['params'] for r in runs])}", file=text_out)
     out = args.out
     try:
         os.makedirs(out, exist_ok=True)
@@ -653,8 +675,11 @@ def cmd_benchmark(args) -> int:
     if cmcs:
         plot_cmc(cmcs, rank1=rank1, title=f"CMC -- {description}",
                  path=os.path.join(out, "cmc.png"))
+    cfg.options["methods"] = names
+    cfg.write(os.path.join(out, "config.toml"),
+              methods=[n for n in names if METHODS[n].display in estimators])
     print(f"wrote results.csv, results.json, results.md, results.tex"
-          f"{', roc.png' if rocs else ''}{', cmc.png' if cmcs else ''} to {out}",
+          f"{', roc.png' if rocs else ''}{', cmc.png' if cmcs else ''}, config.toml to {out}",
           file=sys.stderr)
     return 0
 
@@ -1054,16 +1079,13 @@ def _write_search_csv(path: str | None, ids: np.ndarray, dist: np.ndarray) -> No
 
 
 # ------------------------------------------------------------------------------- parser
-def _protocol_defaults() -> dict:
-    """The defaults of :func:`crossmetric.protocols.run_protocols` that the CLI shares (one
-    source, so that ``crossmetric benchmark`` and the Python call agree)."""
-    import inspect
-
-    from crossmetric.protocols import run_protocols
-
-    sig = inspect.signature(run_protocols).parameters
-    return {k: sig[k].default for k in ("n_folds", "n_repeats", "n_negatives",
-                                        "max_train_positives", "random_state")}
+def _quiet_options(group, text: str) -> None:
+    """``--quiet`` / ``-q``, the one spelling of every sub-command that shows progress (the
+    older ``--no-progress`` is kept as a hidden alias)."""
+    group.add_argument("--quiet", "-q", dest="quiet", action="store_true", default=None,
+                       help=text)
+    group.add_argument("--no-progress", dest="quiet", action="store_true", default=None,
+                       help=argparse.SUPPRESS)
 
 
 def _methods_epilog() -> str:
@@ -1084,7 +1106,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"crossmetric {__version__}",
                    help="print the version and exit")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    dflt = _protocol_defaults()
+    from crossmetric.config import BENCHMARK_OPTIONS as dflt
+
     raw = argparse.RawDescriptionHelpFormatter
 
     b = sub.add_parser("benchmark", help="compare methods under the papers' protocols",
@@ -1092,11 +1115,18 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Run methods under k-fold verification and repeated "
                                    "gallery/probe identification; print a table and write "
                                    "results.csv, results.json, results.md, results.tex, "
-                                   "roc.png, cmc.png.\n\nData (one source): --dataset NAME | "
+                                   "roc.png, cmc.png and config.toml (the resolved settings; "
+                                   "give it back with --config to repeat the run).\n\nData "
+                                   "(one source): --dataset NAME | "
                                    "--x FILE [--y FILE] --labels FILE [--instance FILE] | "
                                    "--images DIR --pattern REGEX | --lfw-pairs FILE --x FILE "
-                                   "--image-list FILE.",
+                                   "--image-list FILE.\n\nEvery option can also be set in a "
+                                   "TOML file (--config): options in a [benchmark] table, "
+                                   "learner parameters in [methods.NAME] tables; the command "
+                                   "line wins over the file (crossmetric.config).",
                        epilog=_methods_epilog())
+    # defaults are None here and filled by crossmetric.config.resolve_config, so that an
+    # option given on the command line is told apart from the configuration file's
     d = b.add_argument_group("data")
     d.add_argument("--dataset", default=None,
                    help="'digits' (embedded, the default), 'mfeat:V1,V2' (e.g. mfeat:fou,pix), "
@@ -1133,53 +1163,63 @@ def build_parser() -> argparse.ArgumentParser:
                    help="image name of each --x row (e.g. Aaron_Peirsol_0001.jpg), for "
                         "--lfw-pairs")
     r = b.add_argument_group("protocol")
+    r.add_argument("--config", default=None, metavar="FILE",
+                   help="TOML file of options ([benchmark]) and learner parameters "
+                        "([methods.NAME]); e.g. a config.toml written by an earlier run")
+    r.add_argument("--param", action="append", default=None, metavar="METHOD.NAME=VALUE",
+                   help="a learner parameter, e.g. gsm.mu=1e-3 (repeatable; VALUE is a TOML "
+                        "literal; wins over --config)")
     r.add_argument("--methods", default=None,
                    help="comma-separated method names, or 'all' (default: every method "
                         "except the papers' extra baselines itml, nca, lmnn, mcc, prdc; "
                         "see --list)")
-    r.add_argument("--folds", type=int, default=dflt["n_folds"],
-                   help=f"verification folds (default {dflt['n_folds']}, as LFW)")
-    r.add_argument("--repeats", type=int, default=dflt["n_repeats"],
-                   help=f"identification repetitions (default {dflt['n_repeats']}, as VIPeR "
-                        "/ CUFSF)")
-    r.add_argument("--protocol", choices=("both", "verification", "identification"),
-                   default="both", help="which protocols to run (default both)")
-    r.add_argument("--level", choices=("labels", "instance"), default=None,
+    r.add_argument("--folds", type=int, default=None,
+                   help=f"verification folds (default {dflt['folds'].default}, as LFW)")
+    r.add_argument("--repeats", type=int, default=None,
+                   help=f"identification repetitions (default {dflt['repeats'].default}, as "
+                        "VIPeR / CUFSF)")
+    r.add_argument("--protocol", choices=dflt["protocol"].choices, default=None,
+                   help="which protocols to run (default both)")
+    r.add_argument("--level", choices=dflt["level"].choices, default=None,
                    help="identity of a pair: the class label (default) or the object "
                         "(photo <-> sketch of the same image; needs instance ids)")
-    r.add_argument("--n-negatives", type=int, default=dflt["n_negatives"],
-                   help=f"negative training pairs per positive (default {dflt['n_negatives']})")
-    r.add_argument("--max-train-positives", type=int, default=dflt["max_train_positives"],
+    r.add_argument("--n-negatives", type=int, default=None,
+                   help="negative training pairs per positive (default "
+                        f"{dflt['n_negatives'].default})")
+    r.add_argument("--max-train-positives", type=int, default=None,
                    help="positive training pairs per split (default "
-                        f"{dflt['max_train_positives']})")
-    r.add_argument("--n-jobs", type=int, default=-1,
+                        f"{dflt['max_train_positives'].default})")
+    r.add_argument("--n-jobs", type=int, default=None,
                    help="parallel workers (default -1: all cores; Python's run_protocols "
                         "defaults to one process)")
     r.add_argument("--dask-scheduler", metavar="ADDRESS", default=None,
                    help="run the splits on an existing Dask cluster (tcp://host:8786)")
     r.add_argument("--dask-workers", type=int, default=None, metavar="N",
                    help="run the splits on a local Dask cluster of N worker processes")
-    r.add_argument("--seed", type=int, default=dflt["random_state"],
+    r.add_argument("--seed", type=int, default=None,
                    help=f"random seed of splits, pairs and learners (default "
-                        f"{dflt['random_state']})")
+                        f"{dflt['seed'].default})")
     o = b.add_argument_group("output")
-    o.add_argument("--out", default="crossmetric-results",
+    o.add_argument("--out", default=None,
                    help="output folder, created when there are results (default "
                         "./crossmetric-results)")
-    o.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    _quiet_options(o, "hide the progress bar")
+    o.add_argument("--json", action="store_true", default=None,
+                   help="print the results as JSON (results.json's content) instead of the "
+                        "table")
     o.add_argument("--list", action="store_true",
                    help="list the methods (single- or cross-modal) and their settings")
-    r.add_argument("--tune", nargs="?", const="small", choices=("small", "paper"),
+    r.add_argument("--tune", nargs="?", const="small", choices=("small", "paper"), default=None,
                    help="choose each method's hyper-parameters by inner cross-validation on "
                         "every split's training objects (folds grouped by identity): from its "
                         "small registry grid (--tune), or from the selection its paper "
                         "describes (--tune paper, searched stage by stage; recommended on real "
                         "data); costs (grid size x tune folds + 1) fits per split, so it is "
                         "off by default")
-    r.add_argument("--tune-scoring", choices=("auc", "rank1", "map"), default="auc",
+    r.add_argument("--tune-scoring", choices=("auc", "rank1", "map"), default=None,
                    help="validation measure of --tune: pair AUC (default), or rank-1 / mAP "
                         "of the validation identities (identification)")
-    r.add_argument("--tune-folds", type=int, default=3,
+    r.add_argument("--tune-folds", type=int, default=None,
                    help="inner cross-validation folds of --tune (default 3)")
     b.set_defaults(func=cmd_benchmark)
 
@@ -1284,7 +1324,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="output folder (default ./crossmetric-reproduce/NAME)")
     r.add_argument("--n-jobs", type=int, default=-1,
                    help="parallel workers over the splits (default: all cores)")
-    r.add_argument("--quiet", action="store_true", help="no progress lines")
+    _quiet_options(r, "no progress lines")
+    r.add_argument("--json", action="store_true",
+                   help="print the results as JSON (rows of ours / paper / diff) instead of "
+                        "the table")
     r.add_argument("--methods", default=None,
                    help="comma list of the methods to run (pku-sketch only; default all: "
                         "euclidean,cca,kcca,cmml,cmlauc,gsm,deepgsm)")
@@ -1295,7 +1338,66 @@ def build_parser() -> argparse.ArgumentParser:
                    help="pku-sketch: write the first split's rank lists of N sketches "
                         "(ranks.html, ranks_<method>.png in --out)")
     r.set_defaults(func=cmd_reproduce)
+
+    t = sub.add_parser("features", help="embed a folder of images with a backbone (weights "
+                                        "from a file) for the shallow learners",
+                       description="Pooled features of a torchvision (or timm) architecture, "
+                                   "randomly initialised or loaded from a local state-dict "
+                                   "file (never downloaded), written to an .npz file whose "
+                                   "array X the other commands read (--x emb.npz), with ids, "
+                                   "domains and filenames (crossmetric.deep.backbones).")
+    t.add_argument("--backbone", required=True, metavar="NAME",
+                   help="architecture name, e.g. resnet18, efficientnet_b0, vit_b_16")
+    t.add_argument("--weights", default=None, metavar="FILE",
+                   help="state dict of that architecture (torch.save(model.state_dict(), "
+                        "FILE)); default: random initialisation from --seed")
+    t.add_argument("--images", required=True, metavar="DIR", help="folder of images")
+    t.add_argument("--pattern", default=None, metavar="REGEX",
+                   help="regular expression on each image's path relative to --images, with "
+                        "a named group 'id' and optionally 'domain' (default: every image "
+                        "file, id = its path without the extension)")
+    t.add_argument("--size", default=None, metavar="WxH",
+                   help="resize images to WIDTHxHEIGHT pixels (needed when sizes differ)")
+    t.add_argument("--normalize", choices=("imagenet", "none"), default="none",
+                   help="standardise inputs with ImageNet's channel statistics, as "
+                        "ImageNet-trained weights expect (default none)")
+    t.add_argument("--batch-size", type=int, default=64, help="images per forward pass")
+    t.add_argument("--device", default="cpu", help="torch device (default cpu)")
+    t.add_argument("--seed", type=int, default=0, help="seed of a random initialisation")
+    t.add_argument("--out", required=True, metavar="FILE.npz", help="embeddings file to write")
+    t.set_defaults(func=cmd_features)
     return p
+
+
+#: ``crossmetric features`` without --pattern: every image file, id = path without extension
+_ANY_IMAGE = r"(?i)(?P<id>.+)\.(?:png|jpe?g|bmp|gif|tiff?|webp|ppm|pgm)"
+
+
+def cmd_features(args) -> int:
+    """``crossmetric features``: embeddings of an image folder, written to an .npz file."""
+    from crossmetric import datasets
+
+    _check_output_file(args.out, "--out", (".npz",))
+    _check_int(args, "--batch-size", 1)
+    size = _parse_size(args.size)
+    try:
+        from crossmetric.deep.backbones import build_backbone, extract_features, write_embeddings
+    except ImportError as exc:
+        raise CLIError(f"features needs PyTorch (pip install 'crossmetric[deep]'): "
+                       f"{_one_line(exc)}") from None
+    try:
+        bunch = datasets.load_image_folder(args.images, args.pattern or _ANY_IMAGE, size=size)
+    except (ValueError, OSError) as exc:
+        raise CLIError(f"--images: {_one_line(exc)}") from None
+    module = build_backbone(args.backbone, args.weights, random_state=args.seed,
+                            normalize=None if args.normalize == "none" else args.normalize)
+    X = extract_features(module, bunch.images, batch_size=args.batch_size, device=args.device)
+    write_embeddings(args.out, X, ids=bunch.ids, domains=bunch.domains,
+                     filenames=bunch.filenames)
+    print(f"crossmetric features: {X.shape[0]} images -> {X.shape[1]} features "
+          f"({args.backbone}{', ' + os.path.basename(args.weights) if args.weights else ''}); "
+          f"wrote {args.out}", file=sys.stderr)
+    return 0
 
 
 def cmd_reproduce(args) -> int:
@@ -1345,8 +1447,12 @@ def cmd_reproduce(args) -> int:
     result = run_reproduction(args.name, args.data_home, n_splits=args.splits, out=out,
                               seed=args.seed, verbose=not args.quiet, n_jobs=args.n_jobs,
                               methods=methods, **extra)
-    print(result.table())
-    print(f"({result.seconds:.1f} s; wrote {', '.join(result.files)})")
+    if args.json:
+        print(json.dumps(result.to_dict()))
+    else:
+        print(result.table())
+    print(f"({result.seconds:.1f} s; wrote {', '.join(result.files)})",
+          file=sys.stderr if args.json else sys.stdout)
     return 0
 
 

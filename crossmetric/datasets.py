@@ -70,11 +70,15 @@ _EDGE_SIGMA = 0.8
 def hog_descriptor(images: np.ndarray, *, cell: int = 4, n_bins: int = 9) -> np.ndarray:
     """A HOG-like gradient-orientation descriptor of grey images.
 
-    Central-difference gradients (``np.gradient``); each pixel votes its gradient magnitude into
-    ``n_bins`` unsigned orientation bins over [0, π), split linearly between the two nearest bin
-    centres; votes are summed over non-overlapping ``cell × cell`` cells, and each cell's
-    histogram is L2-normalised (``h / sqrt(‖h‖² + ε²)``, ε = 1e-3 of the image's largest
-    magnitude, so empty cells stay near zero). No block normalisation (the images are tiny).
+    ``crossmetric.features.HOG(n_bins, pixels_per_cell=(cell, cell), cells_per_block=(1, 1),
+    block_norm="L2", implementation="numpy")``: central-difference gradients (``np.gradient``);
+    each pixel votes its gradient magnitude into ``n_bins`` unsigned orientation bins over
+    [0, π), split linearly between the two nearest bin centres; votes are summed over
+    non-overlapping ``cell × cell`` cells, and each cell's histogram is L2-normalised
+    (``h / sqrt(‖h‖² + ε²)``, ε = 1e-3 of the image's largest magnitude, so empty cells stay
+    near zero). No block normalisation (the images are tiny). The descriptor does not change
+    under a positive affine change of the intensities, so images outside [0, 1] are rescaled
+    to it first.
 
     Parameters
     ----------
@@ -87,29 +91,21 @@ def hog_descriptor(images: np.ndarray, *, cell: int = 4, n_bins: int = 9) -> np.
     -------
     ndarray of shape (n, (h // cell) * (w // cell) * n_bins), non-negative
     """
+    from crossmetric.features import HOG
+
     images = np.asarray(images, dtype=np.float64)
     if images.ndim != 3:
         raise ValueError(f"images must be a 3-D array (n, h, w), got shape {images.shape}.")
     n, h, w = images.shape
     if h % cell or w % cell:
         raise ValueError(f"image sides ({h}, {w}) must be multiples of cell={cell}.")
-    gy, gx = np.gradient(images, axis=(1, 2))
-    mag = np.hypot(gx, gy)
-    ang = np.mod(np.arctan2(gy, gx), np.pi)  # unsigned orientation in [0, π)
-    pos = ang / (np.pi / n_bins) - 0.5  # position between bin centres
-    lo = np.floor(pos).astype(np.int64)
-    frac = pos - lo
-    lo_bin, hi_bin = np.mod(lo, n_bins), np.mod(lo + 1, n_bins)
-    cy, cx = h // cell, w // cell
-    cell_id = (np.arange(h)[:, None] // cell) * cx + (np.arange(w)[None, :] // cell)
-    base = (np.arange(n)[:, None, None] * (cy * cx) + cell_id[None]) * n_bins
-    hist = np.zeros(n * cy * cx * n_bins)
-    np.add.at(hist, (base + lo_bin).ravel(), (mag * (1.0 - frac)).ravel())
-    np.add.at(hist, (base + hi_bin).ravel(), (mag * frac).ravel())
-    hist = hist.reshape(n, cy * cx, n_bins)
-    eps = 1e-3 * np.maximum(mag.reshape(n, -1).max(axis=1), 1e-12)
-    norm = np.sqrt(np.einsum("ncb,ncb->nc", hist, hist) + eps[:, None] ** 2)
-    return (hist / norm[:, :, None]).reshape(n, -1)
+    if images.size and not np.isfinite(images).all():
+        raise ValueError("images contains NaN or infinity.")
+    lo, hi = (images.min(), images.max()) if images.size else (0.0, 1.0)
+    if lo < 0.0 or hi > 1.0:
+        images = (images - lo) / (hi - lo) if hi > lo else np.zeros_like(images)
+    return HOG(n_bins, pixels_per_cell=(cell, cell), cells_per_block=(1, 1), block_norm="L2",
+               implementation="numpy").fit_transform(images)
 
 
 def _sketch_images(photos: np.ndarray, seed: int) -> np.ndarray:
@@ -237,7 +233,7 @@ def _read_mfeat_view(data_home: str, view: str) -> np.ndarray:
 
 
 def load_mfeat(data_home: str | os.PathLike, views: Sequence[str] = ("fou", "pix")) -> Bunch:
-    """Two views of the UCI *Multiple Features* handwritten digits.
+    """Two (or more) views of the UCI *Multiple Features* handwritten digits.
 
     Parameters
     ----------
@@ -245,14 +241,15 @@ def load_mfeat(data_home: str | os.PathLike, views: Sequence[str] = ("fou", "pix
         Folder with the UCI files ``mfeat-fou``, ``mfeat-fac``, ``mfeat-kar``, ``mfeat-pix``,
         ``mfeat-zer``, ``mfeat-mor`` (2,000 rows each, whitespace-separated, no header; rows
         come in blocks of 200 per digit).
-    views : pair of str, default=("fou", "pix")
-        The view for ``X`` and the view for ``Y``, among :data:`MFEAT_VIEWS`.
+    views : sequence of str, default=("fou", "pix")
+        The view for ``X``, the view for ``Y`` and optionally more (for the multi-view
+        learners' ``fit_views``), distinct names among :data:`MFEAT_VIEWS`.
 
     Returns
     -------
     Bunch
-        ``X``, ``Y`` (row ``r`` = the same digit image), ``labels`` (``r // 200``),
-        ``instance`` (``r``), ``view_names``.
+        ``X``, ``Y`` (the first two views; row ``r`` = the same digit image), ``views`` (every
+        view, in order), ``labels`` (``r // 200``), ``instance`` (``r``), ``view_names``.
 
     Raises
     ------
@@ -260,20 +257,22 @@ def load_mfeat(data_home: str | os.PathLike, views: Sequence[str] = ("fou", "pix
         Unknown view, missing file, or a file without the expected 2,000 × d numbers.
     """
     views = tuple(views)
-    if len(views) != 2:
-        raise ValueError(f"views must name exactly two mfeat views (X, Y), got {views!r}.")
+    if len(views) < 2 or len(set(views)) != len(views):
+        raise ValueError(f"views must name at least two distinct mfeat views (X, Y, ...), got "
+                         f"{views!r}.")
     for v in views:
         if v not in MFEAT_VIEWS:
             raise ValueError(f"unknown mfeat view {v!r}; expected one of {sorted(MFEAT_VIEWS)}.")
     data_home = os.fspath(data_home)
     if not os.path.isdir(data_home):
         raise ValueError(f"data_home {data_home!r} is not a directory.")
-    X = _read_mfeat_view(data_home, views[0])
-    Y = _read_mfeat_view(data_home, views[1])
+    arrays = [_read_mfeat_view(data_home, v) for v in views]
     labels = np.repeat(np.arange(10, dtype=np.int64), _MFEAT_ROWS // 10)
-    return Bunch(X=X, Y=Y, labels=labels, instance=np.arange(_MFEAT_ROWS, dtype=np.int64),
-                 view_names=views,
-                 DESCR=f"UCI Multiple Features: X = mfeat-{views[0]}, Y = mfeat-{views[1]}.")
+    more = "".join(f", mfeat-{v}" for v in views[2:])
+    return Bunch(X=arrays[0], Y=arrays[1], views=arrays, labels=labels,
+                 instance=np.arange(_MFEAT_ROWS, dtype=np.int64), view_names=views,
+                 DESCR=f"UCI Multiple Features: X = mfeat-{views[0]}, Y = mfeat-{views[1]}"
+                       f"{more}.")
 
 
 # ------------------------------------------------------------------------------------- LFW

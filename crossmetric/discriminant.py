@@ -36,6 +36,7 @@ import scipy.linalg
 from crossmetric._base import PairData
 from crossmetric._checks import check_choice, check_n_components, check_positive_scalar
 from crossmetric.baselines import LinearTowers, _KernelCoordinatesMixin
+from crossmetric.multiview import MultiViewMixin
 from crossmetric.pairs import identities_from_pairs
 
 __all__ = ["MvDA", "CSR", "KCSR", "mvda_scatter_matrices", "identity_samples"]
@@ -101,8 +102,9 @@ def mvda_scatter_matrices(views, codes) -> tuple[np.ndarray, np.ndarray]:
     return S, D
 
 
-class MvDA(LinearTowers):
-    """Multi-view discriminant analysis for two views (Kan et al., ECCV 2012).
+class MvDA(MultiViewMixin, LinearTowers):
+    """Multi-view discriminant analysis (Kan et al., ECCV 2012): two views through the pair
+    API, any number through ``fit_views(views, labels)`` (:mod:`crossmetric.multiview`).
 
     Finds ``w_x``, ``w_y`` maximising ``tr(Wᵀ D W) / tr(Wᵀ S W)`` (their eq. 6, solved as the
     generalised eigenproblem ``D w = λ (S + r I) w``; see :func:`mvda_scatter_matrices`).
@@ -166,6 +168,18 @@ class MvDA(LinearTowers):
         self.eigenvalues_ = w[order]
         self.components_x_ = W[:dx, order].T
         self.components_y_ = W[dx:, order].T
+
+    def _fit_views(self, views, codes):
+        """``fit_views``' solve: the scatter matrices of eq. 7-8 for ``v`` views."""
+        from crossmetric.multiview import mvda_directions
+
+        check_choice(self.distance, "distance", ("euclidean", "cosine"))
+        reg = check_positive_scalar(self.reg, "reg")
+        self.n_identities_ = int(max(c.max() for c in codes)) + 1
+        k = check_n_components(self.n_components, sum(V.shape[1] for V in views),
+                               what="total features of the views")
+        means, self.eigenvalues_, dirs = mvda_directions(views, codes, k, reg)
+        return means, [W.T for W in dirs]
 
 
 def spectral_responses(codes: np.ndarray) -> np.ndarray:

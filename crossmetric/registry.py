@@ -175,6 +175,10 @@ METHODS: dict[str, MethodSpec] = {s.name: s for s in [
     MethodSpec("mvda", "MvDA", "MvDA", {"n_components": 10},
                "multi-view discriminant analysis, 10 components; identities = connected "
                "components of the positive pairs"),
+    MethodSpec("mcca", "MCCA", "MCCA", {"n_components": 10},
+               "multi-set CCA (MAXVAR), 10 components; with two views the closed-form CCA "
+               "(the same canonical variates); fit_views takes more",
+               in_default=False),
     MethodSpec("csr", "CSR", "CSR", {},
                "coupled spectral regression, all n_identities - 1 responses; identities = "
                "connected components of the positive pairs"),

@@ -217,9 +217,14 @@ class ReproductionResult:
                             for k in cols + extra_cols})
         path_json = os.path.join(out, "results.json")
         with open(path_json, "w") as fh:
-            json.dump({"name": self.name, "source": self.source, "seconds": self.seconds,
-                       "rows": self.rows, "extra": _jsonable(self.extra)}, fh, indent=1)
+            json.dump(self.to_dict(), fh, indent=1)
         return [path_csv, path_json]
+
+    def to_dict(self) -> dict:
+        """``name``, ``source``, ``seconds``, ``rows`` and ``extra`` as plain JSON values (NaN
+        becomes ``None``)."""
+        return _jsonable({"name": self.name, "source": self.source, "seconds": self.seconds,
+                          "rows": self.rows, "extra": self.extra})
 
 
 def _fmt(v: float, sign: bool = False) -> str:
@@ -237,7 +242,9 @@ def _jsonable(obj):
     if isinstance(obj, np.ndarray):
         return obj.tolist()
     if isinstance(obj, np.generic):
-        return obj.item()
+        obj = obj.item()
+    if isinstance(obj, float) and math.isnan(obj):
+        return None
     return obj
 
 

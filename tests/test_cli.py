@@ -277,15 +277,17 @@ def test_benchmark_instance_level(own, tmp_path, capsys):
 
 def test_cli_defaults_agree_with_python(tmp_path, capsys):
     """`crossmetric benchmark` and run_protocols with the same data and defaults agree."""
-    from crossmetric.cli import _protocol_defaults, build_parser
+    import inspect
+
+    from crossmetric.config import resolve_config
     from crossmetric.protocols import run_protocols
     from crossmetric.registry import make_estimator
 
-    args = build_parser().parse_args(["benchmark"])
-    dflt = _protocol_defaults()
-    assert (args.folds, args.repeats, args.n_negatives, args.max_train_positives, args.seed) \
-        == (dflt["n_folds"], dflt["n_repeats"], dflt["n_negatives"],
-            dflt["max_train_positives"], dflt["random_state"])
+    args = resolve_config().options  # the command line's defaults
+    dflt = inspect.signature(run_protocols).parameters
+    assert (args["folds"], args["repeats"], args["n_negatives"], args["max_train_positives"],
+            args["seed"]) == tuple(dflt[k].default for k in (
+                "n_folds", "n_repeats", "n_negatives", "max_train_positives", "random_state"))
     d = make_cross_modal(120, n_classes=12, n_features_x=5, n_features_y=5, random_state=4)
     np.save(tmp_path / "x.npy", d.X)
     np.save(tmp_path / "y.npy", d.Y)

@@ -99,6 +99,9 @@ def test_load_mfeat():
     assert b.X.shape == (2000, 76) and b.Y.shape == (2000, 240)
     assert np.array_equal(np.bincount(b.labels), np.full(10, 200))
     assert b.labels[199] == 0 and b.labels[200] == 1
+    six = load_mfeat(MFEAT, views=("fou", "pix", "fac", "kar", "zer", "mor"))
+    assert [v.shape[1] for v in six.views] == [76, 240, 216, 64, 47, 6]
+    assert np.array_equal(six.views[0], b.X) and six.Y is six.views[1]
 
 
 def test_load_mfeat_errors(tmp_path):
@@ -108,8 +111,10 @@ def test_load_mfeat_errors(tmp_path):
         load_mfeat(tmp_path)
     with pytest.raises(ValueError, match="unknown mfeat view"):
         load_mfeat(tmp_path, views=("fou", "abc"))
-    with pytest.raises(ValueError, match="exactly two"):
+    with pytest.raises(ValueError, match="at least two distinct"):
         load_mfeat(tmp_path, views=("fou",))
+    with pytest.raises(ValueError, match="at least two distinct"):
+        load_mfeat(tmp_path, views=("fou", "pix", "fou"))
     (tmp_path / "mfeat-fou").write_text("1 2 3\n4 5 6\n")
     (tmp_path / "mfeat-pix").write_text("1 2\n")
     with pytest.raises(ValueError, match="expected"):

@@ -158,3 +158,59 @@ def test_hog_equals_skimage(images):
         HOG(block_norm="max").fit(images)
     with pytest.raises(ValueError, match="fitted on"):
         est.transform(images[:, :8])
+
+
+def _slow_cell_hog(gy, gx, cell, n_bins):
+    """Per-pixel loop of the numpy cell HOG on one image's (h, w) gradients."""
+    h, w = gx.shape
+    cx = w // cell[1]
+    ref = np.zeros(((h // cell[0]) * cx, n_bins))
+    for r in range(h):
+        for c in range(w):
+            mag = np.hypot(gx[r, c], gy[r, c])
+            pos = np.mod(np.arctan2(gy[r, c], gx[r, c]), np.pi) / (np.pi / n_bins) - 0.5
+            lo = int(np.floor(pos))
+            k = (r // cell[0]) * cx + c // cell[1]
+            ref[k, lo % n_bins] += mag * (1 - (pos - lo))
+            ref[k, (lo + 1) % n_bins] += mag * (pos - lo)
+    eps = 1e-3 * np.hypot(gx, gy).max()
+    return (ref / np.sqrt((ref ** 2).sum(1, keepdims=True) + eps ** 2)).ravel()
+
+
+def test_hog_numpy_implementation(images):
+    from crossmetric.datasets import hog_descriptor
+
+    kw = dict(cells_per_block=(1, 1), block_norm="L2", implementation="numpy")
+    crop = images[:, :12, :6]
+    gray = crop[..., 1]
+    est = HOG(7, pixels_per_cell=(4, 2), **kw).fit(gray)
+    out = est.transform(gray)
+    assert out.shape == (3, est.n_features_out_) == (3, 3 * 3 * 7)
+    for k in range(3):
+        np.testing.assert_allclose(out[k], _slow_cell_hog(*np.gradient(gray[k] / 255.0),
+                                                          (4, 2), 7))
+    # RGB: at each pixel the gradient of the channel of largest magnitude (as scikit-image)
+    rgb = HOG(5, pixels_per_cell=(4, 3), **kw).fit_transform(crop)
+    for k in range(3):
+        grads = [np.gradient(crop[k, ..., ch] / 255.0) for ch in range(3)]
+        best = np.stack([np.hypot(gx, gy) for gy, gx in grads], axis=-1).argmax(-1)
+        gy = np.choose(best, [g[0] for g in grads])
+        gx = np.choose(best, [g[1] for g in grads])
+        np.testing.assert_allclose(rgb[k], _slow_cell_hog(gy, gx, (4, 3), 5))
+    # transform_sqrt: the square root of the image first
+    np.testing.assert_allclose(
+        HOG(7, pixels_per_cell=(4, 2), transform_sqrt=True, **kw).fit_transform(gray),
+        HOG(7, pixels_per_cell=(4, 2), **kw).fit_transform(np.sqrt(gray / 255.0)))
+    # hog_descriptor is this transformer
+    sk = np.random.default_rng(1).random((3, 8, 12))
+    np.testing.assert_array_equal(
+        hog_descriptor(sk, cell=4, n_bins=6),
+        HOG(6, pixels_per_cell=(4, 4), **kw).fit_transform(sk))
+    np.testing.assert_allclose(hog_descriptor(3.0 * sk - 1.0, cell=4, n_bins=6),
+                               hog_descriptor(sk, cell=4, n_bins=6), atol=1e-12)
+    with pytest.raises(ValueError, match=r"needs cells_per_block=\(1, 1\) and block_norm='L2'"):
+        HOG(implementation="numpy").fit(gray)
+    with pytest.raises(ValueError, match="must be multiples of pixels_per_cell"):
+        HOG(pixels_per_cell=(5, 5), **kw).fit(gray)
+    with pytest.raises(ValueError, match="implementation must be one of"):
+        HOG(implementation="torch").fit(gray)

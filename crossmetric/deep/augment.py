@@ -13,11 +13,18 @@ generator per image. Transforms with a ``batch`` method (resize, crop, flip, and
 image. Each image's generator is consumed in the same order either way, so a batch gives
 exactly the images that the transform gives one at a time (tested).
 
-The transforms are written with plain torch operations. torchvision's ``transforms.v2``
-does the same work, and a ``torchvision`` pipeline (any callable on a ``(c, h, w)`` tensor) can
-be passed as ``DeepGSM(augment=...)``. They are not used by default because a torchvision
-wheel whose compiled operators do not match the installed torch fails to import (this is the
-case on the CPU-only development machine: a CUDA torchvision 0.28.0 next to torch 2.13.0+cpu).
+The transforms are written with plain torch operations, and a ``torchvision`` pipeline (any
+callable on a ``(c, h, w)`` tensor) can be passed as ``DeepGSM(augment=...)``. torchvision's
+``transforms.v2`` is not used underneath: (1) it does not import next to the pinned CPU torch
+2.13.0 (the PyPI torchvision 0.28.0 wheel is a CUDA build whose compiled operators need
+``libtorch_cuda``; the matching CPU wheel is not on PyPI, and PyPI's torch 2.13.0 pulls the CUDA
+13 packages), so the default augmentation would stop working; (2) where it imports, only the
+deterministic kernels are the same -- resize (v2 with ``antialias=False``), pad + crop, flip
+and erasing equal ``v2.functional`` exactly (``tests/test_augment_v2.py``) -- while v2's colour
+jitter clamps to [0, 1] and takes the contrast mean of the grey image, and its grey level uses
+0.2989 for red; (3) v2 draws its random parameters from torch's global generator, while these
+transforms draw them from one generator per image, which is what makes a batch independent of
+workers and processes and lets resize, crop and flip run on whole batches.
 
 ``"reid"`` (:func:`reid_augmentation`) is the usual recipe: resize to the input size, pad by
 1/16 of each side and crop back at a random position, horizontal flip with probability 1/2,

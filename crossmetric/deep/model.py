@@ -245,7 +245,17 @@ class DeepGSM(CrossModalMixin, BaseEstimator):
         g₁, g₂ and f) stays one module, trained on both domains' images. A file
         path: a state dict (``torch.save(model.net_.state_dict(), path)``) whose feature
         layers start the paper's network (the similarity sub-network is initialised anew).
+        Any other string: an architecture name, torchvision's (``"resnet18"``, ``"vit_b_16"``,
+        ...) or timm's when installed, randomly initialised from ``random_state`` or loaded
+        from ``weights``; its classifier's last linear layer is dropped, so its pooled
+        features feed the similarity sub-network, and grey images are repeated to its three
+        channels (:func:`crossmetric.deep.backbones.build_backbone`).
         Modules are copied, never trained in place; nothing is downloaded.
+    weights : path or None, default=None
+        State dict for a ``backbone`` given by name or as a module, read with
+        ``torch.load(weights_only=True)`` (:func:`crossmetric.deep.backbones.load_weights`):
+        a file that does not fit the architecture is a one-line error naming the file and
+        the first mismatched keys.
     amp : bool or "auto", default="auto"
         Automatic mixed precision (float16 ``torch.autocast`` with ``GradScaler``). ``"auto"``
         uses it on CUDA devices only; ``True`` on a CPU is an error. The loss is formed in
@@ -343,7 +353,8 @@ class DeepGSM(CrossModalMixin, BaseEstimator):
                  average_from: float | None = None, early_stopping: bool = False,
                  validation_fraction: float = 0.2, validation_every: int | None = None,
                  patience: int = 5, tol: float | None = 1e-4, n_iter_no_change: int = 200,
-                 backbone=None, amp="auto", n_processes: int = 1, num_workers: int = 0,
+                 backbone=None, weights=None, amp="auto", n_processes: int = 1,
+                 num_workers: int = 0,
                  device: str = "auto", checkpoint_path: str | None = None,
                  checkpoint_every: int = 100, resume: bool = False, progress: bool = False,
                  eval_batch_size: int = 512, random_state=None, verbose: int = 0,
@@ -378,6 +389,7 @@ class DeepGSM(CrossModalMixin, BaseEstimator):
         self.tol = tol
         self.n_iter_no_change = n_iter_no_change
         self.backbone = backbone
+        self.weights = weights
         self.amp = amp
         self.n_processes = n_processes
         self.num_workers = num_workers
@@ -446,7 +458,20 @@ class DeepGSM(CrossModalMixin, BaseEstimator):
                   and all(isinstance(m, torch.nn.Module) for m in bb)))
         if not ok:
             raise ValueError("backbone must be None, a torch.nn.Module, a pair of modules (one "
-                             f"per domain) or a state-dict file path, got {type(bb).__name__}.")
+                             f"per domain), a state-dict file path or an architecture name, "
+                             f"got {type(bb).__name__}.")
+        if self.weights is not None:
+            if not isinstance(self.weights, (str, os.PathLike)):
+                raise ValueError(f"weights must be a file path or None, got "
+                                 f"{type(self.weights).__name__}.")
+            if not (self._named_backbone() or isinstance(bb, torch.nn.Module)):
+                raise ValueError("weights needs a backbone given by name (e.g. 'resnet18') or "
+                                 "as a module; the paper's network takes a state-dict file "
+                                 "as backbone=PATH.")
+
+    def _named_backbone(self) -> bool:
+        """``backbone`` is an architecture name (a string that is not an existing file)."""
+        return isinstance(self.backbone, str) and not os.path.exists(self.backbone)
 
     def _resolve_device(self, rank: int = 0) -> torch.device:
         if self.device == "auto":
@@ -507,10 +532,24 @@ class DeepGSM(CrossModalMixin, BaseEstimator):
         return shape, (cx, cy)
 
     # ----------------------------------------------------------------------- building
-    def _build_net(self, input_shape, channels=(1, 1)) -> GSMNet:
+    def _build_net(self, input_shape, channels=(1, 1), *, seed: int = 0,
+                   load: bool = False) -> GSMNet:
+        """The network; ``load``: read ``weights`` into a named or module backbone (training
+        only: a fitted or unpickled model restores its own state afterwards)."""
+        from crossmetric.deep.backbones import build_backbone, load_weights
+
         bb = self.backbone
-        if isinstance(bb, torch.nn.Module):
+        if self._named_backbone():
+            try:
+                bb = build_backbone(bb, self.weights if load else None, random_state=seed)
+            except ValueError as exc:
+                extra = (" It is no state-dict file either." if "not a known architecture"
+                         in str(exc) else "")
+                raise ValueError(f"{exc}{extra}") from None
+        elif isinstance(bb, torch.nn.Module):
             bb = copy.deepcopy(bb)
+            if load and self.weights is not None:
+                load_weights(bb, self.weights)
         elif isinstance(bb, (tuple, list)):
             bb = tuple(copy.deepcopy(tuple(bb)))  # one copy: shared submodules stay shared
         else:
@@ -858,12 +897,12 @@ class DeepGSM(CrossModalMixin, BaseEstimator):
             ids_x, ids_y, int(self.n_identities), int(self.n_images_x), int(self.n_images_y),
             seed=seed, rank=rank, world_size=world, mode=self.batch_mode, n_pairs=int(n_pairs))
 
-        net = self._build_net(shape, channels)
+        net = self._build_net(shape, channels, seed=seed, load=True)
         n_probe = [min(32, len(x)), min(32, len(y))]
         probe = (torch.stack([ds.load(i)[0] for i in range(n_probe[0])]),
                  torch.stack([ds.load(ds.n_x + i)[0] for i in range(n_probe[1])]))
         net.initialize(self.init, torch.Generator().manual_seed(seed), probe=probe)
-        if isinstance(self.backbone, (str, os.PathLike)):
+        if isinstance(self.backbone, (str, os.PathLike)) and not self._named_backbone():
             self._load_backbone_file(net)
         net.to(device)
         model = net

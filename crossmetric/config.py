@@ -1,0 +1,413 @@
+"""Run configuration of ``crossmetric benchmark``: a TOML file, ``--param`` overrides, defaults.
+
+A configuration file holds the options of ``crossmetric benchmark`` in a ``[benchmark]`` table
+(the command-line names, with ``_`` or ``-``) and constructor parameters of the learners in one
+``[methods.NAME]`` table per registry method (:data:`crossmetric.registry.METHODS`)::
+
+    [benchmark]
+    methods = ["euclidean", "gsm"]    # or "euclidean,gsm", or "all"
+    folds = 5
+    repeats = 3
+    quiet = true
+
+    [methods.gsm]
+    mu = 1e-3
+    n_components = 16
+
+Precedence, lowest first: the defaults (:data:`BENCHMARK_OPTIONS`), the file, the options given
+on the command line; per-method parameters: the registry's settings, the file's
+``[methods.NAME]``, then each ``--param METHOD.NAME=VALUE`` (the value is read as a TOML literal:
+``1e-3``, ``true``, ``"text"``, ``[0.0, 0.1]``; a bare word such as ``adam`` is read as a string).
+The learners are built by :func:`crossmetric.registry.make_estimator` with these parameters as
+overrides -- the one way the benchmark builds learners. Paths in the file are relative to the
+current directory, as on the command line.
+
+``crossmetric benchmark`` writes the resolved configuration (every option, and the full
+parameters of every method it ran) to ``config.toml`` beside its results; given back with
+``--config`` it reproduces the run's settings.
+
+Defaults of the command line and of :func:`crossmetric.protocols.run_protocols`: the folds,
+repeats, negatives per positive, training-positive cap and seed are the same (read from
+``run_protocols``' signature). Two differ on purpose: the command line uses every core
+(``n_jobs = -1``; Python: ``n_jobs=None``, one process) and shows a progress bar
+(``quiet = false``; Python: ``progress=False``), since a script calling the library chooses its
+own parallelism and output.
+"""
+
+from __future__ import annotations
+
+import difflib
+import inspect
+import json
+import math
+import os
+import re
+import tomllib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+__all__ = ["BENCHMARK_OPTIONS", "RunConfig", "load_config", "parse_param", "resolve_config",
+           "method_parameter_names", "to_toml"]
+
+
+@dataclass(frozen=True)
+class _Option:
+    kind: type | tuple
+    default: object = None
+    choices: tuple | None = None
+
+
+def _protocol_default(name: str):
+    from crossmetric.protocols import run_protocols
+
+    return inspect.signature(run_protocols).parameters[name].default
+
+
+#: option name -> (type, default, allowed values) of ``crossmetric benchmark``
+BENCHMARK_OPTIONS: dict[str, _Option] = {
+    # data
+    "dataset": _Option(str), "data_home": _Option(str), "x": _Option(str), "y": _Option(str),
+    "labels": _Option(str), "instance": _Option(str), "key": _Option(str),
+    "images": _Option(str), "pattern": _Option(str),
+    "descriptor": _Option(str, None, ("hog", "strips", "pixels")),
+    "size": _Option(str), "lfw_pairs": _Option(str), "image_list": _Option(str),
+    # protocol
+    "methods": _Option((str, list)),
+    "folds": _Option(int, _protocol_default("n_folds")),
+    "repeats": _Option(int, _protocol_default("n_repeats")),
+    "protocol": _Option(str, "both", ("both", "verification", "identification")),
+    "level": _Option(str, None, ("labels", "instance")),
+    "n_negatives": _Option(int, _protocol_default("n_negatives")),
+    "max_train_positives": _Option(int, _protocol_default("max_train_positives")),
+    "n_jobs": _Option(int, -1),
+    "dask_scheduler": _Option(str), "dask_workers": _Option(int),
+    "seed": _Option(int, _protocol_default("random_state")),
+    # tune: "small" (the registry grid; true in a config file) or "paper" (the paper's grid)
+    "tune": _Option((bool, str), False, (False, True, "small", "paper")),
+    "tune_folds": _Option(int, 3),
+    "tune_scoring": _Option(str, "auc", ("auc", "rank1", "map")),
+    # output
+    "out": _Option(str, "crossmetric-results"),
+    "quiet": _Option(bool, False), "json": _Option(bool, False),
+}
+
+
+def _expected(names) -> str:
+    return ", ".join(names)
+
+
+def _suggest(name: str, names) -> str:
+    close = difflib.get_close_matches(name, list(names), n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def _check_option(name: str, value, where: str):
+    key = name.replace("-", "_")
+    if key not in BENCHMARK_OPTIONS:
+        raise ValueError(f"{where}: unknown option {name!r}{_suggest(key, BENCHMARK_OPTIONS)}; "
+                         f"expected one of {_expected(BENCHMARK_OPTIONS)}.")
+    opt = BENCHMARK_OPTIONS[key]
+    kinds = opt.kind if isinstance(opt.kind, tuple) else (opt.kind,)
+    ok = any(isinstance(value, k) and not (k is int and isinstance(value, bool)) for k in kinds)
+    if key == "methods" and isinstance(value, list):
+        ok = all(isinstance(v, str) for v in value)
+    if not ok:
+        names = " or ".join("list of str" if k is list else k.__name__ for k in kinds)
+        raise ValueError(f"{where}: option {name!r} must be {names}, got {value!r}.")
+    if opt.choices is not None and value not in opt.choices:
+        raise ValueError(f"{where}: option {name!r} must be one of {_expected(opt.choices)}, "
+                         f"got {value!r}.")
+    if key == "methods" and isinstance(value, list):
+        value = ",".join(value)
+    return key, value
+
+
+def method_parameter_names(method: str) -> list[str]:
+    """Constructor parameters of a registry method's learner class.
+
+    Raises
+    ------
+    ValueError
+        Unknown method, or a method not available in this installation.
+    """
+    from crossmetric.registry import _learner_class, _spec, method_status
+
+    spec = _spec(method)
+    reason = method_status(spec.name)
+    if reason is not None:
+        raise ValueError(f"method {spec.name!r} is not available: {reason}.")
+    return sorted(_learner_class(spec)._get_param_names())
+
+
+def _check_method_params(method: str, params: Mapping, where: str) -> tuple[str, dict]:
+    from crossmetric.registry import METHODS
+
+    key = str(method).strip().lower()
+    if key not in METHODS:
+        raise ValueError(f"{where}: unknown method {method!r}{_suggest(key, METHODS)}; "
+                         f"expected one of {_expected(METHODS)}.")
+    if not isinstance(params, Mapping):
+        raise ValueError(f"{where}: [methods.{key}] must be a table of parameters, got "
+                         f"{params!r}.")
+    names = method_parameter_names(key)
+    for name in params:
+        if name not in names:
+            raise ValueError(f"{where}: method {key!r} ({METHODS[key].class_name}) has no "
+                             f"parameter {name!r}{_suggest(name, names)}; expected one of "
+                             f"{_expected(names)}.")
+    return key, {k: _plain_value(v) for k, v in params.items()}
+
+
+def _plain_value(v):
+    """TOML arrays become tuples (as the registry writes sequences), recursively."""
+    if isinstance(v, list):
+        return tuple(_plain_value(x) for x in v)
+    if isinstance(v, dict):
+        return {k: _plain_value(x) for k, x in v.items()}
+    return v
+
+
+@dataclass
+class RunConfig:
+    """Resolved settings of one benchmark run.
+
+    Attributes
+    ----------
+    options : dict
+        Every option of :data:`BENCHMARK_OPTIONS` (``None``: not set).
+    method_params : dict
+        ``{method: {parameter: value}}`` given by the file or ``--param`` (overrides of the
+        registry's settings).
+    """
+
+    options: dict = field(default_factory=dict)
+    method_params: dict = field(default_factory=dict)
+
+    def estimator_params(self, method: str) -> dict:
+        """The registry's settings of ``method`` updated by :attr:`method_params`."""
+        from crossmetric.registry import _spec
+
+        spec = _spec(method)
+        params = {k: _plain_value(v) for k, v in spec.params.items()}
+        params.update(self.method_params.get(spec.name, {}))
+        return params
+
+    def make_estimator(self, method: str):
+        """The learner for ``method``: :func:`crossmetric.registry.make_estimator` with
+        :attr:`method_params` as overrides."""
+        from crossmetric.registry import _spec, make_estimator
+
+        return make_estimator(method, **self.method_params.get(_spec(method).name, {}))
+
+    def to_dict(self, methods: Sequence[str] | None = None) -> dict:
+        """``{"benchmark": options that are set, "methods": {name: full parameters}}`` for the
+        given methods (default: those with parameters given)."""
+        names = list(self.method_params) if methods is None else list(methods)
+        out = {"benchmark": {k: v for k, v in self.options.items() if v is not None}}
+        if names:
+            out["methods"] = {m: self.estimator_params(m) for m in names}
+        return out
+
+    def to_toml(self, methods: Sequence[str] | None = None) -> str:
+        """The configuration as a TOML document that :func:`load_config` reads back."""
+        from crossmetric import __version__
+
+        return f"# resolved by crossmetric {__version__}\n" + to_toml(self.to_dict(methods))
+
+    def write(self, path, methods: Sequence[str] | None = None) -> None:
+        """Write :meth:`to_toml` to ``path`` atomically."""
+        from crossmetric._atomic import write_text_atomic
+
+        write_text_atomic(path, self.to_toml(methods))
+
+
+def load_config(path) -> dict:
+    """Read and check a configuration file (TOML; ``.json`` files are read as JSON).
+
+    Returns
+    -------
+    dict
+        ``{"benchmark": {option: value}, "methods": {method: {parameter: value}}}`` with the
+        option names in their ``_`` spelling, lists of methods joined by commas.
+
+    Raises
+    ------
+    ValueError
+        Unreadable file, bad TOML, unknown table, option, method or parameter, or a value of
+        the wrong type (one line naming it).
+    """
+    path = os.fspath(path)
+    where = f"config {path!r}"
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read()
+    except OSError as exc:
+        raise ValueError(f"{where}: cannot read it ({exc.strerror}).") from None
+    try:
+        data = (json.loads(raw) if path.lower().endswith(".json")
+                else tomllib.loads(raw.decode("utf-8")))
+    except (tomllib.TOMLDecodeError, json.JSONDecodeError, UnicodeDecodeError) as exc:
+        kind = "JSON" if path.lower().endswith(".json") else "TOML"
+        raise ValueError(f"{where}: not valid {kind} ({' '.join(str(exc).split())}).") from None
+    return _check_config(data, where)
+
+
+def _check_config(data, where: str) -> dict:
+    if not isinstance(data, Mapping):
+        raise ValueError(f"{where}: expected a table of [benchmark] and [methods.NAME].")
+    unknown = [k for k in data if k not in ("benchmark", "methods")]
+    if unknown:
+        hint = (" (benchmark options go in a [benchmark] table)"
+                if unknown[0].replace("-", "_") in BENCHMARK_OPTIONS else "")
+        raise ValueError(f"{where}: unknown table {unknown[0]!r}{hint}; expected benchmark, "
+                         "methods.")
+    options = data.get("benchmark", {})
+    methods = data.get("methods", {})
+    for name, value in (("benchmark", options), ("methods", methods)):
+        if not isinstance(value, Mapping):
+            raise ValueError(f"{where}: {name!r} must be a table, got {value!r}.")
+    out = {"benchmark": dict(_check_option(k, v, where) for k, v in options.items()),
+           "methods": {}}
+    for method, params in methods.items():
+        key, checked = _check_method_params(method, params, where)
+        out["methods"][key] = checked
+    return out
+
+
+_BARE_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_.:/-]*")
+
+
+def parse_param(text: str) -> tuple[str, str, object]:
+    """``"METHOD.NAME=VALUE"`` → ``(method, name, value)``, checked against the registry.
+
+    The value is a TOML literal (``1e-3``, ``true``, ``"adam"``, ``[0.0, 0.1]``); a bare word
+    that is not one (``adam``, ``cuda:0``) is taken as a string.
+
+    Examples
+    --------
+    >>> parse_param("gsm.mu=1e-3")
+    ('gsm', 'mu', 0.001)
+    >>> parse_param("cmlauc.fpr_range=[0.0, 0.1]")
+    ('cmlauc', 'fpr_range', (0.0, 0.1))
+    """
+    where = f"--param {text!r}"
+    target, sep, value = str(text).partition("=")
+    method, dot, name = target.strip().partition(".")
+    if not sep or not dot or not method or not name.strip():
+        raise ValueError(f"--param expects METHOD.NAME=VALUE (e.g. gsm.mu=1e-3), got {text!r}.")
+    value = value.strip()
+    try:
+        parsed = tomllib.loads(f"v = {value}")["v"]
+    except tomllib.TOMLDecodeError:
+        if not _BARE_WORD.fullmatch(value):
+            raise ValueError(f"{where}: the value {value!r} is not a TOML literal (quote text: "
+                             f"{name.strip()}='\"...\"').") from None
+        parsed = value
+    key, checked = _check_method_params(method.strip(), {name.strip(): parsed}, where)
+    return key, name.strip(), checked[name.strip()]
+
+
+def resolve_config(given: Mapping | None = None, config=None,
+                   params: Sequence[str] = ()) -> RunConfig:
+    """Merge defaults < configuration file < options given < ``--param`` overrides.
+
+    Parameters
+    ----------
+    given : mapping, optional
+        Options set on the command line (``None`` values: not given).
+    config : path, mapping or None
+        A file for :func:`load_config`, or its already-read dictionary.
+    params : sequence of str
+        ``METHOD.NAME=VALUE`` items (:func:`parse_param`).
+
+    Examples
+    --------
+    >>> cfg = resolve_config({"folds": 3}, {"benchmark": {"folds": 5, "repeats": 2}},
+    ...                      params=["gsm.mu=1e-3"])
+    >>> cfg.options["folds"], cfg.options["repeats"], cfg.method_params
+    (3, 2, {'gsm': {'mu': 0.001}})
+    """
+    if config is None:
+        loaded = {"benchmark": {}, "methods": {}}
+    elif isinstance(config, Mapping):
+        loaded = _check_config(config, "config")
+    else:
+        loaded = load_config(config)
+    options = {k: opt.default for k, opt in BENCHMARK_OPTIONS.items()}
+    options.update(loaded["benchmark"])
+    for name, value in (given or {}).items():
+        if value is not None:
+            key, value = _check_option(name, value, "option")
+            options[key] = value
+    method_params = {m: dict(p) for m, p in loaded["methods"].items()}
+    for item in params or ():
+        method, name, value = parse_param(item)
+        method_params.setdefault(method, {})[name] = value
+    return RunConfig(options, method_params)
+
+
+# ------------------------------------------------------------------------- TOML writing
+_BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
+
+
+def _toml_key(key) -> str:
+    key = str(key)
+    return key if _BARE_KEY.fullmatch(key) else _toml_string(key)
+
+
+def _toml_string(s: str) -> str:
+    return json.dumps(s, ensure_ascii=False).replace("\x7f", "\\u007f")
+
+
+def _toml_value(v) -> str:
+    import numpy as np
+
+    if isinstance(v, np.generic):
+        v = v.item()
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, float):
+        return repr(v) if math.isfinite(v) else ("nan" if math.isnan(v) else
+                                                 ("inf" if v > 0 else "-inf"))
+    if isinstance(v, str):
+        return _toml_string(v)
+    if isinstance(v, list | tuple):
+        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
+    if isinstance(v, Mapping):
+        return "{" + ", ".join(f"{_toml_key(k)} = {_toml_value(x)}" for k, x in v.items()
+                               if x is not None) + "}"
+    raise ValueError(f"value {v!r} ({type(v).__name__}) cannot be written as TOML.")
+
+
+def to_toml(data: Mapping) -> str:
+    """A two-level mapping (tables of values, tables of tables) as a TOML document.
+
+    ``None`` values are left out (TOML has no null).
+
+    Examples
+    --------
+    >>> print(to_toml({"benchmark": {"folds": 5}, "methods": {"gsm": {"mu": 0.001}}}))
+    [benchmark]
+    folds = 5
+    <BLANKLINE>
+    [methods.gsm]
+    mu = 0.001
+    <BLANKLINE>
+    """
+    lines: list[str] = []
+    for table, content in data.items():
+        scalars = {k: v for k, v in content.items() if not isinstance(v, Mapping)}
+        subtables = {k: v for k, v in content.items() if isinstance(v, Mapping)}
+        if scalars or not subtables:
+            lines.append(f"[{_toml_key(table)}]")
+            lines.extend(f"{_toml_key(k)} = {_toml_value(v)}" for k, v in scalars.items()
+                         if v is not None)
+            lines.append("")
+        for sub, values in subtables.items():
+            lines.append(f"[{_toml_key(table)}.{_toml_key(sub)}]")
+            lines.extend(f"{_toml_key(k)} = {_toml_value(v)}" for k, v in values.items()
+                         if v is not None)
+            lines.append("")
+    return "\n".join(lines)
