@@ -21,7 +21,6 @@ Only this module and :mod:`crossmetric._faiss_tools` import faiss (extra
 from __future__ import annotations
 
 import os
-import warnings
 
 import joblib
 import numpy as np
@@ -406,7 +405,8 @@ class Index:
             set_search_breadth(self._index, self.kind, nprobe)
         return _rows(Q, "Q (queries)"), nprobe
 
-    def search(self, Q, k: int, *, nprobe: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    def search(self, Q, k: int, *, nprobe: int | None = None,
+               clamp: bool = False) -> tuple[np.ndarray, np.ndarray]:
         """The ``k`` nearest database rows of each query in the learned metric.
 
         Parameters
@@ -415,9 +415,14 @@ class Index:
             Queries (embedded with ``model.transform_x``), searched in batches; zero queries
             give empty results.
         k : int
-            Neighbours per query; more than :attr:`ntotal` is clamped to it (with a warning).
+            Neighbours per query. As in faiss, the result has ``k`` columns whatever ``k`` is:
+            where fewer than ``k`` neighbours exist (``k > ntotal``, or an IVF search that
+            probes too few lists) the ids are ``-1`` and the distances faiss's sentinel
+            (``FLT_MAX`` for ``metric="l2"``, ``-FLT_MAX`` for ``"ip"`` / ``"cosine"``).
         nprobe : int, optional
             Search breadth for this call (see the class parameter).
+        clamp : bool, default=False
+            Return ``min(k, ntotal)`` columns instead of ``k``.
 
         Returns
         -------
@@ -429,10 +434,8 @@ class Index:
         """
         k = check_positive_int(k, "k")
         Q, nprobe = self._prepare_search(Q, nprobe)
-        if k > self.ntotal:
-            warnings.warn(f"k={k} exceeds the {self.ntotal} vectors in the index; returning "
-                          f"{self.ntotal} neighbours per query.", UserWarning, stacklevel=2)
-            k = self.ntotal
+        if clamp:
+            k = max(1, min(k, self.ntotal))
         nq = Q.shape[0]
         D = np.empty((nq, k), dtype=np.float32)
         I = np.empty((nq, k), dtype=np.int64)
@@ -442,7 +445,8 @@ class Index:
                 D[sl], I[sl] = self._search_gmm(Q[sl], Zq, k, nprobe)
             else:
                 D[sl], I[sl] = self._index.search(Zq, k)
-        D[I < 0] = np.inf if self.metric == "l2" else -np.inf
+        sentinel = np.finfo(np.float32).max
+        D[I < 0] = sentinel if self.metric == "l2" else -sentinel
         return D, I
 
     def _search_gmm(self, Qb, Zq: np.ndarray, k: int, nprobe: int):
