@@ -19,6 +19,8 @@ _OPTIONAL = {
     "skimage": ["crossmetric/features.py", "crossmetric/_image_folder.py"],
     "PIL": ["crossmetric/_image_folder.py"],
     "dask": [],
+    "onnx": ["crossmetric/export.py"],
+    "onnxruntime": ["crossmetric/export.py"],
 }
 for _module, _paths in _OPTIONAL.items():
     if importlib.util.find_spec(_module) is None:
