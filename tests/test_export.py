@@ -71,10 +71,14 @@ def _onnx_matches(model, tmp_path, test_x, test_y, sides=("x", "y")):
                                    rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("name", [n for n in METHODS if n != "deepgsm"])
+@pytest.mark.parametrize("name", [
+    pytest.param(n, marks=pytest.mark.slow) if n == "deepgsm" else n for n in METHODS])
 def test_onnx_equals_transform_for_every_registry_learner(name, data, tmp_path):
     if name in NOT_EXPRESSIBLE:
         pytest.skip(NOT_EXPRESSIBLE[name])
+    if name == "deepgsm":
+        _check_deepgsm(tmp_path)
+        return
     est = make_estimator(name)
     params = est.get_params()
     est.set_params(**{k: v for k, v in _FAST.items() if k in params})
@@ -162,17 +166,17 @@ def test_onnx_overwrites_atomically(data, tmp_path):
     assert target.read_bytes() != b"old" and os.listdir(tmp_path) == ["m.onnx"]
 
 
-@pytest.mark.slow  # a DeepGSM fit: ~5 s on the shared test machine
-def test_deepgsm_onnx_through_torch(tmp_path):
+def _check_deepgsm(tmp_path):
+    """DeepGSM (the registry's settings, a tiny network and 2 rounds) through torch.onnx,
+    with and without test-time flipping, grey first modality and colour second."""
     pytest.importorskip("torch")
-    from crossmetric.deep import DeepGSM
-
     rng = np.random.RandomState(0)
     ix, iy = rng.rand(24, 16, 16), rng.rand(24, 16, 16, 3)
     labels = np.repeat(np.arange(6), 4)
     pairs, y = make_pairs(labels, labels, max_positives=40, random_state=0)
-    model = DeepGSM(hidden_units=8, n_identities=4, max_iter=2, device="cpu", tol=None,
-                    random_state=0, preprocessor=(ix, iy))
+    model = make_estimator("deepgsm", hidden_units=8, n_identities=4, n_images_x=2,
+                           n_images_y=2, max_iter=2, tol=None, random_state=0,
+                           preprocessor=(ix, iy))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         model.fit(pairs, y)
@@ -184,6 +188,11 @@ def test_deepgsm_onnx_through_torch(tmp_path):
             got = sess.run(None, {side.upper(): imgs.astype(np.float32)})[0]
             want = getattr(model, f"transform_{side}")(imgs.astype(np.float32))
             np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    import importlib.util
+
+    if importlib.util.find_spec("faiss") is not None:
+        with pytest.raises(ValueError, match="linear tower"):
+            to_faiss(model, tmp_path / "deep.faiss")
 
 
 # -------------------------------------------------------------------------------- faiss
