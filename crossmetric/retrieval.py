@@ -42,6 +42,7 @@ from crossmetric._faiss_tools import (
     range_concat,
     set_num_threads,
     set_search_breadth,
+    stored_vectors,
     strip_model,
     to_cpu,
     to_device,
@@ -315,7 +316,7 @@ class Index:
         store = self._index
         if store is not None and store.ntotal and not self.is_trained:
             ids = _faiss().vector_to_array(store.id_map).astype(np.int64)
-            index.add_with_ids(store.index.reconstruct_n(0, store.ntotal), ids)
+            index.add_with_ids(stored_vectors(store.index), ids)
         self.nlist_ = nlist
         self._index, self.is_trained = to_device(index, self.device), True
 
@@ -365,7 +366,7 @@ class Index:
         self._next_id = max(self._next_id, int(ids.max()) + 1)
         if not self.is_trained and self.ntotal >= self._train_threshold():
             store = self._index
-            self._train_on(store.index.reconstruct_n(0, store.ntotal))
+            self._train_on(stored_vectors(store.index))
         return self
 
     def remove_ids(self, ids) -> int:

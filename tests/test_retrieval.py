@@ -1,6 +1,7 @@
 """retrieval.Index: exact search equals cross_distance, ivf(nprobe=nlist) equals flat, gmm equals
 a slow multiple-assignment search, save/load round trip, cross-modal models, errors."""
 
+import os
 import warnings
 
 import numpy as np
@@ -17,6 +18,8 @@ from crossmetric.clml import CLML  # noqa: E402
 from crossmetric.ldml import LDML  # noqa: E402
 from crossmetric.pairs import make_pairs  # noqa: E402
 from crossmetric.retrieval import Index, _first_distinct, set_num_threads  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 @pytest.fixture(scope="module")
@@ -386,3 +389,27 @@ def test_search_shape_and_sentinel_as_faiss(metric, k):
     Dc, Ic = Index(metric=metric).add(db).search(q, k, clamp=True)
     assert Ic.shape == (5, min(k, 7))
     np.testing.assert_array_equal(Ic, Ir[:, :min(k, 7)])
+
+
+def test_works_after_faiss_torch_utils_is_imported():
+    """pytorch-metric-learning imports faiss.contrib.torch_utils, which makes faiss methods
+    return torch tensors unless given NumPy buffers; the deferred training reads the stored
+    vectors back and must still get NumPy."""
+    pytest.importorskip("torch")
+    import subprocess
+    import sys
+
+    code = (
+        "import numpy as np, faiss, faiss.contrib.torch_utils\n"
+        "from crossmetric.retrieval import Index\n"
+        "db = np.random.RandomState(0).randn(600, 4).astype(np.float32)\n"
+        "index = Index(kind='ivf', min_train_size=500, random_state=0).add(db[:100])\n"
+        "index.add(db[100:])\n"
+        "assert index.is_trained\n"
+        "D, I = index.search(db[:3], 2)\n"
+        "assert isinstance(I, np.ndarray) and I.shape == (3, 2)\n"
+    )
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
