@@ -24,6 +24,8 @@ _OPTIONAL = {
     "cv2": ["crossmetric/_dense_sift.py", "crossmetric/_patch_color_sift.py"],
     "PIL": ["crossmetric/_image_folder.py"],
     "dask": [],
+    "onnx": ["crossmetric/export.py"],
+    "onnxruntime": ["crossmetric/export.py"],
 }
 for _module, _paths in _OPTIONAL.items():
     if importlib.util.find_spec(_module) is None:

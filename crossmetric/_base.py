@@ -21,8 +21,9 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import numpy as np
-from sklearn.base import ClassifierMixin
-from sklearn.utils import gen_batches
+from sklearn import get_config
+from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.utils import estimator_html_repr, gen_batches
 from sklearn.utils.validation import check_is_fitted
 
 from crossmetric._checks import (
@@ -252,6 +253,29 @@ class PairDecisionMixin(ClassifierMixin):
         """ROC AUC of :meth:`pair_score` against the +1 / -1 labels ``y``."""
         return roc_auc(y, self.pair_score(pairs))
 
+    def set_threshold(self, threshold: float):
+        """Set ``threshold_`` by hand (as metric-learn's ``set_threshold``).
+
+        Parameters
+        ----------
+        threshold : float
+            Pairs with ``pair_distance <= threshold`` are predicted +1 (same); finite.
+
+        Returns
+        -------
+        self
+        """
+        check_is_fitted(self)
+        try:
+            value = float(threshold)
+        except (TypeError, ValueError):
+            raise ValueError(f"threshold must be a finite real number, got {threshold!r}."
+                             ) from None
+        if isinstance(threshold, bool) or not np.isfinite(value):
+            raise ValueError(f"threshold must be a finite real number, got {threshold!r}.")
+        self.threshold_ = value
+        return self
+
     def calibrate_threshold(self, pairs, y, strategy: str = "accuracy",
                             min_rate: float | None = None, beta: float = 1.0):
         """Set ``threshold_`` from labelled pairs.
@@ -310,9 +334,44 @@ class PairLearnerMixin(PairDecisionMixin):
         twin = self._stubbed()
         return super(PairLearnerMixin, twin if twin is not None else self).__repr__(N_CHAR_MAX)
 
-    def _html_repr(self):
+    # the notebook (IPython display protocol) reprs, through scikit-learn's public
+    # estimator_html_repr of the stubbed twin
+    @property
+    def _repr_html_(self):
+        if get_config()["display"] != "diagram":
+            raise AttributeError("_repr_html_ is only defined when scikit-learn's 'display' "
+                                 "configuration option is 'diagram'.")
+        return self._repr_html_text
+
+    def _repr_html_text(self) -> str:
         twin = self._stubbed()
-        return super(PairLearnerMixin, twin if twin is not None else self)._html_repr()
+        return estimator_html_repr(twin if twin is not None else self)
+
+    def _repr_mimebundle_(self, **kwargs):
+        output = {"text/plain": repr(self)}
+        if get_config()["display"] == "diagram":
+            output["text/html"] = self._repr_html_text()
+        return output
+
+    # ------------------------------------------------------------------ cloning
+    def __sklearn_clone__(self):
+        """``sklearn.base.clone`` keeps ``preprocessor`` by reference.
+
+        Every other parameter is cloned as scikit-learn does, but the samples that index
+        pairs point into are data, not a setting: copying them on every clone (each fit of
+        ``GridSearchCV`` / ``cross_val_score``) would cost their size each time and turn a
+        memory-mapped array into an in-memory copy.
+        """
+        prep = getattr(self, "preprocessor", None)
+        if prep is None:
+            return BaseEstimator.__sklearn_clone__(self)
+        import copy
+
+        twin = copy.copy(self)
+        twin.preprocessor = None
+        new = BaseEstimator.__sklearn_clone__(twin)
+        new.preprocessor = prep
+        return new
 
     # ------------------------------------------------------------------ input forms
     def _check_samples(self, A, name: str, side: str | None = None) -> np.ndarray:

@@ -131,6 +131,19 @@ def set_search_breadth(index, kind: str, value: int | None) -> None:
         ps.set_index_parameter(index, "efSearch", int(value))
 
 
+def stored_vectors(index) -> np.ndarray:
+    """All vectors of a flat faiss index as a float32 NumPy array.
+
+    The output buffer is passed explicitly, so the result stays a NumPy array even after
+    ``faiss.contrib.torch_utils`` was imported in the process (pytorch-metric-learning does
+    so), which makes ``reconstruct_n()`` without it return a torch tensor.
+    """
+    out = np.empty((index.ntotal, index.d), dtype=np.float32)
+    if index.ntotal:
+        index.reconstruct_n(0, index.ntotal, out)
+    return out
+
+
 def first_distinct(D: np.ndarray, I: np.ndarray, k: int):
     """Per row, the first ``k`` entries whose id has not appeared earlier in the row."""
     n, kk = I.shape

@@ -21,7 +21,6 @@ Only this module and :mod:`crossmetric._faiss_tools` import faiss (extra
 from __future__ import annotations
 
 import os
-import warnings
 
 import joblib
 import numpy as np
@@ -43,6 +42,7 @@ from crossmetric._faiss_tools import (
     range_concat,
     set_num_threads,
     set_search_breadth,
+    stored_vectors,
     strip_model,
     to_cpu,
     to_device,
@@ -316,7 +316,7 @@ class Index:
         store = self._index
         if store is not None and store.ntotal and not self.is_trained:
             ids = _faiss().vector_to_array(store.id_map).astype(np.int64)
-            index.add_with_ids(store.index.reconstruct_n(0, store.ntotal), ids)
+            index.add_with_ids(stored_vectors(store.index), ids)
         self.nlist_ = nlist
         self._index, self.is_trained = to_device(index, self.device), True
 
@@ -366,7 +366,7 @@ class Index:
         self._next_id = max(self._next_id, int(ids.max()) + 1)
         if not self.is_trained and self.ntotal >= self._train_threshold():
             store = self._index
-            self._train_on(store.index.reconstruct_n(0, store.ntotal))
+            self._train_on(stored_vectors(store.index))
         return self
 
     def remove_ids(self, ids) -> int:
@@ -407,7 +407,7 @@ class Index:
         return _rows(Q, "Q (queries)"), nprobe
 
     def search(self, Q, k: int, *, nprobe: int | None = None,
-               re_rank=False) -> tuple[np.ndarray, np.ndarray]:
+               re_rank=False, clamp: bool = False) -> tuple[np.ndarray, np.ndarray]:
         """The ``k`` nearest database rows of each query in the learned metric.
 
         Parameters
@@ -416,7 +416,10 @@ class Index:
             Queries (embedded with ``model.transform_x``), searched in batches; zero queries
             give empty results.
         k : int
-            Neighbours per query; more than :attr:`ntotal` is clamped to it (with a warning).
+            Neighbours per query. As in faiss, the result has ``k`` columns whatever ``k`` is:
+            where fewer than ``k`` neighbours exist (``k > ntotal``, or an IVF search that
+            probes too few lists) the ids are ``-1`` and the distances faiss's sentinel
+            (``FLT_MAX`` for ``metric="l2"``, ``-FLT_MAX`` for ``"ip"`` / ``"cosine"``).
         nprobe : int, optional
             Search breadth for this call (see the class parameter).
         re_rank : bool or dict, default=False
@@ -426,6 +429,8 @@ class Index:
             (``kind="flat"``, ``metric="l2"``): it needs every stored vector, and memory
             ``(n_queries + ntotal)²`` -- for databases up to some 10⁴ items. The returned
             distances are then the re-ranked ones (in [0, 1]).
+        clamp : bool, default=False
+            Return ``min(k, ntotal)`` columns instead of ``k``.
 
         Returns
         -------
@@ -436,13 +441,11 @@ class Index:
             Ids of the neighbours; ``-1`` where missing.
         """
         k = check_positive_int(k, "k")
+        if clamp and self.ntotal > 0:
+            k = min(k, self.ntotal)
         if re_rank:
             return self._search_re_ranked(Q, k, re_rank)
         Q, nprobe = self._prepare_search(Q, nprobe)
-        if k > self.ntotal:
-            warnings.warn(f"k={k} exceeds the {self.ntotal} vectors in the index; returning "
-                          f"{self.ntotal} neighbours per query.", UserWarning, stacklevel=2)
-            k = self.ntotal
         nq = Q.shape[0]
         D = np.empty((nq, k), dtype=np.float32)
         I = np.empty((nq, k), dtype=np.int64)
@@ -452,7 +455,8 @@ class Index:
                 D[sl], I[sl] = self._search_gmm(Q[sl], Zq, k, nprobe)
             else:
                 D[sl], I[sl] = self._index.search(Zq, k)
-        D[I < 0] = np.inf if self.metric == "l2" else -np.inf
+        sentinel = np.finfo(np.float32).max
+        D[I < 0] = sentinel if self.metric == "l2" else -sentinel
         return D, I
 
     def _search_re_ranked(self, Q, k: int, re_rank):

@@ -13,9 +13,8 @@ from __future__ import annotations
 
 import numpy as np
 from sklearn.base import BaseEstimator, TransformerMixin, clone
-from sklearn.utils.validation import check_is_fitted
+from sklearn.utils.validation import check_is_fitted, validate_data
 
-from crossmetric._checks import as_float_array
 from crossmetric.pairs import make_pairs
 
 __all__ = ["Supervised", "CrossPairs"]
@@ -67,31 +66,48 @@ class Supervised(TransformerMixin, BaseEstimator):
         self.random_state = random_state
 
     def fit(self, X, y):
-        """Draw pairs from the labels ``y`` and fit the learner on them (index form)."""
+        """Draw pairs from the labels ``y`` and fit the learner on them (index form).
+
+        When the labels give more positive pairs than ``n_negatives`` distinct negatives each
+        can be drawn for (few classes, e.g. two), a random subset of the positives is kept:
+        at most half of the distinct negative pairs are asked for.
+        """
         if bool(getattr(self.learner, "_cross_modal", False)):
             raise ValueError(
                 f"learner must be single-modal; {type(self.learner).__name__} is cross-modal "
                 "(fit it on pairs with preprocessor=(X, Y) instead)."
             )
-        X = as_float_array(X, "X", ndim=2)
-        y = np.asarray(y)
-        if y.ndim != 1 or y.shape[0] != X.shape[0]:
-            raise ValueError(f"y must be a 1-D array of {X.shape[0]} labels, got shape "
-                             f"{y.shape}.")
+        X, y = validate_data(self, X, y, accept_sparse=False, dtype=np.float64,
+                             ensure_min_samples=2, y_numeric=False)
+        max_positives = self._positive_cap(y)
         pairs, labels = make_pairs(y, n_negatives=self.n_negatives,
-                                   max_positives=self.max_positives,
+                                   max_positives=max_positives,
                                    random_state=self.random_state)
         learner = clone(self.learner).set_params(preprocessor=X)
         learner.fit(pairs, labels)
         learner.set_params(preprocessor=None)
         self.learner_ = learner
         self.pairs_, self.pair_labels_ = pairs, labels
-        self.n_features_in_ = X.shape[1]
         return self
+
+    def _positive_cap(self, y: np.ndarray) -> int | None:
+        """``max_positives``, lowered where the labels leave too few distinct negatives."""
+        _, counts = np.unique(y, return_counts=True)
+        if counts.size < 2:
+            raise ValueError(f"y must hold at least two classes, got {counts.size}.")
+        n_pos = int(np.sum(counts * (counts - 1) // 2))
+        n_neg_possible = int((y.size ** 2 - np.sum(counts.astype(np.int64) ** 2)) // 2)
+        n_neg = int(self.n_negatives)
+        cap = self.max_positives
+        if n_neg > 0 and n_pos * n_neg > n_neg_possible // 2:
+            room = max(1, n_neg_possible // (2 * n_neg))
+            cap = room if cap is None else min(int(cap), room)
+        return cap
 
     def transform(self, X) -> np.ndarray:
         """Embed samples in the learned metric (the learner's ``transform``)."""
         check_is_fitted(self, "learner_")
+        X = validate_data(self, X, reset=False, accept_sparse=False, dtype=np.float64)
         return self.learner_.transform(X)
 
     def get_metric(self):

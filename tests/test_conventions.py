@@ -60,7 +60,7 @@ def test_supervised_pipeline_before_knn():
     assert gs.best_params_["supervised__n_negatives"] in (1, 2)
     with pytest.raises(ValueError, match="single-modal"):
         crossmetric.Supervised(crossmetric.CMML()).fit(X, y)
-    with pytest.raises(ValueError, match="labels"):
+    with pytest.raises(ValueError, match="inconsistent numbers of samples"):
         crossmetric.Supervised(crossmetric.PCCA()).fit(X, y[:-1])
 
 
@@ -102,3 +102,90 @@ def test_py_typed_is_shipped():
     assert os.path.isfile(os.path.join(os.path.dirname(crossmetric.__file__), "py.typed"))
     with open(os.path.join(ROOT, "pyproject.toml"), encoding="utf-8") as fh:
         assert 'crossmetric = ["py.typed"]' in fh.read()
+
+
+# ------------------------------------------------------------------ scikit-learn anchors
+@pytest.mark.parametrize("learner", [
+    crossmetric.PCCA(n_components=1, random_state=0), crossmetric.LDML(random_state=0),
+    crossmetric.KISSME(),
+    pytest.param(crossmetric.ITML(random_state=0), marks=pytest.mark.slow),
+    pytest.param(crossmetric.MahaAUC(random_state=0), marks=pytest.mark.slow)],
+    ids=lambda e: type(e).__name__)
+def test_supervised_passes_check_estimator(learner):
+    from sklearn.utils.estimator_checks import check_estimator
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        results = check_estimator(crossmetric.Supervised(learner, random_state=0),
+                                  on_fail=None)
+    failed = [(r["check_name"], str(r["exception"])[:200]) for r in results
+              if r["status"] == "failed"]
+    assert len(results) > 40 and not failed, failed
+
+
+def test_supervised_caps_positives_for_two_classes():
+    rng = np.random.RandomState(0)
+    X, y = rng.rand(40, 3), np.r_[np.zeros(35, int), np.ones(5, int)]
+    sup = crossmetric.Supervised(crossmetric.KISSME(), random_state=0).fit(X, y)
+    n_neg = np.count_nonzero(sup.pair_labels_ == -1)
+    assert n_neg <= 35 * 5 // 2 and np.count_nonzero(sup.pair_labels_ == 1) == n_neg
+    with pytest.raises(ValueError, match="two classes"):
+        crossmetric.Supervised(crossmetric.KISSME()).fit(X, np.zeros(40))
+    with pytest.raises(ValueError, match="features"):
+        sup.transform(X[:, :2])
+
+
+def test_clone_keeps_the_preprocessor_by_reference(tmp_path, small_pairs, small_cross):
+    from sklearn.base import clone
+
+    X, pairs, y = small_pairs
+    np.save(tmp_path / "X.npy", X)
+    Xm = np.load(tmp_path / "X.npy", mmap_mode="r")
+    est = crossmetric.LDML(n_components=2, preprocessor=Xm)
+    twin = clone(est)
+    assert twin.preprocessor is Xm and isinstance(twin.preprocessor, np.memmap)
+    assert twin.get_params()["n_components"] == 2 and not hasattr(twin, "threshold_")
+    gs = GridSearchCV(est, {"n_components": [1, 2]}, cv=2).fit(pairs, y)
+    assert gs.best_estimator_.preprocessor is Xm
+    Xc, Yc, cpairs, cy = small_cross
+    cm = crossmetric.CMML(n_components=2, preprocessor=(Xc, Yc))
+    c2 = clone(cm)
+    assert c2.preprocessor[0] is Xc and c2.preprocessor[1] is Yc
+    # other parameters are still cloned (not shared)
+    est.set_params(preprocessor=None)
+    assert clone(est).preprocessor is None
+
+
+def test_no_private_scikit_learn_api():
+    pattern = __import__("re").compile(
+        r"from sklearn[\w.]* import _|sklearn\.(?:\w+\.)*_\w|\._html_repr\b")
+    for folder in ("crossmetric", "benchmarks"):
+        for root, _, files in os.walk(os.path.join(ROOT, folder)):
+            for name in files:
+                if name.endswith(".py"):
+                    with open(os.path.join(root, name), encoding="utf-8") as fh:
+                        hits = pattern.findall(fh.read())
+                    assert not hits, (name, hits)
+
+
+@pytest.mark.parametrize("name", list(METHODS))
+def test_every_pair_learner_has_set_threshold(name):
+    from crossmetric.registry import _learner_class, _spec
+
+    assert callable(getattr(_learner_class(_spec(name)), "set_threshold", None))
+
+
+def test_set_threshold(small_pairs):
+    X, pairs, y = small_pairs
+    est = crossmetric.KISSME(preprocessor=X)
+    with pytest.raises(NotFittedError):
+        est.set_threshold(1.0)
+    est.fit(pairs, y)
+    d = est.pair_distance(pairs)
+    cut = float(np.median(d))
+    assert est.set_threshold(cut) is est and est.threshold_ == cut
+    np.testing.assert_array_equal(est.predict(pairs), np.where(d <= cut, 1, -1))
+    for bad in (np.nan, np.inf, "a", None, True):
+        with pytest.raises(ValueError, match="threshold"):
+            est.set_threshold(bad)
+    assert est.threshold_ == cut

@@ -49,12 +49,17 @@ def test_partial_auc_equals_eq4_on_a_window(window):
     assert raw == pytest.approx(_pauc_eq4(y, s, a, b) * (b - a))
 
 
-def test_partial_auc_mcclish_matches_sklearn():
-    rng = np.random.default_rng(2)
-    y, s = _pairs(rng, n=500)
-    for beta in (0.05, 0.1, 0.5):
+@pytest.mark.parametrize("ties", [False, True])
+@pytest.mark.parametrize("n", [7, 60, 500])
+def test_partial_auc_mcclish_matches_sklearn(n, ties):
+    """McClish-standardised pAUC over [0, β] is scikit-learn's ``roc_auc_score(max_fpr=β)``,
+    with tied scores, few negatives (partial ROC strips) and β = 1 (the plain AUC)."""
+    rng = np.random.default_rng(2 + n)
+    y, s = _pairs(rng, n=n, ties=ties)
+    for beta in (0.01, 0.05, 0.1, 0.37, 0.5, 0.999, 1.0):
         ref = roc_auc_score(y, s, max_fpr=beta)
-        assert M.partial_auc(y, s, (0.0, beta), normalize="mcclish") == pytest.approx(ref)
+        got = M.partial_auc(y, s, (0.0, beta), normalize="mcclish")
+        assert got == pytest.approx(ref, rel=1e-12, abs=1e-12)
 
 
 def test_partial_auc_bad_range():

@@ -154,9 +154,187 @@ def test_losses_train_an_embedding():
 
 def test_bad_arguments():
     emb = torch.zeros(3, 2)
-    with pytest.raises(ValueError, match="ref_emb and ref_labels"):
-        GeneralizedLogisticLoss()(emb, torch.zeros(3), ref_emb=emb)
+    with pytest.raises(ValueError, match="ref_labels was given without ref_emb"):
+        GeneralizedLogisticLoss()(emb, torch.zeros(3), ref_labels=torch.zeros(3))
+    with pytest.raises(ValueError, match="as many rows"):
+        GeneralizedLogisticLoss()(emb, torch.zeros(3), ref_emb=torch.zeros(4, 2))
+    with pytest.raises(ValueError, match="labels is required"):
+        GeneralizedLogisticLoss()(emb)
+    with pytest.raises(ValueError, match="distance must be None"):
+        GSMHingeLoss(2, 2, distance=lambda a, b: a @ b.T)
     with pytest.raises(ValueError, match="2-D"):
         GeneralizedLogisticLoss()(torch.zeros(3), torch.zeros(3))
     with pytest.raises(ValueError, match="beta"):
         GeneralizedLogisticLoss(beta=0)
+
+
+# ------------------------------------------------------- pytorch-metric-learning conventions
+def _losses():
+    return [GeneralizedLogisticLoss().double(), PAUCHingeLoss((0.0, 0.5)).double(),
+            GSMHingeLoss(4, 3, cross_modal=False).double()]
+
+
+def _all_pairs(labels, ref_labels=None):
+    """PML's get_all_pairs_indices (ordered pairs, positives i == j dropped when the
+    reference labels are the labels themselves)."""
+    ref = labels if ref_labels is None else ref_labels
+    eq = labels[:, None] == ref[None, :]
+    if ref_labels is None:
+        eq.fill_diagonal_(False)
+    a1, p = torch.where(eq)
+    a2, n = torch.where(labels[:, None] != ref[None, :])
+    return a1, p, a2, n
+
+
+@pytest.mark.parametrize("k", range(3))
+def test_triplet_indices_tuple_becomes_pairs_as_pml(k):
+    emb, labels, _, _ = _batch(seed=3)
+    a, p, n = torch.tensor([0, 1, 2]), torch.tensor([4, 5, 6]), torch.tensor([7, 8, 9])
+    loss_fn = _losses()[k]
+    got = loss_fn(emb, labels, indices_tuple=(a, p, n))
+    want = loss_fn(emb, labels, indices_tuple=(a, p, a, n))
+    got, want = float(got.detach()), float(want.detach())
+    assert np.isfinite(got) and got == pytest.approx(want, rel=1e-12)
+    with pytest.raises(ValueError, match="triplet form"):
+        loss_fn(emb, labels, indices_tuple=(a, p))
+
+
+@pytest.mark.parametrize("k", range(3))
+def test_a_miner_that_finds_nothing_gives_zero_not_nan(k):
+    emb, labels, _, _ = _batch(seed=4)
+    emb.requires_grad_(True)
+    loss_fn = _losses()[k]
+    empty = torch.empty(0, dtype=torch.long)
+    for tup in ((empty, empty, empty), (empty, empty, empty, empty)):
+        loss = loss_fn(emb, labels, indices_tuple=tup)
+        if isinstance(loss_fn, GSMHingeLoss) and loss_fn.mu:
+            continue
+        assert float(loss.detach()) == 0.0
+        loss.backward()  # still part of the graph, as PML's zero_loss
+        assert emb.grad is not None and float(emb.grad.abs().sum()) == 0.0
+    # labels may be left out when indices_tuple is given
+    tup = (torch.tensor([0]), torch.tensor([1]), torch.tensor([2, 2]), torch.tensor([3, 4]))
+    assert torch.isfinite(loss_fn(emb, None, indices_tuple=tup).detach())
+
+
+@pytest.mark.parametrize("k", range(3))
+def test_ref_emb_without_ref_labels_as_pml(k):
+    emb, labels, _, _ = _batch(seed=5)
+    ref = emb.flip(0) * 0.5 + 0.1
+    loss_fn = _losses()[k]
+    if isinstance(loss_fn, GSMHingeLoss):
+        loss_fn = GSMHingeLoss(4, 3, cross_modal=True).double()
+    got = loss_fn(emb, labels, ref_emb=ref)
+    want = loss_fn(emb, labels, indices_tuple=_all_pairs(labels), ref_emb=ref)
+    assert float(got.detach()) == pytest.approx(float(want.detach()), rel=1e-12)
+    try:
+        from pytorch_metric_learning.utils import loss_and_miner_utils as lmu
+    except ImportError:
+        return
+    pml = lmu.get_all_pairs_indices(labels)
+    assert all(torch.equal(x, y) for x, y in zip(pml, _all_pairs(labels), strict=True))
+
+
+def test_distance_and_reducer_arguments():
+    emb, labels, ref, ref_labels = _batch(seed=6)
+
+    def sq(a, b):
+        return torch.cdist(a, b) ** 2
+
+    for cls, args in ((GeneralizedLogisticLoss, ()), (PAUCHingeLoss, ((0.0, 0.4),))):
+        base = cls(*args)(emb, labels, ref_emb=ref, ref_labels=ref_labels)
+        via = cls(*args, distance=sq)(emb, labels, ref_emb=ref, ref_labels=ref_labels)
+        assert float(via) == pytest.approx(float(base), rel=1e-9)
+
+    class Similarity:
+        is_inverted = True
+
+        def __call__(self, a, b):
+            return a @ b.T
+
+    i, j, same = pair_indices(labels, ref_labels)
+    s = (emb[i] * ref[j]).sum(1)
+    y = same.double() * 2 - 1
+    m = y * (-s - 1.0)
+    want = (torch.logaddexp(torch.zeros_like(m), 3.0 * m) / 3.0).mean()
+    got = GeneralizedLogisticLoss(distance=Similarity())(emb, labels, ref_emb=ref,
+                                                         ref_labels=ref_labels)
+    assert float(got) == pytest.approx(float(want), rel=1e-12)
+
+    class SumReducer(torch.nn.Module):  # PML's reducer call: (loss_dict, embeddings, labels)
+        def forward(self, loss_dict, embeddings, labels):
+            info = loss_dict["loss"]
+            assert info["reduction_type"] == "element"
+            assert info["indices"].shape == info["losses"].shape
+            return info["losses"].sum()
+
+    total = GeneralizedLogisticLoss(reducer=SumReducer())(emb, labels)
+    mean = GeneralizedLogisticLoss()(emb, labels)
+    n_pairs = labels.shape[0] * (labels.shape[0] - 1) // 2
+    assert float(total) == pytest.approx(float(mean) * n_pairs, rel=1e-12)
+
+
+def test_with_pml_distances_reducers_and_miners():
+    pml = pytest.importorskip("pytorch_metric_learning")
+    from pytorch_metric_learning import distances, miners, reducers
+
+    assert pml.__version__
+    emb, labels, ref, ref_labels = _batch(seed=7)
+    lp = distances.LpDistance(power=2, normalize_embeddings=False)
+    for loss_fn in (GeneralizedLogisticLoss, PAUCHingeLoss):
+        a = loss_fn(distance=lp)(emb, labels, ref_emb=ref, ref_labels=ref_labels)
+        b = loss_fn()(emb, labels, ref_emb=ref, ref_labels=ref_labels)
+        assert float(a) == pytest.approx(float(b), rel=1e-6)
+        c = loss_fn(reducer=reducers.MeanReducer())(emb, labels)
+        assert float(c) == pytest.approx(float(loss_fn()(emb, labels)), rel=1e-12)
+    nz = PAUCHingeLoss((0.0, 1.0), reducer=reducers.AvgNonZeroReducer())(emb, labels)
+    i, j, same = pair_indices(labels)
+    d = ((emb[i] - emb[j]) ** 2).sum(1)
+    h = torch.relu(1.0 + d[same][:, None] - d[~same][None, :])
+    assert float(nz) == pytest.approx(float(h[h > 0].mean()), rel=1e-9)
+    # a PML miner that finds nothing: zero loss
+    far = torch.cat([torch.zeros(4, 4), torch.full((4, 4), 100.0)]).double()
+    lab = torch.tensor([0] * 4 + [1] * 4)
+    tup = miners.TripletMarginMiner(margin=0.1, type_of_triplets="semihard")(far, lab)
+    assert tup[0].numel() == 0
+    for loss_fn in _losses()[:2]:
+        assert float(loss_fn(far, lab, tup)) == 0.0
+
+
+@pytest.mark.filterwarnings("ignore:Converting a tensor with requires_grad")  # PML's trainer
+def test_losses_run_in_pml_trainers_and_testers():
+    pytest.importorskip("pytorch_metric_learning")
+    pytest.importorskip("faiss")  # PML's AccuracyCalculator searches with faiss
+    from pytorch_metric_learning import miners, testers, trainers
+    from pytorch_metric_learning.utils.accuracy_calculator import AccuracyCalculator
+    from sklearn.datasets import load_digits
+
+    d = load_digits()
+    X = torch.tensor(d.data[:600] / 16.0, dtype=torch.float32)
+    y = torch.tensor(d.target[:600])
+    dataset = torch.utils.data.TensorDataset(X, y)
+    torch.manual_seed(0)
+    results = {}
+    for loss_fn in (GeneralizedLogisticLoss(), PAUCHingeLoss((0.0, 0.3))):
+        trunk = torch.nn.Sequential(torch.nn.Linear(64, 32), torch.nn.ReLU(),
+                                    torch.nn.Linear(32, 16))
+        tester = testers.GlobalEmbeddingSpaceTester(
+            dataloader_num_workers=0, data_device="cpu", batch_size=200,
+            accuracy_calculator=AccuracyCalculator(include=("precision_at_1",), k=1))
+
+        def p_at_1(tester, trunk):
+            acc = tester.test({"val": dataset}, 0, trunk)
+            return acc["val"]["precision_at_1_level0"]
+
+        before = p_at_1(tester, trunk)
+        trainer = trainers.MetricLossOnly(
+            models={"trunk": trunk, "embedder": torch.nn.Identity()},
+            optimizers={"trunk_optimizer": torch.optim.Adam(trunk.parameters(), lr=3e-3)},
+            batch_size=64, loss_funcs={"metric_loss": loss_fn},
+            mining_funcs={"tuple_miner": miners.MultiSimilarityMiner(0.1)},
+            dataset=dataset, data_device="cpu", dataloader_num_workers=0)
+        trainer.train(num_epochs=4)
+        assert all(np.isfinite(v) for v in trainer.losses.values() if np.ndim(v) == 0)
+        results[type(loss_fn).__name__] = (before, p_at_1(tester, trunk))
+    for name, (before, after) in results.items():
+        assert after > 0.9 and after > before, (name, before, after)

@@ -1,6 +1,7 @@
 """retrieval.Index: exact search equals cross_distance, ivf(nprobe=nlist) equals flat, gmm equals
 a slow multiple-assignment search, save/load round trip, cross-modal models, errors."""
 
+import os
 import warnings
 
 import numpy as np
@@ -17,6 +18,8 @@ from crossmetric.clml import CLML  # noqa: E402
 from crossmetric.ldml import LDML  # noqa: E402
 from crossmetric.pairs import make_pairs  # noqa: E402
 from crossmetric.retrieval import Index, _first_distinct, set_num_threads  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 @pytest.fixture(scope="module")
@@ -222,10 +225,13 @@ def test_errors(digits, ldml):
         Index().add(np.zeros((5, 3)), ids=np.arange(4))
     with pytest.raises(ValueError, match="NaN"):
         Index().add(np.full((5, 3), np.nan))
-    # more neighbours than vectors: k is clamped, with a warning
-    with pytest.warns(UserWarning, match="k=8 exceeds the 5"):
-        D, I = index.search(np.zeros((1, 3)), 8)
-    assert I.shape == (1, 5) and sorted(I[0]) == list(range(5))
+    # more neighbours than vectors: k columns, the missing ones -1 / FLT_MAX as in faiss
+    D, I = index.search(np.zeros((1, 3)), 8)
+    assert I.shape == D.shape == (1, 8) and sorted(I[0, :5]) == list(range(5))
+    assert (I[0, 5:] == -1).all() and (D[0, 5:] == np.finfo(np.float32).max).all()
+    Dc, Ic = index.search(np.zeros((1, 3)), 8, clamp=True)
+    assert Ic.shape == Dc.shape == (1, 5)
+    np.testing.assert_array_equal(Ic, I[:, :5])
 
 
 def test_ids_validated():
@@ -363,3 +369,47 @@ def test_threads_and_gpu_flag():
     if faiss.get_num_gpus() == 0:
         with pytest.raises(ValueError, match="GPU"):
             Index(device="gpu").add(np.ones((3, 2)))
+
+
+@pytest.mark.parametrize("metric", ["l2", "ip"])
+@pytest.mark.parametrize("k", [1, 4, 7, 12])
+def test_search_shape_and_sentinel_as_faiss(metric, k):
+    """(n_queries, k) whatever k; ids and distances equal faiss's own flat index, sentinels
+    included."""
+    faiss = pytest.importorskip("faiss")
+    rng = np.random.RandomState(4)
+    db, q = rng.randn(7, 3).astype(np.float32), rng.randn(5, 3).astype(np.float32)
+    D, I = Index(metric=metric).add(db).search(q, k)
+    ref = (faiss.IndexFlatL2 if metric == "l2" else faiss.IndexFlatIP)(3)
+    ref.add(db)
+    Dr, Ir = ref.search(q, k)
+    assert D.shape == I.shape == (5, k)
+    np.testing.assert_array_equal(I, Ir)
+    np.testing.assert_allclose(D, Dr, rtol=1e-5, atol=1e-5)
+    Dc, Ic = Index(metric=metric).add(db).search(q, k, clamp=True)
+    assert Ic.shape == (5, min(k, 7))
+    np.testing.assert_array_equal(Ic, Ir[:, :min(k, 7)])
+
+
+def test_works_after_faiss_torch_utils_is_imported():
+    """pytorch-metric-learning imports faiss.contrib.torch_utils, which makes faiss methods
+    return torch tensors unless given NumPy buffers; the deferred training reads the stored
+    vectors back and must still get NumPy."""
+    pytest.importorskip("torch")
+    import subprocess
+    import sys
+
+    code = (
+        "import numpy as np, faiss, faiss.contrib.torch_utils\n"
+        "from crossmetric.retrieval import Index\n"
+        "db = np.random.RandomState(0).randn(600, 4).astype(np.float32)\n"
+        "index = Index(kind='ivf', min_train_size=500, random_state=0).add(db[:100])\n"
+        "index.add(db[100:])\n"
+        "assert index.is_trained\n"
+        "D, I = index.search(db[:3], 2)\n"
+        "assert isinstance(I, np.ndarray) and I.shape == (3, 2)\n"
+    )
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]

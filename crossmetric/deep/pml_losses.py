@@ -48,6 +48,10 @@ __all__ = ["GeneralizedLogisticLoss", "PAUCHingeLoss", "GSMHingeLoss", "pair_ind
 def pair_indices(labels, ref_labels=None, indices_tuple=None):
     """Rows ``(i, j)`` and same-identity flags of the pairs a loss is taken over.
 
+    ``indices_tuple`` may be pytorch-metric-learning's pair form ``(a1, p, a2, n)`` or its
+    triplet form ``(a, p, n)``, turned into the pairs ``(a, p)`` and ``(a, n)`` as PML's
+    ``convert_to_pairs`` does.
+
     Returns
     -------
     i, j : LongTensor
@@ -56,9 +60,13 @@ def pair_indices(labels, ref_labels=None, indices_tuple=None):
     same : BoolTensor
     """
     if indices_tuple is not None:
+        if len(indices_tuple) == 3:
+            a, p, n = indices_tuple
+            indices_tuple = (a, p, a, n)
         if len(indices_tuple) != 4:
             raise ValueError("indices_tuple must be pytorch-metric-learning's pair form "
-                             f"(a1, p, a2, n), got {len(indices_tuple)} tensors.")
+                             "(a1, p, a2, n) or triplet form (a, p, n), got "
+                             f"{len(indices_tuple)} tensors.")
         a1, p, a2, n = (torch.as_tensor(t, dtype=torch.long) for t in indices_tuple)
         i, j = torch.cat([a1, a2]), torch.cat([p, n])
         same = torch.cat([torch.ones_like(a1, dtype=torch.bool),
@@ -77,25 +85,82 @@ def pair_indices(labels, ref_labels=None, indices_tuple=None):
     return i.reshape(-1), j.reshape(-1), eq.reshape(-1)
 
 
-def _check(embeddings, labels, ref_emb, ref_labels):
-    if embeddings.ndim != 2:
-        raise ValueError(f"embeddings must be 2-D (batch, dim), got shape "
-                         f"{tuple(embeddings.shape)}.")
-    if labels is not None and torch.as_tensor(labels).shape[0] != embeddings.shape[0]:
-        raise ValueError("labels must have one entry per row of embeddings.")
-    if (ref_emb is None) != (ref_labels is None):
-        raise ValueError("give ref_emb and ref_labels together.")
-    if ref_emb is not None and ref_emb.shape[0] != torch.as_tensor(ref_labels).shape[0]:
-        raise ValueError("ref_labels must have one entry per row of ref_emb.")
-    return embeddings if ref_emb is None else ref_emb
+class _PMLPairLoss(nn.Module):
+    """The calling convention of pytorch-metric-learning's losses, shared by the losses here.
+
+    ``forward(embeddings, labels=None, indices_tuple=None, ref_emb=None, ref_labels=None)``:
+
+    * ``labels`` may be left out when ``indices_tuple`` is given;
+    * ``ref_emb`` without ``ref_labels`` (as PML's ``set_ref_emb`` / ``get_all_pairs_indices``):
+      row ``j`` of ``ref_emb`` carries ``labels[j]``, and the pairs are every ``(i, j)``
+      except the positives ``i == j``;
+    * a miner that finds nothing (empty ``indices_tuple``) gives a zero loss connected to the
+      graph (PML's ``zero_loss``), never NaN;
+    * ``distance``: a PML distance (``LpDistance(power=2, normalize_embeddings=False)`` is
+      the default's squared Euclidean distance) or any callable ``(query, ref) → matrix``;
+      one with ``is_inverted=True`` (a similarity) is negated;
+    * ``reducer``: a PML reducer, given the per-pair losses as ``"element"`` losses indexed
+      by the anchor row of each pair; ``None`` takes the mean.
+    """
+
+    def __init__(self, distance=None, reducer=None):
+        super().__init__()
+        self.distance = distance
+        self.reducer = reducer
+
+    def _pairs(self, embeddings, labels, indices_tuple, ref_emb, ref_labels):
+        if embeddings.ndim != 2:
+            raise ValueError(f"embeddings must be 2-D (batch, dim), got shape "
+                             f"{tuple(embeddings.shape)}.")
+        if labels is None and indices_tuple is None:
+            raise ValueError("labels is required unless indices_tuple is given.")
+        if labels is not None:
+            labels = torch.as_tensor(labels, device=embeddings.device)
+            if labels.shape[0] != embeddings.shape[0]:
+                raise ValueError("labels must have one entry per row of embeddings.")
+        if ref_emb is None:
+            if ref_labels is not None:
+                raise ValueError("ref_labels was given without ref_emb.")
+            i, j, same = pair_indices(labels, None, indices_tuple)
+            return embeddings, i, j, same
+        if ref_emb.ndim != 2 or ref_emb.shape[1] != embeddings.shape[1]:
+            raise ValueError(f"ref_emb must be 2-D with {embeddings.shape[1]} columns, got "
+                             f"shape {tuple(ref_emb.shape)}.")
+        if ref_labels is None and indices_tuple is None:
+            if ref_emb.shape[0] != embeddings.shape[0]:
+                raise ValueError("ref_emb without ref_labels takes the labels of embeddings "
+                                 "(as pytorch-metric-learning): it needs as many rows.")
+            eq = labels[:, None] == labels[None, :]
+            eq.fill_diagonal_(False)
+            a1, p = torch.where(eq)
+            a2, n = torch.where(labels[:, None] != labels[None, :])
+            return ref_emb, *pair_indices(None, None, (a1, p, a2, n))
+        if ref_labels is not None and ref_emb.shape[0] != torch.as_tensor(ref_labels).shape[0]:
+            raise ValueError("ref_labels must have one entry per row of ref_emb.")
+        i, j, same = pair_indices(labels, ref_labels, indices_tuple)
+        return ref_emb, i, j, same
+
+    def _distances(self, embeddings, ref, i, j):
+        if self.distance is None:
+            diff = embeddings[i] - ref[j]
+            return (diff * diff).sum(1)
+        d = self.distance(embeddings, ref)[i, j]
+        return -d if getattr(self.distance, "is_inverted", False) else d
+
+    @staticmethod
+    def _zero(embeddings, ref):
+        return torch.sum(embeddings * 0) + (0 if ref is embeddings else torch.sum(ref * 0))
+
+    def _reduce(self, losses, anchors, embeddings, labels):
+        if losses.numel() == 0:
+            return torch.sum(embeddings * 0)
+        if self.reducer is None:
+            return losses.mean()
+        return self.reducer({"loss": {"losses": losses, "indices": anchors,
+                                      "reduction_type": "element"}}, embeddings, labels)
 
 
-def _sq_dist_rows(A: torch.Tensor, B: torch.Tensor) -> torch.Tensor:
-    diff = A - B
-    return (diff * diff).sum(1)
-
-
-class GeneralizedLogisticLoss(nn.Module):
+class GeneralizedLogisticLoss(_PMLPairLoss):
     """PCCA / CMML's pair loss: mean of ``ℓ_β(y (‖e_i − r_j‖² − b))`` over the pairs.
 
     Parameters
@@ -106,6 +171,8 @@ class GeneralizedLogisticLoss(nn.Module):
         ``b``; the papers fix it to 1 (the scale of the embedding absorbs it).
     learn_threshold : bool, default=False
         Make ``b`` a trainable parameter (LDML's learned bias, with ``beta=1``).
+    distance, reducer : optional
+        pytorch-metric-learning's ``distance`` / ``reducer`` (see :class:`_PMLPairLoss`).
 
     Examples
     --------
@@ -117,8 +184,8 @@ class GeneralizedLogisticLoss(nn.Module):
     """
 
     def __init__(self, beta: float = 3.0, threshold: float = 1.0,
-                 learn_threshold: bool = False):
-        super().__init__()
+                 learn_threshold: bool = False, *, distance=None, reducer=None):
+        super().__init__(distance, reducer)
         if not beta > 0:
             raise ValueError(f"beta must be > 0, got {beta}.")
         self.beta = float(beta)
@@ -130,16 +197,18 @@ class GeneralizedLogisticLoss(nn.Module):
 
     def forward(self, embeddings, labels=None, indices_tuple=None, ref_emb=None,
                 ref_labels=None):
-        ref = _check(embeddings, labels, ref_emb, ref_labels)
-        i, j, same = pair_indices(labels, ref_labels, indices_tuple)
-        d = _sq_dist_rows(embeddings[i], ref[j])
+        ref, i, j, same = self._pairs(embeddings, labels, indices_tuple, ref_emb, ref_labels)
+        if i.numel() == 0:
+            return self._zero(embeddings, ref)
+        d = self._distances(embeddings, ref, i, j)
         y = same.to(embeddings.dtype) * 2.0 - 1.0
         m = y * (d - self.threshold.to(embeddings.dtype))
         # log(1 + e^{βm}) / β without overflow (softplus's linear cut-off at 20 is not exact)
-        return (torch.logaddexp(torch.zeros_like(m), self.beta * m) / self.beta).mean()
+        losses = torch.logaddexp(torch.zeros_like(m), self.beta * m) / self.beta
+        return self._reduce(losses, i, embeddings, labels)
 
 
-class PAUCHingeLoss(nn.Module):
+class PAUCHingeLoss(_PMLPairLoss):
     """CML-AUC's (partial) AUC hinge on a batch of pairs (eq. 4-6, without the log-det term).
 
     ``mean_{p ∈ S, q ∈ W} [margin + d_p − d_q]₊`` where ``S`` are the must-link pairs and ``W``
@@ -150,6 +219,9 @@ class PAUCHingeLoss(nn.Module):
     ----------
     fpr_range : (float, float), default=(0.0, 1.0)
     margin : float, default=1.0
+    distance, reducer : optional
+        pytorch-metric-learning's ``distance`` / ``reducer``; the reducer gets one loss per
+        (must-link pair, windowed cannot-link pair), indexed by the must-link pair's anchor.
 
     Examples
     --------
@@ -160,27 +232,29 @@ class PAUCHingeLoss(nn.Module):
     0.0
     """
 
-    def __init__(self, fpr_range=(0.0, 1.0), margin: float = 1.0):
-        super().__init__()
+    def __init__(self, fpr_range=(0.0, 1.0), margin: float = 1.0, *, distance=None,
+                 reducer=None):
+        super().__init__(distance, reducer)
         self.fpr_range = tuple(float(v) for v in fpr_range)
         self.margin = float(margin)
 
     def forward(self, embeddings, labels=None, indices_tuple=None, ref_emb=None,
                 ref_labels=None):
-        ref = _check(embeddings, labels, ref_emb, ref_labels)
-        i, j, same = pair_indices(labels, ref_labels, indices_tuple)
-        d = _sq_dist_rows(embeddings[i], ref[j])
+        ref, i, j, same = self._pairs(embeddings, labels, indices_tuple, ref_emb, ref_labels)
+        if not bool(same.any()) or bool(same.all()):
+            return self._zero(embeddings, ref)  # no pair of one kind: nothing to rank
+        d = self._distances(embeddings, ref, i, j)
         d_pos, d_neg = d[same], d[~same]
-        if d_pos.numel() == 0 or d_neg.numel() == 0:
-            return embeddings.sum() * 0.0  # no pair of one kind: nothing to rank
         j_a, j_b = pauc_window_bounds(d_neg.numel(), self.fpr_range)
         # the window is chosen by rank (a constant selection); gradients flow through d
         order = torch.sort(d_neg.detach(), stable=True).indices[j_a - 1: j_b]
         win = d_neg[order]
-        return torch.relu(self.margin + d_pos[:, None] - win[None, :]).mean()
+        losses = torch.relu(self.margin + d_pos[:, None] - win[None, :])
+        anchors = i[same][:, None].expand_as(losses)
+        return self._reduce(losses.reshape(-1), anchors.reshape(-1), embeddings, labels)
 
 
-class GSMHingeLoss(nn.Module):
+class GSMHingeLoss(_PMLPairLoss):
     """GSM's generalized-similarity head and hinge (eq. 6, 10, 12) on embeddings.
 
     A linear head maps an embedding ``e`` (``in_features``) to ``x̃ = [L_A e, L_C e, dᵀe]``
@@ -199,6 +273,9 @@ class GSMHingeLoss(nn.Module):
         Initial offset ``f`` of eq. 12 (learned when ``learn_f``).
     learn_f : bool, default=True
     mu : float, default=0.0
+    reducer : optional
+        pytorch-metric-learning's reducer of the per-pair hinge losses (the penalty is added
+        after it). ``distance`` is not taken: S of eq. 12 is the loss's own learned measure.
 
     Examples
     --------
@@ -212,8 +289,12 @@ class GSMHingeLoss(nn.Module):
     """
 
     def __init__(self, in_features: int, n_components: int = 32, *, cross_modal: bool = True,
-                 f: float = 0.0, learn_f: bool = True, mu: float = 0.0):
-        super().__init__()
+                 f: float = 0.0, learn_f: bool = True, mu: float = 0.0, distance=None,
+                 reducer=None):
+        if distance is not None:
+            raise ValueError("GSMHingeLoss scores pairs with its own learned similarity S "
+                             "(eq. 12); distance must be None.")
+        super().__init__(None, reducer)
         self.r = int(n_components)
         self.mu = float(mu)
         self.head_x = nn.Linear(int(in_features), 2 * self.r + 1, bias=False)
@@ -233,12 +314,14 @@ class GSMHingeLoss(nn.Module):
 
     def forward(self, embeddings, labels=None, indices_tuple=None, ref_emb=None,
                 ref_labels=None):
-        ref = _check(embeddings, labels, ref_emb, ref_labels)
+        ref, i, j, same = self._pairs(embeddings, labels, indices_tuple, ref_emb, ref_labels)
         head_y = self.head_x if ref_emb is None else self.head_y
-        i, j, same = pair_indices(labels, ref_labels, indices_tuple)
-        S = similarity_rows(self.head_x(embeddings)[i], head_y(ref)[j], self.f)
-        ell = 1.0 - 2.0 * same.to(embeddings.dtype)
-        loss = torch.relu(1.0 - ell * S).mean()
+        if i.numel() == 0:
+            loss = self._zero(embeddings, ref)
+        else:
+            S = similarity_rows(self.head_x(embeddings)[i], head_y(ref)[j], self.f)
+            ell = 1.0 - 2.0 * same.to(embeddings.dtype)
+            loss = self._reduce(torch.relu(1.0 - ell * S), i, embeddings, labels)
         if self.mu:
             heads = {id(self.head_x): self.head_x, id(self.head_y): self.head_y}
             loss = loss + self.mu * sum((h.weight ** 2).sum() for h in heads.values())
