@@ -470,7 +470,7 @@ class Index:
                              f"kind={self.kind!r}, metric={self.metric!r}.")
         Q, _ = self._prepare_search(Q, None)
         try:
-            G = self._index.index.reconstruct_n(0, self._index.ntotal)
+            G = stored_vectors(self._index.index)
             ids = _faiss().vector_to_array(self._index.id_map).astype(np.int64)
         except (AttributeError, RuntimeError) as exc:
             raise ValueError(f"re_rank needs the stored vectors of a CPU flat index ({exc})."
