@@ -9,7 +9,9 @@ Conventions
   (smaller = more alike, e.g. ``model.cross_distance(X_probe, Y_gallery)``) and the identity
   label of every probe and gallery item. They work on row blocks (``block_rows``) so that the
   temporaries of a 10,000 × 10,000 evaluation stay small, and :func:`identification_report`
-  computes the same measures from two embeddings without ever holding the full matrix.
+  computes the same measures from two embeddings without ever holding the full matrix. No row
+  is sorted: the place of a true match is a count of the items closer to the probe (and of
+  those at the same distance), O(n_gallery) per relevant item (:func:`_relevant_counts`).
 
 Ties
 ----
