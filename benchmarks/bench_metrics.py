@@ -177,8 +177,7 @@ def _pml():
 
     def run(FX, pl, FY, gl):
         t = torch.from_numpy
-        return calc.get_accuracy(t(FX.astype("float32")), t(pl), t(FY.astype("float32")),
-                                 t(gl), ref_includes_query=False)
+        return calc.get_accuracy(t(FX), t(pl), t(FY), t(gl), ref_includes_query=False)
 
     return run
 
@@ -278,7 +277,12 @@ def _peak_extra_mb(FX, FY, pl, gl) -> float:
 
 
 def _knn_pair(FX, pl, FY, gl, pml) -> dict:
+    """knn_accuracy and AccuracyCalculator on the same float32 embeddings (faiss's dtype)."""
+    import numpy as np
+
     from crossmetric import metrics as M
+
+    FX, FY = np.ascontiguousarray(FX, np.float32), np.ascontiguousarray(FY, np.float32)
 
     t_ours, acc = _timed(lambda: M.knn_accuracy(FX, FY, pl, gl))
     out = {"ours_knn_accuracy_s": round(t_ours, 3),

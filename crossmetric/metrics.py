@@ -955,13 +955,13 @@ def identification_report(FX, FY, probe_labels, gallery_labels, *, max_rank: int
     stats = np.empty((n_p, 3), dtype=np.int64)
     ap = np.empty(n_p)
     for sl in gen_batches(n_p, _rows_per_block(n_g, block_rows)):
-        G = FX[sl] @ FY.T
         if metric == "sqeuclidean":
-            G *= -2.0
+            G = (FX[sl] * -2.0) @ FY.T  # exactly -2 (FX FYᵀ): a power of two scales roundings
             G += np.einsum("ij,ij->i", FX[sl], FX[sl])[:, None]
             G += sq_g[None, :]
             np.maximum(G, 0.0, out=G)
         else:
+            G = FX[sl] @ FY.T
             np.negative(G, out=G)
         self_cols = _self_columns(same_set, n_p, n_g, sl)
         # one set of counts per block: the closest match's give the ranks, all give the APs
@@ -1014,7 +1014,7 @@ def knn_accuracy(query, reference, query_labels, reference_labels, *, same_set: 
     same_set : bool, default=False
         ``reference`` is ``query`` itself: query ``i`` does not retrieve itself.
     block_rows : int, optional
-        Queries per block (default: blocks of about 1 Mi distances).
+        Queries per block (default: blocks of about 16 Mi distances).
 
     Returns
     -------
@@ -1044,11 +1044,9 @@ def knn_accuracy(query, reference, query_labels, reference_labels, *, same_set: 
     sq_r = np.einsum("ij,ij->i", Rf, Rf)
     p1 = rp = mapr = ap = 0.0
     n_ok = 0
-    rows_per = (check_positive_int(block_rows, "block_rows") if block_rows is not None
-                else max(1, (1 << 20) // n_r))
+    rows_per = _rows_per_block(n_r, block_rows)
     for sl in gen_batches(n_q, rows_per):
-        D = Q[sl] @ Rf.T
-        D *= -2.0
+        D = (Q[sl] * -2.0) @ Rf.T  # exactly -2 (Q Rᵀ): a power of two scales every rounding
         D += np.einsum("ij,ij->i", Q[sl], Q[sl])[:, None]
         D += sq_r[None, :]
         self_cols = np.arange(sl.start, sl.stop) if same_set else None  # not a result
