@@ -9,7 +9,9 @@ Conventions
   (smaller = more alike, e.g. ``model.cross_distance(X_probe, Y_gallery)``) and the identity
   label of every probe and gallery item. They work on row blocks (``block_rows``) so that the
   temporaries of a 10,000 × 10,000 evaluation stay small, and :func:`identification_report`
-  computes the same measures from two embeddings without ever holding the full matrix.
+  computes the same measures from two embeddings without ever holding the full matrix. No row
+  is sorted: the place of a true match is a count of the items closer to the probe (and of
+  those at the same distance), O(n_gallery) per relevant item (:func:`_relevant_counts`).
 
 Ties
 ----
@@ -381,7 +383,154 @@ def _check_ties(ties) -> str:
     return ties
 
 
-def _block_rank_stats(D: np.ndarray, pc: np.ndarray, gc: np.ndarray,
+#: rows with at most this many relevant items are ranked by counting passes over the row (two
+#: comparisons per item and element); rows with more by one sort of the row, which is cheaper
+_COUNT_MAX_RELEVANT = 32
+#: rows at least this long are counted on packed flag bytes (8 flags per word), shorter ones
+#: with ``count_nonzero``
+_LANE_MIN_COLS = 2040
+#: bytes of one counting chunk (its rows of distances and their comparison flags): about the
+#: size of a core's L2 cache, so that the repeated comparisons read from cache
+_CHUNK_BYTES = 1 << 20
+
+
+def _check_finite_block(D: np.ndarray) -> None:
+    # one summation (no temporary); the exact test only when the sum is not finite (NaN and
+    # ±inf propagate into it; finite values may overflow it)
+    if not np.isfinite(np.add.reduce(D, axis=None)) and not np.isfinite(D).all():
+        raise ValueError("distance contains NaN or infinity.")
+
+
+def _gallery_groups(gc: np.ndarray, n_codes: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Gallery columns grouped by label: ``(order, start, count)``; label ``c`` owns the
+    columns ``order[start[c]:start[c] + count[c]]`` (increasing)."""
+    order = np.argsort(gc, kind="stable")
+    count = np.bincount(gc, minlength=n_codes)
+    return order, np.cumsum(count) - count, count
+
+
+def _groups_for(pc: np.ndarray, gc: np.ndarray):
+    n_codes = int(max(pc.max(initial=0), gc.max(initial=0))) + 1
+    return _gallery_groups(gc, n_codes)
+
+
+def _relevant(D: np.ndarray, pc: np.ndarray, groups, self_cols: np.ndarray | None):
+    """The relevant items (same label) of every row of a block, as flat arrays.
+
+    Returns ``(k, rows, cols, vals)``: ``k[i]`` is the number of relevant items of row ``i``
+    (its own column ``self_cols[i]`` left out); then one entry per relevant item, row after
+    row and, inside a row, by increasing distance (equal distances in column order): its row,
+    its column and its distance.
+    """
+    order, start, count = groups
+    n_rows = D.shape[0]
+    k = count[pc]
+    rows = np.repeat(np.arange(n_rows), k)
+    offset = np.arange(rows.size) - np.repeat(np.cumsum(k) - k, k)
+    cols = order[np.repeat(start[pc], k) + offset]
+    if self_cols is not None:
+        keep = cols != self_cols[rows]
+        rows, cols = rows[keep], cols[keep]
+        k = np.bincount(rows, minlength=n_rows)
+    vals = D[rows, cols]
+    o = np.lexsort((vals, rows))
+    return k, rows[o], cols[o], vals[o]
+
+
+def _count_flags(flags: np.ndarray) -> np.ndarray:
+    """Number of ``True`` along the last axis of a C-contiguous bool array ``(b, J, w)``, ``w``
+    a multiple of 8: the flags are summed 8 at a time as the bytes of uint64 words, at most
+    255 words per sum so that no byte overflows."""
+    words = flags.view(np.uint64)
+    full = words.shape[-1] - words.shape[-1] % 255
+    lanes = words[..., :full].reshape(*words.shape[:-1], -1, 255).sum(axis=-1)
+    rest = words[..., full:].sum(axis=-1, keepdims=True)
+    return (lanes.view(np.uint8).sum(axis=-1, dtype=np.int64)
+            + rest.view(np.uint8).sum(axis=-1, dtype=np.int64))
+
+
+def _rows_less_counts(D: np.ndarray, rows: np.ndarray, T: np.ndarray) -> np.ndarray:
+    """``out[p, j] = #{l : D[rows[p], l] < T[p, j]}`` for thresholds ``T`` (len(rows), J).
+
+    A cache-sized chunk of rows at a time: the rows (checked finite) are compared with their
+    ``J`` thresholds into a buffer of flags, counted by :func:`_count_flags`.
+    """
+    n = D.shape[1]
+    J = T.shape[1]
+    step = min(rows.size, max(1, _CHUNK_BYTES // (n * (D.itemsize + J))))
+    wide = n >= _LANE_MIN_COLS
+    if wide:
+        flags = np.zeros((step, J, -(-n // 8) * 8), dtype=bool)
+    out = np.empty(T.shape, dtype=np.int64)
+    for s in range(0, rows.size, step):
+        r = rows[s:s + step]
+        sub = D[r[0]:r[-1] + 1] if r[-1] - r[0] == r.size - 1 else D[r]
+        _check_finite_block(sub)
+        if wide:
+            np.less(sub[:, None, :], T[s:s + step, :, None], out=flags[:r.size, :, :n])
+            out[s:s + step] = _count_flags(flags[:r.size])
+        else:
+            out[s:s + step] = np.count_nonzero(sub[:, None, :] < T[s:s + step, :, None], axis=2)
+    return out
+
+
+def _relevant_counts(D: np.ndarray, k: np.ndarray, rows: np.ndarray, vals: np.ndarray,
+                     self_cols: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    """How many items of its row lie closer than each relevant item, and at most as far.
+
+    ``(lt, le)`` with ``lt[p] = #{l : D[i, l] < vals[p]}`` and ``le[p] = #{l : D[i, l] <=
+    vals[p]}`` over the items ``l`` of row ``i = rows[p]`` other than ``self_cols[i]``
+    (``k``, ``rows``, ``vals`` as returned by :func:`_relevant`). No sort: a row with ``k``
+    relevant items is compared with its ``2k`` thresholds ``vals`` and their next float up
+    (``d < nextafter(v, inf)`` is ``d <= v``), rows of equal ``k`` together, O(n · k) per
+    row; a row with more than ``_COUNT_MAX_RELEVANT`` relevant items is sorted once instead.
+    """
+    lt = np.empty(vals.size, dtype=np.int64)
+    le = np.empty(vals.size, dtype=np.int64)
+    first = np.cumsum(k) - k
+    up = np.nextafter(vals, np.inf)
+    counted = (k > 0) & (k <= _COUNT_MAX_RELEVANT)
+    for kk in np.unique(k[counted]):
+        r = np.flatnonzero(k == kk)
+        idx = first[r][:, None] + np.arange(kk)
+        cnt = _rows_less_counts(D, r, np.concatenate([vals[idx], up[idx]], axis=1))
+        lt[idx], le[idx] = cnt[:, :kk], cnt[:, kk:]
+    if not counted.all():
+        _check_finite_block(D[k == 0])
+    for i in np.flatnonzero(k > _COUNT_MAX_RELEVANT):
+        srt = np.sort(D[i])
+        if not (np.isfinite(srt[0]) and np.isfinite(srt[-1])):  # NaN sorts last
+            raise ValueError("distance contains NaN or infinity.")
+        sl = slice(first[i], first[i] + k[i])
+        lt[sl] = np.searchsorted(srt, vals[sl], side="left")
+        le[sl] = np.searchsorted(srt, vals[sl], side="right")
+    if self_cols is not None:  # the excluded column was counted like any item: take it off
+        s = D[rows, self_cols[rows]]
+        lt -= s < vals
+        le -= s <= vals
+    return lt, le
+
+
+def _first_run_length(k: np.ndarray, rows: np.ndarray, vals: np.ndarray) -> np.ndarray:
+    """Per row: how many relevant items are at its smallest relevant distance."""
+    first = np.cumsum(k) - k
+    at_best = vals == vals[first[rows]] if vals.size else np.zeros(0, dtype=bool)
+    return np.bincount(rows, weights=at_best, minlength=k.size).astype(np.int64)
+
+
+def _stats_from_counts(k: np.ndarray, m: np.ndarray, lt_best: np.ndarray,
+                       le_best: np.ndarray) -> np.ndarray:
+    """``(c, t, m)`` rows (see :func:`_block_rank_stats`) from the counts at the best match of
+    the rows that have one (``lt_best``, ``le_best``: one entry per row with ``k > 0``)."""
+    stats = np.zeros((k.size, 3), dtype=np.int64)
+    has = k > 0
+    stats[has, 0] = lt_best
+    stats[has, 1] = le_best - lt_best - m[has]
+    stats[has, 2] = m[has]
+    return stats
+
+
+def _block_rank_stats(D: np.ndarray, pc: np.ndarray, groups,
                       self_cols: np.ndarray | None) -> np.ndarray:
     """Where the closest true match of each row of a block sits, as counts ``(c, t, m)``.
 
@@ -390,21 +539,13 @@ def _block_rank_stats(D: np.ndarray, pc: np.ndarray, gc: np.ndarray,
     match). The rank is ``c + 1`` with ties won, ``c + t + 1`` with ties lost, and under random
     tie-breaking the position of the first of ``m`` marked items among ``t + m`` shuffled ones.
     ``self_cols[i]`` (optional) is a column to ignore for row ``i`` (the query itself).
+    ``groups``: :func:`_gallery_groups` of the gallery labels. Two counting passes over the
+    block (items ``<`` and ``<=`` the closest match), no sort.
     """
-    if not np.isfinite(D).all():
-        raise ValueError("distance contains NaN or infinity.")
-    D = D.astype(np.float64, copy=True) if self_cols is not None else D
-    if self_cols is not None:
-        D[np.arange(D.shape[0]), self_cols] = np.inf
-    match = gc[None, :] == pc[:, None]
-    if self_cols is not None:
-        match[np.arange(D.shape[0]), self_cols] = False
-    best = np.min(np.where(match, D, np.inf), axis=1)
-    closer = np.count_nonzero(D < best[:, None], axis=1)
-    at = D == best[:, None]  # never true on a row without match (best = inf, D finite)
-    m = np.count_nonzero(at & match, axis=1)
-    t = np.count_nonzero(at, axis=1) - m
-    return np.column_stack([closer, t, m]).astype(np.int64)
+    k, rows, _, vals = _relevant(D, pc, groups, self_cols)
+    first = (np.cumsum(k) - k)[k > 0]
+    lt, le = _relevant_counts(D, (k > 0).astype(np.int64), rows[first], vals[first], self_cols)
+    return _stats_from_counts(k, _first_run_length(k, rows, vals), lt, le)
 
 
 def _log_none_in_first(t: np.ndarray, m: np.ndarray, j: np.ndarray) -> np.ndarray:
@@ -468,7 +609,7 @@ def _harmonic_diff(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.where(one, 1.0 / np.maximum(b, 1.0), out)
 
 
-def _block_average_precision(D: np.ndarray, pc: np.ndarray, gc: np.ndarray,
+def _block_average_precision(D: np.ndarray, pc: np.ndarray, groups,
                              self_cols: np.ndarray | None, ties: str = "expected") -> np.ndarray:
     """Average precision of each row of a block (NaN where no item is relevant).
 
@@ -483,47 +624,59 @@ def _block_average_precision(D: np.ndarray, pc: np.ndarray, gc: np.ndarray,
     * ``"expected"`` (uniformly random order): ``(r/g) Σ_{k=1}^{g} (R + 1 + (k − 1)(r − 1)/(g − 1))
       / (N + k)``, the expectation of the precision at place ``k`` given a relevant item there.
 
-    Each is a difference of harmonic numbers (digamma). The groups come from one
-    ``searchsorted`` of the row into the distinct relevant values: O(n log M) per row.
+    Each is a difference of harmonic numbers (digamma). ``N`` and ``N + g`` of every relevant
+    item are counts of the items below / at most at its distance (:func:`_relevant_counts`):
+    O(n · M) per row, no sort. ``groups``: :func:`_gallery_groups` of the gallery labels.
     """
-    if not np.isfinite(D).all():
-        raise ValueError("distance contains NaN or infinity.")
-    out = np.full(D.shape[0], np.nan)
-    match = gc[None, :] == pc[:, None]
-    if self_cols is not None:
-        match[np.arange(D.shape[0]), self_cols] = False
-    for i in range(D.shape[0]):
-        row = D[i]
-        rel = row[match[i]]
-        M = rel.size
-        if M == 0:
-            continue
-        u, r = np.unique(rel, return_counts=True)
-        # items with d <= u_j: searchsorted "left" gives b with d <= u_j iff b <= j;
-        # items with d < u_j: "right" gives b with d < u_j iff b <= j
-        n_le = np.cumsum(np.bincount(np.searchsorted(u, row, side="left"),
-                                     minlength=u.size + 1)[: u.size])
-        n_lt = np.cumsum(np.bincount(np.searchsorted(u, row, side="right"),
-                                     minlength=u.size + 1)[: u.size])
+    k, rows, _, vals = _relevant(D, pc, groups, self_cols)
+    lt, le = _relevant_counts(D, k, rows, vals, self_cols)
+    return _ap_from_counts(k, rows, vals, lt, le, ties)
+
+
+def _ap_from_counts(k: np.ndarray, rows: np.ndarray, vals: np.ndarray, lt: np.ndarray,
+                    le: np.ndarray, ties: str) -> np.ndarray:
+    """Average precision per row from :func:`_relevant_counts` (see
+    :func:`_block_average_precision`)."""
+    out = np.full(k.size, np.nan)
+    if vals.size == 0:
+        return out
+    q = np.arange(vals.size) - (np.cumsum(k) - k)[rows]  # place among the row's relevant
+    start = np.flatnonzero((q == 0) | np.r_[True, vals[1:] != vals[:-1]])  # equal-value runs
+    r = np.diff(np.r_[start, vals.size])
+    R = q[start]
+    N = lt[start]
+    g = le[start] - N
+    if ties == "optimistic":
+        s = r + (R - N) * _harmonic_diff(N, N + r)
+    elif ties == "pessimistic":
+        B = N + g - r
+        s = r + (R - B) * _harmonic_diff(B, B + r)
+    else:
+        H = _harmonic_diff(N, N + g)
+        slope = np.where(g > 1, (r - 1) / np.maximum(g - 1, 1), 0.0)
+        # Σ_k (R + 1 + (k − 1)·slope)/(N + k) = (R + 1)·H + slope·(g − (N + 1)·H)
+        s = (r / g) * ((R + 1) * H + slope * (g - (N + 1) * H))
+    has = k > 0
+    out[has] = np.bincount(rows[start], weights=s, minlength=k.size)[has] / k[has]
+    return out
+
+
+def _earlier_ties(D: np.ndarray, rows: np.ndarray, cols: np.ndarray, vals: np.ndarray,
+                  lt: np.ndarray, le: np.ndarray, self_cols: np.ndarray | None) -> np.ndarray:
+    """For each relevant item: the items of its row at the same distance in an earlier column
+    (a stable sort puts them first). Only tied items (``le - lt > 1``) are looked at."""
+    out = np.zeros(vals.size, dtype=np.int64)
+    tied = np.flatnonzero(le - lt > 1)
+    n = D.shape[1]
+    step = max(1, (1 << 22) // n)
+    for s in range(0, tied.size, step):
+        p = tied[s:s + step]
+        eq = D[rows[p]] == vals[p][:, None]
+        eq &= np.arange(n)[None, :] < cols[p][:, None]
+        out[p] = np.count_nonzero(eq, axis=1)
         if self_cols is not None:
-            # the query itself (excluded) must not be counted among the items
-            q = row[self_cols[i]]
-            n_le = n_le - (q <= u)
-            n_lt = n_lt - (q < u)
-        g = n_le - n_lt
-        N = n_lt
-        R = np.cumsum(r) - r
-        if ties == "optimistic":
-            s = r + (R - N) * _harmonic_diff(N, N + r)
-        elif ties == "pessimistic":
-            B = N + g - r
-            s = r + (R - B) * _harmonic_diff(B, B + r)
-        else:
-            H = _harmonic_diff(N, N + g)
-            slope = np.where(g > 1, (r - 1) / np.maximum(g - 1, 1), 0.0)
-            # Σ_k (R + 1 + (k − 1)·slope)/(N + k) = (R + 1)·H + slope·(g − (N + 1)·H)
-            s = (r / g) * ((R + 1) * H + slope * (g - (N + 1) * H))
-        out[i] = float(np.sum(s)) / M
+            sc = self_cols[rows[p]]
+            out[p] -= (sc < cols[p]) & (D[rows[p], sc] == vals[p])
     return out
 
 
@@ -544,10 +697,24 @@ def _rank_stats(distance, probe_labels, gallery_labels, *, same_set: bool = Fals
     D = _check_distance(distance)
     n_p, n_g = D.shape
     pc, gc = _label_codes(probe_labels, gallery_labels, n_p, n_g)
+    groups = _groups_for(pc, gc)
     stats = np.empty((n_p, 3), dtype=np.int64)
     for sl in gen_batches(n_p, _rows_per_block(n_g, block_rows)):
-        stats[sl] = _block_rank_stats(D[sl], pc[sl], gc, _self_columns(same_set, n_p, n_g, sl))
+        stats[sl] = _block_rank_stats(D[sl], pc[sl], groups,
+                                      _self_columns(same_set, n_p, n_g, sl))
     return stats
+
+
+def _nn_hits(stats: np.ndarray, ties: str) -> np.ndarray:
+    """Nearest-neighbour hit of each row from its ``(c, t, m)``: the nearest items are the
+    closest true matches when nothing is closer (``c = 0``), ``m`` of ``t + m`` of them."""
+    c, t, m = stats[:, 0], stats[:, 1], stats[:, 2]
+    top = (m > 0) & (c == 0)
+    if ties == "optimistic":
+        return top.astype(float)
+    if ties == "pessimistic":
+        return (top & (t == 0)).astype(float)
+    return np.where(top, m / np.maximum(t + m, 1), 0.0)
 
 
 def _cmc_from_stats(stats: np.ndarray, max_rank: int, ties: str) -> np.ndarray:
@@ -647,26 +814,8 @@ def nearest_neighbor_accuracy(distance, probe_labels, gallery_labels, *,
     0.6667
     """
     ties = _check_ties(ties)
-    D = _check_distance(distance)
-    n_p, n_g = D.shape
-    pc, gc = _label_codes(probe_labels, gallery_labels, n_p, n_g)
-    hit = 0.0
-    for sl in gen_batches(n_p, _rows_per_block(n_g, block_rows)):
-        hit += float(np.sum(_block_nn_hits(D[sl], pc[sl], gc, ties)))
-    return hit / n_p
-
-
-def _block_nn_hits(D: np.ndarray, pc: np.ndarray, gc: np.ndarray, ties: str) -> np.ndarray:
-    if not np.isfinite(D).all():
-        raise ValueError("distance contains NaN or infinity.")
-    at = D == D.min(axis=1, keepdims=True)
-    good = np.count_nonzero(at & (gc[None, :] == pc[:, None]), axis=1)
-    n_at = np.count_nonzero(at, axis=1)
-    if ties == "optimistic":
-        return (good > 0).astype(float)
-    if ties == "pessimistic":
-        return (good == n_at).astype(float)
-    return good / n_at
+    stats = _rank_stats(distance, probe_labels, gallery_labels, block_rows=block_rows)
+    return float(np.sum(_nn_hits(stats, ties))) / stats.shape[0]
 
 
 # ------------------------------------------------------------------------------ retrieval
@@ -694,9 +843,10 @@ def average_precision_per_query(distance, query_labels, db_labels, *, same_set: 
     D = _check_distance(distance)
     n_q, n_d = D.shape
     qc, dc = _label_codes(query_labels, db_labels, n_q, n_d, ("query_labels", "db_labels"))
+    groups = _groups_for(qc, dc)
     ap = np.empty(n_q)
     for sl in gen_batches(n_q, _rows_per_block(n_d, block_rows)):
-        ap[sl] = _block_average_precision(D[sl], qc[sl], dc,
+        ap[sl] = _block_average_precision(D[sl], qc[sl], groups,
                                           _self_columns(same_set, n_q, n_d, sl), ties)
     return ap
 
@@ -800,25 +950,31 @@ def identification_report(FX, FY, probe_labels, gallery_labels, *, max_rank: int
     ties = _check_ties(ties)
     n_p, n_g = FX.shape[0], FY.shape[0]
     pc, gc = _label_codes(probe_labels, gallery_labels, n_p, n_g)
+    groups = _groups_for(pc, gc)
     sq_g = np.einsum("ij,ij->i", FY, FY)
     stats = np.empty((n_p, 3), dtype=np.int64)
     ap = np.empty(n_p)
-    nn_hit = 0.0
     for sl in gen_batches(n_p, _rows_per_block(n_g, block_rows)):
-        G = FX[sl] @ FY.T
         if metric == "sqeuclidean":
-            G *= -2.0
+            G = (FX[sl] * -2.0) @ FY.T  # exactly -2 (FX FYᵀ): a power of two scales roundings
             G += np.einsum("ij,ij->i", FX[sl], FX[sl])[:, None]
             G += sq_g[None, :]
             np.maximum(G, 0.0, out=G)
         else:
+            G = FX[sl] @ FY.T
             np.negative(G, out=G)
         self_cols = _self_columns(same_set, n_p, n_g, sl)
-        if self_cols is None:
-            nn_hit += float(np.sum(_block_nn_hits(G, pc[sl], gc, ties)))
+        # one set of counts per block: the closest match's give the ranks, all give the APs
+        k, rows, _, vals = _relevant(G, pc[sl], groups, self_cols)
+        first = (np.cumsum(k) - k)[k > 0]
         if with_map:
-            ap[sl] = _block_average_precision(G, pc[sl], gc, self_cols, ties)
-        stats[sl] = _block_rank_stats(G, pc[sl], gc, self_cols)
+            lt, le = _relevant_counts(G, k, rows, vals, self_cols)
+            ap[sl] = _ap_from_counts(k, rows, vals, lt, le, ties)
+            lt, le = lt[first], le[first]
+        else:
+            lt, le = _relevant_counts(G, (k > 0).astype(np.int64), rows[first], vals[first],
+                                      self_cols)
+        stats[sl] = _stats_from_counts(k, _first_run_length(k, rows, vals), lt, le)
     curve = _cmc_from_stats(stats, max(max_rank, max(ranks)), ties)
     out: dict = {"cmc": curve[:max_rank]}
     for r in ranks:
@@ -827,7 +983,7 @@ def identification_report(FX, FY, probe_labels, gallery_labels, *, max_rank: int
         ok = ~np.isnan(ap)
         out["map"] = float(ap[ok].mean()) if ok.any() else float("nan")
     if not same_set:
-        out["nn_accuracy"] = nn_hit / n_p
+        out["nn_accuracy"] = float(np.sum(_nn_hits(stats, ties))) / n_p
     return out
 
 
@@ -837,10 +993,12 @@ def knn_accuracy(query, reference, query_labels, reference_labels, *, same_set: 
     """Retrieval accuracies of embeddings, as pytorch-metric-learning's ``AccuracyCalculator``.
 
     For each query the references are ranked by squared Euclidean distance (ties in reference
-    order: a stable sort), one block of queries at a time, so the full
-    ``(n_query, n_reference)`` distance matrix is never held. ``R`` is the number of references
-    with the query's label (the query itself excluded when ``same_set``); queries with
-    ``R = 0`` are left out of every mean.
+    order, as a stable sort would), one block of queries at a time, so the full
+    ``(n_query, n_reference)`` distance matrix is never held. Nothing is sorted: the place of
+    a relevant reference is the count of references closer to the query (plus the tied ones in
+    earlier columns), O(n_reference · R) per query (see :func:`_relevant_counts`). ``R`` is
+    the number of references with the query's label (the query itself excluded when
+    ``same_set``); queries with ``R = 0`` are left out of every mean.
 
     * ``precision_at_1`` -- the nearest reference has the query's label;
     * ``r_precision`` -- the fraction of the ``R`` nearest references that are relevant;
@@ -856,8 +1014,7 @@ def knn_accuracy(query, reference, query_labels, reference_labels, *, same_set: 
     same_set : bool, default=False
         ``reference`` is ``query`` itself: query ``i`` does not retrieve itself.
     block_rows : int, optional
-        Queries per block (default: blocks of about 1 Mi distances; a block holds a few arrays
-        of that size: the ranking, the relevance flags and the running precisions).
+        Queries per block (default: blocks of about 16 Mi distances).
 
     Returns
     -------
@@ -882,37 +1039,34 @@ def knn_accuracy(query, reference, query_labels, reference_labels, *, same_set: 
                          f"number of rows), got {Q.shape[0]} and {Rf.shape[0]}.")
     n_q, n_r = Q.shape[0], Rf.shape[0]
     qc, rc = _label_codes(query_labels, reference_labels, n_q, n_r)
-    counts = np.bincount(rc, minlength=int(max(qc.max(), rc.max())) + 1)
+    groups = _groups_for(qc, rc)
+    counts = groups[2]
     sq_r = np.einsum("ij,ij->i", Rf, Rf)
     p1 = rp = mapr = ap = 0.0
     n_ok = 0
-    rows_per = (check_positive_int(block_rows, "block_rows") if block_rows is not None
-                else max(1, (1 << 20) // n_r))
+    rows_per = _rows_per_block(n_r, block_rows)
     for sl in gen_batches(n_q, rows_per):
-        D = Q[sl] @ Rf.T
-        D *= -2.0
+        D = (Q[sl] * -2.0) @ Rf.T  # exactly -2 (Q Rᵀ): a power of two scales every rounding
         D += np.einsum("ij,ij->i", Q[sl], Q[sl])[:, None]
         D += sq_r[None, :]
-        rows = np.arange(sl.stop - sl.start)
-        if same_set:
-            D[rows, np.arange(sl.start, sl.stop)] = np.inf
-        order = np.argsort(D, axis=1, kind="stable")
-        rel = rc[order] == qc[sl][:, None]
-        if same_set:  # the query itself (ranked last) is not a result
-            rel[:, -1] = False
+        self_cols = np.arange(sl.start, sl.stop) if same_set else None  # not a result
         R = counts[qc[sl]] - (1 if same_set else 0)
         ok = R > 0
         if not ok.any():
             continue
-        rel, R = rel[ok], R[ok]
-        hits = np.cumsum(rel, axis=1)
-        prec = hits / np.arange(1, n_r + 1)[None, :]
-        within = np.arange(n_r)[None, :] < R[:, None]
-        p1 += float(rel[:, 0].sum())
-        rp += float((hits[np.arange(R.size), R - 1] / R).sum())
-        mapr += float(((prec * rel * within).sum(axis=1) / R).sum())
-        ap += float(((prec * rel).sum(axis=1) / R).sum())
-        n_ok += int(R.size)
+        k, rows, cols, vals = _relevant(D, qc[sl], groups, self_cols)
+        lt, le = _relevant_counts(D, k, rows, vals, self_cols)
+        pos = lt + _earlier_ties(D, rows, cols, vals, lt, le, self_cols)  # 0-based place
+        hits = np.arange(vals.size) - (np.cumsum(k) - k)[rows] + 1  # relevant up to there
+        prec = hits / (pos + 1.0)
+        within = pos < R[rows]
+        per_row = [np.bincount(rows, weights=w, minlength=R.size)[ok] / R[ok]
+                   for w in (within, prec * within, prec)]
+        p1 += float(np.count_nonzero(ok[rows] & (pos == 0)))
+        rp += float(per_row[0].sum())
+        mapr += float(per_row[1].sum())
+        ap += float(per_row[2].sum())
+        n_ok += int(np.count_nonzero(ok))
     if n_ok == 0:
         raise ValueError("no query has a relevant reference (a reference with its label).")
     return {"precision_at_1": p1 / n_ok, "r_precision": rp / n_ok, "map_at_r": mapr / n_ok,

@@ -393,3 +393,228 @@ def test_knn_accuracy_errors():
         knn_accuracy(np.zeros((2, 2)), np.ones((2, 2)), [0, 1], [2, 3])
     with pytest.raises(ValueError, match="same_set"):
         knn_accuracy(np.zeros((2, 2)), np.ones((3, 2)), [0, 1], [0, 1, 1], same_set=True)
+
+
+# ------------------------------------------- counting fast path vs the sorting version (issue 24)
+# The slow obvious version: the implementation before issue 24, copied verbatim (a boolean
+# match matrix per block, a masked minimum for the ranks, one np.unique + two searchsorted per
+# row for the average precision, a stable argsort of every row for knn_accuracy).
+def _slow_rank_stats(D, pc, gc, self_cols):
+    if not np.isfinite(D).all():
+        raise ValueError("distance contains NaN or infinity.")
+    D = D.astype(np.float64, copy=True) if self_cols is not None else D
+    if self_cols is not None:
+        D[np.arange(D.shape[0]), self_cols] = np.inf
+    match = gc[None, :] == pc[:, None]
+    if self_cols is not None:
+        match[np.arange(D.shape[0]), self_cols] = False
+    best = np.min(np.where(match, D, np.inf), axis=1)
+    closer = np.count_nonzero(D < best[:, None], axis=1)
+    at = D == best[:, None]
+    m = np.count_nonzero(at & match, axis=1)
+    t = np.count_nonzero(at, axis=1) - m
+    return np.column_stack([closer, t, m]).astype(np.int64)
+
+
+def _slow_average_precision(D, pc, gc, self_cols, ties):
+    if not np.isfinite(D).all():
+        raise ValueError("distance contains NaN or infinity.")
+    out = np.full(D.shape[0], np.nan)
+    match = gc[None, :] == pc[:, None]
+    if self_cols is not None:
+        match[np.arange(D.shape[0]), self_cols] = False
+    for i in range(D.shape[0]):
+        row = D[i]
+        rel = row[match[i]]
+        Mi = rel.size
+        if Mi == 0:
+            continue
+        u, r = np.unique(rel, return_counts=True)
+        n_le = np.cumsum(np.bincount(np.searchsorted(u, row, side="left"),
+                                     minlength=u.size + 1)[: u.size])
+        n_lt = np.cumsum(np.bincount(np.searchsorted(u, row, side="right"),
+                                     minlength=u.size + 1)[: u.size])
+        if self_cols is not None:
+            q = row[self_cols[i]]
+            n_le = n_le - (q <= u)
+            n_lt = n_lt - (q < u)
+        g = n_le - n_lt
+        N = n_lt
+        R = np.cumsum(r) - r
+        if ties == "optimistic":
+            s = r + (R - N) * M._harmonic_diff(N, N + r)
+        elif ties == "pessimistic":
+            B = N + g - r
+            s = r + (R - B) * M._harmonic_diff(B, B + r)
+        else:
+            H = M._harmonic_diff(N, N + g)
+            slope = np.where(g > 1, (r - 1) / np.maximum(g - 1, 1), 0.0)
+            s = (r / g) * ((R + 1) * H + slope * (g - (N + 1) * H))
+        out[i] = float(np.sum(s)) / Mi
+    return out
+
+
+def _slow_nn_hits(D, pc, gc, ties):
+    at = D == D.min(axis=1, keepdims=True)
+    good = np.count_nonzero(at & (gc[None, :] == pc[:, None]), axis=1)
+    n_at = np.count_nonzero(at, axis=1)
+    if ties == "optimistic":
+        return (good > 0).astype(float)
+    if ties == "pessimistic":
+        return (good == n_at).astype(float)
+    return good / n_at
+
+
+def _slow_knn_accuracy(Q, Rf, qc, rc, same_set):
+    counts = np.bincount(rc, minlength=int(max(qc.max(), rc.max())) + 1)
+    D = (Q * Q).sum(1)[:, None] - 2.0 * Q @ Rf.T + (Rf * Rf).sum(1)[None, :]
+    n_r = Rf.shape[0]
+    if same_set:
+        D[np.arange(Q.shape[0]), np.arange(Q.shape[0])] = np.inf
+    order = np.argsort(D, axis=1, kind="stable")
+    rel = rc[order] == qc[:, None]
+    if same_set:
+        rel[:, -1] = False
+    R = counts[qc] - (1 if same_set else 0)
+    ok = R > 0
+    rel, R = rel[ok], R[ok]
+    hits = np.cumsum(rel, axis=1)
+    prec = hits / np.arange(1, n_r + 1)[None, :]
+    within = np.arange(n_r)[None, :] < R[:, None]
+    return {"precision_at_1": rel[:, 0].mean(),
+            "r_precision": (hits[np.arange(R.size), R - 1] / R).mean(),
+            "map_at_r": ((prec * rel * within).sum(axis=1) / R).mean(),
+            "mean_average_precision": ((prec * rel).sum(axis=1) / R).mean(),
+            "n_queries": int(R.size)}
+
+
+def _case(rng, n_q, n_g, n_ids, tied, dtype=np.float64):
+    """Labels and a distance matrix: few distinct values (ties everywhere) or continuous."""
+    D = (rng.integers(0, 4, (n_q, n_g)) if tied else rng.random((n_q, n_g))).astype(dtype)
+    return D, rng.integers(0, n_ids, n_q), rng.integers(0, n_ids, n_g)
+
+
+# every path of the counting code: packed-byte counting on short rows, several chunks of
+# non-consecutive rows, rows ranked by a sort instead of counts, and a mix of both
+_PATHS = {
+    "default": {},
+    "lanes_small_chunks": {"_LANE_MIN_COLS": 8, "_CHUNK_BYTES": 600},
+    "sorted_rows": {"_COUNT_MAX_RELEVANT": 0},
+    "mixed": {"_COUNT_MAX_RELEVANT": 3, "_LANE_MIN_COLS": 8, "_CHUNK_BYTES": 2000},
+}
+
+
+@pytest.mark.parametrize("path", sorted(_PATHS))
+@pytest.mark.parametrize("tied", [True, False])
+@pytest.mark.parametrize("same_set", [False, True])
+def test_counting_path_matches_sorting_version(path, tied, same_set, monkeypatch):
+    for name, value in _PATHS[path].items():
+        monkeypatch.setattr(M, name, value)
+    rng = np.random.default_rng(24)
+    n = 41
+    D, ql, dl = _case(rng, n, 45 if not same_set else n, 6, tied)
+    if same_set:
+        dl = ql
+    self_cols = np.arange(n) if same_set else None
+    qc, dc = M._label_codes(ql, dl, *D.shape)
+    stats = _slow_rank_stats(D, qc, dc, self_cols)
+    for block_rows in (None, 1, 6):
+        got = M._rank_stats(D, ql, dl, same_set=same_set, block_rows=block_rows)
+        np.testing.assert_array_equal(got, stats)
+    for ties in M.TIES:
+        ap = _slow_average_precision(D, qc, dc, self_cols, ties)
+        for block_rows in (None, 5):
+            got = M.average_precision_per_query(D, ql, dl, same_set=same_set, ties=ties,
+                                                block_rows=block_rows)
+            np.testing.assert_allclose(got, ap, rtol=1e-12, atol=1e-14)
+        assert M.mean_average_precision(D, ql, dl, same_set=same_set,
+                                        ties=ties) == pytest.approx(np.nanmean(ap), rel=1e-12)
+        curve = M._cmc_from_stats(stats, D.shape[1], ties)
+        np.testing.assert_allclose(M.cmc(D, ql, dl, ties=ties, block_rows=4) if not same_set
+                                   else curve, curve, rtol=0, atol=1e-12)
+        assert M.one_call_at_n(D, ql, dl, 3, same_set=same_set, ties=ties) == pytest.approx(
+            float(np.mean(M._hit_probability(stats, 3, ties))), rel=1e-12)
+        if not same_set:
+            assert M.rank_accuracy(D, ql, dl, 2, ties=ties) == pytest.approx(curve[1])
+            assert M.nearest_neighbor_accuracy(D, ql, dl, ties=ties, block_rows=7) == \
+                pytest.approx(np.mean(_slow_nn_hits(D, qc, dc, ties)), rel=1e-12)
+
+
+@pytest.mark.parametrize("path", sorted(_PATHS))
+@pytest.mark.parametrize("same_set", [False, True])
+def test_identification_report_and_knn_accuracy_match_sorting_version(path, same_set,
+                                                                      monkeypatch):
+    for name, value in _PATHS[path].items():
+        monkeypatch.setattr(M, name, value)
+    rng = np.random.default_rng(25)
+    # small integer embeddings: many exactly equal distances
+    FX = rng.integers(0, 3, (38, 2)).astype(float)
+    FY = FX if same_set else rng.integers(0, 3, (43, 2)).astype(float)
+    pl = rng.integers(0, 5, 38)
+    gl = pl if same_set else rng.integers(0, 5, 43)
+    D = ((FX[:, None] - FY[None]) ** 2).sum(-1)
+    pc, gc = M._label_codes(pl, gl, *D.shape)
+    self_cols = np.arange(38) if same_set else None
+    for ties in M.TIES:
+        rep = M.identification_report(FX, FY, pl, gl, max_rank=6, ranks=(1, 4), block_rows=9,
+                                      same_set=same_set, ties=ties)
+        stats = _slow_rank_stats(D, pc, gc, self_cols)
+        np.testing.assert_allclose(rep["cmc"], M._cmc_from_stats(stats, 6, ties), atol=1e-12)
+        assert rep["map"] == pytest.approx(
+            np.nanmean(_slow_average_precision(D, pc, gc, self_cols, ties)), rel=1e-12)
+        if not same_set:
+            assert rep["nn_accuracy"] == pytest.approx(
+                np.mean(_slow_nn_hits(D, pc, gc, ties)), rel=1e-12)
+    want = _slow_knn_accuracy(FX, FY, pc, gc, same_set)
+    for block_rows in (None, 4):
+        got = M.knn_accuracy(FX, FY, pl, gl, same_set=same_set, block_rows=block_rows)
+        for key, value in want.items():
+            assert got[key] == pytest.approx(value, rel=1e-12), key
+    del want["n_queries"]  # and the per-query version agrees with the blockwise one
+    assert want == pytest.approx(_knn_accuracy_slow(FX, FY, pl, gl, same_set), rel=1e-12)
+
+
+@pytest.mark.parametrize("path", sorted(_PATHS))
+def test_counting_path_equals_sklearn_average_precision_without_ties(path, monkeypatch):
+    for name, value in _PATHS[path].items():
+        monkeypatch.setattr(M, name, value)
+    rng = np.random.default_rng(26)
+    D, ql, dl = _case(rng, 30, 2100, 40, tied=False)  # rows long enough for packed counting
+    want = [average_precision_score(dl == ql[i], -D[i]) if (dl == ql[i]).any() else np.nan
+            for i in range(30)]
+    for ties in M.TIES:
+        got = M.average_precision_per_query(D, ql, dl, ties=ties)
+        np.testing.assert_allclose(got, want, rtol=1e-12)
+    # float32 distances: the thresholds stay float32 (next float up in float32)
+    D32 = D.astype(np.float32)
+    want32 = [average_precision_score(dl == ql[i], -D32[i].astype(float))
+              if (dl == ql[i]).any() else np.nan for i in range(30)]
+    np.testing.assert_allclose(M.average_precision_per_query(D32, ql, dl), want32, rtol=1e-12)
+    qc, dc = M._label_codes(ql, dl, *D32.shape)
+    np.testing.assert_array_equal(M._rank_stats(D32, ql, dl),
+                                  _slow_rank_stats(D32, qc, dc, None))
+
+
+def test_count_flags_long_rows():
+    rng = np.random.default_rng(27)
+    for n in (8, 2040, 2048, 4096, 16392):
+        flags = rng.random((3, 2, n)) < rng.random((3, 2, 1))
+        np.testing.assert_array_equal(M._count_flags(flags), flags.sum(axis=2))
+    flags = np.ones((1, 1, 2048 * 8), dtype=bool)  # every byte lane at its limit
+    assert M._count_flags(flags)[0, 0] == 2048 * 8
+
+
+@pytest.mark.parametrize("path", sorted(_PATHS))
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_counting_path_refuses_non_finite_in_any_row(path, bad, monkeypatch):
+    for name, value in _PATHS[path].items():
+        monkeypatch.setattr(M, name, value)
+    D = np.random.default_rng(28).random((6, 9))
+    pl = np.array([0, 0, 1, 1, 5, 5])  # label 5: rows without any relevant item
+    gl = np.array([0, 0, 0, 0, 1, 1, 2, 2, 3])
+    for row in (0, 2, 4):
+        Db = D.copy()
+        Db[row, 7] = bad
+        for fn in (M.cmc, M.mean_average_precision, M.nearest_neighbor_accuracy):
+            with pytest.raises(ValueError, match="NaN or infinity"):
+                fn(Db, pl, gl)
