@@ -18,11 +18,11 @@ Examples
     crossmetric benchmark --images photos/ --pattern '(?P<id>\d+)_(?P<domain>[ab])\.png'
     crossmetric benchmark --dataset viper --data-home ../shared/data/viper
     crossmetric benchmark --lfw-pairs pairs.txt --x lfw_feats.npy --image-list names.txt
-    crossmetric fit cmml --x photos.npy --y sketches.npy --pairs train.csv --out cmml.joblib
-    crossmetric evaluate cmml.joblib --x photos.npy --y sketches.npy --pairs test.csv
-    crossmetric evaluate cmml.joblib --x probes.npy --y gallery.npy \
+    crossmetric fit cmml --x photos.npy --y sketches.npy --pairs train.csv --out cmml.model
+    crossmetric evaluate cmml.model --x photos.npy --y sketches.npy --pairs test.csv
+    crossmetric evaluate cmml.model --x probes.npy --y gallery.npy \
         --probe-labels p.txt --gallery-labels g.txt --scores scores.csv
-    crossmetric search cmml.joblib --database sketches.npy --queries photos.npy -k 10
+    crossmetric search cmml.model --database sketches.npy --queries photos.npy -k 10
     crossmetric reproduce --list
     crossmetric reproduce pcca-viper --data-home ../shared/data --out viper/
 """
@@ -40,9 +40,6 @@ import warnings
 import numpy as np
 
 __all__ = ["main", "build_parser"]
-
-_MODEL_FORMAT = "crossmetric-model"
-_MODEL_VERSION = 1
 
 
 class CLIError(Exception):
@@ -157,30 +154,32 @@ def _preprocessor(est, X: np.ndarray, Y: np.ndarray | None):
 
 
 def _save_model(path: str, est, method: str) -> None:
-    import joblib
-
-    import crossmetric
+    """The model in crossmetric's safe file format (:mod:`crossmetric.persistence`), atomically."""
+    from crossmetric.persistence import save_model
 
     est.set_params(preprocessor=None)  # never store the training samples in the model file
     _check_output_file(path, "--out")
-    joblib.dump({"format": _MODEL_FORMAT, "version": _MODEL_VERSION, "method": method,
-                 "crossmetric_version": crossmetric.__version__, "model": est}, path)
+    try:
+        save_model(path, est, meta={"method": method})
+    except (ValueError, OSError) as exc:
+        raise CLIError(f"--out: {_one_line(exc)}") from None
 
 
-def _load_model(path: str):
-    import joblib
+def _load_model(path: str, trust_pickle: bool = False):
+    """``(model, method)``; nothing in the file runs (unless ``--trust-pickle`` for a pickle)."""
+    from crossmetric.persistence import load_model
 
     if not os.path.isfile(path):
         raise CLIError(f"MODEL: file {path!r} not found.")
     try:
-        payload = joblib.load(path)
-    except Exception as exc:  # pickle / zlib / EOF errors of a file that is no model
-        raise CLIError(f"MODEL: {path!r} is not a crossmetric model file "
-                       f"({type(exc).__name__}: {_one_line(exc)}).") from None
-    if not isinstance(payload, dict) or payload.get("format") != _MODEL_FORMAT:
-        raise CLIError(f"MODEL: {path!r} is not a crossmetric model file (written by "
-                       "'crossmetric fit').")
-    return payload["model"], payload.get("method", type(payload["model"]).__name__)
+        est, header = load_model(path, allow_pickle=trust_pickle, return_header=True)
+    except ValueError as exc:
+        raise CLIError(f"MODEL: {_one_line(exc)}") from None
+    except Exception as exc:  # only reachable with --trust-pickle: the pickle's own errors
+        raise CLIError(f"MODEL: {path!r} could not be unpickled ({type(exc).__name__}: "
+                       f"{_one_line(exc)}).") from None
+    method = (header or {}).get("meta", {}).get("method") or type(est).__name__
+    return est, method
 
 
 def _parse_params(items) -> dict:
@@ -809,7 +808,7 @@ def cmd_evaluate(args) -> int:
 
     verif, ident = _validate_evaluate(args)
     ranks = _parse_ranks(args.ranks)
-    est, method = _load_model(args.model)
+    est, method = _load_model(args.model, args.trust_pickle)
     images = int(getattr(est, "_sample_ndim", 1)) > 1
     X = _load_array(args.x, "--x", allow_images=images, key=args.key)
     Y = _load_array(args.y, "--y", allow_images=images, key=args.key) if args.y else None
@@ -891,7 +890,7 @@ def cmd_search(args) -> int:
     if args.k < 1:
         raise CLIError(f"-k must be >= 1, got {args.k}.")
     _check_output_file(args.out, "--out", (".csv", ".npz"))
-    est, method = _load_model(args.model)
+    est, method = _load_model(args.model, args.trust_pickle)
     images = int(getattr(est, "_sample_ndim", 1)) > 1
     D = _load_array(args.database, "--database", allow_images=images, key=args.key)
     Q = _load_array(args.queries, "--queries", allow_images=images, key=args.key)
@@ -1071,7 +1070,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     f = sub.add_parser("fit", help="fit a method on labelled pairs and save the model",
                        formatter_class=raw, epilog=_methods_epilog(),
-                       description="Fit METHOD on your data and save it (joblib). Training "
+                       description="Fit METHOD on your data and save it. Training "
                                    "pairs come from --pairs (rows i,j,label) or are drawn "
                                    "from --labels.")
     f.add_argument("method", help="method name (listed below)")
@@ -1085,7 +1084,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "papers: all positives, --n-negatives negatives each)")
     f.add_argument("--n-negatives", type=int, default=1,
                    help="negatives per positive with --labels (default 1)")
-    f.add_argument("--out", required=True, help="model file to write (joblib)")
+    f.add_argument("--out", required=True, help="model file to write (crossmetric's "
+                   "safe .npz format: loading it runs no code)")
     f.add_argument("--param", action="append", metavar="NAME=VALUE",
                    help="override a constructor argument (repeatable)")
     f.add_argument("--seed", type=int, default=None, help="random_state of the learner")
@@ -1099,6 +1099,9 @@ def build_parser() -> argparse.ArgumentParser:
                                    "rank-r, mAP; --x = probes, --y = gallery) of a saved "
                                    "model.")
     e.add_argument("model", help="model file written by 'crossmetric fit'")
+    e.add_argument("--trust-pickle", action="store_true",
+                   help="also read a pickle/joblib model of an older crossmetric (UNSAFE: "
+                        "it runs the file's code; only for files you trust)")
     e.add_argument("--x", required=True, help="first-modality samples (probes)")
     e.add_argument("--y", default=None, help="second-modality samples (gallery)")
     e.add_argument("--key", default=None, help="array name inside .npz feature files")
@@ -1121,6 +1124,9 @@ def build_parser() -> argparse.ArgumentParser:
                        description="The k nearest database rows of each query in the learned "
                                    "metric (faiss when installed, else exhaustive).")
     s.add_argument("model", help="model file written by 'crossmetric fit'")
+    s.add_argument("--trust-pickle", action="store_true",
+                   help="also read a pickle/joblib model of an older crossmetric (UNSAFE: "
+                        "it runs the file's code; only for files you trust)")
     s.add_argument("--database", required=True, help="database rows (second modality)")
     s.add_argument("--queries", required=True, help="queries (first modality)")
     s.add_argument("--key", default=None, help="array name inside .npz feature files")
