@@ -39,6 +39,8 @@ import warnings
 
 import numpy as np
 
+from crossmetric.persistence import atomic_open
+
 __all__ = ["main", "build_parser"]
 
 
@@ -493,7 +495,6 @@ def _validate_benchmark(args) -> None:
 
 
 def cmd_benchmark(args) -> int:
-    from crossmetric.plotting import plot_cmc, plot_roc
     from crossmetric.protocols import run_pair_folds, run_protocols
     from crossmetric.registry import METHODS, make_estimator, method_status
 
@@ -628,18 +629,30 @@ def cmd_benchmark(args) -> int:
         for meth, runs in result.info["tuned"].items():
             print(f"  {meth}: {describe_choices([r['params'] for r in runs])}")
     out = args.out
-    try:
-        os.makedirs(out, exist_ok=True)
+    from crossmetric.persistence import atomic_folder
+
+    rocs = {m: c["roc"] for m, c in result.curves.items() if "roc" in c}
+    cmcs = {m: c["cmc"] for m, c in result.curves.items() if "cmc" in c}
+    try:  # staged, then moved into --out under a lock: a killed run leaves the old files
+        with atomic_folder(out) as stage:
+            _write_benchmark_files(result, description, stage, rocs, cmcs)
     except OSError as exc:
-        raise CLIError(f"--out: cannot create {out!r}: {exc.strerror}.") from None
+        raise CLIError(f"--out: {_one_line(exc)}") from None
+    print(f"wrote results.csv, results.json, results.md, results.tex"
+          f"{', roc.png' if rocs else ''}{', cmc.png' if cmcs else ''} to {out}",
+          file=sys.stderr)
+    return 0
+
+
+def _write_benchmark_files(result, description: str, out: str, rocs: dict, cmcs: dict) -> None:
+    from crossmetric.plotting import plot_cmc, plot_roc
+
     result.to_csv(os.path.join(out, "results.csv"))
     result.to_json(os.path.join(out, "results.json"))
     with open(os.path.join(out, "results.md"), "w", encoding="utf-8") as fh:
         fh.write(result.to_markdown() + "\n")
     with open(os.path.join(out, "results.tex"), "w", encoding="utf-8") as fh:
         fh.write(result.to_latex(caption=description) + "\n")
-    rocs = {m: c["roc"] for m, c in result.curves.items() if "roc" in c}
-    cmcs = {m: c["cmc"] for m, c in result.curves.items() if "cmc" in c}
     auc = {m: result.value(m, "auc") for m in rocs}
     rank1 = {m: result.value(m, "rank1") for m in cmcs}
     if rocs:
@@ -648,10 +661,6 @@ def cmd_benchmark(args) -> int:
     if cmcs:
         plot_cmc(cmcs, rank1=rank1, title=f"CMC -- {description}",
                  path=os.path.join(out, "cmc.png"))
-    print(f"wrote results.csv, results.json, results.md, results.tex"
-          f"{', roc.png' if rocs else ''}{', cmc.png' if cmcs else ''} to {out}",
-          file=sys.stderr)
-    return 0
 
 
 # ---------------------------------------------------------------------------------- fit
@@ -790,9 +799,10 @@ def _identification(est, X: np.ndarray, G: np.ndarray, pl, gl, ranks, scores_pat
         rep["nn_accuracy"] = M.nearest_neighbor_accuracy(D, pl, gl)
         if scores_path is not None:
             if scores_path.lower().endswith(".npy"):
-                np.save(scores_path, D)
+                with atomic_open(scores_path, "wb") as fh:
+                    np.save(fh, D)
             else:
-                with open(scores_path, "w", encoding="utf-8") as fh:
+                with atomic_open(scores_path, "w", encoding="utf-8") as fh:
                     fh.write("probe,gallery,same,distance\n")
                     for i in range(D.shape[0]):
                         same = (gl == pl[i]).astype(int)
@@ -834,7 +844,7 @@ def cmd_evaluate(args) -> int:
             rep["n_pairs"] = int(y.size)
             report.update(rep)
             if args.scores:
-                with open(args.scores, "w", encoding="utf-8") as fh:
+                with atomic_open(args.scores, "w", encoding="utf-8") as fh:
                     fh.write("i,j,label,distance,score\n")
                     fh.writelines(f"{int(a)},{int(b)},{int(lab)},{dist:.8g},{-dist:.8g}\n"
                                   for (a, b), lab, dist in zip(pairs, y, d, strict=True))
@@ -921,7 +931,8 @@ def cmd_search(args) -> int:
     if args.out:
         ext = os.path.splitext(args.out)[1].lower()
         if ext == ".npz":
-            np.savez(args.out, ids=ids, distances=dist)
+            with atomic_open(args.out, "wb") as fh:
+                np.savez(fh, ids=ids, distances=dist)
         else:
             _write_search_csv(args.out, ids, dist)
         print(f"wrote the {ids.shape[1]} nearest database rows of {ids.shape[0]} queries to "
@@ -932,15 +943,12 @@ def cmd_search(args) -> int:
 
 
 def _write_search_csv(path: str | None, ids: np.ndarray, dist: np.ndarray) -> None:
-    fh = sys.stdout if path is None else open(path, "w", encoding="utf-8")
-    try:
+    with (contextlib.nullcontext(sys.stdout) if path is None
+          else atomic_open(path, "w", encoding="utf-8")) as fh:
         fh.write("query,rank,id,distance\n")
         for q in range(ids.shape[0]):
             fh.writelines(f"{q},{r + 1},{int(ids[q, r])},{float(dist[q, r]):.6g}\n"
                           for r in range(ids.shape[1]) if ids[q, r] >= 0)
-    finally:
-        if path is not None:
-            fh.close()
 
 
 # ------------------------------------------------------------------------------- parser
