@@ -270,10 +270,11 @@ class _Decoder:
             self._fail(f"unknown array {key!r}")
         try:
             return self.arrays[key]
-        except ValueError as exc:  # allow_pickle=False: an object array
-            self._fail(f"array {key!r} holds Python objects: {exc}")
-        except Exception as exc:  # truncated member, CRC error
-            self._fail(f"array {key!r} is unreadable: {type(exc).__name__}")
+        except Exception as exc:  # an object array (allow_pickle=False), truncated, CRC error
+            if isinstance(exc, ValueError) and "allow_pickle" in str(exc):
+                self._fail(f"array {key!r} holds Python objects")
+            self._fail(f"array {key!r} is unreadable: {type(exc).__name__}: "
+                       f"{' '.join(str(exc).split())[:120]}")
 
     def decode(self, v):
         if v is None or isinstance(v, (bool, str, int, float)):
