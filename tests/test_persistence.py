@@ -232,7 +232,7 @@ def test_truncated_empty_and_newer_files(data, tmp_path):
         load_model(tmp_path / "new.model")
 
 
-def test_old_joblib_model_needs_explicit_trust(data, tmp_path):
+def test_old_joblib_model_needs_explicit_trust(data, tmp_path, capsys):
     import joblib
 
     est, prep = _fitted("cmml", data)
@@ -243,11 +243,11 @@ def test_old_joblib_model_needs_explicit_trust(data, tmp_path):
     with pytest.raises(ValueError, match="--trust-pickle"):
         load_model(old)
     _assert_same(est, load_model(old, allow_pickle=True), prep, data[2])
-    cmd = [sys.executable, "-m", "crossmetric.persistence", str(old), str(tmp_path / "n.model")]
-    refused = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
-    assert refused.returncode == 2 and "without --trust-pickle" in refused.stderr
-    done = subprocess.run(cmd + ["--trust-pickle"], cwd=ROOT, capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
+    from crossmetric.persistence import _main  # python -m crossmetric.persistence OLD NEW
+
+    argv = [str(old), str(tmp_path / "n.model")]
+    assert _main(argv) == 2 and "without --trust-pickle" in capsys.readouterr().err
+    assert _main(argv + ["--trust-pickle"]) == 0, capsys.readouterr().err
     _assert_same(est, load_model(tmp_path / "n.model"), prep, data[2])
 
 
@@ -489,6 +489,7 @@ def test_two_writers_of_one_folder_leave_one_complete_set(tmp_path, monkeypatch)
         assert [n for n in _listing(out) if n.startswith(".staging")] == []
 
 
+@pytest.mark.slow
 def test_benchmark_out_is_complete_after_a_failure(tmp_path, monkeypatch, capsys):
     """A failure while writing the result files leaves --out as it was."""
     from crossmetric import cli
