@@ -1,0 +1,82 @@
+"""Awkward inputs to every registered learner (issue 23): each gives a clear one-line
+``ValueError`` or works (finite distances that still rank the pairs)."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+from sklearn.exceptions import ConvergenceWarning
+
+from crossmetric.metrics import roc_auc
+from crossmetric.pairs import make_pairs
+from crossmetric.registry import METHODS, make_estimator
+
+NAMES = [n for n in METHODS if n != "deepgsm"]  # DeepGSM takes images: tests in test_deep_gsm
+
+
+def _data(seed=0, d_x=6, d_y=5):
+    rng = np.random.RandomState(seed)
+    labels = np.repeat(np.arange(6), 8)
+    Z = rng.rand(6, 4)[labels]
+    X = np.abs(Z @ rng.rand(4, d_x) + 0.1 * rng.rand(48, d_x))
+    Y = np.abs(Z @ rng.rand(4, d_y) + 0.1 * rng.rand(48, d_y))
+    pairs, y = make_pairs(labels, labels, max_positives=120, random_state=0)
+    return X, Y, pairs, y
+
+
+def _fit(name, X, Y, pairs, y):
+    est = make_estimator(name)
+    prep = X if not getattr(est, "_cross_modal", True) else (X, Y)
+    small = {"n_components": 3, "n_clusters": 2, "max_iter": 20}
+    est.set_params(**{k: v for k, v in small.items() if k in est.get_params()},
+                   preprocessor=prep)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        est.fit(pairs, y)
+    d = est.pair_distance(pairs)
+    assert np.isfinite(d).all()
+    return roc_auc(y, -d)
+
+
+def _one_line_value_error(fn):
+    try:
+        fn()
+    except ValueError as exc:
+        assert "\n" not in str(exc).strip(), str(exc)
+        return str(exc)
+    return None
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_awkward_inputs(name):
+    X, Y, pairs, y = _data()
+    base = _fit(name, X, Y, pairs, y)
+    # NaN / inf in the samples the model sees: refused, naming the argument
+    Xn = X.copy()
+    Xn[3, 2] = np.nan
+    with pytest.raises(ValueError, match=r"contains NaN or infinity \(1 non-finite values\)"):
+        _fit(name, Xn, Y, pairs, y)
+    Xi = X.copy()
+    Xi[5, 1] = -np.inf
+    with pytest.raises(ValueError, match="contains NaN or infinity"):
+        _fit(name, Xi, Y, pairs, y)
+    # features scaled by 1e6 and 1e-6: same job, still ranks the pairs
+    for s in (1e6, 1e-6):
+        auc = _fit(name, X * s, Y * s, pairs, y)
+        assert auc > min(0.6, base - 0.1), (s, auc, base)
+    # contradictory labels (one pair both +1 and -1): label noise, fitted as such
+    _fit(name, X, Y, np.r_[pairs, pairs[:1]], np.r_[y, -y[:1]])
+    # a single identity: no negative pairs to learn from
+    one = np.c_[np.arange(9), np.arange(1, 10)]  # rows 0..9 all of one identity
+    with pytest.raises(ValueError, match=r"y must contain both \+1 \(same\) and -1"):
+        _fit(name, X, Y, one, np.ones(9, int))
+    # every feature constant: a one-line ValueError or a (meaningless) finite answer
+    _one_line_value_error(lambda: _fit(name, np.ones_like(X), np.ones_like(Y), pairs, y))
+
+
+@pytest.mark.parametrize("name", ["pcca", "cmml", "kissme", "cca", "kcca", "itml", "prdc"])
+def test_many_more_features_than_samples(name):
+    X, Y, pairs, y = _data(d_x=400, d_y=300)
+    assert _fit(name, X, Y, pairs, y) > 0.6
