@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 import warnings
 
 import numpy as np
@@ -80,3 +81,50 @@ def test_awkward_inputs(name):
 def test_many_more_features_than_samples(name):
     X, Y, pairs, y = _data(d_x=400, d_y=300)
     assert _fit(name, X, Y, pairs, y) > 0.6
+
+
+# ------------------------------------------------------------------- image folders
+def test_image_folder_mixed_modes_links_and_names(tmp_path):
+    from PIL import Image
+
+    from crossmetric.datasets import load_image_folder
+
+    rng = np.random.RandomState(0)
+    rgb = rng.randint(0, 256, (8, 6, 3), dtype=np.uint8)
+    grey = rng.randint(0, 256, (8, 6), dtype=np.uint8)
+    deep = rng.randint(0, 65536, (8, 6)).astype(np.uint16)
+    (tmp_path / "a").mkdir()
+    Image.fromarray(rgb).save(tmp_path / "a" / "1_rgb.png")
+    Image.fromarray(rgb).convert("CMYK").save(tmp_path / "a" / "2_cmyk.tif")
+    Image.fromarray(grey).save(tmp_path / "a" / "3_grey.png")
+    Image.fromarray(deep).save(tmp_path / "a" / "4_16bit.png")
+    raw_name = os.fsencode(tmp_path / "a") + b"/5_\xff.png"  # not UTF-8
+    with open(raw_name, "wb") as fh:
+        fh.write((tmp_path / "a" / "1_rgb.png").read_bytes())
+    os.symlink("..", tmp_path / "a" / "loop")  # a symlink loop is not followed
+    b = load_image_folder(tmp_path, r"a/(?P<id>\d)_.*\.(png|tif)")
+    assert b.images.shape == (5, 8, 6, 3) and b.images.dtype == np.uint8
+    np.testing.assert_array_equal(b.images[0], rgb)
+    np.testing.assert_array_equal(b.images[1], rgb)  # CMYK -> RGB
+    np.testing.assert_array_equal(b.images[2], np.repeat(grey[..., None], 3, axis=2))
+    np.testing.assert_array_equal(b.images[3][..., 0], np.rint(deep / 257.0))  # not clipped
+    np.testing.assert_array_equal(b.images[4], rgb)
+    assert os.fsencode(tmp_path / b.filenames[4]) == raw_name  # the name still opens the file
+
+
+def test_image_folder_corrupt_and_truncated_files(tmp_path):
+    from PIL import Image
+
+    from crossmetric.datasets import load_image_folder
+
+    Image.fromarray(np.zeros((8, 6, 3), np.uint8)).save(tmp_path / "1_a.png")
+    good = (tmp_path / "1_a.png").read_bytes()
+    (tmp_path / "2_a.png").write_bytes(b"not an image")
+    with pytest.raises(ValueError, match=r"cannot decode image file '2_a.png' under "):
+        load_image_folder(tmp_path, r"(?P<id>\d)_a\.png")
+    (tmp_path / "2_a.png").write_bytes(good[: len(good) // 2])
+    with pytest.raises(ValueError, match=r"cannot decode image file '2_a.png'"):
+        load_image_folder(tmp_path, r"(?P<id>\d)_a\.png")
+    (tmp_path / "2_a.png").write_bytes(b"")
+    with pytest.raises(ValueError, match=r"cannot decode image file '2_a.png'"):
+        load_image_folder(tmp_path, r"(?P<id>\d)_a\.png")
