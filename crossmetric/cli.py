@@ -1218,6 +1218,30 @@ def cmd_reproduce(args) -> int:
     return 0
 
 
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM, raised like Ctrl-C so that every ``with`` block unwinds (temporary files are
+    removed, a Dask cluster is closed) before the process ends."""
+
+
+@contextlib.contextmanager
+def _sigterm_unwinds():
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum, frame):
+        raise _Terminated()
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the command line; returns the exit code (0 ok, 2 bad input, 1 failure)."""
     parser = build_parser()
@@ -1227,7 +1251,8 @@ def main(argv: list[str] | None = None) -> int:
         if getattr(args, "func", None) is None:
             parser.print_help(sys.stderr)
             return 2
-        return int(args.func(args))
+        with _sigterm_unwinds():
+            return int(args.func(args))
     except SystemExit as exc:  # --help / --version
         return int(exc.code or 0) if not isinstance(exc.code, str) else 2
     except BrokenPipeError:
@@ -1248,9 +1273,10 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(f"crossmetric: error: {_one_line(exc)}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("crossmetric: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (_Terminated): nothing half-written
+        term = isinstance(exc, _Terminated)
+        print(f"crossmetric: {'terminated' if term else 'interrupted'}", file=sys.stderr)
+        return 143 if term else 130
     except Exception as exc:  # a bug, not bad input: still one line unless debugging
         if debug:
             raise

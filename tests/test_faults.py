@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import os
+import sys
+import time
 import warnings
 
 import numpy as np
@@ -128,3 +130,117 @@ def test_image_folder_corrupt_and_truncated_files(tmp_path):
     (tmp_path / "2_a.png").write_bytes(b"")
     with pytest.raises(ValueError, match=r"cannot decode image file '2_a.png'"):
         load_image_folder(tmp_path, r"(?P<id>\d)_a\.png")
+
+
+# ------------------------------------------------------------------------------ Dask
+class _KillsItsWorkerOnce:
+    """Mixin: the first fit (marker file absent) SIGKILLs the Dask worker process running it."""
+
+    def _fit(self, data, y):
+        import signal as _signal
+
+        if not os.path.exists(self.marker):
+            with open(self.marker, "w") as fh:
+                fh.write(str(os.getpid()))
+            os.kill(os.getpid(), _signal.SIGKILL)
+        return super()._fit(data, y)
+
+
+def _killer_class():
+    from crossmetric.baselines import Euclidean
+
+    class KillerEuclidean(_KillsItsWorkerOnce, Euclidean):
+        def __init__(self, standardize=False, *, marker="", preprocessor=None):
+            super().__init__(standardize, preprocessor=preprocessor)
+            self.marker = marker
+
+    return KillerEuclidean
+
+
+@pytest.mark.slow
+def test_dask_worker_killed_mid_run_recovers_and_leaves_no_processes(tmp_path):
+    """A worker SIGKILLed inside a fit: Dask's nanny restarts it, the split is re-run, and
+    the result equals the serial run; after the run no worker process is left."""
+    pytest.importorskip("distributed")
+    import psutil
+
+    from crossmetric.cluster import dask_backend
+    from crossmetric.datasets import make_cross_modal
+    from crossmetric.protocols import run_protocols
+
+    data = make_cross_modal(120, n_classes=12, n_latent=4, n_features_x=6, n_features_y=6,
+                            random_state=0)
+    cls = _killer_class()
+    marker = tmp_path / "killed"
+    kw = dict(n_folds=2, n_repeats=1, random_state=0)
+    (tmp_path / "never").write_text("x")  # present: this estimator never kills
+    serial = run_protocols({"e": cls(marker=str(tmp_path / "never"))}, data, **kw)
+    before = {p.pid for p in psutil.Process().children(recursive=True)}
+    with dask_backend(n_workers=2) as client:
+        import cloudpickle
+
+        cloudpickle.register_pickle_by_value(sys.modules[__name__])
+        try:
+            remote = run_protocols({"e": cls(marker=str(marker))}, data, **kw)
+        finally:
+            cloudpickle.unregister_pickle_by_value(sys.modules[__name__])
+        workers = client.run(os.getpid)
+    killed = int(marker.read_text())
+    assert killed not in workers.values()  # that worker died and was replaced
+    assert [(r["method"], r["measure"], r["mean"]) for r in remote.summary
+            if r["measure"] != "fit_seconds"] == [
+        (r["method"], r["measure"], r["mean"]) for r in serial.summary
+        if r["measure"] != "fit_seconds"]
+    time.sleep(0.5)
+    assert _workers_alive(psutil.Process(), before) == []
+
+
+def _workers_alive(proc, before=frozenset()):
+    """Descendant processes still running, but multiprocessing's resource tracker (one per
+    interpreter, not a worker; it ends with the interpreter)."""
+    import psutil
+
+    out = []
+    for p in proc.children(recursive=True):
+        try:
+            if p.pid in before or p.status() == psutil.STATUS_ZOMBIE:
+                continue
+            if "resource_tracker" not in " ".join(p.cmdline()):
+                out.append(p.pid)
+        except psutil.NoSuchProcess:
+            continue
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig, code, word", [("SIGINT", 130, "interrupted"),
+                                             ("SIGTERM", 143, "terminated")])
+def test_dask_benchmark_stopped_leaves_no_workers_and_no_output(tmp_path, sig, code, word):
+    pytest.importorskip("distributed")
+    import signal as _signal
+    import subprocess
+
+    import psutil
+
+    out = tmp_path / "res"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "crossmetric", "benchmark", "--methods", "cmml", "--folds", "10",
+         "--repeats", "5", "--out", str(out), "--no-progress", "--dask-workers", "2"],
+        cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    parent = psutil.Process(proc.pid)
+    t0 = time.time()
+    while time.time() - t0 < 120:  # both worker processes started
+        if sum("spawn_main" in " ".join(k.cmdline()) for k in parent.children(True)) >= 2:
+            break
+        time.sleep(0.3)
+    time.sleep(10)  # splits running
+    workers = parent.children(recursive=True)
+    assert workers
+    proc.send_signal(getattr(_signal, sig))
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == code
+    assert err.strip().splitlines()[-1] == f"crossmetric: {word}"
+    time.sleep(3)
+    alive = [w.pid for w in workers if w.is_running() and w.status() != psutil.STATUS_ZOMBIE]
+    assert alive == [] and not out.exists()
