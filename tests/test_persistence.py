@@ -509,3 +509,24 @@ def test_benchmark_out_is_complete_after_a_failure(tmp_path, monkeypatch, capsys
     assert _listing(out) == [".crossmetric.lock", "results.csv"] or _listing(out) == [
         "results.csv"]
     assert (out / "results.csv").read_text() == "old"
+
+
+@pytest.mark.slow
+def test_two_benchmark_runs_into_one_out_folder(tmp_path):
+    out = tmp_path / "res"
+    runs = [subprocess.Popen([sys.executable, "-m", "crossmetric", "benchmark", "--methods", m,
+                              "--folds", "2", "--repeats", "1", "--no-progress", "--out",
+                              str(out)], cwd=ROOT, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE, text=True)
+            for m in ("euclidean", "cca")]
+    for p in runs:
+        _, err = p.communicate(timeout=300)
+        assert p.returncode == 0, err
+    from crossmetric.protocols import BenchmarkResult
+
+    res = BenchmarkResult.load(out / "results.json")
+    csv_methods = {line.split(",")[0] for line in
+                   (out / "results.csv").read_text().splitlines()[1:]}
+    assert csv_methods == set(res.methods) and len(res.methods) == 1  # one run's whole set
+    assert res.methods[0] in (out / "results.md").read_text()
+    assert [n for n in _listing(out) if n.startswith(".staging") or n.endswith(".tmp")] == []
