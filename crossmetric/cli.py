@@ -850,9 +850,7 @@ def cmd_evaluate(args) -> int:
                                   for (a, b), lab, dist in zip(pairs, y, d, strict=True))
         if ident:
             report["identification"] = _identification(est, X, G, pl, gl, ranks, args.scores)
-    except ValueError as exc:
-        if args.scores and os.path.isfile(args.scores):
-            os.remove(args.scores)
+    except ValueError as exc:  # --scores is written atomically: an older file stays intact
         raise CLIError(_one_line(exc)) from None
     if args.json:
         print(json.dumps(report, indent=1))

@@ -530,3 +530,24 @@ def test_two_benchmark_runs_into_one_out_folder(tmp_path):
     assert csv_methods == set(res.methods) and len(res.methods) == 1  # one run's whole set
     assert res.methods[0] in (out / "results.md").read_text()
     assert [n for n in _listing(out) if n.startswith(".staging") or n.endswith(".tmp")] == []
+
+
+def test_failed_evaluate_keeps_an_older_scores_file(data, tmp_path, capsys):
+    from crossmetric.cli import main
+
+    X, Y, pairs, y = data
+    np.save(tmp_path / "x.npy", X)
+    np.save(tmp_path / "narrow.npy", X[:, :3])
+    np.savetxt(tmp_path / "p.csv", np.c_[pairs, y], fmt="%d", delimiter=",")
+    model = tmp_path / "m.model"
+    assert main(["fit", "euclidean", "--x", str(tmp_path / "x.npy"), "--pairs",
+                 str(tmp_path / "p.csv"), "--out", str(model)]) == 0
+    scores = tmp_path / "s.csv"
+    assert main(["evaluate", str(model), "--x", str(tmp_path / "x.npy"), "--pairs",
+                 str(tmp_path / "p.csv"), "--scores", str(scores)]) == 0
+    before = scores.read_bytes()
+    assert main(["evaluate", str(model), "--x", str(tmp_path / "narrow.npy"), "--pairs",
+                 str(tmp_path / "p.csv"), "--scores", str(scores)]) == 2
+    assert "features" in capsys.readouterr().err
+    assert scores.read_bytes() == before and _listing(tmp_path) == [
+        "m.model", "narrow.npy", "p.csv", "s.csv", "x.npy"]

@@ -1108,7 +1108,8 @@ class DeepGSM(CrossModalMixin, BaseEstimator):
             except Exception:  # noqa: BLE001 - torch raises many types for unscriptable code
                 c = self.channels_[0 if domain == "x" else 1]
                 scripted = torch.jit.trace(tower, torch.zeros(2, c, *self.input_shape_))
-            scripted.save(str(path))
+            with atomic_path(path) as tmp:
+                scripted.save(tmp)
         return str(path)
 
     # ------------------------------------------------------------------------ pickling
