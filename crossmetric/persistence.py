@@ -455,7 +455,7 @@ def _a(word: str) -> str:
     return "an" if word[:1] in "aeiou" else "a"
 
 
-def _load_pickle(path: str, kind: str):  # pragma: no cover - exercised by the conversion test
+def _load_pickle(path: str, kind: str):
     import joblib
 
     payload = joblib.load(path)

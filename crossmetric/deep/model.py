@@ -133,7 +133,11 @@ def _read_checkpoint(path, device) -> dict:
         state = torch.load(path, map_location=device, weights_only=True)
     except (pickle.UnpicklingError, RuntimeError, EOFError, zipfile.BadZipFile,
             ValueError) as exc:
-        why = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+        # torch's message leads with advice to re-run unsafely; keep the line saying what was
+        # unexpected (e.g. "Trying to load unsupported GLOBAL posix.system ...")
+        why = next((ln for ln in lines if "GLOBAL" in ln or "Unsupported" in ln),
+                   lines[0] if lines else type(exc).__name__)
         raise ValueError(f"checkpoint {str(path)!r} is not a crossmetric training checkpoint "
                          f"(refused by torch.load(weights_only=True): {why[:200]}); nothing "
                          "from it was run. Delete it or set resume=False.") from None
