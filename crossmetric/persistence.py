@@ -100,7 +100,12 @@ os.umask(_UMASK)
 def write_error(path, exc: OSError) -> OSError:
     """A one-line ``OSError`` saying that ``path`` could not be written, and why."""
     why = exc.strerror or str(exc) or type(exc).__name__
-    return OSError(exc.errno, f"cannot write {os.fspath(path)!r}: {why}")
+    if getattr(exc, "_crossmetric_write", False):  # already says which file
+        return exc
+    err = OSError(f"cannot write {os.fspath(path)!r}: {why}")
+    err.errno = exc.errno
+    err._crossmetric_write = True
+    return err
 
 
 @contextlib.contextmanager
@@ -160,23 +165,35 @@ def atomic_folder(folder) -> Iterator[str]:
     runs that write the same folder at once leave the complete file set of one of them. On an
     error the staging folder is removed and ``folder`` is left as it was.
     """
+    import shutil
+
     folder = os.fspath(folder)
+    created = not os.path.isdir(folder)
     try:
         os.makedirs(folder, exist_ok=True)
         stage = tempfile.mkdtemp(prefix=".staging-", dir=folder)
     except OSError as exc:
         raise write_error(folder, exc) from None
+    done = False
     try:
         yield stage
         with _locked(os.path.join(folder, ".crossmetric.lock")):
             for name in sorted(os.listdir(stage)):
                 os.replace(os.path.join(stage, name), os.path.join(folder, name))
+        done = True
     except OSError as exc:
-        raise write_error(folder, exc) from None
+        name = exc.filename if isinstance(getattr(exc, "filename", None), str) else folder
+        err = write_error(name, exc)
+        if stage in str(err):  # name the destination, not the private staging folder
+            new = OSError(str(err).replace(stage, folder))
+            new.errno, new._crossmetric_write = err.errno, True
+            err = new
+        raise err from None
     finally:
-        import shutil
-
         shutil.rmtree(stage, ignore_errors=True)
+        if created and not done:  # a folder this call made holds nothing: remove it
+            with contextlib.suppress(OSError):
+                os.rmdir(folder)
 
 
 @contextlib.contextmanager

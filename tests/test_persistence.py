@@ -406,9 +406,10 @@ def test_interrupted_or_failing_write_keeps_the_old_file(data, tmp_path, monkeyp
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(np, "savez", disk_full)
-    with pytest.raises(OSError, match=r"^\[Errno 28\] cannot write '.*m.model': No space "
-                                      r"left on device$"):
+    with pytest.raises(OSError, match=r"^cannot write '.*m.model': No space left on "
+                                      r"device$") as info:
         save_model(path, est)
+    assert info.value.errno == errno.ENOSPC
     assert path.read_bytes() == before and _listing(tmp_path) == ["m.model"]
     monkeypatch.setattr(np, "savez", real)
     with pytest.raises(ValueError):
@@ -552,3 +553,21 @@ def test_failed_evaluate_keeps_an_older_scores_file(data, tmp_path, capsys):
     assert "features" in capsys.readouterr().err
     assert scores.read_bytes() == before and _listing(tmp_path) == [
         "m.model", "narrow.npy", "p.csv", "s.csv", "x.npy"]
+
+
+def test_atomic_folder_failure_leaves_nothing(tmp_path):
+    new = tmp_path / "new"
+    with pytest.raises(OSError, match=r"^cannot write '.*new/results.json': No space left"):
+        with atomic_folder(new) as stage:
+            Path(stage, "results.csv").write_text("a")
+            raise OSError(errno.ENOSPC, "No space left on device",
+                          str(Path(stage, "results.json")))
+    assert not new.exists()  # the folder it made is gone again
+    old = tmp_path / "old"
+    old.mkdir()
+    (old / "results.csv").write_text("old")
+    with pytest.raises(KeyboardInterrupt):
+        with atomic_folder(old) as stage:
+            Path(stage, "results.csv").write_text("new")
+            raise KeyboardInterrupt
+    assert _listing(old) == ["results.csv"] and (old / "results.csv").read_text() == "old"
