@@ -445,10 +445,18 @@ def load_object(path, *, kind: str = "model", allow_pickle: bool = False):
         raw = dec._array(_HEADER, header=True)
         try:
             header = json.loads(bytes(np.asarray(raw, dtype=np.uint8)).decode("utf-8"))
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise ValueError(f"{path}: unreadable crossmetric header ({exc}).") from None
+        except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+            raise ValueError(f"{path}: unreadable crossmetric header "
+                             f"({type(exc).__name__}).") from None
         _check_header(path, header, kind)
-        obj = dec.decode(header["tree"])
+        try:
+            obj = dec.decode(header["tree"])
+        except Exception as exc:  # e.g. a state an allowed class's __setstate__ rejects
+            if isinstance(exc, ValueError) and str(exc).startswith(path):
+                raise
+            raise ValueError(f"{path}: not a valid crossmetric file ({type(exc).__name__}: "
+                             f"{' '.join(str(exc).split())[:160]}); nothing from it was "
+                             "run.") from None
     return obj, header
 
 

@@ -571,3 +571,24 @@ def test_atomic_folder_failure_leaves_nothing(tmp_path):
             Path(stage, "results.csv").write_text("new")
             raise KeyboardInterrupt
     assert _listing(old) == ["results.csv"] and (old / "results.csv").read_text() == "old"
+
+
+def test_data_an_allowed_class_rejects_is_refused(tmp_path):
+    # a well-formed file whose state makes the allowed class fail while being rebuilt
+    tree = {"$object": "crossmetric.retrieval.Index",
+            "state": {"$dict": {"_faiss_bytes_": "not bytes"}}}
+    _npz_with_header(tmp_path / "s.idx", _header(tree, kind="index"))
+    pytest.importorskip("faiss")
+    from crossmetric.retrieval import Index
+
+    with pytest.raises(ValueError, match=r"s.idx: not a valid crossmetric file \(ValueError: "
+                                         r"the faiss part of the index is not a byte array"):
+        Index.load(tmp_path / "s.idx")
+    # JSON nested deeper than Python's recursion limit
+    blob = ('{"format": "crossmetric-model", "format_version": 2, "kind": "model", "tree": '
+            + "[" * 100000 + "]" * 100000 + "}").encode()
+    with open(tmp_path / "deep.model", "wb") as fh:
+        np.savez(fh, __header__=np.frombuffer(blob, np.uint8))
+    with pytest.raises(ValueError, match=r"deep.model: (unreadable crossmetric header|not a "
+                                         r"valid crossmetric file)"):
+        load_model(tmp_path / "deep.model")
