@@ -30,6 +30,20 @@ CUHK01_PATTERN = r"campus/(?P<id>\d{4})(?P<domain>00[1-4])\.png"
 _COLORS = {"rgb": "RGB", "gray": "L"}
 
 
+def high_bit_depth_to_8bit(im):
+    """A 16-bit / 32-bit integer grey Pillow image scaled to 8-bit ``"L"`` (``v / 257``).
+
+    Pillow's own ``convert("RGB")`` clips such images at 255 (a 16-bit PNG comes out white);
+    other modes (palette, grey, RGBA, CMYK, ...) are returned unchanged for ``convert``.
+    """
+    if not (im.mode.startswith("I;16") or im.mode == "I"):
+        return im
+    from PIL import Image
+
+    a = np.asarray(im, dtype=np.float64)
+    return Image.fromarray(np.clip(np.rint(a / 257.0), 0, 255).astype(np.uint8), "L")
+
+
 def _convert_labels(values: list[str]) -> np.ndarray:
     """Digit-only labels become int64 (``"0007"`` → 7), anything else stays str."""
     if values and all(v.isdecimal() for v in values):
@@ -75,7 +89,10 @@ def load_image_folder(path, pattern: str, *, size=None, color: str = "rgb") -> B
         images must have the same size.
     color : {"rgb", "gray"}, default="rgb"
         ``"rgb"``: images of shape (n, h, w, 3); ``"gray"``: (n, h, w), Pillow's ITU-R 601
-        luma ``L = 0.299 R + 0.587 G + 0.114 B``. Palette, grey and RGBA files are converted.
+        luma ``L = 0.299 R + 0.587 G + 0.114 B``. Palette, grey, RGBA and CMYK files are
+        converted; 16-bit grey files are scaled to 8 bits (``v / 257``). Symbolic links to
+        folders are not followed (no loops); file names that are not UTF-8 keep their bytes
+        as surrogate escapes (``os.fsdecode``), so the names still open the files.
 
     Returns
     -------
@@ -141,7 +158,7 @@ def load_image_folder(path, pattern: str, *, size=None, color: str = "rgb") -> B
     for rel in names.tolist():
         try:
             with Image.open(root / rel) as im:
-                im = im.convert(_COLORS[color])
+                im = high_bit_depth_to_8bit(im).convert(_COLORS[color])
                 if wh is not None and im.size != wh:
                     im = im.resize(wh, Image.Resampling.BILINEAR)
                 arr = np.asarray(im, dtype=np.uint8)

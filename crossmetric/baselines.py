@@ -168,6 +168,11 @@ class _SklearnLatent(CrossModalMixin, BaseEstimator):
     def _fit(self, data: PairData, y: np.ndarray) -> None:
         _check_distance(self.distance)
         Xp, Yp = _positive_samples(data, y)
+        for name, V in (("X", Xp), ("Y", Yp)):
+            if np.ptp(V, axis=0).max(initial=0.0) == 0.0:
+                raise ValueError(f"every feature of {name} is constant over the positive "
+                                 f"pairs' samples: {type(self).__name__} needs varying "
+                                 "features.")
         k = check_n_components(
             self.n_components, min(Xp.shape[0], Xp.shape[1], Yp.shape[1]),
             what="min(positive pairs, d_x, d_y)")
@@ -407,9 +412,12 @@ class KISSME(LinearSingleModalMixin, BaseEstimator):
         self.pca_, P = pca_basis(Z, i, j, self.pca_components)
         diff = (Z[i] - Z[j]) @ P.T
         inv = []
-        for mask in (y == 1, y == -1):
+        for mask, kind in ((y == 1, "similar"), (y == -1, "dissimilar")):
             D = diff[mask]
             S = D.T @ D / D.shape[0]
+            if not np.any(S):
+                raise ValueError(f"every {kind} pair joins identical samples (zero "
+                                 "differences): KISSME needs pairs of differing samples.")
             S = S + reg * max(np.trace(S) / S.shape[0], np.finfo(float).tiny) * np.eye(S.shape[0])
             inv.append(scipy.linalg.pinvh(S))
         M = inv[0] - inv[1]

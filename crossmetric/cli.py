@@ -18,11 +18,11 @@ Examples
     crossmetric benchmark --images photos/ --pattern '(?P<id>\d+)_(?P<domain>[ab])\.png'
     crossmetric benchmark --dataset viper --data-home ../shared/data/viper
     crossmetric benchmark --lfw-pairs pairs.txt --x lfw_feats.npy --image-list names.txt
-    crossmetric fit cmml --x photos.npy --y sketches.npy --pairs train.csv --out cmml.joblib
-    crossmetric evaluate cmml.joblib --x photos.npy --y sketches.npy --pairs test.csv
-    crossmetric evaluate cmml.joblib --x probes.npy --y gallery.npy \
+    crossmetric fit cmml --x photos.npy --y sketches.npy --pairs train.csv --out cmml.model
+    crossmetric evaluate cmml.model --x photos.npy --y sketches.npy --pairs test.csv
+    crossmetric evaluate cmml.model --x probes.npy --y gallery.npy \
         --probe-labels p.txt --gallery-labels g.txt --scores scores.csv
-    crossmetric search cmml.joblib --database sketches.npy --queries photos.npy -k 10
+    crossmetric search cmml.model --database sketches.npy --queries photos.npy -k 10
     crossmetric reproduce --list
     crossmetric reproduce pcca-viper --data-home ../shared/data --out viper/
 """
@@ -39,10 +39,9 @@ import warnings
 
 import numpy as np
 
-__all__ = ["main", "build_parser"]
+from crossmetric.persistence import atomic_open
 
-_MODEL_FORMAT = "crossmetric-model"
-_MODEL_VERSION = 1
+__all__ = ["main", "build_parser"]
 
 
 class CLIError(Exception):
@@ -157,30 +156,32 @@ def _preprocessor(est, X: np.ndarray, Y: np.ndarray | None):
 
 
 def _save_model(path: str, est, method: str) -> None:
-    import joblib
-
-    import crossmetric
+    """The model in crossmetric's safe file format (:mod:`crossmetric.persistence`), atomically."""
+    from crossmetric.persistence import save_model
 
     est.set_params(preprocessor=None)  # never store the training samples in the model file
     _check_output_file(path, "--out")
-    joblib.dump({"format": _MODEL_FORMAT, "version": _MODEL_VERSION, "method": method,
-                 "crossmetric_version": crossmetric.__version__, "model": est}, path)
+    try:
+        save_model(path, est, meta={"method": method})
+    except (ValueError, OSError) as exc:
+        raise CLIError(f"--out: {_one_line(exc)}") from None
 
 
-def _load_model(path: str):
-    import joblib
+def _load_model(path: str, trust_pickle: bool = False):
+    """``(model, method)``; nothing in the file runs (unless ``--trust-pickle`` for a pickle)."""
+    from crossmetric.persistence import load_model
 
     if not os.path.isfile(path):
         raise CLIError(f"MODEL: file {path!r} not found.")
     try:
-        payload = joblib.load(path)
-    except Exception as exc:  # pickle / zlib / EOF errors of a file that is no model
-        raise CLIError(f"MODEL: {path!r} is not a crossmetric model file "
-                       f"({type(exc).__name__}: {_one_line(exc)}).") from None
-    if not isinstance(payload, dict) or payload.get("format") != _MODEL_FORMAT:
-        raise CLIError(f"MODEL: {path!r} is not a crossmetric model file (written by "
-                       "'crossmetric fit').")
-    return payload["model"], payload.get("method", type(payload["model"]).__name__)
+        est, header = load_model(path, allow_pickle=trust_pickle, return_header=True)
+    except ValueError as exc:
+        raise CLIError(f"MODEL: {_one_line(exc)}") from None
+    except Exception as exc:  # only reachable with --trust-pickle: the pickle's own errors
+        raise CLIError(f"MODEL: {path!r} could not be unpickled ({type(exc).__name__}: "
+                       f"{_one_line(exc)}).") from None
+    method = (header or {}).get("meta", {}).get("method") or type(est).__name__
+    return est, method
 
 
 def _parse_params(items) -> dict:
@@ -511,7 +512,6 @@ def _resolve_benchmark_config(args):
 
 
 def cmd_benchmark(args) -> int:
-    from crossmetric.plotting import plot_cmc, plot_roc
     from crossmetric.protocols import run_pair_folds, run_protocols
     from crossmetric.registry import METHODS, method_status
 
@@ -655,18 +655,33 @@ def cmd_benchmark(args) -> int:
         for meth, runs in result.info["tuned"].items():
             print(f"  {meth}: {describe_choices([r['params'] for r in runs])}", file=text_out)
     out = args.out
-    try:
-        os.makedirs(out, exist_ok=True)
+    from crossmetric.persistence import atomic_folder
+
+    rocs = {m: c["roc"] for m, c in result.curves.items() if "roc" in c}
+    cmcs = {m: c["cmc"] for m, c in result.curves.items() if "cmc" in c}
+    try:  # staged, then moved into --out under a lock: a killed run leaves the old files
+        with atomic_folder(out) as stage:
+            _write_benchmark_files(result, description, stage, rocs, cmcs)
+            cfg.options["methods"] = names
+            cfg.write(os.path.join(stage, "config.toml"),
+                      methods=[n for n in names if METHODS[n].display in estimators])
     except OSError as exc:
-        raise CLIError(f"--out: cannot create {out!r}: {exc.strerror}.") from None
+        raise CLIError(f"--out: {_one_line(exc)}") from None
+    print(f"wrote results.csv, results.json, results.md, results.tex"
+          f"{', roc.png' if rocs else ''}{', cmc.png' if cmcs else ''}, config.toml to {out}",
+          file=sys.stderr)
+    return 0
+
+
+def _write_benchmark_files(result, description: str, out: str, rocs: dict, cmcs: dict) -> None:
+    from crossmetric.plotting import plot_cmc, plot_roc
+
     result.to_csv(os.path.join(out, "results.csv"))
     result.to_json(os.path.join(out, "results.json"))
     with open(os.path.join(out, "results.md"), "w", encoding="utf-8") as fh:
         fh.write(result.to_markdown() + "\n")
     with open(os.path.join(out, "results.tex"), "w", encoding="utf-8") as fh:
         fh.write(result.to_latex(caption=description) + "\n")
-    rocs = {m: c["roc"] for m, c in result.curves.items() if "roc" in c}
-    cmcs = {m: c["cmc"] for m, c in result.curves.items() if "cmc" in c}
     auc = {m: result.value(m, "auc") for m in rocs}
     rank1 = {m: result.value(m, "rank1") for m in cmcs}
     if rocs:
@@ -675,13 +690,6 @@ def cmd_benchmark(args) -> int:
     if cmcs:
         plot_cmc(cmcs, rank1=rank1, title=f"CMC -- {description}",
                  path=os.path.join(out, "cmc.png"))
-    cfg.options["methods"] = names
-    cfg.write(os.path.join(out, "config.toml"),
-              methods=[n for n in names if METHODS[n].display in estimators])
-    print(f"wrote results.csv, results.json, results.md, results.tex"
-          f"{', roc.png' if rocs else ''}{', cmc.png' if cmcs else ''}, config.toml to {out}",
-          file=sys.stderr)
-    return 0
 
 
 # ---------------------------------------------------------------------------------- fit
@@ -851,9 +859,10 @@ def _identification(est, X: np.ndarray, G: np.ndarray, pl, gl, ranks, scores_pat
             rep["nn_accuracy"] = M.nearest_neighbor_accuracy(D, pl, gl)
         if scores_path is not None:
             if scores_path.lower().endswith(".npy"):
-                np.save(scores_path, D)
+                with atomic_open(scores_path, "wb") as fh:
+                    np.save(fh, D)
             else:
-                with open(scores_path, "w", encoding="utf-8") as fh:
+                with atomic_open(scores_path, "w", encoding="utf-8") as fh:
                     fh.write("probe,gallery,same,distance\n")
                     for i in range(D.shape[0]):
                         same = (gl == pl[i]).astype(int)
@@ -923,7 +932,7 @@ def cmd_evaluate(args) -> int:
 
     verif, ident = _validate_evaluate(args)
     ranks = _parse_ranks(args.ranks)
-    est, method = _load_model(args.model)
+    est, method = _load_model(args.model, args.trust_pickle)
     images = int(getattr(est, "_sample_ndim", 1)) > 1
     X = _load_array(args.x, "--x", allow_images=images, key=args.key)
     Y = _load_array(args.y, "--y", allow_images=images, key=args.key) if args.y else None
@@ -952,7 +961,7 @@ def cmd_evaluate(args) -> int:
             rep["n_pairs"] = int(y.size)
             report.update(rep)
             if args.scores:
-                with open(args.scores, "w", encoding="utf-8") as fh:
+                with atomic_open(args.scores, "w", encoding="utf-8") as fh:
                     fh.write("i,j,label,distance,score\n")
                     fh.writelines(f"{int(a)},{int(b)},{int(lab)},{dist:.8g},{-dist:.8g}\n"
                                   for (a, b), lab, dist in zip(pairs, y, d, strict=True))
@@ -962,9 +971,7 @@ def cmd_evaluate(args) -> int:
                 re_rank=args.re_rank, query_expansion=args.query_expansion)
             if args.show_ranks:
                 report["rank_lists"] = _show_ranks(args, est, X, G, pl, gl, D, images)
-    except ValueError as exc:
-        if args.scores and os.path.isfile(args.scores):
-            os.remove(args.scores)
+    except ValueError as exc:  # --scores is written atomically: an older file stays intact
         raise CLIError(_one_line(exc)) from None
     if args.json:
         print(json.dumps(report, indent=1))
@@ -1020,7 +1027,7 @@ def cmd_search(args) -> int:
     if args.k < 1:
         raise CLIError(f"-k must be >= 1, got {args.k}.")
     _check_output_file(args.out, "--out", (".csv", ".npz"))
-    est, method = _load_model(args.model)
+    est, method = _load_model(args.model, args.trust_pickle)
     images = int(getattr(est, "_sample_ndim", 1)) > 1
     D = _load_array(args.database, "--database", allow_images=images, key=args.key)
     Q = _load_array(args.queries, "--queries", allow_images=images, key=args.key)
@@ -1051,7 +1058,8 @@ def cmd_search(args) -> int:
     if args.out:
         ext = os.path.splitext(args.out)[1].lower()
         if ext == ".npz":
-            np.savez(args.out, ids=ids, distances=dist)
+            with atomic_open(args.out, "wb") as fh:
+                np.savez(fh, ids=ids, distances=dist)
         else:
             _write_search_csv(args.out, ids, dist)
         print(f"wrote the {ids.shape[1]} nearest database rows of {ids.shape[0]} queries to "
@@ -1067,15 +1075,12 @@ def cmd_search(args) -> int:
 
 
 def _write_search_csv(path: str | None, ids: np.ndarray, dist: np.ndarray) -> None:
-    fh = sys.stdout if path is None else open(path, "w", encoding="utf-8")
-    try:
+    with (contextlib.nullcontext(sys.stdout) if path is None
+          else atomic_open(path, "w", encoding="utf-8")) as fh:
         fh.write("query,rank,id,distance\n")
         for q in range(ids.shape[0]):
             fh.writelines(f"{q},{r + 1},{int(ids[q, r])},{float(dist[q, r]):.6g}\n"
                           for r in range(ids.shape[1]) if ids[q, r] >= 0)
-    finally:
-        if path is not None:
-            fh.close()
 
 
 # ------------------------------------------------------------------------------- parser
@@ -1225,7 +1230,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     f = sub.add_parser("fit", help="fit a method on labelled pairs and save the model",
                        formatter_class=raw, epilog=_methods_epilog(),
-                       description="Fit METHOD on your data and save it (joblib). Training "
+                       description="Fit METHOD on your data and save it. Training "
                                    "pairs come from --pairs (rows i,j,label) or are drawn "
                                    "from --labels.")
     f.add_argument("method", help="method name (listed below)")
@@ -1239,7 +1244,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "papers: all positives, --n-negatives negatives each)")
     f.add_argument("--n-negatives", type=int, default=1,
                    help="negatives per positive with --labels (default 1)")
-    f.add_argument("--out", required=True, help="model file to write (joblib)")
+    f.add_argument("--out", required=True, help="model file to write (crossmetric's "
+                   "safe .npz format: loading it runs no code)")
     f.add_argument("--param", action="append", metavar="NAME=VALUE",
                    help="override a constructor argument (repeatable)")
     f.add_argument("--seed", type=int, default=None, help="random_state of the learner")
@@ -1253,6 +1259,9 @@ def build_parser() -> argparse.ArgumentParser:
                                    "rank-r, mAP; --x = probes, --y = gallery) of a saved "
                                    "model.")
     e.add_argument("model", help="model file written by 'crossmetric fit'")
+    e.add_argument("--trust-pickle", action="store_true",
+                   help="also read a pickle/joblib model of an older crossmetric (UNSAFE: "
+                        "it runs the file's code; only for files you trust)")
     e.add_argument("--x", required=True, help="first-modality samples (probes)")
     e.add_argument("--y", default=None, help="second-modality samples (gallery)")
     e.add_argument("--key", default=None, help="array name inside .npz feature files")
@@ -1295,6 +1304,9 @@ def build_parser() -> argparse.ArgumentParser:
                        description="The k nearest database rows of each query in the learned "
                                    "metric (faiss when installed, else exhaustive).")
     s.add_argument("model", help="model file written by 'crossmetric fit'")
+    s.add_argument("--trust-pickle", action="store_true",
+                   help="also read a pickle/joblib model of an older crossmetric (UNSAFE: "
+                        "it runs the file's code; only for files you trust)")
     s.add_argument("--database", required=True, help="database rows (second modality)")
     s.add_argument("--queries", required=True, help="queries (first modality)")
     s.add_argument("--key", default=None, help="array name inside .npz feature files")
@@ -1456,6 +1468,30 @@ def cmd_reproduce(args) -> int:
     return 0
 
 
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM, raised like Ctrl-C so that every ``with`` block unwinds (temporary files are
+    removed, a Dask cluster is closed) before the process ends."""
+
+
+@contextlib.contextmanager
+def _sigterm_unwinds():
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum, frame):
+        raise _Terminated()
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the command line; returns the exit code (0 ok, 2 bad input, 1 failure)."""
     parser = build_parser()
@@ -1465,7 +1501,8 @@ def main(argv: list[str] | None = None) -> int:
         if getattr(args, "func", None) is None:
             parser.print_help(sys.stderr)
             return 2
-        return int(args.func(args))
+        with _sigterm_unwinds():
+            return int(args.func(args))
     except SystemExit as exc:  # --help / --version
         return int(exc.code or 0) if not isinstance(exc.code, str) else 2
     except BrokenPipeError:
@@ -1486,9 +1523,10 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(f"crossmetric: error: {_one_line(exc)}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("crossmetric: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (_Terminated): nothing half-written
+        term = isinstance(exc, _Terminated)
+        print(f"crossmetric: {'terminated' if term else 'interrupted'}", file=sys.stderr)
+        return 143 if term else 130
     except Exception as exc:  # a bug, not bad input: still one line unless debugging
         if debug:
             raise

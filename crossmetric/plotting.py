@@ -102,12 +102,15 @@ def _figure(figsize=(5.5, 4.2)):
 
 
 def save_figure(fig, path: str | os.PathLike) -> str:
-    """Write ``fig`` as PNG to ``path`` (folders are created); returns the path."""
+    """Write ``fig`` as PNG to ``path`` atomically (folders are created); returns the path."""
+    from crossmetric.persistence import atomic_open
+
     path = os.fspath(path)
     folder = os.path.dirname(path)
     if folder:
         os.makedirs(folder, exist_ok=True)
-    fig.savefig(path, format="png", bbox_inches="tight")
+    with atomic_open(path, "wb") as fh:
+        fig.savefig(fh, format="png", bbox_inches="tight")
     return path
 
 

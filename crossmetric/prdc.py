@@ -180,7 +180,8 @@ class PRDC(SingleModalMixin, BaseEstimator):
             rn = dn - (dn @ Q) @ Q.T
             S = (rn.T @ rn - rp.T @ rp) / T.shape[0]
             ev, U = np.linalg.eigh((S + S.T) / 2)
-            if ev[-1] <= 1e-12 * max(1.0, abs(ev).max()):
+            scale = (np.einsum("ij,ij->", rn, rn) + np.einsum("ij,ij->", rp, rp)) / T.shape[0]
+            if ev[-1] <= 1e-12 * scale:                  # relative: 1e-6-scaled features too
                 break                                    # no direction left that separates
             w0 = U[:, -1] / np.sqrt(ev[-1])
             with warnings.catch_warnings(record=True) as caught:

@@ -74,6 +74,9 @@ MEASURES = {
     "fit_seconds": ("fit(s)", 1.0, "both"),
 }
 
+#: ``results.json`` written by :meth:`BenchmarkResult.to_json` (version 1: no format keys)
+RESULT_FORMAT = "crossmetric-benchmark-result"
+RESULT_VERSION = 2
 #: columns of :meth:`BenchmarkResult.table` by default. ``acc_median`` is left out: it sets its
 #: threshold on the test distances themselves (on the balanced test pairs of
 #: :func:`verification_splits` it equals ``1 − EER`` exactly); it stays in the records. The
@@ -734,8 +737,10 @@ class BenchmarkResult:
         return "\n".join(lines)
 
     def to_csv(self, path) -> None:
-        """The summary (method, measure, mean, std, sem, n) as CSV."""
-        with open(path, "w", newline="", encoding="utf-8") as fh:
+        """The summary (method, measure, mean, std, sem, n) as CSV (written atomically)."""
+        from crossmetric.persistence import atomic_open
+
+        with atomic_open(path, "w", newline="", encoding="utf-8") as fh:
             w = csv.DictWriter(fh, fieldnames=["method", "measure", "mean", "std", "sem", "n"])
             w.writeheader()
             for row in self.summary:
@@ -761,9 +766,18 @@ class BenchmarkResult:
                       "methods": self.methods, "info": self.info})
 
     def to_json(self, path) -> None:
-        """Save everything (summary, records, curves, ...) as JSON; :meth:`load` reads it."""
-        with open(path, "w", encoding="utf-8") as fh:
-            json.dump(self.to_dict(), fh, indent=1)
+        """Save everything (summary, records, curves, ...) as JSON; :meth:`load` reads it.
+
+        The file also records ``format``, ``format_version`` and ``crossmetric_version``; it is
+        written atomically (a temporary file moved over ``path`` once complete).
+        """
+        import crossmetric
+        from crossmetric.persistence import atomic_open
+
+        data = {"format": RESULT_FORMAT, "format_version": RESULT_VERSION,
+                "crossmetric_version": crossmetric.__version__, **self.to_dict()}
+        with atomic_open(path, "w", encoding="utf-8") as fh:
+            json.dump(data, fh, indent=1)
 
     save = to_json
 
@@ -804,7 +818,19 @@ class BenchmarkResult:
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise ValueError(f"cannot read a BenchmarkResult from {str(path)!r}: "
                              f"{' '.join(str(exc).split())}") from None
-        return cls.from_dict(data)
+        version = data.get("format_version", 1) if isinstance(data, dict) else None
+        if isinstance(data, dict) and (data.get("format", RESULT_FORMAT) != RESULT_FORMAT
+                                       or not isinstance(version, int)
+                                       or version > RESULT_VERSION):
+            raise ValueError(f"cannot read a BenchmarkResult from {str(path)!r}: format "
+                             f"{data.get('format')!r} version {version!r} (crossmetric "
+                             f"{data.get('crossmetric_version')}); this version reads "
+                             f"{RESULT_FORMAT!r} up to version {RESULT_VERSION}.")
+        try:
+            return cls.from_dict(data)
+        except ValueError as exc:
+            raise ValueError(f"cannot read a BenchmarkResult from {str(path)!r}: {exc}") \
+                from None
 
 
 def _summarise(records: list[dict], methods: list[str]) -> list[dict]:

@@ -61,7 +61,9 @@ from sklearn.base import clone
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 
+from crossmetric import __version__
 from crossmetric import metrics as M
+from crossmetric.persistence import atomic_open
 from crossmetric.reid import CMC_RANKS, evaluate_reid, reid_splits
 
 __all__ = ["PUBLISHED", "REPRODUCTIONS", "Reproduction", "ReproductionResult",
@@ -204,20 +206,22 @@ class ReproductionResult:
         return "\n".join(lines)
 
     def write(self, out: str) -> list[str]:
-        """Write ``results.csv`` (the long table) and ``results.json`` (rows + extra)."""
+        """Write ``results.csv`` (the long table) and ``results.json`` (rows + extra), each
+        atomically (:func:`crossmetric.persistence.atomic_open`)."""
         os.makedirs(out, exist_ok=True)
         cols = ["setting", "method", "measure", "ours", "std", "paper", "diff"]
         extra_cols = sorted({k for r in self.rows for k in r} - set(cols))
         path_csv = os.path.join(out, "results.csv")
-        with open(path_csv, "w", newline="") as fh:
+        with atomic_open(path_csv, "w", newline="", encoding="utf-8") as fh:
             w = csv.DictWriter(fh, fieldnames=cols + extra_cols)
             w.writeheader()
             for r in self.rows:
                 w.writerow({k: ("" if r.get(k) is None else r.get(k))
                             for k in cols + extra_cols})
         path_json = os.path.join(out, "results.json")
-        with open(path_json, "w") as fh:
-            json.dump(self.to_dict(), fh, indent=1)
+        with atomic_open(path_json, "w", encoding="utf-8") as fh:
+            json.dump({"format": "crossmetric-reproduction", "format_version": 1,
+                       "crossmetric_version": __version__, **self.to_dict()}, fh, indent=1)
         return [path_csv, path_json]
 
     def to_dict(self) -> dict:

@@ -20,9 +20,9 @@ Only this module and :mod:`crossmetric._faiss_tools` import faiss (extra
 
 from __future__ import annotations
 
+import copy
 import os
 
-import joblib
 import numpy as np
 from sklearn.exceptions import NotFittedError
 from sklearn.utils import check_random_state, gen_batches
@@ -51,7 +51,6 @@ from crossmetric._faiss_tools import (
 __all__ = ["Index", "set_num_threads"]
 
 KINDS = BUILTIN_KINDS
-_FORMAT = 2
 _first_distinct = first_distinct  # kept importable under its old name
 _faiss = faiss_module
 
@@ -136,9 +135,9 @@ class Index:
     Distances are computed by faiss in float32: for an exact ``flat`` index they equal the
     model's ``cross_distance`` up to float32 rounding. Missing results (fewer than ``k`` vectors
     in the probed lists) have id ``-1`` and distance ``inf`` (``-inf`` for similarities).
-    :meth:`save` writes the faiss index with ``faiss.write_index`` and the model *without* its
-    ``preprocessor`` (the training samples); a kernel model still carries the samples (or
-    Nyström landmarks) its kernel rows are computed against.
+    :meth:`save` writes one file in crossmetric's safe format: the faiss index serialized, and
+    the model *without* its ``preprocessor`` (the training samples); a kernel model still
+    carries the samples (or Nyström landmarks) its kernel rows are computed against.
 
     Examples
     --------
@@ -545,37 +544,74 @@ class Index:
 
     # ------------------------------------------------------------------ save/load
     def save(self, path: str | os.PathLike) -> None:
-        """Write the index to ``path`` (parameters and model, joblib) and ``path + ".faiss"``
-        (the vectors, ``faiss.write_index``).
+        """Write the index -- parameters, model and vectors -- to the single file ``path``.
 
-        The model is saved without its ``preprocessor`` (its training samples).
+        The file is crossmetric's safe format (:mod:`crossmetric.persistence`: an ``.npz``
+        archive and a JSON header; loading it runs no code), written atomically: the faiss
+        vectors (``faiss.serialize_index``) and the metadata are one file, so an interrupted
+        save leaves the previous file whole. The model is saved without its ``preprocessor``
+        (its training samples).
         """
-        faiss = _faiss()
-        path = os.fspath(path)
-        state = {k: v for k, v in self.__dict__.items() if k != "_index"}
-        state["model"] = strip_model(self.model)
-        if self._index is not None:
-            faiss.write_index(to_cpu(self._index), path + ".faiss")
-        joblib.dump({"format": _FORMAT, "state": state, "has_index": self._index is not None},
-                    path)
+        from crossmetric.persistence import save_object
+
+        out = copy.copy(self)
+        out.model = strip_model(self.model)
+        save_object(path, out, kind="index")
 
     @classmethod
-    def load(cls, path: str | os.PathLike) -> Index:
-        """Read an index written by :meth:`save` (both files)."""
-        faiss = _faiss()
+    def load(cls, path: str | os.PathLike, *, allow_pickle: bool = False) -> Index:
+        """Read an index written by :meth:`save`; nothing from the file runs.
+
+        ``allow_pickle=True`` also reads the joblib index files (and their ``.faiss`` part) of
+        older crossmetric versions -- UNSAFE, a pickle runs the code it names; only for files
+        you trust (then :meth:`save` it again).
+        """
+        from crossmetric.persistence import load_object
+
         path = os.fspath(path)
-        payload = joblib.load(path)
-        if not isinstance(payload, dict) or payload.get("format") != _FORMAT:
-            raise ValueError(f"{path} is not a crossmetric.retrieval.Index file (format "
-                             f"{_FORMAT}).")
+        index, header = load_object(path, kind="index", allow_pickle=allow_pickle)
+        if header is None:  # an old joblib index, read with allow_pickle=True
+            return cls._from_old_payload(path, index)
+        if not isinstance(index, cls):
+            raise ValueError(f"{path}: holds a {type(index).__name__}, not an Index.")
+        return index
+
+    @classmethod
+    def _from_old_payload(cls, path: str, payload) -> Index:
+        if not isinstance(payload, dict) or "state" not in payload:
+            raise ValueError(f"{path} is not a crossmetric.retrieval.Index file.")
         index = cls.__new__(cls)
         index.__dict__.update(payload["state"])
         index._index = None
-        if payload["has_index"]:
+        if payload.get("has_index"):
             if not os.path.exists(path + ".faiss"):
                 raise ValueError(f"{path}.faiss (the faiss index written by save) is missing.")
-            index._index = to_device(faiss.read_index(path + ".faiss"), index.device)
+            index._index = to_device(_faiss().read_index(path + ".faiss"), index.device)
         return index
+
+    def __getstate__(self):
+        """Plain data: the faiss index as ``faiss.serialize_index`` bytes (uint8 array)."""
+        state = self.__dict__.copy()
+        native = state.pop("_index", None)
+        state["_faiss_bytes_"] = (None if native is None
+                                  else np.asarray(_faiss().serialize_index(to_cpu(native))))
+        return state
+
+    def __setstate__(self, state):
+        state = dict(state)
+        blob = state.pop("_faiss_bytes_", None)
+        self.__dict__.update(state)
+        self._index = None
+        if blob is not None:
+            blob = np.asarray(blob)
+            if blob.dtype != np.uint8 or blob.ndim != 1:
+                raise ValueError("the faiss part of the index is not a byte array.")
+            try:
+                native = _faiss().deserialize_index(np.ascontiguousarray(blob))
+            except RuntimeError as exc:
+                raise ValueError(f"the faiss part of the index is corrupt: "
+                                 f"{str(exc).splitlines()[0]}") from None
+            self._index = to_device(native, self.device)
 
     def __repr__(self) -> str:
         model = None if self.model is None else type(self.model).__name__

@@ -114,9 +114,9 @@ def test_fit_evaluate_search_roundtrip(files, tmp_path, capsys):
     hits = np.loadtxt(tmp_path / "hits.csv", delimiter=",", skiprows=1)
     assert hits.shape == (200 * 5, 4)
     # the ids are the 5 smallest learned distances of each query
-    import joblib
+    from crossmetric.persistence import load_model
 
-    est = joblib.load(model)["model"]
+    est = load_model(model)
     D = est.cross_distance(d.X, d.Y)
     ids = hits[:, 2].reshape(200, 5).astype(int)
     ref = np.sort(D, axis=1)[:, :5]
@@ -216,9 +216,9 @@ def test_search_falls_back_to_exhaustive_for_non_l2_scores(files, tmp_path, caps
     assert main(["search", str(model), "--database", str(tmp / "y.csv"), "--queries",
                  str(tmp / "x.npy"), "-k", "3", "--out", str(tmp_path / "hits.npz")]) == 0
     assert "exhaustive" in capsys.readouterr().err
-    import joblib
+    from crossmetric.persistence import load_model
 
-    est = joblib.load(model)["model"]
+    est = load_model(model)
     hits = np.load(tmp_path / "hits.npz")
     D = est.cross_distance(d.X, d.Y)
     np.testing.assert_allclose(hits["distances"], np.sort(D, axis=1)[:, :3])
@@ -344,11 +344,10 @@ def test_evaluate_identification_and_scores(own, tmp_path, capsys):
                str(tmp / "labels.txt"), "--json", "--ranks", "1,5"])
     assert rc == 0, capsys.readouterr().err
     rep = json.loads(capsys.readouterr().out)["identification"]
-    import joblib
-
     from crossmetric import metrics as M
+    from crossmetric.persistence import load_model
 
-    est = joblib.load(model)["model"]
+    est = load_model(model)
     D = est.cross_distance(d.X, d.Y)
     assert rep["rank1"] == pytest.approx(M.rank_accuracy(D, d.labels, d.labels, 1))
     assert rep["rank5"] == pytest.approx(M.rank_accuracy(D, d.labels, d.labels, 5))

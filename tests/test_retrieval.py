@@ -263,22 +263,25 @@ def test_empty_inputs():
 
 
 def test_save_leaves_training_data_out(digits, ldml, tmp_path):
-    import faiss
-    import joblib
-
     X = digits[0]
-    Index(ldml, "ivf", nlist=4, min_train_size=100).add(X[:500]).save(tmp_path / "i.joblib")
-    payload = joblib.load(tmp_path / "i.joblib")
-    assert payload["state"]["model"].preprocessor is None
+    Index(ldml, "ivf", nlist=4, min_train_size=100).add(X[:500]).save(tmp_path / "i.idx")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["i.idx"]  # one file, no .faiss part
+    loaded = Index.load(tmp_path / "i.idx")
+    assert loaded.model.preprocessor is None and loaded.ntotal == 500
     assert ldml.preprocessor is not None  # the fitted model itself is untouched
-    assert (tmp_path / "i.joblib").stat().st_size < X[:400].nbytes / 4
-    assert faiss.read_index(str(tmp_path / "i.joblib.faiss")).ntotal == 500
-    loaded = Index.load(tmp_path / "i.joblib")
+    assert (tmp_path / "i.idx").stat().st_size < X[:400].nbytes / 4
     np.testing.assert_array_equal(loaded.search(X[500:], 3)[1],
-                                  Index.load(tmp_path / "i.joblib").search(X[500:], 3)[1])
-    (tmp_path / "i.joblib.faiss").unlink()
-    with pytest.raises(ValueError, match="missing"):
-        Index.load(tmp_path / "i.joblib")
+                                  Index.load(tmp_path / "i.idx").search(X[500:], 3)[1])
+    # a model file is not an index file, and the reverse
+    from crossmetric.persistence import load_model, save_model
+
+    save_model(tmp_path / "m.model", ldml)
+    with pytest.raises(ValueError, match=r"m.model: a crossmetric model file, expected an "
+                                         r"index file"):
+        Index.load(tmp_path / "m.model")
+    with pytest.raises(ValueError, match=r"i.idx: a crossmetric index file, expected a "
+                                         r"model file"):
+        load_model(tmp_path / "i.idx")
 
 
 def test_training_is_deferred_until_enough_vectors():

@@ -42,9 +42,11 @@ def read_image(path, mode: str, size=None) -> np.ndarray:
     """Decode one file with Pillow as ``mode`` ("L" or "RGB"), resized to ``size = (h, w)``."""
     from PIL import Image
 
+    from crossmetric._image_folder import high_bit_depth_to_8bit
+
     try:
         with Image.open(path) as im:
-            im = im.convert(mode)
+            im = high_bit_depth_to_8bit(im).convert(mode)
             if size is not None and (im.height, im.width) != tuple(size):
                 im = im.resize((int(size[1]), int(size[0])), Image.BILINEAR)
             return np.asarray(im)

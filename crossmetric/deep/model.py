@@ -37,6 +37,7 @@ from sklearn.utils import check_random_state, gen_batches
 from sklearn.utils.validation import check_is_fitted
 from tqdm.auto import tqdm
 
+from crossmetric import __version__
 from crossmetric._base import CrossModalMixin, PairData
 from crossmetric._checks import (
     as_float_array,
@@ -64,10 +65,15 @@ from crossmetric.deep.losses import similarity_matrix, similarity_rows
 from crossmetric.deep.networks import GSMNet, GSMTower
 from crossmetric.deep.sampler import balanced_weights, identities_from_pairs, pair_completeness
 from crossmetric.deep.schedule import OPTIMIZERS, SCHEDULES, WindowedConvergence, make_optimizer
+from crossmetric.persistence import atomic_path
 
 __all__ = ["DeepGSM"]
 
 _BATCH_MODES = ("sample", "pair")
+#: training checkpoints (``checkpoint_path``): a ``torch.save`` dict read back with
+#: ``torch.load(weights_only=True)``; version 2 added these format keys
+CHECKPOINT_FORMAT = "crossmetric-deepgsm-checkpoint"
+CHECKPOINT_VERSION = 2
 _INITS = ("default", "paper")
 #: parameters that do not change what a training run computes (free to differ on resume)
 _RUN_ONLY = ("checkpoint_path", "checkpoint_every", "resume", "progress", "verbose",
@@ -114,6 +120,38 @@ def _describe(value):
     if isinstance(value, (np.integer, np.floating)):
         return value.item()
     return repr(value)
+
+
+def _read_checkpoint(path, device) -> dict:
+    """A training checkpoint, read with ``torch.load(weights_only=True)``: tensors, numbers,
+    strings and containers only, so nothing from the file runs. A crafted, truncated or newer
+    file gives one ``ValueError`` line naming it."""
+    import pickle
+    import zipfile
+
+    try:
+        state = torch.load(path, map_location=device, weights_only=True)
+    except (pickle.UnpicklingError, RuntimeError, EOFError, zipfile.BadZipFile,
+            ValueError) as exc:
+        lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+        # torch's message leads with advice to re-run unsafely; keep the line saying what was
+        # unexpected (e.g. "Trying to load unsupported GLOBAL posix.system ...")
+        why = next((ln for ln in lines if "GLOBAL" in ln or "Unsupported" in ln),
+                   lines[0] if lines else type(exc).__name__)
+        raise ValueError(f"checkpoint {str(path)!r} is not a crossmetric training checkpoint "
+                         f"(refused by torch.load(weights_only=True): {why[:200]}); nothing "
+                         "from it was run. Delete it or set resume=False.") from None
+    if not isinstance(state, dict):
+        raise ValueError(f"checkpoint {str(path)!r} is not a crossmetric training checkpoint "
+                         f"(a {type(state).__name__}, expected a dict).")
+    version = state.get("format_version", 1)  # files before versioning: format 1
+    if state.get("format", CHECKPOINT_FORMAT) != CHECKPOINT_FORMAT or not isinstance(
+            version, int) or version > CHECKPOINT_VERSION:
+        raise ValueError(f"checkpoint {str(path)!r} has format {state.get('format')!r} "
+                         f"version {version!r} (crossmetric "
+                         f"{state.get('crossmetric_version')}); this crossmetric {__version__} "
+                         f"reads {CHECKPOINT_FORMAT!r} up to version {CHECKPOINT_VERSION}.")
+    return state
 
 
 def _batch_tensor(images: np.ndarray) -> torch.Tensor:
@@ -775,7 +813,7 @@ class DeepGSM(CrossModalMixin, BaseEstimator):
             torch.multiprocessing.spawn(
                 spawn_worker, args=(n, free_port(), backend, threads, params, args, path),
                 nprocs=n, join=True)
-            return torch.load(path, map_location="cpu", weights_only=False)
+            return torch.load(path, map_location="cpu", weights_only=True)
 
     # ---------------------------------------------------------------------- training
     @staticmethod
@@ -869,7 +907,7 @@ class DeepGSM(CrossModalMixin, BaseEstimator):
         path = self.checkpoint_path
         state = None
         if self.resume and path is not None and os.path.exists(path):
-            state = torch.load(path, map_location=device, weights_only=False)
+            state = _read_checkpoint(path, device)
             self._check_resume(state, settings, fp)
             seed = int(state["seed"])
         val = None
@@ -930,15 +968,15 @@ class DeepGSM(CrossModalMixin, BaseEstimator):
         def save(done):
             if path is None or rank != 0:
                 return
-            tmp = f"{path}.tmp"
-            torch.save({"settings": settings, "fingerprint": fp, "seed": seed,
-                        "net": net.state_dict(), "optimizer": opt.state_dict(),
-                        "scheduler": sched.state_dict(), "scaler": scaler.state_dict(),
-                        "iteration": int(done), "loss_curve": list(curve),
-                        "validation_scores": list(val_scores), "best": best,
-                        "bad_checks": bad_checks,
-                        "average": None if avg is None else avg.state_dict()}, tmp)
-            os.replace(tmp, path)
+            with atomic_path(path) as tmp:
+                torch.save({"format": CHECKPOINT_FORMAT, "format_version": CHECKPOINT_VERSION,
+                            "crossmetric_version": __version__, "settings": settings,
+                            "fingerprint": fp, "seed": seed, "net": net.state_dict(),
+                            "optimizer": opt.state_dict(), "scheduler": sched.state_dict(),
+                            "scaler": scaler.state_dict(), "iteration": int(done),
+                            "loss_curve": list(curve), "validation_scores": list(val_scores),
+                            "best": best, "bad_checks": bad_checks,
+                            "average": None if avg is None else avg.state_dict()}, tmp)
 
         batches = IterationBatches(sampler, start, max_iter)
         loader = torch.utils.data.DataLoader(
@@ -1113,7 +1151,8 @@ class DeepGSM(CrossModalMixin, BaseEstimator):
             except Exception:  # noqa: BLE001 - torch raises many types for unscriptable code
                 c = self.channels_[0 if domain == "x" else 1]
                 scripted = torch.jit.trace(tower, torch.zeros(2, c, *self.input_shape_))
-            scripted.save(str(path))
+            with atomic_path(path) as tmp:
+                scripted.save(tmp)
         return str(path)
 
     # ------------------------------------------------------------------------ pickling

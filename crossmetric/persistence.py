@@ -1,0 +1,571 @@
+"""Files crossmetric writes and reads: a format that cannot run code, and atomic writes.
+
+One module holds the file format of fitted models and retrieval indexes and the helpers that
+every writer of the package uses (the CLI, :mod:`crossmetric.retrieval`, the result writers of
+:mod:`crossmetric.protocols` and :mod:`crossmetric.reproduce`, DeepGSM checkpoints).
+
+The model format
+----------------
+A model file is a NumPy ``.npz`` archive (a zip of ``.npy`` arrays) read with
+``np.load(..., allow_pickle=False)``. Its array ``__header__`` holds UTF-8 JSON::
+
+    {"format": "crossmetric-model", "format_version": 2, "crossmetric_version": "...",
+     "kind": "model", "class": "crossmetric.pcca.PCCA", "params": {...},
+     "attributes": {"components_": "ndarray", ...}, "meta": {...}, "tree": {...}}
+
+``tree`` describes the object: JSON scalars as themselves, and tagged objects for the rest
+(``{"$tuple": [...]}``, ``{"$dict": {...}}``, ``{"$array": "a3"}`` naming an array of the
+archive, ``{"$tensor": ...}`` for PyTorch tensors, ``{"$object": "crossmetric.pcca.PCCA",
+"state": {...}}`` for an estimator). An object is rebuilt only when its class is in
+:data:`ALLOWED_CLASSES` -- the crossmetric learners and the few scikit-learn estimators they
+hold (PCA, PLSCanonical, GaussianMixture, ...) -- by ``cls.__new__`` and its ``__setstate__``
+with the decoded state, which is made only of numbers, strings, arrays and other allowed
+objects. Nothing in the file names a function to call, so nothing from it runs: a class or tag
+outside the list, an array of Python objects (refused by ``allow_pickle=False``) or a file that
+is not such an archive is refused with a one-line ``ValueError`` naming the file.
+
+Why not pickle / joblib: unpickling calls whatever the file names (``os.system`` included).
+Why not skops.io: it is not a dependency of crossmetric, its trusted-type lists would have to
+cover PyTorch tensors and RandomState objects anyway, and a format of ~200 lines that the test
+suite checks against every learner is easier to audit than a general one. DeepGSM networks are
+stored as their state dict (tensors as arrays); the network is rebuilt from the estimator's
+parameters, as ``DeepGSM.__setstate__`` does for pickles.
+
+Pickle and joblib files written by crossmetric before this format are refused, with a message
+that says how to convert a file you trust: ``load_model(path, allow_pickle=True)`` (UNSAFE: it
+runs the file's code) or ``python -m crossmetric.persistence OLD NEW --trust-pickle``.
+
+Atomic writes
+-------------
+:func:`atomic_path` and :func:`atomic_open` write to a temporary file in the destination's
+folder and move it over the destination with ``os.replace`` only once it is complete: a run
+stopped by Ctrl-C, SIGTERM or SIGKILL leaves the previous file intact (after SIGKILL a hidden
+``.NAME.*.tmp`` file may stay behind; it is never read). :func:`atomic_folder` stages several
+files and moves them into a folder under a lock, so that two runs writing the same folder at
+once leave one run's complete set of files.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import json
+import os
+import sys
+import tempfile
+import zipfile
+from collections.abc import Iterator
+
+import numpy as np
+
+__all__ = ["FORMAT", "FORMAT_VERSION", "ALLOWED_CLASSES", "save_model", "load_model",
+           "save_object", "load_object", "atomic_path", "atomic_open", "atomic_folder",
+           "write_error"]
+
+FORMAT = "crossmetric-model"
+#: version 1 was the joblib pickle of crossmetric <= 0.x; 2 is the ``.npz`` + JSON format
+FORMAT_VERSION = 2
+
+#: every class a model or index file may rebuild ("module.QualName"); nothing else is imported
+ALLOWED_CLASSES = frozenset({
+    # learners and their nested crossmetric parts
+    "crossmetric.pcca.PCCA", "crossmetric.cmml.CMML", "crossmetric.auc.CMLAUC",
+    "crossmetric.auc.MahaAUC", "crossmetric.ldml.LDML", "crossmetric.clml.CLML",
+    "crossmetric.clml.CLMLCV", "crossmetric.gsm.GSM", "crossmetric.deep.model.DeepGSM",
+    "crossmetric.baselines.CCA", "crossmetric.baselines.PLS", "crossmetric.baselines.KCCA",
+    "crossmetric.baselines.CDFE", "crossmetric.baselines.KISSME", "crossmetric.baselines.KPLS",
+    "crossmetric.baselines.KCDFE", "crossmetric.baselines.Euclidean",
+    "crossmetric.discriminant.MvDA", "crossmetric.discriminant.CSR",
+    "crossmetric.discriminant.KCSR", "crossmetric.dml_eig.DMLEig", "crossmetric.itml.ITML",
+    "crossmetric.neighbours.NCA", "crossmetric.neighbours.LMNN", "crossmetric.neighbours.MCC",
+    "crossmetric.prdc.PRDC", "crossmetric.ensemble.SeedEnsemble",
+    "crossmetric.supervised.Supervised", "crossmetric.kernels.KernelMap",
+    "crossmetric.kernels.HellingerMap", "crossmetric.kernels.KernelCoordinates",
+    "crossmetric.kernels.NystroemMap", "crossmetric.retrieval.Index",
+    # scikit-learn estimators held by fitted learners
+    "sklearn.decomposition._pca.PCA", "sklearn.preprocessing._data.StandardScaler",
+    "sklearn.cross_decomposition._pls.PLSCanonical", "sklearn.cross_decomposition._pls.CCA",
+    "sklearn.mixture._gaussian_mixture.GaussianMixture",
+    "sklearn.neighbors._nca.NeighborhoodComponentsAnalysis",
+    "sklearn.kernel_approximation.Nystroem",
+})
+
+_HEADER = "__header__"
+_ZIP_MAGIC = b"PK\x03\x04"
+_UMASK = os.umask(0)
+os.umask(_UMASK)
+
+
+# ---------------------------------------------------------------------------- atomic writes
+def write_error(path, exc: OSError) -> OSError:
+    """A one-line ``OSError`` saying that ``path`` could not be written, and why."""
+    why = exc.strerror or str(exc) or type(exc).__name__
+    if getattr(exc, "_crossmetric_write", False):  # already says which file
+        return exc
+    err = OSError(f"cannot write {os.fspath(path)!r}: {why}")
+    err.errno = exc.errno
+    err._crossmetric_write = True
+    return err
+
+
+@contextlib.contextmanager
+def atomic_path(path) -> Iterator[str]:
+    """Yield a temporary file name beside ``path``; move it onto ``path`` once the block ends.
+
+    The temporary file is removed if the block raises (Ctrl-C included) and ``path`` keeps its
+    previous content. An ``OSError`` (read-only folder, full disk) is re-raised as one line that
+    names ``path``.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> from crossmetric.persistence import atomic_path
+    >>> folder = tempfile.mkdtemp()
+    >>> with atomic_path(os.path.join(folder, "a.txt")) as tmp:
+    ...     with open(tmp, "w") as fh:
+    ...         _ = fh.write("done")
+    >>> os.listdir(folder)
+    ['a.txt']
+    """
+    path = os.fspath(path)
+    folder, name = os.path.split(os.path.abspath(path))
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=folder)
+        os.close(fd)
+    except OSError as exc:
+        raise write_error(path, exc) from None
+    try:
+        yield tmp
+        os.chmod(tmp, 0o666 & ~_UMASK)
+        with open(tmp, "rb+") as fh:  # on disk before it takes the destination's name
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except OSError as exc:
+        _remove(tmp)
+        raise write_error(path, exc) from None
+    except BaseException:
+        _remove(tmp)
+        raise
+
+
+@contextlib.contextmanager
+def atomic_open(path, mode: str = "w", **kwargs):
+    """``open(path, mode)`` written atomically (see :func:`atomic_path`); ``mode`` "w"/"wb"."""
+    if mode not in ("w", "wb"):
+        raise ValueError(f"mode must be 'w' or 'wb', got {mode!r}.")
+    with atomic_path(path) as tmp, open(tmp, mode, **kwargs) as fh:
+        yield fh
+
+
+@contextlib.contextmanager
+def atomic_folder(folder) -> Iterator[str]:
+    """Yield a private staging folder inside ``folder``; its files replace ``folder``'s at the end.
+
+    The move happens under an exclusive lock on ``folder/.crossmetric.lock`` (POSIX), so two
+    runs that write the same folder at once leave the complete file set of one of them. On an
+    error the staging folder is removed and ``folder`` is left as it was.
+    """
+    import shutil
+
+    folder = os.fspath(folder)
+    created = not os.path.isdir(folder)
+    try:
+        os.makedirs(folder, exist_ok=True)
+        stage = tempfile.mkdtemp(prefix=".staging-", dir=folder)
+    except OSError as exc:
+        raise write_error(folder, exc) from None
+    done = False
+    try:
+        yield stage
+        with _locked(os.path.join(folder, ".crossmetric.lock")):
+            for name in sorted(os.listdir(stage)):
+                os.replace(os.path.join(stage, name), os.path.join(folder, name))
+        done = True
+    except OSError as exc:
+        name = exc.filename if isinstance(getattr(exc, "filename", None), str) else folder
+        err = write_error(name, exc)
+        if stage in str(err):  # name the destination, not the private staging folder
+            new = OSError(str(err).replace(stage, folder))
+            new.errno, new._crossmetric_write = err.errno, True
+            err = new
+        raise err from None
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+        if created and not done:  # a folder this call made holds nothing: remove it
+            with contextlib.suppress(OSError):
+                os.rmdir(folder)
+
+
+@contextlib.contextmanager
+def _locked(lock_path: str):
+    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o666 & ~_UMASK)
+    try:
+        try:
+            import fcntl
+        except ImportError:  # pragma: no cover - Windows: os.replace of each file still atomic
+            fcntl = None
+        if fcntl is not None:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def _remove(path: str) -> None:
+    with contextlib.suppress(OSError):
+        os.remove(path)
+
+
+# ----------------------------------------------------------------------------- encoding
+class _Encoder:
+    """Python value -> JSON tree + named arrays; refuses anything it cannot rebuild."""
+
+    def __init__(self):
+        self.arrays: dict[str, np.ndarray] = {}
+
+    def _array(self, arr: np.ndarray, where: str) -> str:
+        if arr.dtype.hasobject or arr.dtype.kind not in "biufcUSM" or arr.dtype.names:
+            raise ValueError(f"{where}: arrays of dtype {arr.dtype} cannot be saved.")
+        key = f"a{len(self.arrays)}"
+        self.arrays[key] = arr
+        return key
+
+    def encode(self, v, where: str):
+        if v is None or isinstance(v, (bool, str)):
+            return v
+        if isinstance(v, int) and type(v) is int:
+            return v
+        if type(v) is float:
+            return v if np.isfinite(v) else {"$float": repr(v)}
+        if isinstance(v, np.ndarray):
+            return {"$array": self._array(v, where)}
+        if isinstance(v, np.generic):
+            return {"$scalar": self._array(np.asarray(v), where)}
+        if isinstance(v, tuple) and type(v) is tuple:
+            return {"$tuple": [self.encode(e, f"{where}[{i}]") for i, e in enumerate(v)]}
+        if type(v) is list:
+            return [self.encode(e, f"{where}[{i}]") for i, e in enumerate(v)]
+        if isinstance(v, dict) and type(v).__name__ in ("dict", "OrderedDict"):
+            if all(type(k) is str for k in v):
+                return {"$dict": {k: self.encode(e, f"{where}[{k!r}]") for k, e in v.items()}}
+            return {"$items": [[self.encode(k, f"{where} key"), self.encode(e, f"{where}[{k!r}]")]
+                               for k, e in v.items()]}
+        if isinstance(v, np.random.RandomState):
+            return {"$randomstate": self.encode(v.get_state(), where)}
+        if isinstance(v, np.dtype):
+            return {"$dtype": v.str}
+        torch = sys.modules.get("torch")
+        if torch is not None and isinstance(v, torch.Tensor):
+            t = v.detach().cpu()
+            if t.dtype == torch.bfloat16:
+                raise ValueError(f"{where}: bfloat16 tensors cannot be saved.")
+            return {"$tensor": self._array(t.numpy().copy(), where)}
+        if torch is not None and isinstance(v, torch.device):
+            return {"$device": str(v)}
+        cls = type(v)
+        qual = f"{cls.__module__}.{cls.__qualname__}"
+        if qual not in ALLOWED_CLASSES:
+            raise ValueError(f"{where}: objects of type {qual} cannot be saved (not a "
+                             "crossmetric estimator or a known nested type).")
+        state = v.__getstate__() if hasattr(v, "__getstate__") else vars(v)
+        if not isinstance(state, dict):
+            raise ValueError(f"{where}: the state of {qual} is not a dictionary.")
+        return {"$object": qual, "state": self.encode(state, where)}
+
+
+class _Decoder:
+    def __init__(self, path: str, arrays):
+        self.path, self.arrays = path, arrays
+
+    def _fail(self, what: str):
+        raise ValueError(f"{self.path}: not a valid crossmetric file ({what}); nothing from it "
+                         "was run.")
+
+    def _array(self, key, header: bool = False):
+        if not isinstance(key, str) or (key == _HEADER) != header \
+                or key not in self.arrays.files:
+            self._fail(f"unknown array {key!r}")
+        try:
+            return self.arrays[key]
+        except Exception as exc:  # an object array (allow_pickle=False), truncated, CRC error
+            if isinstance(exc, ValueError) and "allow_pickle" in str(exc):
+                self._fail(f"array {key!r} holds Python objects")
+            self._fail(f"array {key!r} is unreadable: {type(exc).__name__}: "
+                       f"{' '.join(str(exc).split())[:120]}")
+
+    def decode(self, v):
+        if v is None or isinstance(v, (bool, str, int, float)):
+            return v
+        if isinstance(v, list):
+            return [self.decode(e) for e in v]
+        if not isinstance(v, dict) or len(v) not in (1, 2):
+            self._fail(f"unexpected JSON value of type {type(v).__name__}")
+        tag = next(iter(v))
+        body = v[tag]
+        if tag == "$tuple" and isinstance(body, list):
+            return tuple(self.decode(e) for e in body)
+        if tag == "$dict" and isinstance(body, dict):
+            return {k: self.decode(e) for k, e in body.items()}
+        if tag == "$items" and isinstance(body, list):
+            return {self._hashable(self.decode(k)): self.decode(e) for k, e in body}
+        if tag == "$float" and body in ("nan", "inf", "-inf"):
+            return float(body)
+        if tag == "$array":
+            return self._array(body)
+        if tag == "$scalar":
+            arr = self._array(body)
+            if arr.ndim != 0:
+                self._fail(f"scalar {body!r} has shape {arr.shape}")
+            return arr[()]
+        if tag == "$dtype" and isinstance(body, str):
+            try:
+                dt = np.dtype(body)
+            except TypeError:
+                self._fail(f"unknown dtype {body!r}")
+            if dt.hasobject:
+                self._fail(f"object dtype {body!r}")
+            return dt
+        if tag == "$randomstate":
+            rs = np.random.RandomState()
+            try:
+                rs.set_state(self.decode(body))
+            except (TypeError, ValueError) as exc:
+                self._fail(f"bad RandomState: {exc}")
+            return rs
+        if tag == "$tensor":
+            import torch
+
+            return torch.from_numpy(np.array(self._array(body)))
+        if tag == "$device" and isinstance(body, str):
+            import torch
+
+            return torch.device(body)
+        if tag == "$object" and len(v) == 2 and isinstance(v.get("state"), dict):
+            return self._object(body, v["state"])
+        self._fail(f"unexpected entry {tag!r}")
+
+    @staticmethod
+    def _hashable(k):
+        return k if not isinstance(k, list) else tuple(k)
+
+    def _object(self, qual, state):
+        if not isinstance(qual, str) or qual not in ALLOWED_CLASSES:
+            self._fail(f"class {qual!r} is not one crossmetric loads")
+        module, _, name = qual.rpartition(".")
+        cls = getattr(importlib.import_module(module), name)
+        state = self.decode(state)
+        if not isinstance(state, dict):
+            self._fail(f"state of {qual} is not a dictionary")
+        obj = cls.__new__(cls)
+        if hasattr(obj, "__setstate__"):
+            obj.__setstate__(state)
+        else:  # pragma: no cover - every allowed class has __setstate__ (object's default)
+            obj.__dict__.update(state)
+        return obj
+
+
+# ---------------------------------------------------------------------------- save / load
+def _type_name(v) -> str:
+    return type(v).__name__
+
+
+def save_object(path, obj, *, kind: str = "model", meta: dict | None = None) -> None:
+    """Write ``obj`` (an allowed estimator or index) to ``path`` atomically in the safe format.
+
+    Raises ``ValueError`` naming the attribute when ``obj`` holds something the format cannot
+    describe (e.g. a lambda, or a PyTorch module given as a parameter).
+    """
+    import crossmetric
+
+    path = os.fspath(path)
+    enc = _Encoder()
+    tree = enc.encode(obj, type(obj).__name__)
+    params = {}
+    if hasattr(obj, "get_params"):
+        params = {k: json.loads(json.dumps(_Encoder().encode(v, k), default=str))
+                  for k, v in obj.get_params(deep=False).items()}
+    state = obj.__getstate__() if hasattr(obj, "__getstate__") else vars(obj)
+    header = {
+        "format": FORMAT, "format_version": FORMAT_VERSION,
+        "crossmetric_version": crossmetric.__version__, "kind": kind,
+        "class": f"{type(obj).__module__}.{type(obj).__qualname__}", "params": params,
+        "attributes": {k: _type_name(v) for k, v in state.items()
+                       if k.endswith("_") and not k.startswith("__")},
+        "meta": dict(meta or {}), "tree": tree,
+    }
+    try:
+        blob = json.dumps(header, allow_nan=False).encode("utf-8")
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"cannot save {path!r}: {exc}") from None
+    arrays = {_HEADER: np.frombuffer(blob, dtype=np.uint8), **enc.arrays}
+    with atomic_path(path) as tmp, open(tmp, "wb") as fh:
+        np.savez(fh, **arrays)
+
+
+def _refuse_pickle(path: str, head: bytes) -> None:
+    looks_pickle = head[:1] == b"\x80" or head[:2] in (b"x\x9c", b"x\x01", b"x\xda") \
+        or head[:3] == b"ZF\x00" or head[:2] == b"\x1f\x8b"
+    what = "a pickle/joblib file" if looks_pickle else "not a crossmetric model file"
+    raise ValueError(
+        f"{path}: {what}; loading pickles can run code, so it is refused. If you trust where "
+        "it came from, convert it once: python -m crossmetric.persistence OLD NEW "
+        "--trust-pickle (or load_model(path, allow_pickle=True)); both run the file's code.")
+
+
+def load_object(path, *, kind: str = "model", allow_pickle: bool = False):
+    """Read a file written by :func:`save_object`; returns ``(obj, header)``.
+
+    ``allow_pickle=True`` also reads the pickle/joblib files of older crossmetric versions.
+    UNSAFE: a pickle runs whatever code it names; use it only for files you trust.
+    """
+    path = os.fspath(path)
+    if not os.path.isfile(path):
+        raise ValueError(f"{path}: file not found.")
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(4)
+    except OSError as exc:
+        raise ValueError(f"{path}: cannot read: {exc.strerror or exc}.") from None
+    if not head:
+        raise ValueError(f"{path}: empty file (0 bytes), not a crossmetric {kind} file.")
+    if head != _ZIP_MAGIC:
+        if allow_pickle:
+            return _load_pickle(path, kind), None
+        _refuse_pickle(path, head)
+    try:
+        arrays = np.load(path, allow_pickle=False)
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
+        raise ValueError(f"{path}: truncated or corrupt crossmetric {kind} file "
+                         f"({type(exc).__name__}).") from None
+    with arrays:
+        dec = _Decoder(path, arrays)
+        if _HEADER not in arrays.files:
+            raise ValueError(f"{path}: not a crossmetric {kind} file (an .npz archive without "
+                             "a crossmetric header).")
+        raw = dec._array(_HEADER, header=True)
+        try:
+            header = json.loads(bytes(np.asarray(raw, dtype=np.uint8)).decode("utf-8"))
+        except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+            raise ValueError(f"{path}: unreadable crossmetric header "
+                             f"({type(exc).__name__}).") from None
+        _check_header(path, header, kind)
+        try:
+            obj = dec.decode(header["tree"])
+        except Exception as exc:  # e.g. a state an allowed class's __setstate__ rejects
+            if isinstance(exc, ValueError) and str(exc).startswith(path):
+                raise
+            raise ValueError(f"{path}: not a valid crossmetric file ({type(exc).__name__}: "
+                             f"{' '.join(str(exc).split())[:160]}); nothing from it was "
+                             "run.") from None
+    return obj, header
+
+
+def _check_header(path: str, header, kind: str) -> None:
+    if not isinstance(header, dict) or header.get("format") != FORMAT or "tree" not in header:
+        raise ValueError(f"{path}: not a crossmetric {kind} file (no crossmetric header).")
+    version = header.get("format_version")
+    if not isinstance(version, int) or version > FORMAT_VERSION or version < 2:
+        import crossmetric
+
+        raise ValueError(
+            f"{path}: format version {version!r} (written by crossmetric "
+            f"{header.get('crossmetric_version')}) is not one this crossmetric "
+            f"{crossmetric.__version__} reads (version {FORMAT_VERSION}); upgrade crossmetric.")
+    if header.get("kind") != kind:
+        got = header.get("kind")
+        raise ValueError(f"{path}: a crossmetric {got} file, expected {_a(kind)} {kind} file.")
+
+
+def _a(word: str) -> str:
+    return "an" if word[:1] in "aeiou" else "a"
+
+
+def _load_pickle(path: str, kind: str):
+    import joblib
+
+    payload = joblib.load(path)
+    if isinstance(payload, dict) and "model" in payload:
+        payload = payload["model"]
+    return payload
+
+
+def save_model(path, model, *, meta: dict | None = None) -> None:
+    """Save a fitted (or unfitted) crossmetric estimator to ``path`` (safe format, atomic).
+
+    The ``preprocessor`` (the training samples) is not stored.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> import numpy as np
+    >>> from crossmetric import PCCA
+    >>> from crossmetric.persistence import load_model, save_model
+    >>> rng = np.random.RandomState(0)
+    >>> X = rng.rand(20, 4)
+    >>> pairs = np.array([[0, 1], [2, 3], [0, 5], [4, 9]])
+    >>> model = PCCA(n_components=2, max_iter=5, random_state=0, preprocessor=X).fit(
+    ...     pairs, [1, 1, -1, -1])
+    >>> path = os.path.join(tempfile.mkdtemp(), "pcca.npz")
+    >>> save_model(path, model)
+    >>> again = load_model(path).set_params(preprocessor=X)
+    >>> bool(np.array_equal(again.pair_distance(pairs), model.pair_distance(pairs)))
+    True
+    """
+    from crossmetric._faiss_tools import strip_model
+
+    save_object(path, strip_model(model), kind="model", meta=meta)
+
+
+def load_model(path, *, allow_pickle: bool = False, return_header: bool = False):
+    """Load a model written by :func:`save_model` (without running anything from the file).
+
+    Parameters
+    ----------
+    path : str or path-like
+    allow_pickle : bool, default=False
+        Also read the joblib files of older crossmetric versions. UNSAFE: unpickling runs
+        whatever code the file names; only for files you trust.
+    return_header : bool, default=False
+        Return ``(model, header)``: the JSON header (``None`` for a pickle).
+
+    Raises
+    ------
+    ValueError
+        One line naming the file: missing, empty, truncated, a pickle, an unknown class or
+        entry, a newer format version, or a file of another kind.
+    """
+    obj, header = load_object(path, kind="model", allow_pickle=allow_pickle)
+    if not hasattr(obj, "get_params"):
+        raise ValueError(f"{os.fspath(path)}: holds a {type(obj).__name__}, not an estimator.")
+    return (obj, header) if return_header else obj
+
+
+def _main(argv=None) -> int:
+    import argparse
+
+    p = argparse.ArgumentParser(
+        prog="python -m crossmetric.persistence",
+        description="Convert a pickle/joblib model file of an older crossmetric to the safe "
+                    "format. UNSAFE for files you do not trust: reading a pickle runs its code.")
+    p.add_argument("old")
+    p.add_argument("new")
+    p.add_argument("--trust-pickle", action="store_true",
+                   help="required: confirm that you trust OLD (its code runs)")
+    args = p.parse_args(argv)
+    if not args.trust_pickle:
+        print("crossmetric: refusing to read a pickle without --trust-pickle (it runs code).",
+              file=sys.stderr)
+        return 2
+    try:
+        model = load_model(args.old, allow_pickle=True)
+        save_model(args.new, model, meta={"converted_from": os.path.basename(args.old)})
+    except (ValueError, OSError) as exc:
+        print(f"crossmetric: {str(exc).splitlines()[0]}", file=sys.stderr)
+        return 1
+    print(f"converted {args.old} -> {args.new}")
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(_main())
+
