@@ -82,13 +82,27 @@ ALLOWED_CLASSES = frozenset({
     "crossmetric.supervised.Supervised", "crossmetric.kernels.KernelMap",
     "crossmetric.kernels.HellingerMap", "crossmetric.kernels.KernelCoordinates",
     "crossmetric.kernels.NystroemMap", "crossmetric.retrieval.Index",
-    # scikit-learn estimators held by fitted learners
-    "sklearn.decomposition._pca.PCA", "sklearn.preprocessing._data.StandardScaler",
-    "sklearn.cross_decomposition._pls.PLSCanonical", "sklearn.cross_decomposition._pls.CCA",
-    "sklearn.mixture._gaussian_mixture.GaussianMixture",
-    "sklearn.neighbors._nca.NeighborhoodComponentsAnalysis",
+    "crossmetric.multiview.MCCA",
+    # scikit-learn estimators held by fitted learners, by their public import paths
+    "sklearn.decomposition.PCA", "sklearn.preprocessing.StandardScaler",
+    "sklearn.cross_decomposition.PLSCanonical", "sklearn.cross_decomposition.CCA",
+    "sklearn.mixture.GaussianMixture", "sklearn.neighbors.NeighborhoodComponentsAnalysis",
     "sklearn.kernel_approximation.Nystroem",
 })
+
+
+def _public_name(cls) -> str:
+    """``module.QualName`` of a class by its public import path.
+
+    scikit-learn defines its estimators in private modules and exports them from the public
+    package (PCA from ``sklearn.decomposition``): the public path is the only one a file names,
+    and the only one :func:`load_model` imports."""
+    public = ".".join(p for p in cls.__module__.split(".") if not p.startswith("_"))
+    if public != cls.__module__:
+        module = sys.modules.get(public) or importlib.import_module(public)
+        if getattr(module, cls.__qualname__, None) is cls:
+            return f"{public}.{cls.__qualname__}"
+    return f"{cls.__module__}.{cls.__qualname__}"
 
 _HEADER = "__header__"
 _ZIP_MAGIC = b"PK\x03\x04"
@@ -263,7 +277,7 @@ class _Encoder:
         if torch is not None and isinstance(v, torch.device):
             return {"$device": str(v)}
         cls = type(v)
-        qual = f"{cls.__module__}.{cls.__qualname__}"
+        qual = _public_name(cls)
         if qual not in ALLOWED_CLASSES:
             raise ValueError(f"{where}: objects of type {qual} cannot be saved (not a "
                              "crossmetric estimator or a known nested type).")
@@ -388,7 +402,7 @@ def save_object(path, obj, *, kind: str = "model", meta: dict | None = None) -> 
     header = {
         "format": FORMAT, "format_version": FORMAT_VERSION,
         "crossmetric_version": crossmetric.__version__, "kind": kind,
-        "class": f"{type(obj).__module__}.{type(obj).__qualname__}", "params": params,
+        "class": _public_name(type(obj)), "params": params,
         "attributes": {k: _type_name(v) for k, v in state.items()
                        if k.endswith("_") and not k.startswith("__")},
         "meta": dict(meta or {}), "tree": tree,

@@ -3,13 +3,13 @@
 import json
 from html.parser import HTMLParser
 
-import joblib
 import numpy as np
 import pytest
 
 from crossmetric import metrics as M
 from crossmetric.cli import main
 from crossmetric.datasets import make_cross_modal
+from crossmetric.persistence import load_model
 from crossmetric.reid import refine_distances
 
 
@@ -19,11 +19,11 @@ def fitted(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("cli_reid")
     np.save(tmp / "x.npy", d.X)
     np.savetxt(tmp / "labels.txt", d.labels, fmt="%d")
-    model = tmp / "pcca.joblib"
+    model = tmp / "pcca.model"
     assert main(["fit", "pcca", "--x", str(tmp / "x.npy"), "--labels", str(tmp / "labels.txt"),
                  "--out", str(model), "--param", "n_components=4", "--param", "max_iter=30",
                  "--seed", "0"]) == 0
-    est = joblib.load(model)["model"]
+    est = load_model(model)
     est.set_params(preprocessor=None)
     return tmp, d, model, est
 
