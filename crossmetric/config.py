@@ -216,9 +216,10 @@ class RunConfig:
 
     def write(self, path, methods: Sequence[str] | None = None) -> None:
         """Write :meth:`to_toml` to ``path`` atomically."""
-        from crossmetric._atomic import write_text_atomic
+        from crossmetric.persistence import atomic_open
 
-        write_text_atomic(path, self.to_toml(methods))
+        with atomic_open(path, "w", encoding="utf-8") as fh:
+            fh.write(self.to_toml(methods))
 
 
 def load_config(path) -> dict:

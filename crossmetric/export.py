@@ -18,7 +18,6 @@ Files are written to a temporary file in the target folder and moved into place
 from __future__ import annotations
 
 import os
-import tempfile
 
 import numpy as np
 from sklearn.utils.validation import check_is_fitted
@@ -33,18 +32,12 @@ def _check_modality(modality) -> str:
 
 
 def _write_atomic(path, data: bytes) -> str:
-    path = os.fspath(path)
-    folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=os.path.basename(path))
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    return path
+    """Write ``data`` to ``path`` atomically (:func:`crossmetric.persistence.atomic_open`)."""
+    from crossmetric.persistence import atomic_open
+
+    with atomic_open(path, "wb") as fh:
+        fh.write(data)
+    return os.fspath(path)
 
 
 # ----------------------------------------------------------------------------- tower steps

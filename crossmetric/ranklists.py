@@ -12,7 +12,6 @@ import base64
 import html
 import io
 import os
-import tempfile
 from collections.abc import Mapping
 
 import numpy as np
@@ -208,18 +207,12 @@ def write_rank_html(path, query_images, gallery_images, distance, q_labels, g_la
 
 
 def _write_text_atomic(path, text: str) -> str:
-    """Write ``text`` to ``path`` through a temporary file in the same folder + os.replace."""
+    """Write ``text`` to ``path`` atomically (:func:`crossmetric.persistence.atomic_open`),
+    creating its folder."""
+    from crossmetric.persistence import atomic_open
+
     path = os.fspath(path)
-    folder = os.path.dirname(os.path.abspath(path))
-    os.makedirs(folder, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=".html")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.chmod(tmp, 0o644)  # mkstemp's 0600 would hide the page from other readers
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with atomic_open(path, "w", encoding="utf-8") as fh:
+        fh.write(text)
     return path

@@ -292,7 +292,7 @@ def write_embeddings(path, features: np.ndarray, **columns) -> None:
     """Save ``features`` as array ``X`` of an ``.npz`` file, with per-row ``columns`` (ids,
     domains, file names), atomically; the file loads without pickles
     (``np.load(path)``, :func:`crossmetric.datasets.load_features`)."""
-    from crossmetric._atomic import atomic_path
+    from crossmetric.persistence import atomic_open
 
     arrays = {"X": np.asarray(features)}
     for name, col in columns.items():
@@ -303,5 +303,5 @@ def write_embeddings(path, features: np.ndarray, **columns) -> None:
             raise ValueError(f"{name} has {col.shape[0]} rows, the features "
                              f"{arrays['X'].shape[0]}.")
         arrays[name] = col
-    with atomic_path(path, suffix=".npz") as tmp:
-        np.savez(tmp, **arrays)
+    with atomic_open(path, "wb") as fh:   # a file object: np.savez appends no extension
+        np.savez(fh, **arrays)
