@@ -130,13 +130,9 @@ def method_parameter_names(method: str) -> list[str]:
     ValueError
         Unknown method, or a method not available in this installation.
     """
-    from crossmetric.registry import _learner_class, _spec, method_status
+    from crossmetric.registry import available_class
 
-    spec = _spec(method)
-    reason = method_status(spec.name)
-    if reason is not None:
-        raise ValueError(f"method {spec.name!r} is not available: {reason}.")
-    return sorted(_learner_class(spec)._get_param_names())
+    return sorted(available_class(method)._get_param_names())
 
 
 def _check_method_params(method: str, params: Mapping, where: str) -> tuple[str, dict]:

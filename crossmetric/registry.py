@@ -28,7 +28,8 @@ from __future__ import annotations
 import importlib
 from dataclasses import dataclass, field
 
-__all__ = ["MethodSpec", "METHODS", "make_estimator", "method_status", "available_methods"]
+__all__ = ["MethodSpec", "METHODS", "make_estimator", "available_class", "method_status",
+           "available_methods"]
 
 
 @dataclass(frozen=True)
@@ -277,9 +278,21 @@ def make_estimator(name: str, **overrides):
         Unknown name, or a method not available in this installation.
     """
     spec = _spec(name)
+    params = dict(spec.params)
+    params.update(overrides)
+    return available_class(spec.name)(**params)
+
+
+def available_class(name: str):
+    """The learner class of a command-line method name.
+
+    Raises
+    ------
+    ValueError
+        Unknown name, or a method not available in this installation.
+    """
+    spec = _spec(name)
     reason = method_status(spec.name)
     if reason is not None:
         raise ValueError(f"method {spec.name!r} is not available: {reason}.")
-    params = dict(spec.params)
-    params.update(overrides)
-    return _learner_class(spec)(**params)
+    return _learner_class(spec)
