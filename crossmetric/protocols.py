@@ -389,13 +389,15 @@ def _pca_views(X: np.ndarray, Y: np.ndarray, split: Split, k: int):
 
 
 def _pca_fit_views(X: np.ndarray, Y: np.ndarray, train_pairs: np.ndarray, k: int):
-    from sklearn.decomposition import PCA
+    """Exact PCA in the span of the rows when they are fewer than the features
+    (:func:`crossmetric.baselines.fit_pca`)."""
+    from crossmetric.baselines import fit_pca
 
     out = []
     for V, rows in ((X, np.unique(train_pairs[:, 0])),
                     (Y, np.unique(train_pairs[:, 1]))):
         kk = min(int(k), V.shape[1], rows.size)
-        out.append(PCA(kk, random_state=0).fit(V[rows]).transform(V))
+        out.append(fit_pca(V[rows], kk, random_state=0).transform(V))
     return out[0], out[1]
 
 
