@@ -80,19 +80,21 @@ def _timed(flag: bool, fn):
         baselines._REDUCE_TO_SPAN = True
 
 
-def _child(conn, fn) -> None:
+def _child(conn, argv, name) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        conn.send(_timed(False, fn))
+        conn.send(_timed(False, _setup(_parse(argv))[name][0]))
     conn.close()
 
 
-def _timed_full(fn, timeout: float):
-    """:func:`_timed` of the feature-space solve in a forked process, ended after ``timeout``
-    seconds (the O(d³) solves take minutes on a busy machine): ``(None, None)`` then."""
-    ctx = multiprocessing.get_context("fork")
+def _timed_full(argv, name: str, timeout: float):
+    """:func:`_timed` of the feature-space solve of task ``name`` in a fresh (spawned) process,
+    ended after ``timeout`` seconds (the O(d³) solves take minutes on a busy machine):
+    ``(None, None)`` then. Spawned, not forked: a child forked after scikit-learn's OpenMP
+    neighbour search (CDFE) hangs in GNU OpenMP."""
+    ctx = multiprocessing.get_context("spawn")
     recv, send = ctx.Pipe(duplex=False)
-    proc = ctx.Process(target=_child, args=(send, fn))
+    proc = ctx.Process(target=_child, args=(send, argv, name))
     proc.start()
     send.close()
     got = recv.poll(timeout)
@@ -112,14 +114,18 @@ def _rel(a, b) -> float:
     return float(np.abs(np.asarray(a) - np.asarray(b)).max() / max(np.abs(b).max(), 1e-300))
 
 
-def main(argv=None) -> dict:
+def _parse(argv):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--d", type=int, default=3564, help="features per view (multiple of 36)")
     ap.add_argument("--persons", type=int, default=50)
     ap.add_argument("--only", default="", help="comma-separated subset of the tasks (first word)")
     ap.add_argument("--full-timeout", type=float, default=600.0,
                     help="seconds after which a feature-space solve is stopped (0: not run)")
-    args = ap.parse_args(argv)
+    return ap.parse_args(argv)
+
+
+def _setup(args) -> dict:
+    """The data (seeded) and the tasks: name -> (function, what the two solves must agree on)."""
     rng = np.random.RandomState(0)
     X, lab = hog_like(args.persons, 2, args.d, rng)
     Y, _ = hog_like(args.persons, 2, args.d, rng)
@@ -135,41 +141,48 @@ def main(argv=None) -> dict:
 
     # each task returns what the two solves must agree on: distances, the PCA objective or
     # the cross products of the CCA projections
-    tasks = {name: (learner(make), np.asarray) for name, make in LEARNERS.items()}
+    tasks = {name: (learner(make), (X, y)) for name, make in LEARNERS.items()}
     tasks.update({
         # DML-eig's and KISSME's PCA step, and the protocols' view step: the variance the
         # components capture (the objective; scikit-learn's randomized SVD, which the full
         # path ran at these shapes, approximates it, and its trailing components -- of nearly
         # tied variances -- differ from the exact ones)
         "pca_basis (64 components)": (
-            lambda: np.sum(((Z - Z.mean(axis=0)) @ pca_basis(Z, i, j, 64)[1].T) ** 2),
-            np.asarray),
+            lambda: np.sum(((Z - Z.mean(axis=0)) @ pca_basis(Z, i, j, 64)[1].T) ** 2), (X, y)),
         "_pca_fit_views (64 components)": (
-            lambda: np.sum(_pca_fit_views(X, Y, np.c_[i, i], 64)[0] ** 2), np.asarray),
+            lambda: np.sum(_pca_fit_views(X, Y, np.c_[i, i], 64)[0] ** 2), (X, y)),
         # the "-C" views: cca_directions, the closed form of CCA
         "CCAProjection (32 components)": (lambda: _cross_products(
             CCAProjection(32).fit(X[pairs[y == 1, 0]], Y[pairs[y == 1, 1]]).transform(Xt, Yt)),
-            np.asarray),
+            (X, y)),
     })
+    return tasks
+
+
+def main(argv=None) -> dict:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = _parse(argv)
+    tasks = _setup(args)
+    X, y = next(iter(tasks.values()))[1]
     only = [s for s in args.only.split(",") if s]
     out = {"machine": machine(), "n_per_view": X.shape[0], "n_features": args.d,
            "n_pairs": int(y.size), "n_positive": int(np.sum(y == 1)),
            "full_timeout_s": args.full_timeout, "tasks": {}}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        for name, (fn, view) in tasks.items():
+        for name, (fn, _) in tasks.items():
             if only and name.split()[0] not in only:
                 continue
             fast, t_fast = _timed(True, fn)
             row = {"span_s": round(t_fast, 3)}
             if args.full_timeout > 0:
-                full, t_full = _timed_full(fn, args.full_timeout)
+                full, t_full = _timed_full(argv, name, args.full_timeout)
                 if full is None:
                     row.update(full_s=f"> {args.full_timeout:g}",
                                speedup=f"> {args.full_timeout / t_fast:.0f}")
                 else:
                     row.update(full_s=round(t_full, 3), speedup=round(t_full / t_fast, 1),
-                               max_rel_diff=_rel(view(fast), view(full)))
+                               max_rel_diff=_rel(fast, full))
             row["load_avg_1min"] = round(os.getloadavg()[0], 2)
             out["tasks"][name] = row
             print(name, row, file=sys.stderr, flush=True)
