@@ -20,6 +20,12 @@ canonical variates, so the squared Euclidean distance between embeddings is
 ``2 (1 − cos)``; ``"euclidean"`` compares the raw variates. Cosine is the usual choice for
 canonical variates (their scale carries no matching information) and was the better of the two
 on mfeat fac ↔ pix (``benchmarks/bench_auc_comparison.py``).
+
+High-dimensional features: when a view has more features than the samples that the pairs use
+(HOG descriptors of a few hundred images), CCA, PLS, CDFE and KISSME -- and MvDA, CSR and the
+PCA / CCA steps of :mod:`crossmetric.protocols` -- solve their closed form in the span of the
+samples (:func:`span_basis`): the same model, O(n² d) instead of O(d³)
+(``benchmarks/bench_closed_forms.py``: 100 × 3,564 per view).
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ from sklearn.cross_decomposition import PLSCanonical as _SklearnPLSCanonical
 from sklearn.decomposition import PCA
 from sklearn.neighbors import NearestNeighbors
 from sklearn.utils import check_random_state
+from threadpoolctl import threadpool_limits
 
 from crossmetric._base import (
     CrossModalMixin,
@@ -54,7 +61,8 @@ from crossmetric.kernels import (
     check_kernel_approximation,
 )
 
-__all__ = ["Euclidean", "CCA", "PLS", "KPLS", "KCCA", "CDFE", "KCDFE", "KISSME", "cca_directions"]
+__all__ = ["Euclidean", "CCA", "PLS", "KPLS", "KCCA", "CDFE", "KCDFE", "KISSME", "cca_directions",
+           "span_basis"]
 
 _DISTANCES = ("cosine", "euclidean")
 
@@ -79,6 +87,85 @@ def _pair_param(value, name: str):
     return value, value
 
 
+#: The closed forms below (CCA, PLS, MvDA, CDFE, CSR, KISSME, the PCA steps) are solved in the
+#: span of the samples when there are fewer samples than features (:func:`span_basis`): the
+#: same model, at O(n² d) instead of O(d³). ``False`` forces the feature-space solve (the
+#: tests compare the two).
+_REDUCE_TO_SPAN = True
+
+
+def span_basis(*rows: np.ndarray) -> np.ndarray | None:
+    """Orthonormal basis ``Q`` (d × m) of a space that holds the given rows, or ``None``.
+
+    The closed forms of the linear baselines see the data only through a few samples ``V``
+    (n × d): every data matrix of their problems is ``Vᵀ(·)V``. With ``Q`` from the thin QR of
+    ``Vᵀ`` (so ``V = (V Q) Qᵀ``) such a matrix is ``Q [(V Q)ᵀ(·)(V Q)] Qᵀ``, the problem can
+    be solved on the coordinates ``V Q`` (n × n instead of d × d) and its directions mapped
+    back by ``Q``. A ridge ``ρ I`` on the d features splits into ``ρ I`` on the coordinates and
+    ``ρ (I − Q Qᵀ)`` on the complement, which carries no data; each caller says in a comment
+    why its solution lies in the span, or keeps the complement term where it does not.
+
+    Parameters
+    ----------
+    *rows : ndarray of shape (n_i, d)
+        Blocks of rows, stacked in this order (repeated rows of a block dropped); the basis
+        holds all of them (m is the number of distinct rows, more than their rank when they
+        are linearly dependent).
+
+    Returns
+    -------
+    Q : ndarray of shape (d, m) or None
+        ``None`` when the rows are at least as many as the features (no gain) or the
+        reduction is switched off (module flag ``_REDUCE_TO_SPAN``).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> V = np.random.RandomState(0).randn(5, 40)
+    >>> Q = span_basis(V)
+    >>> Q.shape, bool(np.allclose(V @ Q @ Q.T, V))
+    ((40, 5), True)
+    >>> span_basis(V.T) is None      # 40 rows of 5 features: nothing to reduce
+    True
+    """
+    if not _REDUCE_TO_SPAN:
+        return None
+    # repeated rows (a sample in several pairs) add nothing to the span
+    V = np.vstack([np.unique(r, axis=0) if r.shape[0] > 1 else r for r in rows])
+    if V.shape[0] >= V.shape[1]:
+        return None
+    return _thin_qr(V.T)
+
+
+def _thin_qr(A: np.ndarray) -> np.ndarray:
+    """``Q`` of the thin QR of a tall ``A``, with single-threaded BLAS: OpenBLAS' threaded
+    Householder QR of a 3,564 × 100 matrix took 1.8 s on two busy cores, one thread 0.03 s."""
+    with threadpool_limits(limits=1, user_api="blas"):
+        return np.linalg.qr(A)[0]
+
+
+def _in_span(V: np.ndarray, Q: np.ndarray | None) -> np.ndarray:
+    """Coordinates ``V Q`` of rows in the basis of :func:`span_basis` (``V`` if none)."""
+    return V if Q is None else V @ Q
+
+
+def _from_span(Q: np.ndarray | None, W: np.ndarray) -> np.ndarray:
+    """Directions ``Q W`` in feature space from their coordinates (``W`` if no basis)."""
+    return W if Q is None else Q @ W
+
+
+def fit_pca(V: np.ndarray, n_components: int, random_state=None) -> PCA:
+    """scikit-learn's PCA of the rows of ``V``; exact and O(n² d) when rows < features.
+
+    With fewer rows than features (and ``_REDUCE_TO_SPAN``) the solver is the thin SVD of the
+    centred rows (``svd_solver="full"``, which works in their span) instead of the randomized
+    SVD that scikit-learn's ``"auto"`` picks for such shapes (an approximation of the same
+    components, several times slower at 100 × 3,564); otherwise ``"auto"``, as before.
+    """
+    solver = "full" if _REDUCE_TO_SPAN and V.shape[0] < V.shape[1] else "auto"
+    return PCA(n_components=n_components, svd_solver=solver, random_state=random_state).fit(V)
+
+
 def pca_basis(Z: np.ndarray, i: np.ndarray, j: np.ndarray, n_components: int | None):
     """PCA of the samples the pairs ``(i, j)`` use: ``(pca, P)`` with ``P`` its
     ``(k, d)`` components, or ``(None, I)`` when ``n_components`` is ``None``."""
@@ -88,7 +175,7 @@ def pca_basis(Z: np.ndarray, i: np.ndarray, j: np.ndarray, n_components: int | N
     used = Z[np.unique(np.r_[i, j])]
     k = check_n_components(n_components, min(d, used.shape[0]), name="pca_components",
                            what="min(n_features, distinct samples)")
-    pca = PCA(n_components=k).fit(used)
+    pca = fit_pca(used, k)
     return pca, pca.components_
 
 
@@ -176,15 +263,34 @@ class _SklearnLatent(CrossModalMixin, BaseEstimator):
         k = check_n_components(
             self.n_components, min(Xp.shape[0], Xp.shape[1], Yp.shape[1]),
             what="min(positive pairs, d_x, d_y)")
-        est = self._estimator_class(n_components=k, scale=self.scale,
-                                    max_iter=self.max_iter, tol=self.tol)
-        est.fit(Xp, Yp)
-        self.estimator_ = est
         # the centring / scaling scikit-learn applies (mean, std with ddof=1, 0 -> 1)
         self._set_standardisation(Xp, Yp)
-        self.x_rotations_ = est.x_rotations_
-        self.y_rotations_ = est.y_rotations_
+        Xs, Ys = (Xp - self.x_mean_) / self.x_std_, (Yp - self.y_mean_) / self.y_std_
+        Qx, Qy = span_basis(Xs), span_basis(*self._first_column(Ys), Ys)
+        est = self._estimator_class(n_components=k, max_iter=self.max_iter, tol=self.tol,
+                                    scale=self.scale if Qx is None and Qy is None else False)
+        if Qx is None and Qy is None:
+            est.fit(Xp, Yp)
+        else:
+            est.fit(_in_span(Xs, Qx), _in_span(Ys, Qy))
+        self.estimator_ = est
+        self.x_rotations_ = _from_span(Qx, est.x_rotations_)
+        self.y_rotations_ = _from_span(Qy, est.y_rotations_)
         self.n_iter_ = int(max(getattr(est, "n_iter_", [0]) or [0]))
+
+    @staticmethod
+    def _first_column(Ys: np.ndarray) -> list[np.ndarray]:
+        """The unit row ``e_c`` of the first column of ``Ys`` that is not zero, as a list.
+
+        In the span of the samples (:func:`span_basis`, used when there are fewer positive
+        pairs than features) NIPALS is the same iteration: every weight, score, loading and
+        deflation is equivariant under ``X ↦ X Q`` and the convergence test compares weight
+        norms. The one exception is its start, ``Y``'s first non-zero column; with ``e_c``
+        first in the basis, column 0 of ``Y Q`` is ``± Y e_c``, the same start (its sign
+        cancels). scikit-learn's sign convention then may flip a component of both views.
+        """
+        nz = np.flatnonzero(np.any(np.abs(Ys) > np.finfo(float).eps, axis=0))
+        return [np.eye(1, Ys.shape[1], int(nz[0]))] if nz.size else []
 
     def _set_standardisation(self, Xp: np.ndarray, Yp: np.ndarray) -> None:
         """Means and (with ``scale``) standard deviations of the positive pairs' samples."""
@@ -216,6 +322,13 @@ def cca_directions(Xc: np.ndarray, Yc: np.ndarray, n_components: int, reg: float
     regularised CCA, e.g. Vinod 1976). ``S`` holds the regularised canonical correlations.
     The one CCA of the library: :class:`CCA` and the protocols' "-C" step both call it.
 
+    With fewer pairs than features a view is solved in the span of its samples
+    (:func:`span_basis`), exactly: with ``X_c = X_r Qᵀ``, ``C_xx + r_x I = Q (C_r + r_x I) Qᵀ
+    + r_x (I − Q Qᵀ)``, so ``C_xx^{-1/2}`` is ``Q (C_r + r_x I)^{-1/2} Qᵀ`` plus
+    ``r_x^{-1/2} (I − Q Qᵀ)``; the complement term meets ``C_xy = Q C_r,xy Q_yᵀ`` only through
+    ``(I − Q Qᵀ) Q = 0``, so the whitened cross-covariance, its SVD and ``A = Q (C_r + r_x
+    I)^{-1/2} U_r`` all live in the span (``r_x`` keeps the trace over all ``d_x`` features).
+
     Returns
     -------
     A : ndarray of shape (d_x, k)
@@ -224,16 +337,18 @@ def cca_directions(Xc: np.ndarray, Yc: np.ndarray, n_components: int, reg: float
     """
     n = Xc.shape[0]
 
-    def inv_sqrt(C):
-        d = C.shape[0]
-        C = C + reg * max(np.trace(C) / d, 1e-12) * np.eye(d)
+    def inv_sqrt(C, d):
+        C = C + reg * max(np.trace(C) / d, 1e-12) * np.eye(C.shape[0])
         w, V = np.linalg.eigh(C)
         return (V / np.sqrt(np.maximum(w, 1e-12))) @ V.T
 
-    Wx = inv_sqrt(Xc.T @ Xc / (n - 1))
-    Wy = inv_sqrt(Yc.T @ Yc / (n - 1))
-    U, sv, Vt = np.linalg.svd(Wx @ (Xc.T @ Yc / (n - 1)) @ Wy, full_matrices=False)
-    return Wx @ U[:, :n_components], Wy @ Vt[:n_components].T, sv[:n_components]
+    Qx, Qy = span_basis(Xc), span_basis(Yc)
+    Xr, Yr = _in_span(Xc, Qx), _in_span(Yc, Qy)
+    Wx = inv_sqrt(Xr.T @ Xr / (n - 1), Xc.shape[1])
+    Wy = inv_sqrt(Yr.T @ Yr / (n - 1), Yc.shape[1])
+    U, sv, Vt = np.linalg.svd(Wx @ (Xr.T @ Yr / (n - 1)) @ Wy, full_matrices=False)
+    return (_from_span(Qx, Wx @ U[:, :n_components]), _from_span(Qy, Wy @ Vt[:n_components].T),
+            sv[:n_components])
 
 
 class CCA(_SklearnLatent):
@@ -275,7 +390,9 @@ class CCA(_SklearnLatent):
     correlations_ : ndarray of shape (k,)
         Regularised canonical correlations (closed form only).
     estimator_ : sklearn.cross_decomposition.CCA
-        ``solver="nipals"`` only.
+        ``solver="nipals"`` only. With more features than positive pairs it was fitted on
+        the coordinates of the standardised samples in their span (:func:`span_basis`);
+        ``x_rotations_`` / ``y_rotations_`` are mapped back to the features.
     n_iter_ : int
         Largest number of NIPALS iterations over the components (0 for the closed form).
 
@@ -335,6 +452,7 @@ class PLS(_SklearnLatent):
     Attributes
     ----------
     estimator_ : sklearn.cross_decomposition.PLSCanonical
+        As in :class:`CCA` (fitted in the span of the samples when features outnumber them).
     x_rotations_, y_rotations_, x_mean_, x_std_, y_mean_, y_std_, n_iter_
         As in :class:`CCA`.
 
@@ -381,7 +499,10 @@ class KISSME(LinearSingleModalMixin, BaseEstimator):
     Attributes
     ----------
     components_ : ndarray of shape (n_components, n_features)
-        ``L`` with ``M = Lᵀ L`` on the raw features (PCA included).
+        ``L`` with ``M = Lᵀ L`` on the raw features (PCA included): one row per kept
+        eigenpair, except with more features than samples, no PCA and ``n_components=None``,
+        where it is the symmetric square root of ``M`` (the same rows up to a rotation; an
+        eigenbasis of the data's complement would cost a d × d QR).
     pca_ : sklearn.decomposition.PCA or None
     eigenvalues_ : ndarray
         Kept eigenvalues of the projected ``M`` (descending, >= 0).
@@ -410,6 +531,12 @@ class KISSME(LinearSingleModalMixin, BaseEstimator):
         reg = check_positive_scalar(self.reg, "reg", allow_zero=True)
         Z, i, j = data.stacked()
         self.pca_, P = pca_basis(Z, i, j, self.pca_components)
+        if self.pca_ is None:
+            used = Z[np.unique(np.r_[i, j])]
+            Q = span_basis(used - used.mean(axis=0))    # holds every difference z_i − z_j
+            if Q is not None:
+                self._fit_in_span((Z[i] - Z[j]) @ Q, y, Q, reg)
+                return
         diff = (Z[i] - Z[j]) @ P.T
         inv = []
         for mask, kind in ((y == 1, "similar"), (y == -1, "dissimilar")):
@@ -428,6 +555,51 @@ class KISSME(LinearSingleModalMixin, BaseEstimator):
             order = order[:check_n_components(self.n_components, w.size)]
         self.eigenvalues_ = w[order]
         self.components_ = (U[:, order] * np.sqrt(w[order])).T @ P
+
+    def _fit_in_span(self, diff: np.ndarray, y: np.ndarray, Q: np.ndarray, reg: float) -> None:
+        """The same ``M`` from the coordinates ``diff`` of the differences in the basis ``Q``.
+
+        Each ``Σ + ρ I = Q (Σ_r + ρ I) Qᵀ + ρ (I − Q Qᵀ)`` (:func:`span_basis`): its spectrum is
+        that of ``Σ_r + ρ I`` and ``ρ`` ``d − m`` times, and its pseudo-inverse (``pinvh``'s
+        cutoff on that whole spectrum) is ``Q (Σ_r + ρ I)⁺ Qᵀ + ρ⁺ (I − Q Qᵀ)``. The complement
+        term does *not* cancel in ``M = Q M_r Qᵀ + (ρ_S⁺ − ρ_D⁺)(I − Q Qᵀ)`` (the two ridges
+        differ), so it is kept: an eigenvalue ``c = ρ_S⁺ − ρ_D⁺`` of multiplicity ``d − m``
+        whose eigenvectors are any orthonormal basis of the complement, as in the full solve.
+        """
+        d, m = Q.shape
+        tiny, parts = np.finfo(float).tiny, []
+        for mask in (y == 1, y == -1):
+            D = diff[mask]
+            S = D.T @ D / D.shape[0]
+            rho = reg * max(np.trace(S) / d, tiny)
+            s, U = np.linalg.eigh(S + rho * np.eye(m))
+            cut = max(np.abs(s).max(initial=0.0), rho) * d * np.finfo(float).eps
+            inv_s = np.where(np.abs(s) > cut, 1.0 / np.where(s == 0, 1.0, s), 0.0)
+            parts.append(((U * inv_s) @ U.T, 1.0 / rho if rho > cut else 0.0))
+        M = parts[0][0] - parts[1][0]
+        w_r, U = np.linalg.eigh((M + M.T) / 2)
+        w_r, c = np.clip(w_r, 0.0, None), max(parts[0][1] - parts[1][1], 0.0)
+        w = np.r_[w_r, np.full(d - m, c)]
+        order = np.argsort(w)[::-1]
+        if self.n_components is None:
+            # all of M: its symmetric square root Q (A − √c I) Qᵀ + √c I (A = M_r^{1/2}), a
+            # rotation of the eigenvector rows, which is all the freedom the problem has
+            # (an orthonormal basis of the complement costs a d × d QR)
+            self.eigenvalues_ = w[order]
+            A = (U * np.sqrt(w_r)) @ U.T - np.sqrt(c) * np.eye(m)
+            self.components_ = (Q @ A) @ Q.T
+            self.components_[np.diag_indices(d)] += np.sqrt(c)
+            return
+        order = order[:check_n_components(self.n_components, w.size)]
+        self.eigenvalues_ = w[order]
+        rows = np.empty((order.size, d))
+        inside = order < m
+        rows[inside] = (U[:, order[inside]] * np.sqrt(w[order[inside]])).T @ Q.T
+        n_out = int(np.sum(~inside))
+        if n_out:        # orthonormal directions of the complement (any, as in the full solve)
+            G = np.random.RandomState(0).randn(d, n_out)
+            rows[~inside] = np.sqrt(c) * _thin_qr(np.c_[Q, G])[:, m:].T
+        self.components_ = rows
 
 
 # ----------------------------------------------------------------------------- CDFE
@@ -539,26 +711,54 @@ class CDFE(LinearTowers):
         n_neighbors = check_positive_int(self.n_neighbors, "n_neighbors")
         dx, dy = data.X.shape[1], data.Y.shape[1]
         k = check_n_components(self.n_components, dx + dy, what="d_x + d_y")
-        Xu = data.X[np.unique(data.ix)]
-        Yu = data.Y[np.unique(data.iy)]
+        ux, ix = np.unique(data.ix, return_inverse=True)
+        uy, iy = np.unique(data.iy, return_inverse=True)
+        Xu, Yu = data.X[ux], data.Y[uy]
         self.mean_x_, self.mean_y_ = Xu.mean(axis=0), Yu.mean(axis=0)
-        Xc, Yc = data.X - self.mean_x_, data.Y - self.mean_y_
         Xu, Yu = Xu - self.mean_x_, Yu - self.mean_y_
+        ix, iy = ix.ravel(), iy.ravel()
+        # In the span of the samples (span_basis): A and the data part of C are Q (·) Qᵀ with
+        # Q = diag(Q_x, Q_y); the ridge ρ I adds ρ (I − Q Qᵀ) on the complement, where A is 0.
+        # A direction w = Q u + w⊥ solves A w = λ C w iff A_r u = λ C_r u and λ ρ w⊥ = 0, so
+        # every eigenvalue λ ≠ 0 has its eigenvectors in the span, and the complement only adds
+        # the eigenvalue 0. The k smallest are all in the span when the k-th smallest of the
+        # reduced problem is negative; otherwise some are arbitrary directions off the data in
+        # either solver, and the full one is kept (it was before).
+        Qx, Qy = span_basis(Xu), span_basis(Yu)
+        solved = None
+        if Qx is not None or Qy is not None:
+            solved = self._solve(_in_span(Xu, Qx), _in_span(Yu, Qy), ix, iy, y, k,
+                                 (alpha, beta, reg, n_neighbors), dx + dy)
+            if solved is not None and not solved[0][-1] < -1e-10 * np.abs(solved[0]).max():
+                solved = None
+        if solved is None:
+            Qx = Qy = None
+            solved = self._solve(Xu, Yu, ix, iy, y, k, (alpha, beta, reg, n_neighbors), dx + dy)
+        w, W = solved
+        mx = Xu.shape[1] if Qx is None else Qx.shape[1]
+        self.eigenvalues_ = w
+        self.components_x_ = _from_span(Qx, W[:mx]).T
+        self.components_y_ = _from_span(Qy, W[mx:]).T       # z = [x; −y]: Wᵀz = Uᵀx − Vᵀy
+
+    def _solve(self, Xu, Yu, ix, iy, y, k, params, d):
+        """The ``k`` smallest generalised eigenpairs of ``(P_S − α P_D + β R, C)`` on the
+        centred used samples (or their coordinates); ``None`` when there are fewer than ``k``
+        coordinates. ``d`` is the number of features, for the ridge ``reg · tr(C) / d``."""
+        alpha, beta, reg, n_neighbors = params
+        m = Xu.shape[1] + Yu.shape[1]
+        if k > m:
+            return None
         pos, neg = y == 1, y == -1
-        P_S = weighted_pair_outer_sum(Xc, Yc, data.ix[pos], data.iy[pos],
+        P_S = weighted_pair_outer_sum(Xu, Yu, ix[pos], iy[pos],
                                       np.full(pos.sum(), 1.0 / pos.sum()))
-        P_D = weighted_pair_outer_sum(Xc, Yc, data.ix[neg], data.iy[neg],
+        P_D = weighted_pair_outer_sum(Xu, Yu, ix[neg], iy[neg],
                                       np.full(neg.sum(), 1.0 / neg.sum()))
         R = scipy.linalg.block_diag(self._local_scatter(Xu, n_neighbors),
                                     self._local_scatter(Yu, n_neighbors))
         A = P_S - alpha * P_D + beta * R
         C = scipy.linalg.block_diag(Xu.T @ Xu / Xu.shape[0], Yu.T @ Yu / Yu.shape[0])
-        C += reg * max(np.trace(C) / C.shape[0], np.finfo(float).tiny) * np.eye(C.shape[0])
-        w, W = scipy.linalg.eigh((A + A.T) / 2, C, subset_by_index=[0, k - 1])
-        self.eigenvalues_ = w
-        self.components_x_ = W[:dx].T
-        self.components_y_ = W[dx:].T       # z = [x; −y]: Wᵀz = Uᵀx − Vᵀy
-
+        C += reg * max(np.trace(C) / d, np.finfo(float).tiny) * np.eye(m)
+        return scipy.linalg.eigh((A + A.T) / 2, C, subset_by_index=[0, k - 1])
 
 
 # ----------------------------------------------------------------------------- kernel versions

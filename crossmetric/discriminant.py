@@ -26,6 +26,9 @@ the methods see more, smaller classes. Only the samples that the training pairs 
   (one joint linear system in ``[A; B]``). :class:`KCSR` runs the same on exact kernel
   coordinates (:class:`~crossmetric.kernels.KernelCoordinates`), i.e. kernel ridge regression
   in each feature space.
+
+With more features than samples, MvDA and CSR solve in the span of the samples
+(:func:`crossmetric.baselines.span_basis`; the comments in ``_fit`` say why it is exact).
 """
 
 from __future__ import annotations
@@ -35,7 +38,13 @@ import scipy.linalg
 
 from crossmetric._base import PairData
 from crossmetric._checks import check_choice, check_n_components, check_positive_scalar
-from crossmetric.baselines import LinearTowers, _KernelCoordinatesMixin
+from crossmetric.baselines import (
+    LinearTowers,
+    _from_span,
+    _in_span,
+    _KernelCoordinatesMixin,
+    span_basis,
+)
 from crossmetric.multiview import MultiViewMixin
 from crossmetric.pairs import identities_from_pairs
 
@@ -160,14 +169,26 @@ class MvDA(MultiViewMixin, LinearTowers):
         dx, dy = Xu.shape[1], Yu.shape[1]
         k = check_n_components(self.n_components, dx + dy, what="d_x + d_y")
         self.mean_x_, self.mean_y_ = Xu.mean(axis=0), Yu.mean(axis=0)
-        S, D = mvda_scatter_matrices([Xu - self.mean_x_, Yu - self.mean_y_], [cx, cy])
-        S = S + reg * max(np.trace(S) / S.shape[0], np.finfo(float).tiny) * np.eye(S.shape[0])
-        w, W = scipy.linalg.eigh((D + D.T) / 2, (S + S.T) / 2,
-                                 subset_by_index=[S.shape[0] - k, S.shape[0] - 1])
+        Xc, Yc = Xu - self.mean_x_, Yu - self.mean_y_
+        # In the span of the samples (span_basis): S and D are Q (·) Qᵀ with Q = diag(Q_x, Q_y)
+        # (mvda_scatter_matrices is linear in each view's rows), and the ridge ρ I adds
+        # ρ (I − Q Qᵀ) on the complement, where D is 0. For w = Q u + w⊥, D w = λ (S + ρ I) w
+        # iff D_r u = λ (S_r + ρ I) u and λ ρ w⊥ = 0: eigenvalues λ ≠ 0 have their vectors in
+        # the span, the complement only adds λ = 0, and D ⪰ 0 puts it last. Directions of
+        # eigenvalue 0 (beyond n_identities − 1) are any vectors of that eigenspace in either
+        # solver; the full one is kept only when k exceeds the coordinates.
+        Qx, Qy = span_basis(Xc), span_basis(Yc)
+        if _in_span(Xc[:1], Qx).shape[1] + _in_span(Yc[:1], Qy).shape[1] < k:
+            Qx = Qy = None
+        Xr, Yr = _in_span(Xc, Qx), _in_span(Yc, Qy)
+        S, D = mvda_scatter_matrices([Xr, Yr], [cx, cy])
+        m, mx = S.shape[0], Xr.shape[1]
+        S = S + reg * max(np.trace(S) / (dx + dy), np.finfo(float).tiny) * np.eye(m)
+        w, W = scipy.linalg.eigh((D + D.T) / 2, (S + S.T) / 2, subset_by_index=[m - k, m - 1])
         order = np.argsort(w)[::-1]
         self.eigenvalues_ = w[order]
-        self.components_x_ = W[:dx, order].T
-        self.components_y_ = W[dx:, order].T
+        self.components_x_ = _from_span(Qx, W[:mx, order]).T
+        self.components_y_ = _from_span(Qy, W[mx:, order]).T
 
     def _fit_views(self, views, codes):
         """``fit_views``' solve: the scatter matrices of eq. 7-8 for ``v`` views."""
@@ -261,6 +282,12 @@ class CSR(LinearTowers):
         pos = y == 1
         Xp, Yp = Xc[ix[pos]], Yc[iy[pos]]
         mu = mu * (Xc.shape[0] + Yc.shape[0]) / max(2 * Xp.shape[0], 1)   # per-sample weight
+        scale = (np.sum(Xc**2) + np.sum(Yc**2)) / (Xc.shape[1] + Yc.shape[1])
+        # In the span of the samples (span_basis): with Q = diag(Q_x, Q_y) the normal matrix
+        # is G = Q G_r Qᵀ + λ (I − Q Qᵀ) (G_r holding λ I too) and the right-hand side is Q b_r
+        # (Xp, Yp are rows of Xc, Yc), so G Q = Q G_r and the solution is Q G_r⁻¹ b_r exactly.
+        Qx, Qy = span_basis(Xc), span_basis(Yc)
+        Xc, Yc, Xp, Yp = _in_span(Xc, Qx), _in_span(Yc, Qy), _in_span(Xp, Qx), _in_span(Yp, Qy)
         dx = Xc.shape[1]
         # normal equations of the joint least squares in [A; B]
         G = scipy.linalg.block_diag(Xc.T @ Xc, Yc.T @ Yc)
@@ -268,10 +295,10 @@ class CSR(LinearTowers):
         G[dx:, dx:] += mu * Yp.T @ Yp
         G[:dx, dx:] -= mu * Xp.T @ Yp
         G[dx:, :dx] -= mu * Yp.T @ Xp
-        scale = (np.sum(Xc**2) + np.sum(Yc**2)) / G.shape[0]
         G += alpha * max(scale, np.finfo(float).tiny) * np.eye(G.shape[0])
         W = scipy.linalg.solve(G, np.vstack([Xc.T @ Rx, Yc.T @ Ry]), assume_a="pos")
-        self.components_x_, self.components_y_ = W[:dx].T, W[dx:].T
+        self.components_x_ = _from_span(Qx, W[:dx]).T
+        self.components_y_ = _from_span(Qy, W[dx:]).T
 
 
 class KCSR(_KernelCoordinatesMixin, CSR):

@@ -393,19 +393,21 @@ def _pca_views(X: np.ndarray, Y: np.ndarray, split: Split, k: int):
 
 def _pca_fit_views(X: np.ndarray, Y: np.ndarray, train_pairs: np.ndarray, k: int,
                    joint: bool = False):
-    """``joint``: one PCA fitted on both views' training rows (views in one feature space, e.g.
-    one descriptor of a sketch and of a photo), so that coordinates stay comparable."""
-    from sklearn.decomposition import PCA
+    """Each view's PCA fitted on its training rows -- exact, in the span of the rows when they
+    are fewer than the features (:func:`crossmetric.baselines.fit_pca`); ``joint``: one PCA
+    fitted on both views' training rows (views in one feature space, e.g. one descriptor of a
+    sketch and of a photo), so that coordinates stay comparable."""
+    from crossmetric.baselines import fit_pca
 
     rx, ry = np.unique(train_pairs[:, 0]), np.unique(train_pairs[:, 1])
     if joint:
         kk = min(int(k), X.shape[1], rx.size + ry.size)
-        pca = PCA(kk, random_state=0).fit(np.vstack([X[rx], Y[ry]]))
+        pca = fit_pca(np.vstack([X[rx], Y[ry]]), kk, random_state=0)
         return pca.transform(X), pca.transform(Y)
     out = []
     for V, rows in ((X, rx), (Y, ry)):
         kk = min(int(k), V.shape[1], rows.size)
-        out.append(PCA(kk, random_state=0).fit(V[rows]).transform(V))
+        out.append(fit_pca(V[rows], kk, random_state=0).transform(V))
     return out[0], out[1]
 
 
