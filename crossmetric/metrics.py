@@ -1092,6 +1092,7 @@ def knn_rank_report(query, database, query_labels, database_labels, *, k: int = 
     goes into a faiss index (float32, squared Euclidean distance), the queries are searched in
     blocks with faiss's own threads, and every measure is computed from the lists of nearest
     items (relevant = same label). Needs faiss (``pip install 'crossmetric[retrieval]'``).
+    For cosine similarity, L2-normalise the embeddings first (the ranking is the same).
 
     * ``index="flat"`` -- exhaustive search: the lists are exact for faiss's float32 distances
       ``‖q‖² + ‖x‖² − 2⟨q, x⟩`` (two items whose true distances differ by less than their
