@@ -157,8 +157,11 @@ def test_approximate_indexes_close_to_exact_on_clustered_data():
     Q = centers[lab_q] + rng.standard_normal((200, 16))
     exact = M.knn_rank_report(Q, X, lab_q, lab_d, k=20)
     ivf_all = M.knn_rank_report(Q, X, lab_q, lab_d, k=20, index="ivf", nlist=16, nprobe=16)
+    factory = M.knn_rank_report(Q, X, lab_q, lab_d, k=20, index="IVF8,Flat", nprobe=8,
+                                train_size=400)
     for key in ("rank1", "map_at_r", "map_at_k", "precision_at_1"):  # every list probed
         assert ivf_all[key] == pytest.approx(exact[key], abs=1e-9)
+        assert factory[key] == pytest.approx(exact[key], abs=1e-9)
     for approx in (M.knn_rank_report(Q, X, lab_q, lab_d, k=20, index="ivf", nlist=32,
                                      nprobe=4),
                    M.knn_rank_report(Q, X, lab_q, lab_d, k=20, index="hnsw", ef_search=64)):
