@@ -30,3 +30,15 @@ _OPTIONAL = {
 for _module, _paths in _OPTIONAL.items():
     if importlib.util.find_spec(_module) is None:
         collect_ignore += _paths
+
+#: doctests of functions in core modules that call an optional dependency
+_OPTIONAL_DOCTESTS = {"crossmetric.metrics.knn_rank_report": "faiss"}
+
+
+def pytest_collection_modifyitems(config, items):
+    import pytest
+
+    for item in items:
+        module = _OPTIONAL_DOCTESTS.get(item.name)
+        if module is not None and importlib.util.find_spec(module) is None:
+            item.add_marker(pytest.mark.skip(reason=f"needs {module}"))

@@ -12,7 +12,8 @@ import numpy as np
 
 __all__ = ["faiss_module", "check_ids", "check_kind", "make_index", "set_search_breadth",
            "first_distinct", "range_concat", "strip_model", "set_num_threads",
-           "to_device", "to_cpu", "METRICS", "BUILTIN_KINDS"]
+           "to_device", "to_cpu", "METRICS", "BUILTIN_KINDS", "build_knn_index",
+           "tie_complete_knn"]
 
 BUILTIN_KINDS = ("flat", "ivf", "ivfpq", "hnsw", "gmm")
 METRICS = ("l2", "ip", "cosine")
@@ -219,3 +220,85 @@ def to_cpu(index):
     if hasattr(faiss, "index_gpu_to_cpu") and "Gpu" in type(index).__name__:  # pragma: no cover
         return faiss.index_gpu_to_cpu(index)
     return index
+
+
+# ------------------------------------------------ k-nearest-neighbour lists for rank measures
+#: entries (queries × list length) of one faiss result block of :func:`tie_complete_knn`
+_KNN_BLOCK_ENTRIES = 1 << 22
+
+
+def build_knn_index(database: np.ndarray, kind: str, *, nlist: int | None = None,
+                    nprobe: int | None = None, hnsw_m: int = 32, ef_search: int | None = None,
+                    train_size: int | None = None, seed: int = 0):
+    """A faiss index over the float32 rows of ``database`` (ids = row numbers), squared L2.
+
+    ``kind="flat"`` is exhaustive (``IndexFlatL2``); ``"ivf"`` an ``IndexIVFFlat`` with
+    ``nlist`` lists (default :func:`default_nlist`) trained by k-means on ``train_size``
+    random rows (default ``min(n, 40 · nlist)``; faiss asks for at least 39 per list),
+    searched with ``nprobe`` lists; ``"hnsw"`` an ``IndexHNSWFlat`` searched with
+    ``efSearch = ef_search``; any other kind is a faiss factory string (:func:`make_index`).
+    """
+    faiss = faiss_module()
+    n, d = database.shape
+    if kind == "flat":
+        index = faiss.IndexFlatL2(d)
+    else:
+        if kind in ("ivf", "ivfpq", "gmm"):
+            nlist = default_nlist(n) if nlist is None else int(min(nlist, n))
+        index = make_index(kind, d, "l2", nlist=nlist, hnsw_m=hnsw_m, seed=seed)
+        nlist = factory_nlist(index)
+    if not index.is_trained:
+        size = min(n, train_size if train_size is not None
+                   else 40 * nlist if nlist is not None else n)
+        rows = np.random.default_rng(seed).choice(n, size, replace=False) if size < n else None
+        index.train(database if rows is None else database[np.sort(rows)])
+    if isinstance(index, faiss.IndexIDMap):
+        index.add_with_ids(database, np.arange(n, dtype=np.int64))
+    else:
+        index.add(database)
+    set_search_breadth(index, kind, nprobe if faiss.try_extract_index_ivf(index) is not None
+                       else ef_search)
+    return index
+
+
+def _drop_self(D: np.ndarray, I: np.ndarray, rows: np.ndarray):
+    """Remove from each row its own id (query ``i`` is database item ``i``) or, where the
+    query is not among the results, the last entry: the top ``L - 1`` other items stay."""
+    is_self = I == rows[:, None]
+    drop = np.where(is_self.any(axis=1), np.argmax(is_self, axis=1), I.shape[1] - 1)
+    keep = np.ones(I.shape, dtype=bool)
+    keep[np.arange(I.shape[0]), drop] = False
+    shape = (I.shape[0], I.shape[1] - 1)
+    return D[keep].reshape(shape), I[keep].reshape(shape)
+
+
+def tie_complete_knn(index, X: np.ndarray, k: int, *, same_set: bool = False,
+                     block_rows: int | None = None):
+    """Yield ``(rows, D, I)``: the nearest database items of the queries ``X[rows]``, ascending.
+
+    Every list holds at least ``k + 1`` items, and more where needed so that the group of
+    items at the distance of the ``k``-th place (equal float32 distances, as faiss computes
+    them) is complete: a row whose ``k``-th and last distances are equal is searched again
+    with a list four times as long, until the last distance is larger or the list holds the
+    whole database. Missing results (id ``-1``) get distance ``+inf``. With ``same_set``,
+    query ``i`` is database item ``i`` and is left out of its own list. For an approximate
+    index "complete" means as far as the index finds the items.
+    """
+    n = X.shape[0]
+    n_avail = int(index.ntotal) - (1 if same_set else 0)
+    first = min(k + 1, n_avail)
+    step = block_rows or max(1, _KNN_BLOCK_ENTRIES // (first + 1))
+    pending = [(np.arange(s, min(n, s + step)), first) for s in range(0, n, step)]
+    while pending:
+        rows, L = pending.pop()
+        D, I = index.search(X[rows], L + (1 if same_set else 0))
+        if same_set:
+            D, I = _drop_self(D, I, rows)
+        D = np.where(I < 0, np.inf, D)
+        open_ = (D[:, min(k, L) - 1] == D[:, -1]) & (I[:, -1] >= 0) & (L < n_avail)
+        yield rows[~open_], D[~open_], I[~open_]
+        if open_.any():
+            L2 = min(4 * L, n_avail)
+            more = rows[open_]
+            sub = max(1, _KNN_BLOCK_ENTRIES // (L2 + 1))
+            pending.extend((more[s:s + sub], L2) for s in range(0, more.size, sub))
