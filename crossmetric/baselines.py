@@ -473,6 +473,14 @@ class PLS(_SklearnLatent):
 
 
 # ----------------------------------------------------------------------------- KISSME
+def _differing(D: np.ndarray, kind: str) -> np.ndarray:
+    """KISSME's pair differences of one kind, refused when all are zero (identical samples)."""
+    if not np.any(D):
+        raise ValueError(f"every {kind} pair joins identical samples (zero differences): "
+                         "KISSME needs pairs of differing samples.")
+    return D
+
+
 class KISSME(LinearSingleModalMixin, BaseEstimator):
     """KISSME: ``M = Σ_S⁻¹ − Σ_D⁻¹`` projected onto the PSD cone (Köstinger et al., CVPR 2012).
 
@@ -540,11 +548,8 @@ class KISSME(LinearSingleModalMixin, BaseEstimator):
         diff = (Z[i] - Z[j]) @ P.T
         inv = []
         for mask, kind in ((y == 1, "similar"), (y == -1, "dissimilar")):
-            D = diff[mask]
+            D = _differing(diff[mask], kind)
             S = D.T @ D / D.shape[0]
-            if not np.any(S):
-                raise ValueError(f"every {kind} pair joins identical samples (zero "
-                                 "differences): KISSME needs pairs of differing samples.")
             S = S + reg * max(np.trace(S) / S.shape[0], np.finfo(float).tiny) * np.eye(S.shape[0])
             inv.append(scipy.linalg.pinvh(S))
         M = inv[0] - inv[1]
@@ -568,8 +573,8 @@ class KISSME(LinearSingleModalMixin, BaseEstimator):
         """
         d, m = Q.shape
         tiny, parts = np.finfo(float).tiny, []
-        for mask in (y == 1, y == -1):
-            D = diff[mask]
+        for mask, kind in ((y == 1, "similar"), (y == -1, "dissimilar")):
+            D = _differing(diff[mask], kind)
             S = D.T @ D / D.shape[0]
             rho = reg * max(np.trace(S) / d, tiny)
             s, U = np.linalg.eigh(S + rho * np.eye(m))
