@@ -53,7 +53,7 @@ def test_result_table_and_files(tmp_path):
 
 def test_select_max_iter_uses_training_persons_only(monkeypatch):
     from crossmetric import PCCA
-    from crossmetric import reproduce as R
+    from crossmetric.reproduce import viper as R  # the module whose lookups select_max_iter makes
 
     rng = np.random.RandomState(0)
     n = 40

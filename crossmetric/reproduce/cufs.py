@@ -39,6 +39,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from crossmetric.reproduce.published import PUBLISHED
+from crossmetric.reproduce.results import ReproductionResult, _progress
+
 __all__ = ["CML_AUC_CUFS_METHODS", "N_TEST", "cufs_features", "reproduce_cml_auc_cufs"]
 
 #: test persons per split (the CUFS literature split's 238; 180 persons train)
@@ -112,7 +115,6 @@ def reproduce_cml_auc_cufs(data_home, *, n_splits: int = 10, seed: int = 0,
     """
     from crossmetric.protocols import run_protocols
     from crossmetric.registry import METHODS, make_estimator
-    from crossmetric.reproduce import PUBLISHED, ReproductionResult, _progress
 
     names = list(CML_AUC_CUFS_METHODS if methods is None else methods)
     unknown = [m for m in names if m not in _PAPER_NAME]

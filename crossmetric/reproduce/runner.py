@@ -1,0 +1,177 @@
+"""The named reproductions, their figures and :func:`run_reproduction`."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from crossmetric.reproduce.cufs import reproduce_cml_auc_cufs
+from crossmetric.reproduce.pku import reproduce_pku_sketch
+from crossmetric.reproduce.published import PUBLISHED
+from crossmetric.reproduce.results import ReproductionResult, default_data_home
+from crossmetric.reproduce.viper import (
+    reproduce_pcca_viper,
+    reproduce_pcca_viper_convergence,
+    reproduce_pcca_viper_negatives,
+)
+
+__all__ = ["Reproduction", "REPRODUCTIONS", "list_reproductions", "run_reproduction"]
+
+
+
+@dataclass(frozen=True)
+class Reproduction:
+    """One named reproduction."""
+
+    name: str
+    description: str
+    run: Callable
+    default_splits: int = 10
+
+
+REPRODUCTIONS: dict[str, Reproduction] = {r.name: r for r in [
+    Reproduction("pcca-viper", "PCCA Table 2: VIPeR CMC r=1,5,10,20; PCCA-sqrt/-chi2/-chi2RBF "
+                 "x n-=1,10, ITML, Euclidean; p=316 and 532", reproduce_pcca_viper),
+    Reproduction("pcca-viper-convergence", "PCCA Fig. 3: kernel PCCA objective per iteration "
+                 "with and without preconditioning", reproduce_pcca_viper_convergence, 1),
+    Reproduction("pcca-viper-negatives", "PCCA Fig. 6: CMC@20 of PCCA-chi2RBF vs n-",
+                 reproduce_pcca_viper_negatives),
+    Reproduction("pku-sketch", "PKU-Sketch: sketch probes vs photos of 50 test persons; CMC "
+                 "and mAP for CMML, CML_AUC, GSM, DeepGSM, CCA, KCCA, Euclidean",
+                 reproduce_pku_sketch),
+    Reproduction("cml-auc-cufs", "CML-AUC Tables I-II protocol on CUFS (sketch -> photo, dense "
+                 "SIFT + PCA, 238 test persons): 1-EER, VR@0.1%, AUC, rank-1 of 15 methods, "
+                 "paper grids tuned on training persons; CUFSF numbers as reference",
+                 reproduce_cml_auc_cufs),
+]}
+
+
+def list_reproductions() -> dict[str, str]:
+    """``{name: description}`` of every reproduction."""
+    return {k: r.description for k, r in REPRODUCTIONS.items()}
+
+
+def _figure(result: ReproductionResult, out: str) -> list[str]:
+    from crossmetric import plotting
+
+    name = result.name
+    if name == "pcca-viper":
+        files = []
+        for p in ("p=316", "p=532"):
+            curves = {k.split(" ", 1)[1]: np.asarray(v)[:50]
+                      for k, v in result.extra.get("cmc", {}).items() if k.startswith(p + " ")}
+            if curves:
+                path = os.path.join(out, f"cmc_{p.replace('=', '')}.png")
+                plotting.plot_cmc(curves, title=f"VIPeR CMC, {p} (PCCA Table 2 / Fig. 5)",
+                                  path=path)
+                files.append(path)
+        return files
+    if name == "pcca-viper-convergence":
+        c = next(iter(result.extra["curves"].values()))
+        path = os.path.join(out, "convergence.png")
+        plotting.plot_convergence({"with preconditioning (K^-1)": c["preconditioned"],
+                                   "without preconditioning": c["plain"]},
+                                  title="PCCA-chi2RBF on VIPeR (PCCA Fig. 3)", path=path)
+        return [path]
+    if name == "pcca-viper-negatives":
+        fig, ax = plotting._figure()
+        for p, c in result.extra["curves"].items():
+            ax.errorbar(c["n_negatives"], c["r20"], yerr=c["sem"], marker="o", capsize=3,
+                        label=f"p = {p} (ours)")
+            pub = PUBLISHED["pcca-viper-negatives"]["rows"]
+            pts = [(n, v) for (pp, n), v in pub.items() if pp == p]
+            ax.plot([n for n, _ in pts], [v for _, v in pts], "k*", ms=10,
+                    label=f"p = {p} (paper, Table 2)")
+        ax.set_xlabel("negative pairs per person n-")
+        ax.set_ylabel("CMC at rank 20 (%)")
+        ax.set_title("PCCA-chi2RBF on VIPeR (PCCA Fig. 6)")
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=7)
+        path = os.path.join(out, "negatives.png")
+        plotting.save_figure(fig, path)
+        return [path]
+    titles = {"pku-sketch": "PKU-Sketch: sketch probes vs photos",
+              "cml-auc-cufs": "CUFS: sketch probes vs photos (CML-AUC protocol)"}
+    if name in titles and result.extra.get("cmc"):
+        path = os.path.join(out, "cmc.png")
+        plotting.plot_cmc(result.extra["cmc"], title=titles[name], path=path)
+        return [path]
+    return []
+
+
+def run_reproduction(name: str, data_home=None, *, n_splits: int | None = None,
+                     out: str | None = None, seed: int = 0, verbose: bool = True,
+                     **options) -> ReproductionResult:
+    """Run the reproduction ``name`` and (with ``out``) write its CSV, JSON and figure.
+
+    Parameters
+    ----------
+    name : str
+        One of :data:`REPRODUCTIONS`.
+    data_home : path, optional
+        Folder holding ``viper/`` and ``pku_sketch/``; default :func:`default_data_home`.
+    n_splits : int, optional
+        Random splits (default: the paper's, 10; 1 for the convergence curves).
+    out : path, optional
+        Output folder.
+    seed : int, default=0
+    verbose : bool, default=True
+        Print progress lines.
+    **options
+        Passed to the experiment (e.g. ``ps=(316,)``, ``negatives=(10,)``).
+    """
+    if name not in REPRODUCTIONS:
+        raise ValueError(f"unknown reproduction {name!r}; expected one of "
+                         f"{', '.join(REPRODUCTIONS)} (see 'crossmetric reproduce --list').")
+    rep = REPRODUCTIONS[name]
+    data_home = data_home if data_home is not None else default_data_home()
+    if data_home is None:
+        raise ValueError("--data-home is required: no ../shared/data folder next to the "
+                         "current directory.")
+    n_splits = rep.default_splits if n_splits is None else int(n_splits)
+    if n_splits < 1:
+        raise ValueError(f"n_splits must be >= 1, got {n_splits}.")
+    import inspect
+
+    if "n_jobs" in options and "n_jobs" not in inspect.signature(rep.run).parameters:
+        options.pop("n_jobs")
+    if options.get("methods") is None:
+        options.pop("methods", None)
+    elif "methods" not in inspect.signature(rep.run).parameters:
+        raise ValueError(f"methods: the reproduction {name!r} runs a fixed set of methods; "
+                         "only pku-sketch and cml-auc-cufs take a choice.")
+    t0 = time.perf_counter()
+    result = rep.run(data_home, n_splits=n_splits, seed=seed, verbose=verbose, **options)
+    result.seconds = time.perf_counter() - t0
+    result.extra["n_splits"] = n_splits
+    if out is not None:
+        result.files = result.write(out) + _figure(result, out) + _rank_lists(result, out)
+    return result
+
+
+def _rank_lists(result: ReproductionResult, out: str) -> list[str]:
+    """``ranks.html`` (every method) and ``ranks_<method>.png`` of ``result.rank_lists``."""
+    rl = result.rank_lists
+    if not rl.get("distances"):
+        return []
+    import re
+
+    from crossmetric import plotting
+    from crossmetric.ranklists import write_rank_html
+
+    n, k = rl["n"], min(10, len(rl["ids_g"]))
+    args = (rl["images_q"], rl["images_g"])
+    files = [write_rank_html(os.path.join(out, "ranks.html"), *args, rl["distances"],
+                             rl["ids_q"], rl["ids_g"], k=k, n_queries=n,
+                             title=f"{result.name}: rank lists of split 1 (top {k})")]
+    for method, D in rl["distances"].items():
+        slug = re.sub(r"[^A-Za-z0-9]+", "_", method).strip("_").lower()
+        path = os.path.join(out, f"ranks_{slug}.png")
+        plotting.plot_rank_lists(*args, D, rl["ids_q"], rl["ids_g"], k=k, n_queries=n,
+                                 title=f"{result.name}, {method}: split 1", path=path)
+        files.append(path)
+    return files
