@@ -349,10 +349,15 @@ def to_faiss(model, path, modality: str = "x", *, database=None,
     ValueError
         The tower is not linear (kernel, mixture or deep towers).
     """
-    import faiss
+    from crossmetric._faiss_tools import faiss_module, uses_l2_score
 
+    faiss = faiss_module()
     side = _check_modality(modality)
     check_is_fitted(model)
+    if not uses_l2_score(model):
+        raise ValueError(f"{type(model).__name__} scores pairs with its own function, not the "
+                         "squared Euclidean distance between embeddings, so a faiss L2 index "
+                         "cannot reproduce its ranking; use model.cross_distance.")
     steps = [] if _is_deep(model) else tower_steps(model, side)
     normalize = bool(steps) and steps[-1][0] == "l2_normalize"
     core = steps[:-1] if normalize else steps

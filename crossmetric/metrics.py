@@ -1217,21 +1217,6 @@ __all__ += ["knn_rank_report"]
 
 
 # ------------------------------------------------- re-id protocol (Market-1501 / torchreid)
-def _reid_codes(q_ids, g_ids, n_q: int, n_g: int, names: tuple[str, str]):
-    """Integer codes of query and gallery ids (one shared code book), lengths checked."""
-    q = np.asarray(q_ids).ravel()
-    g = np.asarray(g_ids).ravel()
-    for arr, n, name in ((q, n_q, names[0]), (g, n_g, names[1])):
-        if arr.shape[0] != n:
-            what = "row" if name[0] == "q" else "column"
-            raise ValueError(f"{name} must have one entry per {what} of distance ({n}), got "
-                             f"{arr.shape[0]}.")
-    if q.dtype.kind != g.dtype.kind:
-        q, g = q.astype(str), g.astype(str)
-    _, codes = np.unique(np.concatenate([q, g]), return_inverse=True)
-    return codes[:n_q], codes[n_q:]
-
-
 def _tie_groups(ds: np.ndarray, rel: np.ndarray):
     """Per sorted position: start ``o``, size ``n``, relevant items ``r`` and relevant items
     before ``c`` of its group of equal distances (rows of ``ds`` sorted ascending)."""
@@ -1383,12 +1368,12 @@ def evaluate_rank(distance, q_pids, g_pids, q_camids=None, g_camids=None, *,
     if ties not in ("expected", "pessimistic", "optimistic"):
         raise ValueError(f"ties must be 'expected', 'pessimistic' or 'optimistic', got "
                          f"{ties!r}.")
-    qp, gp = _reid_codes(q_pids, g_pids, n_q, n_g, ("q_pids", "g_pids"))
+    qp, gp = _label_codes(q_pids, g_pids, n_q, n_g, ("q_pids", "g_pids"))
     if (q_camids is None) != (g_camids is None):
         raise ValueError("q_camids and g_camids must be given together (or neither).")
     cams = q_camids is not None
     if cams:
-        qc, gc = _reid_codes(q_camids, g_camids, n_q, n_g, ("q_camids", "g_camids"))
+        qc, gc = _label_codes(q_camids, g_camids, n_q, n_g, ("q_camids", "g_camids"))
     rows_per = (check_positive_int(block_rows, "block_rows") if block_rows is not None
                 else max(1, (1 << 20) // n_g))
     curves, ap, inp = [], np.empty(n_q), np.empty(n_q)

@@ -46,6 +46,7 @@ from crossmetric._faiss_tools import (
     strip_model,
     to_cpu,
     to_device,
+    uses_l2_score,
 )
 
 __all__ = ["Index", "set_num_threads"]
@@ -55,15 +56,7 @@ _first_distinct = first_distinct  # kept importable under its old name
 _faiss = faiss_module
 
 
-def _uses_l2_score(model) -> bool:
-    """Whether the model's distance is ‖f(x) − g(y)‖² (the pair-learner base default)."""
-    from crossmetric._base import PairLearnerMixin
-
-    if not isinstance(model, PairLearnerMixin):
-        return True  # a plain transformer: ℓ2 in its output space
-    cls = type(model)
-    return (cls._rowwise_distance is PairLearnerMixin._rowwise_distance
-            and cls._matrix_distance is PairLearnerMixin._matrix_distance)
+_uses_l2_score = uses_l2_score
 
 
 class Index:
@@ -134,7 +127,8 @@ class Index:
     -----
     Distances are computed by faiss in float32: for an exact ``flat`` index they equal the
     model's ``cross_distance`` up to float32 rounding. Missing results (fewer than ``k`` vectors
-    in the probed lists) have id ``-1`` and distance ``inf`` (``-inf`` for similarities).
+    in the probed lists) have id ``-1`` and faiss's sentinel distance ``FLT_MAX`` (``-FLT_MAX``
+    for similarities).
     :meth:`save` writes one file in crossmetric's safe format: the faiss index serialized, and
     the model *without* its ``preprocessor`` (the training samples); a kernel model still
     carries the samples (or Nyström landmarks) its kernel rows are computed against.
@@ -405,13 +399,13 @@ class Index:
             set_search_breadth(self._index, self.kind, nprobe)
         return _rows(Q, "Q (queries)"), nprobe
 
-    def search(self, Q, k: int, *, nprobe: int | None = None,
+    def search(self, queries, k: int, *, nprobe: int | None = None,
                re_rank=False, clamp: bool = False) -> tuple[np.ndarray, np.ndarray]:
         """The ``k`` nearest database rows of each query in the learned metric.
 
         Parameters
         ----------
-        Q : array-like of shape (n_queries, n_features_x)
+        queries : array-like of shape (n_queries, n_features_x)
             Queries (embedded with ``model.transform_x``), searched in batches; zero queries
             give empty results.
         k : int
@@ -443,8 +437,8 @@ class Index:
         if clamp and self.ntotal > 0:
             k = min(k, self.ntotal)
         if re_rank:
-            return self._search_re_ranked(Q, k, re_rank)
-        Q, nprobe = self._prepare_search(Q, nprobe)
+            return self._search_re_ranked(queries, k, re_rank)
+        Q, nprobe = self._prepare_search(queries, nprobe)
         nq = Q.shape[0]
         D = np.empty((nq, k), dtype=np.float32)
         I = np.empty((nq, k), dtype=np.int64)
@@ -475,7 +469,7 @@ class Index:
             raise ValueError(f"re_rank needs the stored vectors of a CPU flat index ({exc})."
                              ) from None
         nq = Q.shape[0]
-        D = np.full((nq, k), np.inf, dtype=np.float32)
+        D = np.full((nq, k), np.finfo(np.float32).max, dtype=np.float32)  # faiss's sentinel
         I = np.full((nq, k), -1, dtype=np.int64)
         if nq == 0:
             return D, I

@@ -196,8 +196,23 @@ def _check_deepgsm(tmp_path):
 
 
 # -------------------------------------------------------------------------------- faiss
-LINEAR = ["euclidean", "pcca", "cmml", "cmlauc", "mahaauc", "ldml", "gsm", "cca", "pls",
-          "cdfe", "kissme", "mvda", "csr", "dmleig", "itml", "nca", "lmnn", "mcc", "prdc"]
+LINEAR = ["euclidean", "pcca", "cmml", "cmlauc", "mahaauc", "ldml", "cca", "pls",
+          "cdfe", "kissme", "mvda", "csr", "dmleig", "itml", "nca", "lmnn", "mcc"]
+
+
+@pytest.mark.parametrize("name", ["gsm", "prdc"])
+def test_faiss_refuses_models_whose_distance_is_not_l2_of_the_embedding(name, data, tmp_path):
+    """GSM's S and PRDC's score are not ‖f(x) − g(y)‖²: an L2 index would rank wrongly."""
+    pytest.importorskip("faiss")
+    est = make_estimator(name)
+    params = est.get_params()
+    est.set_params(**{k: v for k, v in _FAST.items() if k in params})
+    if name == "gsm":
+        est.set_params(max_iter=5)
+    model = _fit(est, data)
+    with pytest.raises(ValueError, match="scores pairs with its own function"):
+        to_faiss(model, tmp_path / "t.faiss")
+    assert not (tmp_path / "t.faiss").exists()
 
 
 @pytest.mark.parametrize("name", LINEAR)
@@ -206,7 +221,7 @@ def test_faiss_pretransform_equals_flat_search_of_the_embedding(name, data, tmp_
     est = make_estimator(name)
     params = est.get_params()
     est.set_params(**{k: v for k, v in _FAST.items() if k in params})
-    if name in ("cmlauc", "mahaauc", "gsm"):
+    if name in ("cmlauc", "mahaauc"):
         est.set_params(max_iter=5)
     model = _fit(est, data)
     X, Y = data[0], data[1]

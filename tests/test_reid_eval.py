@@ -186,3 +186,14 @@ def test_bad_shapes_and_values():
         M.evaluate_rank(np.ones((2, 3)), [0, 1], [0, 1])
     with pytest.raises(ValueError, match="NaN"):
         M.evaluate_rank(np.array([[np.nan, 1.0]]), [0], [0, 1])
+
+
+def test_ids_of_different_dtypes_match_by_value():
+    """Integer query ids and float gallery ids name the same persons (as in cmc and mAP)."""
+    import numpy as np
+
+    from crossmetric.metrics import evaluate_rank
+
+    D = np.array([[0.1, 0.9], [0.8, 0.2]])
+    res = evaluate_rank(D, [1, 2], [1.0, 2.0], max_rank=2)
+    assert res["cmc"][0] == 1.0 and res["map"] == 1.0

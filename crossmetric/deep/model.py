@@ -596,12 +596,13 @@ class DeepGSM(CrossModalMixin, BaseEstimator):
                       bool(self.learn_f), channels=channels, backbone=bb)
 
     def _load_backbone_file(self, net: GSMNet) -> None:
+        from crossmetric.deep.backbones import _read_state_dict
+
         path = self.backbone
         try:
-            state = torch.load(path, map_location="cpu", weights_only=True)
-        except (OSError, RuntimeError) as exc:
-            raise ValueError(f"backbone={str(path)!r}: could not read the state dict: "
-                             f"{exc}") from None
+            state = _read_state_dict(path)   # weights_only; a crafted file is one line
+        except ValueError as exc:
+            raise ValueError(f"backbone={str(path)!r}: {exc}") from None
         state = {k: v for k, v in state.items() if not k.startswith("head.")}
         own = {k: v for k, v in net.state_dict().items() if not k.startswith("head.")}
         bad = [k for k in own if k not in state or state[k].shape != own[k].shape]
