@@ -71,14 +71,16 @@ def re_ranking(q_g, q_q, g_g, *, k1: int = 20, k2: int = 6,
     """k-reciprocal re-ranking of query-to-gallery distances (Zhong et al., CVPR 2017).
 
     Queries and gallery items together form one set of ``N = n_query + n_gallery`` items with
-    the distances ``[[q_q, q_g], [q_gᵀ, g_g]]``, each row divided by its maximum (so every
-    distance ``d`` lies in [0, 1]). Then, for every item ``p``:
+    the distances ``[[q_q, q_g], [q_gᵀ, g_g]]``, *squared* and each row divided by its maximum
+    (so every ``d`` lies in [0, 1]) -- as the authors' release does, and torchreid after it, so
+    that the same distances give the same re-ranked distances here and there. Then, for every
+    item ``p``:
 
     1. ``N(p, k)`` is the ``k + 1`` nearest items, ``p`` itself first; the k-reciprocal set is
        ``R(p, k) = {g ∈ N(p, k) : p ∈ N(g, k)}`` (Eq. 4).
     2. It is expanded (Eq. 6): ``R*(p) = R(p, k1) ∪ R(q, ⌊k1/2⌉)`` for every ``q ∈ R(p, k1)``
-       with ``|R(p, k1) ∩ R(q, ⌊k1/2⌉)| ≥ ⅔ |R(q, ⌊k1/2⌉)|`` (``⌊k1/2⌉``: ``k1/2`` rounded
-       half up).
+       with ``|R(p, k1) ∩ R(q, ⌊k1/2⌉)| > ⅔ |R(q, ⌊k1/2⌉)|`` (``⌊k1/2⌉``: ``k1/2`` rounded
+       half to even, at least 1; the strict ``>`` and the rounding are the release's).
     3. ``V_p[g] = exp(−d(p, g))`` on ``R*(p)`` and 0 elsewhere (Eq. 7), normalised to sum to 1
        (as in the authors' release).
     4. Local query expansion (Eq. 11): ``V_p`` becomes the mean of ``V_g`` over the ``k2``
@@ -130,6 +132,7 @@ def re_ranking(q_g, q_q, g_g, *, k1: int = 20, k2: int = 6,
         if a.min() < 0:
             raise ValueError(f"{name} must hold non-negative distances, got a minimum of "
                              f"{a.min():.4g}.")
+    Dqg, Dqq, Dgg = Dqg ** 2, Dqq ** 2, Dgg ** 2          # the release squares its input
     k1 = check_positive_int(k1, "k1")
     k2 = check_positive_int(k2, "k2")
     lam = float(lambda_value)
@@ -138,7 +141,7 @@ def re_ranking(q_g, q_q, g_g, *, k1: int = 20, k2: int = 6,
     n = n_q + n_g
     k1 = min(k1, n - 1)
     k2 = min(k2, n)
-    kh = max(1, (k1 + 1) // 2)
+    kh = max(1, int(np.around(k1 / 2.0)))                 # the release's rounding
     kmax = max(k1 + 1, k2)
     # pass 1: row maxima and the kmax nearest items of every item (itself first)
     neigh = np.empty((n, kmax), dtype=np.int64)
@@ -160,7 +163,7 @@ def re_ranking(q_g, q_q, g_g, *, k1: int = 20, k2: int = 6,
     Rh = _reciprocal(neigh, kh, n)
     size_h = np.asarray(Rh.sum(axis=1)).ravel()
     overlap = (R.astype(np.int32) @ Rh.T.astype(np.int32)).multiply(R).tocoo()
-    keep = 3 * overlap.data >= 2 * size_h[overlap.col]
+    keep = 3 * overlap.data > 2 * size_h[overlap.col]    # strictly more than 2/3
     S = sp.csr_matrix((np.ones(int(keep.sum()), dtype=np.int32),
                        (overlap.row[keep], overlap.col[keep])), shape=(n, n))
     Rstar = (R.astype(np.int32) + S @ Rh.astype(np.int32)).tocsr()

@@ -14,13 +14,13 @@ from crossmetric.reranking import re_ranking as re_ranking_module
 def _slow_re_ranking(q_g, q_q, g_g, k1, k2, lam):
     """Eqs. 4-12 of the paper, one item at a time with Python sets."""
     n_q, n_g = q_g.shape
-    D = np.block([[q_q, q_g], [q_g.T, g_g]])
+    D = np.block([[q_q, q_g], [q_g.T, g_g]]) ** 2   # squared, as the authors' release
     n = n_q + n_g
     mx = D.max(axis=1, keepdims=True)
     D = D / np.where(mx > 0, mx, 1.0)
     k1 = min(k1, n - 1)
     k2 = min(k2, n)
-    kh = max(1, (k1 + 1) // 2)
+    kh = max(1, int(np.around(k1 / 2.0)))
 
     def nearest(i, k):   # the k + 1 nearest, i itself first, ties by index
         return sorted(range(n), key=lambda j: (-1.0 if j == i else D[i, j], j))[:k + 1]
@@ -34,7 +34,7 @@ def _slow_re_ranking(q_g, q_q, g_g, k1, k2, lam):
         star = set(rp)
         for q in rp:
             rq = reciprocal(q, kh)
-            if 3 * len(rp & rq) >= 2 * len(rq):
+            if 3 * len(rp & rq) > 2 * len(rq):
                 star |= rq
         for g in star:
             V[p, g] = math.exp(-D[p, g])
