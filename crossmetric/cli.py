@@ -184,19 +184,19 @@ def _load_model(path: str, trust_pickle: bool = False):
     return est, method
 
 
-def _parse_params(items) -> dict:
-    """``--param name=value`` (value read as JSON when possible, else a string)."""
+def _parse_params(method: str, items) -> dict:
+    """``fit METHOD --param NAME=VALUE``: read and checked as ``benchmark``'s
+    ``--param METHOD.NAME=VALUE`` (:func:`crossmetric.config.parse_param`: a TOML literal, a
+    parameter the learner has)."""
+    from crossmetric.config import parse_param
+
     out = {}
     for item in items or []:
-        name, sep, value = item.partition("=")
-        if not sep or not name.strip():
-            raise CLIError(f"--param expects name=value, got {item!r}.")
         try:
-            out[name.strip()] = json.loads(value)
-        except json.JSONDecodeError:
-            out[name.strip()] = value
-        if isinstance(out[name.strip()], list):
-            out[name.strip()] = tuple(out[name.strip()])
+            _, name, value = parse_param(f"{method}.{item}")
+        except ValueError as exc:
+            raise CLIError(_one_line(exc)) from None
+        out[name] = value
     return out
 
 
@@ -730,7 +730,7 @@ def cmd_fit(args) -> int:
     status = method_status(name)
     if status is not None:
         raise CLIError(f"method {name!r} is not available: {status}.")
-    params = _parse_params(args.param)
+    params = _parse_params(name, args.param)
     if args.seed is not None:
         params.setdefault("random_state", args.seed)
     try:
