@@ -660,7 +660,7 @@ def cmd_benchmark(args) -> int:
     rocs = {m: c["roc"] for m, c in result.curves.items() if "roc" in c}
     cmcs = {m: c["cmc"] for m, c in result.curves.items() if "cmc" in c}
     try:  # staged, then moved into --out under a lock: a killed run leaves the old files
-        with atomic_folder(out) as stage:
+        with atomic_folder(out, owned=_BENCHMARK_FILES) as stage:
             _write_benchmark_files(result, description, stage, rocs, cmcs)
             cfg.options["methods"] = names
             cfg.write(os.path.join(stage, "config.toml"),
@@ -671,6 +671,11 @@ def cmd_benchmark(args) -> int:
           f"{', roc.png' if rocs else ''}{', cmc.png' if cmcs else ''}, config.toml to {out}",
           file=sys.stderr)
     return 0
+
+
+#: every file a benchmark run writes into --out (one it does not write this time is removed)
+_BENCHMARK_FILES = ("results.csv", "results.json", "results.md", "results.tex", "roc.png",
+                    "cmc.png", "config.toml")
 
 
 def _write_benchmark_files(result, description: str, out: str, rocs: dict, cmcs: dict) -> None:

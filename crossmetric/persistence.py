@@ -106,8 +106,21 @@ def _public_name(cls) -> str:
 
 _HEADER = "__header__"
 _ZIP_MAGIC = b"PK\x03\x04"
-_UMASK = os.umask(0)
-os.umask(_UMASK)
+
+
+def _umask() -> int:
+    """The process's umask, read without changing it where the system tells it (Linux's
+    /proc), else by the set-and-restore that is the only portable way."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 # ---------------------------------------------------------------------------- atomic writes
@@ -150,7 +163,11 @@ def atomic_path(path) -> Iterator[str]:
         raise write_error(path, exc) from None
     try:
         yield tmp
-        os.chmod(tmp, 0o666 & ~_UMASK)
+        try:   # an existing file keeps its mode; a new one gets open()'s default
+            mode = os.stat(path).st_mode & 0o7777
+        except OSError:
+            mode = 0o666 & ~_umask()
+        os.chmod(tmp, mode)
         with open(tmp, "rb+") as fh:  # on disk before it takes the destination's name
             os.fsync(fh.fileno())
         os.replace(tmp, path)
@@ -172,12 +189,15 @@ def atomic_open(path, mode: str = "w", **kwargs):
 
 
 @contextlib.contextmanager
-def atomic_folder(folder) -> Iterator[str]:
+def atomic_folder(folder, owned=()) -> Iterator[str]:
     """Yield a private staging folder inside ``folder``; its files replace ``folder``'s at the end.
 
     The move happens under an exclusive lock on ``folder/.crossmetric.lock`` (POSIX), so two
     runs that write the same folder at once leave the complete file set of one of them. On an
-    error the staging folder is removed and ``folder`` is left as it was.
+    error the staging folder is removed and ``folder`` is left as it was. ``owned``: the names
+    a run of this kind may write; those this run did not write are removed from ``folder`` in
+    the same locked step, so that the folder never mixes two runs' files (an old ``roc.png``
+    beside a new run that has no ROC).
     """
     import shutil
 
@@ -192,8 +212,12 @@ def atomic_folder(folder) -> Iterator[str]:
     try:
         yield stage
         with _locked(os.path.join(folder, ".crossmetric.lock")):
-            for name in sorted(os.listdir(stage)):
+            written = sorted(os.listdir(stage))
+            for name in written:
                 os.replace(os.path.join(stage, name), os.path.join(folder, name))
+            for name in set(owned) - set(written):
+                with contextlib.suppress(FileNotFoundError):
+                    os.remove(os.path.join(folder, name))
         done = True
     except OSError as exc:
         name = exc.filename if isinstance(getattr(exc, "filename", None), str) else folder
@@ -212,7 +236,7 @@ def atomic_folder(folder) -> Iterator[str]:
 
 @contextlib.contextmanager
 def _locked(lock_path: str):
-    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o666 & ~_UMASK)
+    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o666)  # open() applies the umask
     try:
         try:
             import fcntl

@@ -27,6 +27,7 @@ from crossmetric.persistence import (
     FORMAT_VERSION,
     atomic_folder,
     atomic_open,
+    atomic_path,
     load_model,
     save_model,
 )
@@ -592,3 +593,27 @@ def test_data_an_allowed_class_rejects_is_refused(tmp_path):
     with pytest.raises(ValueError, match=r"deep.model: (unreadable crossmetric header|not a "
                                          r"valid crossmetric file)"):
         load_model(tmp_path / "deep.model")
+
+
+def test_atomic_folder_removes_owned_files_the_new_run_did_not_write(tmp_path):
+    """A run that writes no roc.png leaves no older roc.png beside its results; files the
+    kind of run does not own (a user's notes) stay."""
+    out = tmp_path / "res"
+    out.mkdir()
+    for name in ("roc.png", "results.json", "notes.txt"):
+        (out / name).write_text("old")
+    with atomic_folder(out, owned=("roc.png", "results.json", "cmc.png")) as stage:
+        with open(os.path.join(stage, "results.json"), "w") as fh:
+            fh.write("new")
+    assert sorted(p.name for p in out.iterdir() if not p.name.startswith(".")) == [
+        "notes.txt", "results.json"]
+    assert (out / "results.json").read_text() == "new"
+
+
+def test_atomic_path_keeps_the_mode_of_the_file_it_replaces(tmp_path):
+    path = tmp_path / "private.model"
+    path.write_text("old")
+    os.chmod(path, 0o600)
+    with atomic_path(path) as tmp, open(tmp, "w") as fh:
+        fh.write("new")
+    assert path.read_text() == "new" and (os.stat(path).st_mode & 0o777) == 0o600
