@@ -979,7 +979,9 @@ def cmd_evaluate(args) -> int:
     except ValueError as exc:  # --scores is written atomically: an older file stays intact
         raise CLIError(_one_line(exc)) from None
     if args.json:
-        print(json.dumps(report, indent=1))
+        from crossmetric.persistence import json_ready
+
+        print(json.dumps(json_ready(report), indent=1))
         return 0
     if verif:
         labels = {"auc": "ROC AUC", "one_minus_eer": "1 - EER",

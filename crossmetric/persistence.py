@@ -60,7 +60,7 @@ import numpy as np
 
 __all__ = ["FORMAT", "FORMAT_VERSION", "ALLOWED_CLASSES", "save_model", "load_model",
            "save_object", "load_object", "atomic_path", "atomic_open", "atomic_folder",
-           "write_error"]
+           "write_error", "json_ready"]
 
 FORMAT = "crossmetric-model"
 #: version 1 was the joblib pickle of crossmetric <= 0.x; 2 is the ``.npz`` + JSON format
@@ -121,6 +121,23 @@ def _umask() -> int:
     mask = os.umask(0o022)
     os.umask(mask)
     return mask
+
+
+def json_ready(obj):
+    """``obj`` as plain JSON values: arrays and tuples as lists, NumPy scalars as Python ones,
+    NaN and ±inf (also inside arrays) as ``None`` -- ``json.dump`` would write them as bare
+    ``NaN`` / ``Infinity``, which is not JSON."""
+    if isinstance(obj, dict):
+        return {str(k): json_ready(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [json_ready(v) for v in obj]
+    if isinstance(obj, np.ndarray):
+        return json_ready(obj.tolist())
+    if isinstance(obj, np.generic):
+        obj = obj.item()
+    if isinstance(obj, float) and not np.isfinite(obj):
+        return None
+    return obj
 
 
 # ---------------------------------------------------------------------------- atomic writes

@@ -749,20 +749,9 @@ class BenchmarkResult:
                 w.writerow(row)
 
     def to_dict(self) -> dict:
-        def plain(v):
-            if isinstance(v, np.ndarray):
-                return v.tolist()
-            if isinstance(v, tuple | list):
-                return [plain(x) for x in v]
-            if isinstance(v, dict):
-                return {k: plain(x) for k, x in v.items()}
-            if isinstance(v, float) and not math.isfinite(v):
-                return None
-            if isinstance(v, np.generic):
-                return v.item()
-            return v
+        from crossmetric.persistence import json_ready
 
-        return plain({"summary": self.summary, "records": self.records,
+        return json_ready({"summary": self.summary, "records": self.records,
                       "curves": self.curves, "skipped": self.skipped,
                       "errors": self.errors, "warnings": self.warnings,
                       "methods": self.methods, "info": self.info})

@@ -617,3 +617,14 @@ def test_atomic_path_keeps_the_mode_of_the_file_it_replaces(tmp_path):
     with atomic_path(path) as tmp, open(tmp, "w") as fh:
         fh.write("new")
     assert path.read_text() == "new" and (os.stat(path).st_mode & 0o777) == 0o600
+
+
+def test_json_ready_turns_every_non_finite_number_into_null():
+    """Bare NaN / Infinity is not JSON: inside arrays, NumPy scalars and tuples too."""
+    import json
+
+    from crossmetric.persistence import json_ready
+
+    obj = {"a": np.array([1.0, np.nan, np.inf]), "b": (np.float32("nan"), 2), 3: -np.inf}
+    text = json.dumps(json_ready(obj), allow_nan=False)
+    assert json.loads(text) == {"a": [1.0, None, None], "b": [None, 2], "3": None}

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from crossmetric import __version__
-from crossmetric.persistence import atomic_open
+from crossmetric.persistence import atomic_open, json_ready
 
 __all__ = ["ReproductionResult", "default_data_home"]
 
@@ -104,7 +104,7 @@ class ReproductionResult:
     def to_dict(self) -> dict:
         """``name``, ``source``, ``seconds``, ``rows`` and ``extra`` as plain JSON values (NaN
         becomes ``None``)."""
-        return _jsonable({"name": self.name, "source": self.source, "seconds": self.seconds,
+        return json_ready({"name": self.name, "source": self.source, "seconds": self.seconds,
                           "rows": self.rows, "extra": self.extra})
 
 
@@ -115,18 +115,8 @@ def _fmt(v: float, sign: bool = False) -> str:
     return f"{v:.3g}" if v != 0 and abs(v) < 0.1 else f"{v:.2f}"
 
 
-def _jsonable(obj):
-    if isinstance(obj, dict):
-        return {str(k): _jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return [_jsonable(v) for v in obj]
-    if isinstance(obj, np.ndarray):
-        return obj.tolist()
-    if isinstance(obj, np.generic):
-        obj = obj.item()
-    if isinstance(obj, float) and math.isnan(obj):
-        return None
-    return obj
+#: the former name of :func:`crossmetric.persistence.json_ready`
+_jsonable = json_ready
 
 
 def _progress(verbose: bool, msg: str):
