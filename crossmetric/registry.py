@@ -224,7 +224,11 @@ METHODS: dict[str, MethodSpec] = {s.name: s for s in [
 def _spec(name: str) -> MethodSpec:
     key = str(name).strip().lower()
     if key not in METHODS:
-        raise ValueError(f"unknown method {name!r}; expected one of {', '.join(METHODS)}.")
+        import difflib
+
+        close = difflib.get_close_matches(key, list(METHODS), n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise ValueError(f"unknown method {name!r}{hint}; expected one of {', '.join(METHODS)}.")
     return METHODS[key]
 
 

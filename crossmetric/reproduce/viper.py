@@ -204,8 +204,6 @@ def reproduce_pcca_viper(data_home, *, n_splits: int = 10, seed: int = 0, verbos
 def _itml_for_viper(cls):
     """ITML on PCA-reduced square-rooted histograms (ITML learns a full d × d matrix: the
     PCCA paper notes it must be preceded by a dimensionality reduction)."""
-    from sklearn.pipeline import make_pipeline  # noqa: F401 - documented choice below
-
     return _PCAThen(cls(), n_components=64)
 
 
