@@ -48,6 +48,18 @@ def small_pairs():
     return X, pairs, y
 
 
+@pytest.fixture(scope="module")
+def data():
+    """Cross-modal problem for every-learner tests: X (48 × 6), Y (48 × 5), 6 identities."""
+    rng = np.random.RandomState(0)
+    labels = np.repeat(np.arange(6), 8)
+    Z = rng.rand(6, 4)[labels]
+    X = np.abs(Z @ rng.rand(4, 6) + 0.1 * rng.rand(48, 6))
+    Y = np.abs(Z @ rng.rand(4, 5) + 0.1 * rng.rand(48, 5))
+    pairs, y = make_pairs(labels, labels, max_positives=120, random_state=0)
+    return X, Y, pairs, y
+
+
 @pytest.fixture
 def small_cross():
     """Tiny cross-modal problem: X (20 × 4), Y (20 × 6), 4 identities."""

@@ -10,7 +10,6 @@ from sklearn.exceptions import ConvergenceWarning, NotFittedError
 from sklearn.model_selection import cross_val_score
 
 import crossmetric
-from crossmetric.pairs import make_pairs
 
 SINGLE = {
     "PCCA": dict(n_components=3, max_iter=30),
@@ -43,17 +42,6 @@ CROSS = {
 ALL = {**SINGLE, **CROSS}
 RANDOM = {"PCCA", "MahaAUC", "LDML", "CLML", "CMML", "CMLAUC", "GSM", "ITML", "NCA", "LMNN",
           "MCC", "PRDC"}
-
-
-@pytest.fixture(scope="module")
-def data():
-    rng = np.random.RandomState(0)
-    labels = np.repeat(np.arange(6), 8)
-    Z = rng.rand(6, 4)[labels]
-    X = np.abs(Z @ rng.rand(4, 6) + 0.1 * rng.rand(48, 6))
-    Y = np.abs(Z @ rng.rand(4, 5) + 0.1 * rng.rand(48, 5))
-    pairs, y = make_pairs(labels, labels, max_positives=120, random_state=0)
-    return X, Y, pairs, y
 
 
 def _make(name, X, Y):

@@ -46,17 +46,6 @@ class _Marker:
         return (os.system, (f"touch {self.path}",))
 
 
-@pytest.fixture(scope="module")
-def data():
-    rng = np.random.RandomState(0)
-    labels = np.repeat(np.arange(6), 8)
-    Z = rng.rand(6, 4)[labels]
-    X = np.abs(Z @ rng.rand(4, 6) + 0.1 * rng.rand(48, 6))
-    Y = np.abs(Z @ rng.rand(4, 5) + 0.1 * rng.rand(48, 5))
-    pairs, y = make_pairs(labels, labels, max_positives=120, random_state=0)
-    return X, Y, pairs, y
-
-
 def _fitted(name, data):
     X, Y, pairs, y = data
     if name == "deepgsm":
