@@ -170,6 +170,27 @@ class CrossDomainImages(Dataset):
                 out[i] = (imgs[j], int(ids[j]), dom)
         return out
 
+    def domain_batches(self, keys) -> tuple[torch.Tensor, torch.Tensor]:
+        """``collate_domains(self.__getitems__(keys))`` without the per-item detour.
+
+        Each domain's images, in the order of ``keys``, loaded and augmented as
+        :meth:`__getitems__` does (the same tensors, tested); a transform without
+        ``takes_rng`` goes through the items.
+        """
+        keys = [k if isinstance(k, tuple) else (k, None) for k in keys]
+        out = []
+        for dom in (0, 1):
+            tf = self.transforms[dom]
+            if tf is not None and not getattr(tf, "takes_rng", False):
+                return collate_domains(self.__getitems__(keys))
+            mine = [(int(k), s) for k, s in keys if (int(k) >= self.n_x) == bool(dom)]
+            rows = np.array([k - dom * self.n_x for k, _ in mine], dtype=np.int64)
+            imgs = self._load_rows(dom, rows)
+            if tf is not None:
+                imgs = apply_batch(tf, imgs, [SplitMix(0 if s is None else s) for _, s in mine])
+            out.append(imgs)
+        return out[0], out[1]
+
     def __getitem__(self, key):
         seed = None
         if isinstance(key, tuple):

@@ -1,0 +1,187 @@
+"""Training overhead of DeepGSM, and how close CML-AUC's proximal step is to its floor (issue 24).
+
+1. **DeepGSM round vs a bare PyTorch loop.** The bare loop runs the same network (built and
+   initialised as DeepGSM builds it), one fixed batch of the same size (K̂ identities × Ô₁ + Ô₂
+   images), the same loss (the sample-based GSM hinge with balanced weights, plus the weight
+   penalties of eq. 7) and the same optimiser: forward, backward, optimiser step, nothing else.
+   DeepGSM runs ``max_iter`` rounds of its real loop (batch generator, image loading and
+   augmentation, hinge weights, schedule, convergence bookkeeping) from arrays in memory and
+   from PNG files on disk (``num_workers=0``: decoded in the training process).
+   ``ratio = DeepGSM seconds per round / bare seconds per round`` (target ≤ 1.15).
+   Both are timed in CPU seconds of this process (``time.process_time``) and wall seconds.
+2. **CML-AUC proximal step vs ``numpy.linalg.eigh``.** One step of Algorithm 1
+   (:func:`crossmetric._solvers.proximal.ppa_step`: ``φ⁺_{ημ}(M − ηG)``, the proximal map of
+   the log-det term) against one ``numpy.linalg.eigh`` of the same matrix ``M − ηG`` -- its
+   floor: the step is that eigendecomposition plus an elementwise map and one ``W Wᵀ``.
+
+Run: ``python benchmarks/bench_deepgsm_overhead.py [--rounds 150] [--threads 1]`` (prints
+JSON). ``--threads`` sets ``torch.set_num_threads`` (1: as every joblib worker of the default
+benchmark runs).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+from benchmarks._common import emit, machine  # noqa: E402
+from crossmetric.datasets import load_digits_views  # noqa: E402
+from crossmetric.registry import make_estimator  # noqa: E402
+
+
+def _clock():
+    return time.process_time(), time.perf_counter()
+
+
+def _since(c):
+    return time.process_time() - c[0], time.perf_counter() - c[1]
+
+
+def bare_loop(est, xb: torch.Tensor, yb: torch.Tensor, gx, gy, rounds: int) -> tuple:
+    """Forward, backward and Adam step of DeepGSM's network on one fixed batch."""
+    from crossmetric.deep.losses import similarity_matrix
+    from crossmetric.deep.sampler import balanced_weights
+
+    net = est._build_net(xb.shape[-2:], (xb.shape[1], yb.shape[1]), seed=0)
+    net.initialize("default", torch.Generator().manual_seed(0))
+    net.train()
+    opt = torch.optim.Adam(net.parameters(), lr=float(est.learning_rate))
+    same = gx[:, None] == gy[None, :]
+    w = torch.as_tensor(balanced_weights(same), dtype=torch.float32)
+    ell = torch.as_tensor(np.where(same, -1.0, 1.0), dtype=torch.float32)
+    decayed = [p for n, p in net.named_parameters()
+               if not n.startswith("head.") and not n.endswith("bias")]
+    phi = list(net.head.params.values())
+    lam, mu = float(est.weight_decay), float(est.mu)
+
+    def step():
+        TX, TY, f = net(xb, yb)
+        S = similarity_matrix(TX, TY, f)
+        loss = (w * torch.clamp(1.0 - ell * S, min=0.0)).sum()
+        loss = loss + lam * sum((p * p).sum() for p in decayed) + mu * sum(
+            (p * p).sum() for p in phi)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+
+    for _ in range(10):  # warm-up (allocator, first-call dispatch)
+        step()
+    c = _clock()
+    for _ in range(rounds):
+        step()
+    cpu, wall = _since(c)
+    return cpu / rounds, wall / rounds
+
+
+def deepgsm_rounds(est, x, ids_x, y, ids_y, rounds: int) -> tuple:
+    """Seconds per round of DeepGSM's own loop (``max_iter=rounds``, no stopping test)."""
+    est.set_params(max_iter=rounds + 10, tol=None)
+    est.fit_identities(x[:40], ids_x[:40], y[:40], ids_y[:40])  # warm-up: imports, dispatch
+    est.set_params(max_iter=rounds)
+    c = _clock()
+    est.fit_identities(x, ids_x, y, ids_y)
+    cpu, wall = _since(c)
+    return cpu / rounds, wall / rounds, est.train_time_ / rounds
+
+
+def write_pngs(images: np.ndarray, folder: Path, tag: str) -> list:
+    from PIL import Image
+
+    paths = []
+    for i, im in enumerate(images):
+        p = folder / f"{tag}{i:05d}.png"
+        Image.fromarray(np.round(im * 255).astype(np.uint8)).save(p)
+        paths.append(str(p))
+    return paths
+
+
+def proximal_vs_eigh(sizes=(32, 64, 128, 256), reps: int = 30) -> dict:
+    """One :func:`~crossmetric._solvers.proximal.ppa_step` against ``eigh`` of its matrix.
+
+    CML-AUC's default runs on PCA-32 views, so its matrix is 64 × 64 (``z = [x; −y]``).
+    """
+    from crossmetric._solvers.proximal import ppa_step
+
+    out = {}
+    rng = np.random.default_rng(0)
+    for n in sizes:
+        A = rng.standard_normal((n, 2 * n))
+        M = A @ A.T / (2 * n)
+        B = rng.standard_normal((n, n))
+        G = (B + B.T) / 2
+        eta, mu = 0.1, 1e-5
+        ppa_step(M, G, eta, mu)  # warm-up
+        c = _clock()
+        for _ in range(reps):
+            ppa_step(M, G, eta, mu)
+        cpu_p, wall_p = _since(c)
+        T = M - eta * G
+        c = _clock()
+        for _ in range(reps):
+            np.linalg.eigh(T)
+        cpu_e, wall_e = _since(c)
+        out[str(n)] = {"ppa_step_ms": round(1e3 * cpu_p / reps, 3),
+                       "eigh_ms": round(1e3 * cpu_e / reps, 3),
+                       "ratio_cpu": round(cpu_p / cpu_e, 3),
+                       "ratio_wall": round(wall_p / wall_e, 3)}
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=150)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--skip-files", action="store_true")
+    parser.add_argument("--skip-proximal", action="store_true")
+    args = parser.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    d = load_digits_views()
+    rows = np.arange(1200)
+    # 300 identities of 4 images of one digit each (per domain)
+    ids = np.empty(rows.size, dtype=np.int64)
+    ids[np.argsort(d.labels[rows], kind="stable")] = np.arange(rows.size) // 4
+    x, y = d.images_x[rows], d.images_y[rows]
+    est = make_estimator("deepgsm")
+    est.set_params(random_state=0)
+    out = {"machine": machine(), "torch_threads": torch.get_num_threads(),
+           "rounds": args.rounds}
+    k, ox, oy = int(est.n_identities), int(est.n_images_x), int(est.n_images_y)
+    sel_x = np.concatenate([np.flatnonzero(ids == i)[:ox] for i in np.unique(ids)[:k]])
+    sel_y = np.concatenate([np.flatnonzero(ids == i)[:oy] for i in np.unique(ids)[:k]])
+    xb = torch.as_tensor(x[sel_x], dtype=torch.float32)[:, None]
+    yb = torch.as_tensor(y[sel_y], dtype=torch.float32)[:, None]
+    bare_cpu, bare_wall = bare_loop(est, xb, yb, ids[sel_x], ids[sel_y], args.rounds)
+    out["batch"] = {"images_x": int(xb.shape[0]), "images_y": int(yb.shape[0]),
+                    "shape": list(xb.shape[1:])}
+    out["bare_ms_per_round"] = {"cpu": round(1e3 * bare_cpu, 3), "wall": round(1e3 * bare_wall, 3)}
+    cpu, wall, train = deepgsm_rounds(est, x, ids, y, ids, args.rounds)
+    out["memory_ms_per_round"] = {"cpu": round(1e3 * cpu, 3), "wall": round(1e3 * wall, 3),
+                                  "train_time": round(1e3 * train, 3),
+                                  "ratio_cpu": round(cpu / bare_cpu, 3),
+                                  "ratio_wall": round(wall / bare_wall, 3)}
+    if not args.skip_files:
+        with tempfile.TemporaryDirectory() as tmp:
+            fx = write_pngs(x, Path(tmp), "x")
+            fy = write_pngs(y, Path(tmp), "y")
+            cpu, wall, train = deepgsm_rounds(est, fx, ids, fy, ids, args.rounds)
+        out["files_ms_per_round"] = {"cpu": round(1e3 * cpu, 3), "wall": round(1e3 * wall, 3),
+                                     "train_time": round(1e3 * train, 3),
+                                     "ratio_cpu": round(cpu / bare_cpu, 3),
+                                     "ratio_wall": round(wall / bare_wall, 3)}
+    if not args.skip_proximal:
+        out["cmlauc_proximal_vs_eigh"] = proximal_vs_eigh()
+    out["machine_after"] = machine()
+    emit(out)
+
+
+if __name__ == "__main__":
+    main()
