@@ -83,3 +83,16 @@ def test_hinge_weights_cache_gives_the_uncached_hinge():
     assert len(cache) == 1
     plain = est._hinge(TX, TY, -1.9, gx, gy)
     assert torch.equal(first, plain) and torch.equal(again, plain)
+
+
+def test_epoch_batches_with_a_precomputed_index_are_the_same():
+    from crossmetric.deep.sampler import epoch_identity_batches, identity_index
+
+    rng = np.random.RandomState(1)
+    ids_x, ids_y = rng.randint(0, 7, 60), rng.randint(1, 9, 50)
+    a = epoch_identity_batches(ids_x, ids_y, 3, 2, 3, random_state=5)
+    b = epoch_identity_batches(ids_x, ids_y, 3, 2, 3, random_state=5,
+                               index=identity_index(ids_x, ids_y))
+    assert len(a) == len(b)
+    for (ax, ay), (bx, by) in zip(a, b, strict=True):
+        assert np.array_equal(ax, bx) and np.array_equal(ay, by)

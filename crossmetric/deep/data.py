@@ -26,7 +26,11 @@ import torch
 from torch.utils.data import Dataset, Sampler
 
 from crossmetric.deep.augment import SplitMix, apply_batch
-from crossmetric.deep.sampler import CrossDomainBatchSampler, epoch_identity_batches
+from crossmetric.deep.sampler import (
+    CrossDomainBatchSampler,
+    epoch_identity_batches,
+    identity_index,
+)
 
 __all__ = ["is_file_list", "image_layout", "read_image", "to_nchw", "to_chw",
            "CrossDomainImages", "collate_domains", "CrossDomainIdentitySampler", "fingerprint"]
@@ -293,9 +297,11 @@ class CrossDomainIdentitySampler(Sampler):
                 b = s.sample_pairs(self.n_pairs)
                 out.append((b.ix, b.iy))
             return out
+        if getattr(self, "_index", None) is None:  # the identities' rows, sorted once
+            self._index = identity_index(self.ids_x, self.ids_y)
         return epoch_identity_batches(self.ids_x, self.ids_y, self.n_identities,
                                       self.n_images_x, self.n_images_y,
-                                      random_state=self._rng(epoch))
+                                      random_state=self._rng(epoch), index=self._index)
 
     def split(self, ix: np.ndarray, iy: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Owner process of each image of a global round."""
