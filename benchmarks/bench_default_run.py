@@ -11,8 +11,14 @@ seconds, the fits that raised a ConvergenceWarning and the mean AUC. ``projected
 is the sum of the CPU seconds over 2 cores (the default run spreads the (method, split) units
 over 2 joblib workers), plus the fixed start-up cost measured as the Euclidean row.
 
-Run: ``python benchmarks/bench_default_run.py [--methods a,b] [--folds 10] [--repeats 10]``
-(prints JSON).
+Threads: the default run's joblib (loky) workers each run with ``OMP_NUM_THREADS=1`` (2 cores,
+2 workers), so this script limits BLAS (threadpoolctl) and PyTorch (``torch.set_num_threads``)
+to ``--threads`` (default 1) to measure what a worker spends. With 2 threads on a loaded 2-core
+machine a small network's OpenMP threads spin: DeepGSM's CPU seconds per round were ~40x higher
+(measured, issue 24), which says nothing about the default run.
+
+Run: ``python benchmarks/bench_default_run.py [--methods a,b] [--folds 10] [--repeats 10]
+[--threads 1]`` (prints JSON).
 """
 
 from __future__ import annotations
@@ -35,10 +41,21 @@ def main() -> None:
     parser.add_argument("--methods", default=None, help="comma-separated (default: all)")
     parser.add_argument("--folds", type=int, default=10)
     parser.add_argument("--repeats", type=int, default=10)
+    parser.add_argument("--threads", type=int, default=1,
+                        help="BLAS / torch threads (0: leave as they are)")
     args = parser.parse_args()
+    if args.threads:
+        from threadpoolctl import threadpool_limits
+
+        threadpool_limits(args.threads)
+        if "torch" in sys.modules or args.methods is None or "deepgsm" in args.methods:
+            import torch
+
+            torch.set_num_threads(args.threads)
     names = args.methods.split(",") if args.methods else list(METHODS)
     data = load_digits_views()
-    out = {"machine": machine(), "folds": args.folds, "repeats": args.repeats, "methods": {}}
+    out = {"machine": machine(), "folds": args.folds, "repeats": args.repeats,
+           "threads": args.threads, "methods": {}}
     total_cpu = 0.0
     for name in names:
         if method_status(name) is not None:

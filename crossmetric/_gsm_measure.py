@@ -143,6 +143,33 @@ def gsm_matrix(FX: np.ndarray, FY: np.ndarray, f: float) -> np.ndarray:
 # --------------------------------------------------------------------------------------------
 # the objective
 # --------------------------------------------------------------------------------------------
+def _embed_margins(params, structure, f0, X, Y, ix, iy, ell, weight):
+    """``(r, FX, FY, margin, hinge_loss)`` of :func:`gsm_loss_grad` (its first half)."""
+    p_x, p_y = X.shape[1], Y.shape[1]
+    r = next(v for k, v in params.items() if k in ("LA", "LCx", "U")).shape[0]
+    LA, LB, LCx, LCy, d, e, f = gsm_components(params, structure, f0, r, p_x, p_y)
+    FX = embed(X, LA, LCx, d)
+    FY = embed(Y, LB, LCy, e)
+    S = gsm_rowwise(FX[ix], FY[iy], f)
+    margin = 1.0 - ell * S
+    return r, FX, FY, margin, float(weight @ hinge(margin))
+
+
+def gsm_loss(params: dict, structure: str, f0: float, X: np.ndarray, Y: np.ndarray,
+             ix: np.ndarray, iy: np.ndarray, ell: np.ndarray, weight: np.ndarray,
+             mu: float) -> float:
+    """The objective of :func:`gsm_loss_grad` alone (the same number, without the gradient).
+
+    GSM's pair batches report the full objective after each epoch: with this it costs one
+    embedding and one hinge, not a second backward pass over every training pair.
+    """
+    loss = _embed_margins(params, structure, f0, X, Y, ix, iy, ell, weight)[4]
+    for k, v in params.items():
+        if k != "f":
+            loss += mu * float(np.sum(v * v))
+    return loss
+
+
 def gsm_loss_grad(params: dict, structure: str, f0: float, X: np.ndarray, Y: np.ndarray,
                   ix: np.ndarray, iy: np.ndarray, ell: np.ndarray, weight: np.ndarray,
                   mu: float) -> tuple[float, dict]:
@@ -176,14 +203,7 @@ def gsm_loss_grad(params: dict, structure: str, f0: float, X: np.ndarray, Y: np.
     loss : float
     grad : dict of ndarray, same keys and shapes as ``params``
     """
-    p_x, p_y = X.shape[1], Y.shape[1]
-    r = next(v for k, v in params.items() if k in ("LA", "LCx", "U")).shape[0]
-    LA, LB, LCx, LCy, d, e, f = gsm_components(params, structure, f0, r, p_x, p_y)
-    FX = embed(X, LA, LCx, d)
-    FY = embed(Y, LB, LCy, e)
-    S = gsm_rowwise(FX[ix], FY[iy], f)
-    margin = 1.0 - ell * S
-    loss = float(weight @ hinge(margin))
+    r, FX, FY, margin, loss = _embed_margins(params, structure, f0, X, Y, ix, iy, ell, weight)
     g = -weight * ell * hinge_grad(margin)  # dJ/dS_p
     # G[a, b] = Σ of g over the pairs joining sample a of X and sample b of Y (eq. 18 partners)
     G = sparse.csr_matrix((g, (ix, iy)), shape=(X.shape[0], Y.shape[0]))

@@ -50,6 +50,7 @@ from crossmetric._gsm_measure import (  # noqa: F401 - re-exported: the measure'
     STRUCTURES,
     embed,
     gsm_components,
+    gsm_loss,
     gsm_loss_grad,
     gsm_matrix,
     gsm_rowwise,
@@ -462,7 +463,7 @@ class GSM(CrossModalMixin, BaseEstimator):
                     _, grad = loss_grad(params, Xb, Yb, bix, biy, ell_all[b],
                                         weight[b] * (n / b.size))
                     opt.step(params, grad)
-                return loss_grad(params, X, Y, ix, iy, ell_all, weight)[0]
+                return gsm_loss(params, self.structure, f0, X, Y, ix, iy, ell_all, weight, mu)
 
         val_loss = None
         if val is not None:

@@ -205,16 +205,19 @@ class RandomCrop:
         th, tw = self.size
         g = SplitMixBatch.from_rngs(rngs)
         if g is not None:
-            off = np.c_[g.integers(0, h - th + 1), g.integers(0, w - tw + 1)]
+            off = np.stack([g.integers(0, h - th + 1), g.integers(0, w - tw + 1)], axis=1)
             g.write_back(rngs)
         else:
             off = [(int(r.integers(0, h - th + 1)), int(r.integers(0, w - tw + 1)))
                    for r in map(as_rng, rngs)]
-        off = torch.as_tensor(np.asarray(off, dtype=np.int64).reshape(n, 2))
-        rows = (off[:, 0, None] + torch.arange(th))[:, None, :, None]
-        cols = (off[:, 1, None] + torch.arange(tw))[:, None, None, :]
-        return images[torch.arange(n)[:, None, None, None], torch.arange(c)[None, :, None, None],
-                      rows, cols]
+        off = np.asarray(off, dtype=np.int64).reshape(n, 2)
+        # one flat gather: pixel (a, k, i, j) of the crops is pixel
+        # ((a c + k) h + off_a,0 + i) w + off_a,1 + j of the padded batch
+        start = torch.as_tensor(off[:, 0] * w + off[:, 1])
+        window = (torch.arange(th)[:, None] * w + torch.arange(tw)).reshape(-1)
+        base = torch.arange(n * c).reshape(n, c) * (h * w) + start[:, None]
+        idx = (base[:, :, None] + window).reshape(-1)
+        return images.reshape(-1).index_select(0, idx).reshape(n, c, th, tw)
 
     def __repr__(self) -> str:
         return f"RandomCrop({self.size}, padding={self.padding})"

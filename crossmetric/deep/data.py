@@ -26,7 +26,11 @@ import torch
 from torch.utils.data import Dataset, Sampler
 
 from crossmetric.deep.augment import SplitMix, apply_batch
-from crossmetric.deep.sampler import CrossDomainBatchSampler, epoch_identity_batches
+from crossmetric.deep.sampler import (
+    CrossDomainBatchSampler,
+    epoch_identity_batches,
+    identity_index,
+)
 
 __all__ = ["is_file_list", "image_layout", "read_image", "to_nchw", "to_chw",
            "CrossDomainImages", "collate_domains", "CrossDomainIdentitySampler", "fingerprint"]
@@ -170,6 +174,27 @@ class CrossDomainImages(Dataset):
                 out[i] = (imgs[j], int(ids[j]), dom)
         return out
 
+    def domain_batches(self, keys) -> tuple[torch.Tensor, torch.Tensor]:
+        """``collate_domains(self.__getitems__(keys))`` without the per-item detour.
+
+        Each domain's images, in the order of ``keys``, loaded and augmented as
+        :meth:`__getitems__` does (the same tensors, tested); a transform without
+        ``takes_rng`` goes through the items.
+        """
+        keys = [k if isinstance(k, tuple) else (k, None) for k in keys]
+        out = []
+        for dom in (0, 1):
+            tf = self.transforms[dom]
+            if tf is not None and not getattr(tf, "takes_rng", False):
+                return collate_domains(self.__getitems__(keys))
+            mine = [(int(k), s) for k, s in keys if (int(k) >= self.n_x) == bool(dom)]
+            rows = np.array([k - dom * self.n_x for k, _ in mine], dtype=np.int64)
+            imgs = self._load_rows(dom, rows)
+            if tf is not None:
+                imgs = apply_batch(tf, imgs, [SplitMix(0 if s is None else s) for _, s in mine])
+            out.append(imgs)
+        return out[0], out[1]
+
     def __getitem__(self, key):
         seed = None
         if isinstance(key, tuple):
@@ -272,9 +297,11 @@ class CrossDomainIdentitySampler(Sampler):
                 b = s.sample_pairs(self.n_pairs)
                 out.append((b.ix, b.iy))
             return out
+        if getattr(self, "_index", None) is None:  # the identities' rows, sorted once
+            self._index = identity_index(self.ids_x, self.ids_y)
         return epoch_identity_batches(self.ids_x, self.ids_y, self.n_identities,
                                       self.n_images_x, self.n_images_y,
-                                      random_state=self._rng(epoch))
+                                      random_state=self._rng(epoch), index=self._index)
 
     def split(self, ix: np.ndarray, iy: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Owner process of each image of a global round."""

@@ -65,6 +65,7 @@ from crossmetric.deep.losses import similarity_matrix, similarity_rows
 from crossmetric.deep.networks import GSMNet, GSMTower
 from crossmetric.deep.sampler import balanced_weights, identities_from_pairs, pair_completeness
 from crossmetric.deep.schedule import OPTIMIZERS, SCHEDULES, WindowedConvergence, make_optimizer
+from crossmetric.deep.threads import small_net_threads
 from crossmetric.persistence import atomic_path
 
 __all__ = ["DeepGSM"]
@@ -611,11 +612,21 @@ class DeepGSM(CrossModalMixin, BaseEstimator):
                              f"channels, hidden_units): missing or misshaped {bad[:4]}.")
         net.load_state_dict(state, strict=False)
 
-    def _penalty(self, net: GSMNet) -> torch.Tensor:
-        """``λ‖W‖² + μ‖Φ‖²`` of eq. (7) (biases of W and the constant f not penalised)."""
-        pen_w = sum((p * p).sum() for n, p in net.named_parameters()
-                    if not n.startswith("head.") and not n.endswith("bias"))
-        pen_phi = sum((p * p).sum() for p in net.head.params.values())
+    @staticmethod
+    def _penalised(net: GSMNet) -> tuple[list, list]:
+        """The tensors of eq. (7)'s penalties: W (feature weights, no biases) and Φ."""
+        return ([p for n, p in net.named_parameters()
+                 if not n.startswith("head.") and not n.endswith("bias")],
+                list(net.head.params.values()))
+
+    def _penalty(self, net: GSMNet, penalised=None) -> torch.Tensor:
+        """``λ‖W‖² + μ‖Φ‖²`` of eq. (7) (biases of W and the constant f not penalised).
+
+        ``penalised``: :meth:`_penalised` of ``net``, computed once per fit by the caller.
+        """
+        ws, phis = self._penalised(net) if penalised is None else penalised
+        pen_w = sum((p * p).sum() for p in ws)
+        pen_phi = sum((p * p).sum() for p in phis)
         return float(self.weight_decay) * pen_w + float(self.mu) * pen_phi
 
     def _make_optimizer(self, net: GSMNet, max_iter: int):
@@ -834,18 +845,32 @@ class DeepGSM(CrossModalMixin, BaseEstimator):
         w[keep] = balanced_weights(same[keep])
         return w
 
-    def _hinge(self, TX, TY, f, gx: np.ndarray, gy: np.ndarray) -> torch.Tensor:
+    def _hinge(self, TX, TY, f, gx: np.ndarray, gy: np.ndarray, cache=None) -> torch.Tensor:
+        """The balanced GSM hinge of a round. ``cache`` (a dict kept for one fit) holds the
+        labels and weights of each pattern of same-identity pairs already seen: without hard
+        negatives they depend on that pattern only, and most rounds repeat a few patterns."""
         dev = TX.device
         if self.batch_mode == "pair":
             S = similarity_rows(TX, TY, f)
             same = gx == gy
-            w = balanced_weights(same)
         else:
             S = similarity_matrix(TX, TY, f)
             same = gx[:, None] == gy[None, :]
-            w = self._mined_weights(same, S.detach().cpu().numpy(), self.hard_negatives)
-        ell = torch.as_tensor(np.where(same, -1.0, 1.0), dtype=S.dtype, device=dev)
-        w = torch.as_tensor(w, dtype=S.dtype, device=dev)
+        mined = self.batch_mode != "pair" and self.hard_negatives is not None
+        key = None if cache is None or mined else (same.shape, same.tobytes())
+        if key is not None and key in cache:
+            ell, w = cache[key]
+        else:
+            if mined:
+                w = self._mined_weights(same, S.detach().cpu().numpy(), self.hard_negatives)
+            else:
+                w = balanced_weights(same)
+            ell = torch.as_tensor(np.where(same, -1.0, 1.0), dtype=S.dtype, device=dev)
+            w = torch.as_tensor(w, dtype=S.dtype, device=dev)
+            if key is not None:
+                if len(cache) >= 64:
+                    cache.clear()
+                cache[key] = (ell, w)
         return (w * torch.clamp(1.0 - ell * S, min=0.0)).sum()
 
     def _embed_source(self, net: GSMNet, source, side: str, shape, channels, device):
@@ -980,9 +1005,14 @@ class DeepGSM(CrossModalMixin, BaseEstimator):
                             "average": None if avg is None else avg.state_dict()}, tmp)
 
         batches = IterationBatches(sampler, start, max_iter)
-        loader = torch.utils.data.DataLoader(
-            ds, batch_sampler=batches, num_workers=int(self.num_workers),
-            collate_fn=collate_domains, pin_memory=device.type == "cuda")
+        if int(self.num_workers) == 0 and device.type == "cpu":
+            # the DataLoader's fetch without its machinery: the same batches, read in this
+            # process by the dataset's batch path
+            rounds = (ds.domain_batches(keys) for keys in batches)
+        else:
+            rounds = torch.utils.data.DataLoader(
+                ds, batch_sampler=batches, num_workers=int(self.num_workers),
+                collate_fn=collate_domains, pin_memory=device.type == "cuda")
         window = int(self.n_iter_no_change)
         rule = WindowedConvergence(opt, sched, self.lr_schedule, window, self.tol)
         converged, stop_reason, done = False, "max_iter", start
@@ -992,26 +1022,40 @@ class DeepGSM(CrossModalMixin, BaseEstimator):
             print(f"{'iter':>7} {'objective':>11} {'lr':>9} {'time (s)':>9}")
         bar = tqdm(total=max_iter, initial=start, disable=not self.progress or rank != 0,
                    desc="DeepGSM", leave=False)
-        with _deterministic(device.type == "cpu"):
+        penalised, weights_cache = self._penalised(net), {}
+        n_images = 2 * int(n_pairs) if self.batch_mode == "pair" else k * (
+            int(self.n_images_x) + int(self.n_images_y))
+        with _deterministic(device.type == "cpu"), small_net_threads(net, device, probe,
+                                                                     n_images):
             net.train()
-            for t, (xb, yb) in zip(range(start, max_iter), loader, strict=False):
+            for t, (xb, yb) in zip(range(start, max_iter), rounds, strict=False):
                 ix, iy = batches.global_round(t)
-                ixg, iyg, cx, cy = sampler.gathered_order(ix, iy)
+                if world > 1:
+                    ixg, iyg, cx, cy = sampler.gathered_order(ix, iy)
+                else:  # one process: the round in its own order
+                    ixg, iyg = ix, iy
                 xb = xb.to(device, non_blocking=True)
                 yb = yb.to(device, non_blocking=True)
-                with torch.autocast(device_type=device.type, dtype=torch.float16, enabled=amp):
+                if amp:
+                    with torch.autocast(device_type=device.type, dtype=torch.float16):
+                        TX, TY, fv = model(xb, yb)
+                    TX, TY = TX.float(), TY.float()
+                    fv = fv.float() if torch.is_tensor(fv) else fv
+                else:
                     TX, TY, fv = model(xb, yb)
-                TX, TY = TX.float(), TY.float()
-                fv = fv.float() if torch.is_tensor(fv) else fv
                 if world > 1:
                     TX, TY = gather_rows(TX, cx, rank), gather_rows(TY, cy, rank)
                     fv = once(fv, rank)
-                hinge = self._hinge(TX, TY, fv, ids_x[ixg], ids_y[iyg])
-                pen = self._penalty(net)
+                hinge = self._hinge(TX, TY, fv, ids_x[ixg], ids_y[iyg], weights_cache)
+                pen = self._penalty(net, penalised)
                 opt.zero_grad(set_to_none=True)
-                scaler.scale(hinge * world + pen).backward()
-                scaler.step(opt)
-                scaler.update()
+                if amp:
+                    scaler.scale(hinge * world + pen).backward()
+                    scaler.step(opt)
+                    scaler.update()
+                else:
+                    (hinge * world + pen).backward()
+                    opt.step()
                 rule.step_schedule()
                 if avg is not None:
                     avg.update(net, t)

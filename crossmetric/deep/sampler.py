@@ -132,8 +132,26 @@ class CrossDomainBatchSampler:
         return PairBatch(ix, iy, same, balanced_weights(same))
 
 
+def identity_index(ids_x, ids_y) -> tuple:
+    """Where each usable identity's images are: ``(usable, order_x, lo_x, hi_x, order_y, lo_y,
+    hi_y)``, identity ``usable[c]`` having rows ``order_x[lo_x[c]:hi_x[c]]`` of X (and of Y
+    likewise). Depends on the identities only; :func:`epoch_identity_batches` takes it
+    precomputed (``index=``) so that a sampler does not sort them again every epoch."""
+    ids_x, ids_y = np.asarray(ids_x), np.asarray(ids_y)
+    usable = np.intersect1d(ids_x, ids_y)
+    if usable.size < 2:
+        raise ValueError(
+            "the cross-domain batch generator needs at least 2 identities with images in "
+            f"both domains, found {usable.size}."
+        )
+    order_x, order_y = np.argsort(ids_x, kind="stable"), np.argsort(ids_y, kind="stable")
+    sx, sy = ids_x[order_x], ids_y[order_y]
+    return (usable, order_x, np.searchsorted(sx, usable), np.searchsorted(sx, usable, "right"),
+            order_y, np.searchsorted(sy, usable), np.searchsorted(sy, usable, "right"))
+
+
 def epoch_identity_batches(ids_x, ids_y, n_identities: int, n_images_x: int = 1,
-                           n_images_y: int = 1, random_state=None
+                           n_images_y: int = 1, random_state=None, *, index=None
                            ) -> list[tuple[np.ndarray, np.ndarray]]:
     """One epoch of the §4.2 generator: every usable identity is drawn at least once.
 
@@ -150,6 +168,8 @@ def epoch_identity_batches(ids_x, ids_y, n_identities: int, n_images_x: int = 1,
     ids_x, ids_y : array-like of shape (n_x,), (n_y,)
     n_identities, n_images_x, n_images_y : int
     random_state : int, RandomState instance or None
+    index : tuple or None
+        :func:`identity_index` of ``ids_x, ids_y``, if already computed.
 
     Returns
     -------
@@ -157,22 +177,14 @@ def epoch_identity_batches(ids_x, ids_y, n_identities: int, n_images_x: int = 1,
         Rows of X and of Y of each round, grouped by identity (the identities in the same
         order in ``ix`` and ``iy``).
     """
-    ids_x, ids_y = np.asarray(ids_x), np.asarray(ids_y)
     k = check_positive_int(n_identities, "n_identities", minimum=2)
     ox = check_positive_int(n_images_x, "n_images_x")
     oy = check_positive_int(n_images_y, "n_images_y")
     rng = check_random_state(random_state)
-    usable = np.intersect1d(ids_x, ids_y)
-    if usable.size < 2:
-        raise ValueError(
-            "the cross-domain batch generator needs at least 2 identities with images in "
-            f"both domains, found {usable.size}."
-        )
+    if index is None:
+        index = identity_index(ids_x, ids_y)
+    usable, order_x, lo_x, hi_x, order_y, lo_y, hi_y = index
     k = min(k, usable.size)
-    order_x, order_y = np.argsort(ids_x, kind="stable"), np.argsort(ids_y, kind="stable")
-    sx, sy = ids_x[order_x], ids_y[order_y]
-    lo_x, hi_x = np.searchsorted(sx, usable), np.searchsorted(sx, usable, side="right")
-    lo_y, hi_y = np.searchsorted(sy, usable), np.searchsorted(sy, usable, side="right")
     perm = rng.permutation(usable.size)
     rounds = [perm[i:i + k] for i in range(0, perm.size, k)]
     if rounds[-1].size < k:
