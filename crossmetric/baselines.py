@@ -366,6 +366,10 @@ class CCA(_SklearnLatent):
     runs scikit-learn's unregularised iterative :class:`~sklearn.cross_decomposition.CCA`
     instead (40-130 s per fit on the digits benchmark, against milliseconds).
 
+    With few identities, choose ``reg`` (and ``n_components``) on the training identities
+    (``--tune paper --tune-scoring rank1``): on CUFS (180 training persons) ``reg=0.1`` with 64
+    components took rank-1 from 87.4 % (defaults) to 96.2 %.
+
     Parameters
     ----------
     n_components : int, default=10

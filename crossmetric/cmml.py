@@ -36,6 +36,13 @@ class CMML(CrossModalMixin, BaseEstimator):
     Minimises ``mean_n ℓ_β(l_n (‖A x_{i_n} − B y_{j_n}‖² − 1))`` (eq. 4, the paper's sum divided
     by the number of pairs).
 
+    With few identities (50-500) the unregularised objective overfits: on VIPeR (316
+    training persons, PCA-64 views) training rank-1 reaches 75 % against 14.6 % on test
+    persons. Choose ``max_iter`` and ``n_components`` on the training identities (``--tune
+    paper --tune-scoring rank1``: iteration count, then dimension): on CUFS (180 training
+    persons, dense SIFT + PCA-100) that took rank-1 from 66.4 % to 81.9 % (20 iterations).
+    The paper also reports ``n⁻ = 1`` negative per positive as its best setting (Figs. 4, 7).
+
     Parameters
     ----------
     n_components : int, default=30

@@ -79,6 +79,13 @@ class GSM(CrossModalMixin, BaseEstimator):
     ``S < −1`` for pairs of the same identity and ``S ≥ 1`` otherwise (eq. 5), so *smaller means
     more alike*, as for every learner of the package.
 
+    With few identities (50-1000), measured on VIPeR and CUHK01 camera A ↔ B: the default stop
+    (``tol=1e-4`` absolute over ``n_iter_no_change=5`` epochs) ends while the objective still
+    falls (VIPeR: epoch 79, 23 % lower 40 epochs later); ``tol=1e-6, n_iter_no_change=30``
+    trains to the plateau (VIPeR rank-1 12.0 → 16.5 %). On hand-crafted features after a PCA,
+    ``structure="euclidean"`` (fewer parameters) ranked better than ``"generalized"`` there
+    (VIPeR 22.5 vs 16.5 %, CUHK01 44 vs 40 %): compare structures on the training identities.
+
     Parameters
     ----------
     n_components : int or None, default=None
