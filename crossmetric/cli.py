@@ -719,12 +719,12 @@ def _fit_pairs(args, est, X: np.ndarray, Y: np.ndarray | None):
 
 
 def cmd_fit(args) -> int:
-    from crossmetric.registry import METHODS, make_estimator, method_status
+    from crossmetric.registry import METHODS, _spec, make_estimator, method_status
 
-    name = args.method.strip().lower()
-    if name not in METHODS:
-        raise CLIError(f"unknown method {args.method!r}; expected one of "
-                       f"{', '.join(METHODS)}.")
+    try:   # the registry's message, with its "did you mean"
+        name = _spec(args.method).name
+    except ValueError as exc:
+        raise CLIError(_one_line(exc)) from None
     if (args.pairs is None) == (args.labels is None):
         raise CLIError("give exactly one of --pairs FILE (i,j,label rows) or --labels FILE "
                        "(one identity per row; pairs are drawn from it).")
