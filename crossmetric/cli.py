@@ -835,9 +835,9 @@ def _identification(est, X: np.ndarray, G: np.ndarray, pl, gl, ranks, scores_pat
     refine = re_rank or query_expansion is not None
     l2 = False
     try:
-        from crossmetric.retrieval import _uses_l2_score
+        from crossmetric._faiss_tools import uses_l2_score
 
-        l2 = _uses_l2_score(est) and scores_path is None and not refine
+        l2 = uses_l2_score(est) and scores_path is None and not refine
     except ImportError:
         pass
     D = None

@@ -186,9 +186,9 @@ def refine_distances(model, X_query, X_gallery, *, re_rank=False, query_expansio
         query_expansion = check_positive_int(query_expansion, "query_expansion")
     l2 = True
     if model is not None:
-        from crossmetric.retrieval import _uses_l2_score
+        from crossmetric._faiss_tools import uses_l2_score
 
-        l2 = _uses_l2_score(model)
+        l2 = uses_l2_score(model)
     if l2:
         if model is None:
             FQ = np.asarray(X_query, dtype=float)

@@ -56,6 +56,7 @@ _first_distinct = first_distinct  # kept importable under its old name
 _faiss = faiss_module
 
 
+#: the former private name (kept importable)
 _uses_l2_score = uses_l2_score
 
 
@@ -158,7 +159,7 @@ class Index:
                     f"a transformer, got {type(model).__name__}."
                 )
             check_is_fitted(model)
-            if not _uses_l2_score(model):
+            if not uses_l2_score(model):
                 raise ValueError(
                     f"{type(model).__name__} scores pairs with its own function, not the squared "
                     "Euclidean distance between embeddings, so an ℓ2 index cannot search it; "
