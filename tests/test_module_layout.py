@@ -52,3 +52,52 @@ def test_patching_the_span_flag_through_baselines_reaches_the_solver(monkeypatch
     monkeypatch.undo()
     assert linalg._REDUCE_TO_SPAN is True and linalg._thin_qr is baselines._thin_qr
     assert linalg._thin_qr.__module__ == "crossmetric._solvers.linalg"
+
+
+#: every name crossmetric/metrics.py defined before it became a package
+METRICS_NAMES = [
+    "BLOCK_ELEMENTS", "KNN_INDEXES", "TIES", "_CHUNK_BYTES", "_COUNT_MAX_RELEVANT",
+    "_LANE_MIN_COLS", "_ap_from_counts", "_area_between", "_block_average_precision",
+    "_block_rank_stats", "_block_reid_measures", "_check_distance", "_check_finite_block",
+    "_check_fpr_range", "_check_ties", "_check_y_score", "_cmc_from_stats", "_count_flags",
+    "_earlier_ties", "_first_run_length", "_gallery_groups", "_groups_for", "_harmonic_diff",
+    "_hit_probability", "_label_codes", "_log_comb", "_log_none_in_first", "_nn_hits",
+    "_rank_histogram", "_rank_stats", "_relevant", "_relevant_counts", "_rows_less_counts",
+    "_rows_per_block", "_self_columns", "_stats_from_counts", "_tie_groups",
+    "accuracy_at_median", "average_precision_per_query", "cmc", "eer", "evaluate_rank",
+    "identification_report", "knn_accuracy", "knn_rank_report", "mean_average_precision",
+    "nearest_neighbor_accuracy", "one_call_at_n", "one_minus_eer", "partial_auc",
+    "query_expansion", "rank_accuracy", "re_ranking", "roc", "roc_auc", "verification_rate",
+    "verification_report",
+]
+
+
+def test_every_old_metrics_name_is_importable():
+    from crossmetric import metrics
+
+    assert not [n for n in METRICS_NAMES if not hasattr(metrics, n)]
+    assert set(metrics.__all__) <= set(METRICS_NAMES)
+    for name in metrics.__all__:
+        assert name in dir(metrics)
+
+
+def test_patching_a_metrics_constant_reaches_the_counting_code(monkeypatch):
+    from crossmetric import metrics
+    from crossmetric.metrics import _counts, ranking
+
+    D = np.random.default_rng(0).random((5, 3000))   # rows long enough for the lane counter
+    ql, gl = np.arange(5), np.arange(3000) % 500     # 6 relevant items per query: counted
+    calls = []
+    count_flags = _counts._count_flags
+    monkeypatch.setattr(metrics, "_count_flags", lambda f: calls.append(f.shape) or
+                        count_flags(f))
+    assert _counts._count_flags is not count_flags
+    want = metrics.mean_average_precision(D, ql, gl)
+    assert calls
+    monkeypatch.setattr(metrics, "_LANE_MIN_COLS", 10 ** 9)   # switch the lane counter off
+    calls.clear()
+    assert _counts._LANE_MIN_COLS == 10 ** 9
+    assert metrics.mean_average_precision(D, ql, gl) == pytest.approx(want, rel=1e-12)
+    assert not calls
+    monkeypatch.undo()
+    assert _counts._count_flags is count_flags and ranking._rank_stats is metrics._rank_stats
