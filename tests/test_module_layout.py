@@ -14,6 +14,8 @@ MOVED = {
         "span_basis", "fit_pca", "pca_basis", "cca_directions", "_thin_qr", "_in_span",
         "_from_span", "_REDUCE_TO_SPAN"]),
     "crossmetric.kernels": ("crossmetric.kernels", ["_KernelCoordinatesMixin"]),
+    "crossmetric.clml": ("crossmetric._local_metrics", [
+        "sparsify_assignments", "_local_embed", "_local_backprop", "_LocalMetricsModel"]),
     "crossmetric.persistence": ("crossmetric._atomic_io", [
         "atomic_path", "atomic_open", "atomic_folder", "write_error", "json_ready", "_umask",
         "_locked", "_remove"]),
