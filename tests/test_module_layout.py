@@ -106,3 +106,25 @@ def test_patching_a_metrics_constant_reaches_the_counting_code(monkeypatch):
     assert not calls
     monkeypatch.undo()
     assert _counts._count_flags is count_flags and ranking._rank_stats is metrics._rank_stats
+
+
+#: every name crossmetric/datasets.py defined or re-exported before it became a package
+DATASETS_NAMES = [
+    "DIGITS_SIDE", "MFEAT_VIEWS", "TEXT_EXTENSIONS", "_EDGE_SIGMA", "_HEADER_WORDS",
+    "_LFW_FILE", "_MFEAT_ROWS", "_SKETCH_SEED", "_digits_views_cached", "_is_number",
+    "_parse_image_key", "_read_csv_matrix", "_read_mfeat_view", "_read_text_lines",
+    "_sketch_images", "hog_descriptor", "lfw_pair_indices", "load_cufs", "load_cuhk01",
+    "load_digits_views", "load_features", "load_image_folder", "load_image_list", "load_labels",
+    "load_mfeat", "load_pairs", "load_pku_sketch", "load_viper", "make_cross_modal",
+    "read_lfw_pairs",
+]
+
+
+def test_every_old_datasets_name_is_importable(monkeypatch):
+    from crossmetric import datasets
+    from crossmetric.datasets import files
+
+    assert not [n for n in DATASETS_NAMES if not hasattr(datasets, n)]
+    assert set(datasets.__all__) <= set(DATASETS_NAMES)
+    monkeypatch.setattr(datasets, "TEXT_EXTENSIONS", (".tsv",))
+    assert files.TEXT_EXTENSIONS == (".tsv",)
