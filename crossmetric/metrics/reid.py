@@ -11,9 +11,7 @@ from scipy.special import gammaln
 from sklearn.utils import gen_batches
 
 from crossmetric._checks import as_float_array, check_positive_int
-from crossmetric.metrics._counts import (
-    _label_codes,
-)
+from crossmetric.metrics._counts import _label_codes
 
 __all__ = ["evaluate_rank"]
 
