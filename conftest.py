@@ -32,7 +32,7 @@ for _module, _paths in _OPTIONAL.items():
         collect_ignore += _paths
 
 #: doctests of functions in core modules that call an optional dependency
-_OPTIONAL_DOCTESTS = {"crossmetric.metrics.knn_rank_report": "faiss"}
+_OPTIONAL_DOCTESTS = {"crossmetric.metrics.knn.knn_rank_report": "faiss"}
 
 
 def pytest_collection_modifyitems(config, items):

@@ -21,6 +21,7 @@ __all__ = [
     "check_positive_scalar",
     "check_positive_int",
     "as_float_array",
+    "per_modality",
 ]
 
 
@@ -181,3 +182,12 @@ def user_stacklevel() -> int:
         frame = frame.f_back
         level += 1
     return level
+
+
+def per_modality(value, name: str) -> tuple:
+    """A setting given once for both modalities, or as a pair ``(for_x, for_y)``."""
+    if isinstance(value, tuple | list):
+        if len(value) != 2:
+            raise ValueError(f"{name} must be one value or a pair (for_x, for_y), got {value!r}.")
+        return tuple(value)
+    return (value, value)

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from crossmetric.metrics import _cmc_from_stats, _nn_hits
+from crossmetric.metrics._counts import _cmc_from_stats, _nn_hits
 
 
 def _groups(D: np.ndarray):
@@ -41,11 +41,11 @@ def _groups(D: np.ndarray):
 def list_measures(D: np.ndarray, rel: np.ndarray, R: np.ndarray, k: int, ties: str) -> dict:
     """Per-query rank statistics of tie-complete lists ``D`` (distances) / ``rel`` (relevant).
 
-    Returns ``stats`` (the ``(c, t, m)`` rows of :func:`metrics._block_rank_stats`, ``m = 0``
-    when no relevant item is within the first ``k`` places), and per query: ``p1`` (expected
-    relevance of the first place), ``ap_k`` (``Σ_{p ≤ k} rel(p) P@p``), ``ap_r`` (the same
-    for ``p ≤ min(R, k)``) and ``hits_r`` (``Σ_{p ≤ min(R, k)} rel(p)``), not yet divided by
-    ``R``.
+    Returns ``stats`` (the ``(c, t, m)`` rows of :func:`metrics._counts._block_rank_stats`,
+    ``m = 0`` when no relevant item is within the first ``k`` places), and per query: ``p1``
+    (expected relevance of the first place), ``ap_k`` (``Σ_{p ≤ k} rel(p) P@p``), ``ap_r``
+    (the same for ``p ≤ min(R, k)``) and ``hits_r`` (``Σ_{p ≤ min(R, k)} rel(p)``), not yet
+    divided by ``R``.
     """
     n = D.shape[0]
     kk = min(k, D.shape[1])

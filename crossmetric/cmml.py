@@ -15,19 +15,11 @@ import numpy as np
 from sklearn.base import BaseEstimator
 
 from crossmetric._base import CrossModalMixin, PairData
+from crossmetric._checks import per_modality
 from crossmetric._solvers.towers import embed_tower, fit_logistic_towers, store_towers
 from crossmetric.kernels import check_kernel
 
 __all__ = ["CMML"]
-
-
-def per_modality(value, name: str) -> tuple:
-    """A setting given once for both modalities, or as a pair ``(for_x, for_y)``."""
-    if isinstance(value, tuple | list):
-        if len(value) != 2:
-            raise ValueError(f"{name} must be one value or a pair (for_x, for_y), got {value!r}.")
-        return tuple(value)
-    return (value, value)
 
 
 class CMML(CrossModalMixin, BaseEstimator):

@@ -28,7 +28,7 @@ the methods see more, smaller classes. Only the samples that the training pairs 
   in each feature space.
 
 With more features than samples, MvDA and CSR solve in the span of the samples
-(:func:`crossmetric.baselines.span_basis`; the comments in ``_fit`` say why it is exact).
+(:func:`crossmetric._solvers.linalg.span_basis`; the comments in ``_fit`` say why it is exact).
 """
 
 from __future__ import annotations
@@ -38,13 +38,9 @@ import scipy.linalg
 
 from crossmetric._base import PairData
 from crossmetric._checks import check_choice, check_n_components, check_positive_scalar
-from crossmetric.baselines import (
-    LinearTowers,
-    _from_span,
-    _in_span,
-    _KernelCoordinatesMixin,
-    span_basis,
-)
+from crossmetric._solvers.linalg import _from_span, _in_span, span_basis
+from crossmetric.baselines import LinearTowers
+from crossmetric.kernels import _KernelCoordinatesMixin
 from crossmetric.multiview import MultiViewMixin
 from crossmetric.pairs import identities_from_pairs
 

@@ -44,7 +44,7 @@ from crossmetric._checks import (
     check_positive_scalar,
     user_stacklevel,
 )
-from crossmetric.baselines import pca_basis
+from crossmetric._solvers.linalg import pca_basis
 
 __all__ = ["DMLEig", "smoothed_min_objective"]
 

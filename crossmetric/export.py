@@ -157,7 +157,7 @@ def _kernel_coordinates(model, side, owner):
 
 
 def _handlers() -> dict:
-    from crossmetric import _base, auc, baselines, clml, cmml, gsm, pcca, prdc
+    from crossmetric import _base, auc, baselines, clml, cmml, gsm, kernels, pcca, prdc
 
     return {
         baselines.Euclidean: _euclidean,
@@ -171,8 +171,8 @@ def _handlers() -> dict:
         baselines.KCCA: _kcca,
         gsm.GSM: _gsm,
         clml.CLML: _clml,
-        baselines._KernelCoordinatesMixin:
-            lambda m, s: _kernel_coordinates(m, s, baselines._KernelCoordinatesMixin),
+        kernels._KernelCoordinatesMixin:
+            lambda m, s: _kernel_coordinates(m, s, kernels._KernelCoordinatesMixin),
     }
 
 

@@ -33,11 +33,13 @@ from sklearn.metrics.pairwise import additive_chi2_kernel, euclidean_distances
 from sklearn.utils import check_random_state, gen_batches
 from sklearn.utils.validation import check_is_fitted
 
+from crossmetric._base import PairData
 from crossmetric._checks import (
     check_array_2d,
     check_nonnegative,
     check_positive_int,
     check_positive_scalar,
+    per_modality,
 )
 
 __all__ = ["KERNELS", "pairwise_kernel", "estimate_gamma", "KernelMap", "HellingerMap",
@@ -389,3 +391,28 @@ class NystroemMap(TransformerMixin, BaseEstimator):
             out[sl] = _kernel_block(X[sl], self.landmarks_, self.kernel,
                                     self.gamma_) @ self.normalization_.T
         return out
+
+
+# ------------------------------------------------------- linear learners on kernel coordinates
+class _KernelCoordinatesMixin:
+    """Run a linear cross-modal baseline on exact kernel coordinates of each modality.
+
+    Each modality's samples (the distinct rows the training pairs use) fix a
+    :class:`~crossmetric.kernels.KernelCoordinates` map; the linear method then runs on the
+    coordinates, which is its kernel version (weights in the span of the training samples).
+    The subclass lists the linear class first among its bases after this mixin.
+    """
+
+    def _fit(self, data: PairData, y: np.ndarray) -> None:
+        kx, ky = per_modality(self.kernel, "kernel")
+        gx, gy = per_modality(self.gamma, "gamma")
+        self.coordinates_x_ = KernelCoordinates(kx, gamma=gx).fit(data.X[np.unique(data.ix)])
+        self.coordinates_y_ = KernelCoordinates(ky, gamma=gy).fit(data.Y[np.unique(data.iy)])
+        super()._fit(PairData(self.coordinates_x_.transform(data.X),
+                              self.coordinates_y_.transform(data.Y), data.ix, data.iy), y)
+
+    def _embed_x(self, X: np.ndarray) -> np.ndarray:
+        return super()._embed_x(self.coordinates_x_.transform(X))
+
+    def _embed_y(self, Y: np.ndarray) -> np.ndarray:
+        return super()._embed_y(self.coordinates_y_.transform(Y))

@@ -11,7 +11,7 @@ learners whose model is multi-view also take a list of views:
   CCA, 1968): the ``k`` directions ``w_j`` of each view whose projections are best explained by
   one shared variate, i.e. the top generalised eigenvectors of ``C w = λ D w`` with ``C`` the
   covariance of the concatenated views and ``D`` its block diagonal (each view's covariance
-  with the ridge of :func:`crossmetric.baselines.cca_directions`, in ``C`` and ``D``).
+  with the ridge of :func:`crossmetric._solvers.linalg.cca_directions`, in ``C`` and ``D``).
   ``λ`` is the largest eigenvalue of the views' correlation matrix along that direction
   (between 1 and ``v``; for two views
   ``λ = 1 + ρ``, ρ the canonical correlation). MAXVAR rather than SUMCOR because it is one
@@ -47,7 +47,8 @@ __all__ = ["MultiViewMixin", "MCCA", "mcca_directions", "mvda_directions"]
 
 
 def _ridge(C: np.ndarray, reg: float) -> np.ndarray:
-    """``C + reg · trace(C)/d · I`` (the ridge of :func:`~crossmetric.baselines.cca_directions`)."""
+    """``C + reg · trace(C)/d · I``, the ridge of
+    :func:`~crossmetric._solvers.linalg.cca_directions`."""
     d = C.shape[0]
     return C + reg * max(np.trace(C) / d, 1e-12) * np.eye(d)
 

@@ -14,8 +14,10 @@ module                      what
 :mod:`.optim`               the one NumPy Adam, and first-step-scaled SGD
 :mod:`.early_stopping`      the one hold-out of whole identities and its monitor
 :mod:`.proximal`            the PSD proximal step of the log-det regulariser (CML-AUC)
+:mod:`.linalg`              closed forms: the span reduction, PCA of the used samples, CCA
 ==========================  ==================================================================
 
 The old module paths (``crossmetric._stochastic``, ``crossmetric._early_stopping``,
-``crossmetric._logistic_metric``) stay importable.
+``crossmetric._logistic_metric``) stay importable, and so do the linear-algebra helpers
+under ``crossmetric.baselines``.
 """

@@ -1,0 +1,92 @@
+"""Datasets: the embedded two-modality digits, UCI mfeat, LFW ``pairs.txt`` and generic files.
+
+Every loader returns a :class:`sklearn.utils.Bunch` whose ``X`` and ``Y`` are row-aligned: row
+``r`` of both describes the same object, ``labels[r]`` is its identity (class) and, where the
+loader knows it, ``instance[r]`` the object id used for instance-level matching.
+
+* :func:`load_digits_views` -- scikit-learn's 1,797 digits seen in two genuinely different
+  modalities, a "photo" (the pixels) and a "sketch" (an edge map of a randomly deformed copy,
+  described by a gradient-orientation histogram). The embedded default of
+  ``crossmetric benchmark`` and the cross-domain image task of :class:`crossmetric.DeepGSM`.
+* :func:`load_mfeat` -- the UCI *Multiple Features* layout (two of its six views).
+* :func:`read_lfw_pairs`, :func:`lfw_pair_indices` -- LFW's ``pairs.txt`` and its join with a
+  user's feature file.
+* :func:`load_features`, :func:`load_pairs` -- ``.npy`` / ``.npz`` / ``.csv`` feature matrices
+  and ``.csv`` pair lists (as the CLI reads them).
+* :func:`make_cross_modal` -- synthetic two-view data with a known shared latent space.
+* :func:`load_image_folder`, :func:`load_viper`, :func:`load_pku_sketch`, :func:`load_cufs`,
+  :func:`load_cuhk01` -- images of any folder layout described by a regular expression (defined
+  in :mod:`crossmetric._image_folder`).
+
+One module per source (:mod:`.digits`, :mod:`.mfeat`, :mod:`.lfw`, :mod:`.files`,
+:mod:`.synthetic`); every name, private ones included, is importable from here as before.
+"""
+
+from __future__ import annotations
+
+from crossmetric._aliases import forward_assignments
+from crossmetric._image_folder import (
+    load_cufs,
+    load_cuhk01,
+    load_image_folder,
+    load_pku_sketch,
+    load_viper,
+)
+from crossmetric.datasets import digits, files, lfw, mfeat, synthetic
+from crossmetric.datasets.digits import (  # noqa: F401
+    _EDGE_SIGMA,
+    _SKETCH_SEED,
+    DIGITS_SIDE,
+    _digits_views_cached,
+    _sketch_images,
+    hog_descriptor,
+    load_digits_views,
+)
+from crossmetric.datasets.files import (  # noqa: F401
+    _HEADER_WORDS,
+    TEXT_EXTENSIONS,
+    _is_number,
+    _read_csv_matrix,
+    _read_text_lines,
+    load_features,
+    load_image_list,
+    load_labels,
+    load_pairs,
+)
+from crossmetric.datasets.lfw import (  # noqa: F401
+    _LFW_FILE,
+    _parse_image_key,
+    lfw_pair_indices,
+    read_lfw_pairs,
+)
+from crossmetric.datasets.mfeat import (  # noqa: F401
+    _MFEAT_ROWS,
+    MFEAT_VIEWS,
+    _read_mfeat_view,
+    load_mfeat,
+)
+from crossmetric.datasets.synthetic import (  # noqa: F401
+    make_cross_modal,
+)
+
+__all__ = [
+    "load_digits_views",
+    "hog_descriptor",
+    "load_mfeat",
+    "MFEAT_VIEWS",
+    "read_lfw_pairs",
+    "lfw_pair_indices",
+    "load_features",
+    "load_pairs",
+    "load_labels",
+    "load_image_list",
+    "make_cross_modal",
+    "load_image_folder",
+    "load_viper",
+    "load_pku_sketch",
+    "load_cufs",
+    "load_cuhk01",
+]
+
+# the loaders live in the submodules: assigning a name here also rebinds it there
+forward_assignments(__name__, digits, files, lfw, mfeat, synthetic)
