@@ -17,6 +17,9 @@ loader knows it, ``instance[r]`` the object id used for instance-level matching.
 * :func:`load_image_folder`, :func:`load_viper`, :func:`load_pku_sketch`, :func:`load_cufs`,
   :func:`load_cuhk01` -- images of any folder layout described by a regular expression (defined
   in :mod:`crossmetric._image_folder`).
+* :func:`describe_images`, :func:`pair_domains`, :func:`image_views` -- loaded images as
+  feature rows, the two domains of a folder paired row by row (defined in
+  :mod:`crossmetric._image_views`).
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ from crossmetric._image_folder import (
     load_pku_sketch,
     load_viper,
 )
+from crossmetric._image_views import describe_images, image_views, pair_domains
 
 __all__ = [
     "load_digits_views",
@@ -56,6 +60,9 @@ __all__ = [
     "load_pku_sketch",
     "load_cufs",
     "load_cuhk01",
+    "describe_images",
+    "pair_domains",
+    "image_views",
 ]
 
 # ---------------------------------------------------------------------------------- digits

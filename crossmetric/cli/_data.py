@@ -11,77 +11,95 @@ from crossmetric.cli._common import CLIError, _load_array, _load_label_file, _on
 
 
 def _describe_images(images, descriptor: str) -> np.ndarray:
-    """Feature rows of an image stack ``(n, h, w[, 3])`` with the chosen descriptor."""
+    """Feature rows of an image stack ``(n, h, w[, 3])``
+    (:func:`crossmetric.datasets.describe_images`), with the command line's messages."""
+    from crossmetric.datasets import describe_images
+
+    _check_image_stack(images)
+    try:
+        return describe_images(images, descriptor)
+    except ImportError as exc:  # scikit-image, an optional dependency
+        raise CLIError(f"--descriptor {descriptor}: {_one_line(exc)}; use --descriptor "
+                       "pixels.") from None
+
+
+def _check_image_stack(images) -> None:
     images = np.asarray(images)
     if images.dtype == object or images.ndim not in (3, 4):
         raise CLIError("the images differ in size; give --size WIDTHxHEIGHT to resize them.")
-    if descriptor == "pixels":
-        grey = images.mean(axis=-1) if images.ndim == 4 else images
-        return grey.reshape(grey.shape[0], -1).astype(np.float64) / 255.0
-    try:
-        from crossmetric import features
-    except ImportError as exc:
-        raise CLIError(f"--descriptor {descriptor}: crossmetric.features is not available "
-                       f"({_one_line(exc)}); use --descriptor pixels.") from None
-    cls = {"hog": "HOG", "strips": "StripHistograms"}[descriptor]
-    return np.asarray(getattr(features, cls)().fit_transform(images), dtype=np.float64)
 
 
 def _images_to_dataset(bunch, descriptor: str, what: str):
-    """A benchmark dataset from a loader's ``images``, ``ids``, ``domains``.
+    """``(dataset, description)`` from a loader's ``images``, ``ids``, ``domains``
+    (:func:`crossmetric.datasets.image_views`: one modality, or two domains paired row by
+    row)."""
+    from crossmetric.datasets import image_views
 
-    No ``domain`` (or one value): one modality, ``X`` = descriptors, identity = ``ids``.
-    Two domains (camera A / B, photo / sketch): the first domain in sorted order is ``X``, the
-    second ``Y``; the ``k``-th image of an identity in one domain is row-aligned with its
-    ``k``-th image in the other (images without a partner are left out).
-    """
-    from sklearn.utils import Bunch
+    if np.asarray(bunch.ids).size:
+        _check_image_stack(bunch.images)
+    try:
+        data = image_views(bunch.images, bunch.ids, getattr(bunch, "domains", None),
+                           descriptor=descriptor)
+    except ImportError as exc:  # scikit-image, an optional dependency
+        raise CLIError(f"--descriptor {descriptor}: {_one_line(exc)}; use --descriptor "
+                       "pixels.") from None
+    except ValueError as exc:
+        raise CLIError(f"{what}: {_one_line(exc)}") from None
+    n_ids = np.unique(data.labels).size
+    if data.Y is None:
+        return data, f"{what}: {data.X.shape[0]} images, {n_ids} identities, one modality"
+    a, b = data.domain_names
+    return data, (f"{what}: {a} vs {b}, {data.X.shape[0]} matched pairs of images, "
+                  f"{n_ids} identities, {descriptor} descriptors")
 
-    images = np.asarray(bunch.images) if not isinstance(bunch.images, np.ndarray) else \
-        bunch.images
-    ids = np.asarray(bunch.ids)
-    if ids.size == 0:
-        raise CLIError(f"{what}: no image matched.")
-    domains = getattr(bunch, "domains", None)
-    doms = None if domains is None else np.asarray(domains)
-    if doms is not None and (doms.size == 0 or all(d is None for d in doms.tolist())):
-        doms = None
-    if doms is None or np.unique(doms.astype(str)).size == 1:
-        F = _describe_images(images, descriptor)
-        codes = np.unique(ids.astype(str), return_inverse=True)[1].astype(np.int64)
-        return Bunch(X=F, Y=None, labels=codes), \
-            f"{what}: {F.shape[0]} images, {np.unique(codes).size} identities, one modality"
-    names = np.unique(doms.astype(str))
-    if names.size != 2:
-        raise CLIError(f"{what}: the pattern's 'domain' group must take exactly two values "
-                       f"(the two modalities), got {names.size}: {', '.join(names[:5])}.")
-    rows_a, rows_b = [], []
-    sid, sdom = ids.astype(str), doms.astype(str)
-    for ident in np.unique(sid):
-        a = np.flatnonzero((sid == ident) & (sdom == names[0]))
-        b = np.flatnonzero((sid == ident) & (sdom == names[1]))
-        m = min(a.size, b.size)
-        rows_a += a[:m].tolist()
-        rows_b += b[:m].tolist()
-    if len(rows_a) < 4:
-        raise CLIError(f"{what}: only {len(rows_a)} identities have an image in both domains "
-                       f"{names[0]!r} and {names[1]!r}.")
-    ra, rb = np.asarray(rows_a), np.asarray(rows_b)
-    F = _describe_images(images, descriptor)
-    codes = np.unique(sid[ra], return_inverse=True)[1].astype(np.int64)
-    data = Bunch(X=F[ra], Y=F[rb], labels=codes, instance=np.arange(ra.size))
-    if images.ndim in (3, 4) and images.dtype != object:
-        grey = images.mean(axis=-1) if images.ndim == 4 else images
-        grey = grey.astype(np.float64) / (255.0 if grey.max() > 1 else 1.0)
-        data.images_x, data.images_y = grey[ra], grey[rb]
-    return data, (f"{what}: {names[0]} vs {names[1]}, {ra.size} matched pairs of images, "
-                  f"{np.unique(codes).size} identities, {descriptor} descriptors")
+
+def _size_kw(args) -> dict:
+    size = _parse_size(args.size)
+    return {} if size is None else {"size": size}
+
+
+def _mfeat(spec: str, arg: str, data_home: str | None):
+    from crossmetric.datasets import MFEAT_VIEWS, load_mfeat
+
+    views = tuple(v.strip() for v in (arg or "fou,pix").split(","))
+    if len(views) != 2 or any(v not in MFEAT_VIEWS for v in views):
+        raise CLIError(f"--dataset mfeat:V1,V2 needs two views among "
+                       f"{','.join(MFEAT_VIEWS)}, got {spec!r}.")
+    home = data_home or os.environ.get("CROSSMETRIC_DATA")
+    if not home:
+        raise CLIError("--dataset mfeat needs --data-home DIR (the folder with mfeat-fou, "
+                       "mfeat-pix, ...).")
+    try:
+        return load_mfeat(home, views), f"mfeat {views[0]} vs {views[1]}"
+    except ValueError as exc:
+        raise CLIError(f"--data-home: {exc}") from None
+
+
+def _image_dataset(name: str, spec: str, arg: str, args):
+    """``--dataset viper`` / ``pku-sketch``: the loader's images, described and paired."""
+    from crossmetric.datasets import load_pku_sketch, load_viper
+
+    data_home = args.data_home
+    if arg:
+        raise CLIError(f"--dataset {name} takes no options, got {spec!r}.")
+    if not data_home:
+        raise CLIError(f"--dataset {name} needs --data-home DIR (e.g. "
+                       f"../shared/data/{name.replace('-', '_')}).")
+    if not os.path.isdir(data_home):
+        raise CLIError(f"--data-home: {data_home!r} is not a folder.")
+    loader = load_viper if name == "viper" else load_pku_sketch
+    try:
+        bunch = loader(data_home, **_size_kw(args))
+    except (ValueError, OSError) as exc:
+        raise CLIError(f"--data-home: {_one_line(exc)}") from None
+    descriptor = args.descriptor or ("strips" if name == "viper" else "hog")
+    return _images_to_dataset(bunch, descriptor, name)
 
 
 def _load_named_dataset(spec: str, args):
-    from crossmetric.datasets import MFEAT_VIEWS, load_digits_views, load_mfeat
+    """``(dataset, description)`` of ``--dataset NAME[:ARG]``."""
+    from crossmetric.datasets import load_digits_views
 
-    data_home = args.data_home
     name, _, arg = spec.partition(":")
     name = name.strip().lower()
     if name == "digits":
@@ -89,78 +107,41 @@ def _load_named_dataset(spec: str, args):
             raise CLIError(f"--dataset digits takes no views, got {spec!r}.")
         return load_digits_views(), "digits (photo pixels vs sketch HOG)"
     if name == "mfeat":
-        views = tuple(v.strip() for v in (arg or "fou,pix").split(","))
-        if len(views) != 2 or any(v not in MFEAT_VIEWS for v in views):
-            raise CLIError(f"--dataset mfeat:V1,V2 needs two views among "
-                           f"{','.join(MFEAT_VIEWS)}, got {spec!r}.")
-        home = data_home or os.environ.get("CROSSMETRIC_DATA")
-        if not home:
-            raise CLIError("--dataset mfeat needs --data-home DIR (the folder with mfeat-fou, "
-                           "mfeat-pix, ...).")
-        try:
-            return load_mfeat(home, views), f"mfeat {views[0]} vs {views[1]}"
-        except ValueError as exc:
-            raise CLIError(f"--data-home: {exc}") from None
+        return _mfeat(spec, arg, args.data_home)
     if name in ("viper", "pku-sketch", "pku_sketch"):
-        if arg:
-            raise CLIError(f"--dataset {name} takes no options, got {spec!r}.")
-        if not data_home:
-            raise CLIError(f"--dataset {name} needs --data-home DIR (e.g. "
-                           f"../shared/data/{name.replace('-', '_')}).")
-        if not os.path.isdir(data_home):
-            raise CLIError(f"--data-home: {data_home!r} is not a folder.")
-        from crossmetric import datasets
-
-        loader = "load_viper" if name == "viper" else "load_pku_sketch"
-        if not hasattr(datasets, loader):
-            raise CLIError(f"--dataset {name}: crossmetric.datasets.{loader} is not part of "
-                           "this installation.")
-        kw = {}
-        size = _parse_size(args.size)
-        if size is not None:
-            kw["size"] = size
-        try:
-            bunch = getattr(datasets, loader)(data_home, **kw)
-        except (ValueError, OSError) as exc:
-            raise CLIError(f"--data-home: {_one_line(exc)}") from None
-        descriptor = args.descriptor or ("strips" if name == "viper" else "hog")
-        return _images_to_dataset(bunch, descriptor, name)
+        return _image_dataset(name, spec, arg, args)
     raise CLIError(f"unknown --dataset {spec!r}; expected 'digits', 'mfeat:V1,V2', 'viper' "
                    "or 'pku-sketch'.")
 
 
-def _own_dataset(args):
-    """The benchmark's data from --x/--y/--labels/--instance or --images/--pattern."""
+def _image_folder_dataset(args):
+    """``--images DIR --pattern REGEX``."""
+    import re
+
+    from crossmetric.datasets import load_image_folder
+
+    if args.pattern is None:
+        raise CLIError("--images needs --pattern REGEX with a named group 'id' (and "
+                       "optionally 'domain'), e.g. '(?P<id>\\d+)_(?P<domain>[ab])\\.png'.")
+    try:
+        rx = re.compile(args.pattern)
+    except re.error as exc:
+        raise CLIError(f"--pattern: not a regular expression: {exc}.") from None
+    if "id" not in rx.groupindex:
+        raise CLIError("--pattern must have a named group 'id', e.g. (?P<id>\\d+).")
+    if not os.path.isdir(args.images):
+        raise CLIError(f"--images: {args.images!r} is not a folder.")
+    try:
+        bunch = load_image_folder(args.images, args.pattern, **_size_kw(args))
+    except (ValueError, OSError) as exc:
+        raise CLIError(f"--images: {_one_line(exc)}") from None
+    return _images_to_dataset(bunch, args.descriptor or "hog", args.images)
+
+
+def _feature_files_dataset(args):
+    """``--x FILE [--y FILE] --labels FILE [--instance FILE]``."""
     from sklearn.utils import Bunch
 
-    if args.images is not None:
-        if args.pattern is None:
-            raise CLIError("--images needs --pattern REGEX with a named group 'id' (and "
-                           "optionally 'domain'), e.g. '(?P<id>\\d+)_(?P<domain>[ab])\\.png'.")
-        import re
-
-        try:
-            rx = re.compile(args.pattern)
-        except re.error as exc:
-            raise CLIError(f"--pattern: not a regular expression: {exc}.") from None
-        if "id" not in rx.groupindex:
-            raise CLIError("--pattern must have a named group 'id', e.g. (?P<id>\\d+).")
-        if not os.path.isdir(args.images):
-            raise CLIError(f"--images: {args.images!r} is not a folder.")
-        from crossmetric import datasets
-
-        if not hasattr(datasets, "load_image_folder"):
-            raise CLIError("--images: crossmetric.datasets.load_image_folder is not part of "
-                           "this installation.")
-        kw = {}
-        size = _parse_size(args.size)
-        if size is not None:
-            kw["size"] = size
-        try:
-            bunch = datasets.load_image_folder(args.images, args.pattern, **kw)
-        except (ValueError, OSError) as exc:
-            raise CLIError(f"--images: {_one_line(exc)}") from None
-        return _images_to_dataset(bunch, args.descriptor or "hog", args.images)
     X = _load_array(args.x, "--x", key=args.key)
     Y = _load_array(args.y, "--y", key=args.key) if args.y else None
     if Y is not None and Y.shape[0] != X.shape[0]:
@@ -176,3 +157,10 @@ def _own_dataset(args):
     what = f"{os.path.basename(args.x)}" + (f" vs {os.path.basename(args.y)}" if args.y else
                                             " (one modality)")
     return data, what
+
+
+def _own_dataset(args):
+    """The benchmark's data from --x/--y/--labels/--instance or --images/--pattern."""
+    if args.images is not None:
+        return _image_folder_dataset(args)
+    return _feature_files_dataset(args)
