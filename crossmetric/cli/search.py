@@ -15,25 +15,34 @@ from crossmetric.cli._common import (
     _load_array,
     _load_model,
     _one_line,
+    _package_attr,
 )
 from crossmetric.persistence import atomic_open
+from crossmetric.retrieval import exhaustive_search as _exhaustive_search  # noqa: F401
 
 
-# ------------------------------------------------------------------------------- search
-def _exhaustive_search(est, Q: np.ndarray, D: np.ndarray, k: int):
-    from sklearn.utils import gen_batches
+def _nearest(args, est, method: str, Q: np.ndarray, D: np.ndarray, k: int):
+    """faiss (:class:`crossmetric.retrieval.Index`) where it applies, else the exhaustive
+    search by ``cross_distance`` (no faiss installed, or a score that is not an l2 distance
+    between embeddings)."""
+    from crossmetric.retrieval import Index
 
-    k = min(k, D.shape[0])
-    dist = np.empty((Q.shape[0], k))
-    ids = np.empty((Q.shape[0], k), dtype=np.int64)
-    rows = max(1, (1 << 22) // D.shape[0])
-    for sl in gen_batches(Q.shape[0], rows):
-        block = est.cross_distance(Q[sl], D)
-        top = np.argpartition(block, k - 1, axis=1)[:, :k]
-        order = np.argsort(np.take_along_axis(block, top, axis=1), axis=1, kind="stable")
-        ids[sl] = np.take_along_axis(top, order, axis=1)
-        dist[sl] = np.take_along_axis(block, ids[sl], axis=1)
-    return dist, ids
+    try:
+        try:
+            index = Index(est, kind=args.kind)
+            index.add(D)
+            return index.search(Q, k)
+        except ImportError as exc:  # faiss, an optional dependency
+            print(f"crossmetric: no faiss ({_one_line(exc)}); exhaustive search with "
+                  "cross_distance", file=sys.stderr)
+        except ValueError as exc:
+            if "cross_distance" not in str(exc):
+                raise
+            print(f"crossmetric: {method} has no l2 embedding; exhaustive search with "
+                  "cross_distance", file=sys.stderr)
+        return _package_attr("_exhaustive_search")(est, Q, D, k)
+    except ValueError as exc:
+        raise CLIError(_one_line(exc)) from None
 
 
 def cmd_search(args) -> int:
@@ -49,25 +58,7 @@ def cmd_search(args) -> int:
         print(f"crossmetric: -k {k} is larger than the database ({D.shape[0]} rows); "
               f"returning all {D.shape[0]} rows per query", file=sys.stderr)
         k = D.shape[0]
-    try:
-        try:
-            from crossmetric.retrieval import Index
-
-            index = Index(est, kind=args.kind)
-            index.add(D)
-            dist, ids = index.search(Q, k)
-        except ImportError as exc:
-            print(f"crossmetric: no faiss ({_one_line(exc)}); exhaustive search with "
-                  "cross_distance", file=sys.stderr)
-            dist, ids = _exhaustive_search(est, Q, D, k)
-        except ValueError as exc:
-            if "cross_distance" not in str(exc):
-                raise
-            print(f"crossmetric: {method} has no l2 embedding; exhaustive search with "
-                  "cross_distance", file=sys.stderr)
-            dist, ids = _exhaustive_search(est, Q, D, k)
-    except ValueError as exc:
-        raise CLIError(_one_line(exc)) from None
+    dist, ids = _nearest(args, est, method, Q, D, k)
     if args.out:
         ext = os.path.splitext(args.out)[1].lower()
         if ext == ".npz":
