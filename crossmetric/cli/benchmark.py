@@ -20,6 +20,7 @@ from crossmetric.cli._common import (
     _parse_size,
 )
 from crossmetric.cli._data import _load_named_dataset, _own_dataset
+from crossmetric.result_files import RESULT_FILES, write_result_files
 
 
 def _method_list(text: str | None) -> list[str]:
@@ -315,19 +316,15 @@ def _write_outputs(result, description: str, args, cfg, names, estimators) -> No
     from crossmetric.registry import METHODS
 
     out = args.out
-    rocs = {m: c["roc"] for m, c in result.curves.items() if "roc" in c}
-    cmcs = {m: c["cmc"] for m, c in result.curves.items() if "cmc" in c}
     try:
         with atomic_folder(out, owned=_BENCHMARK_FILES) as stage:
-            _package_attr("_write_benchmark_files")(result, description, stage, rocs, cmcs)
+            written = _package_attr("_write_benchmark_files")(result, description, stage)
             cfg.options["methods"] = names
             cfg.write(os.path.join(stage, "config.toml"),
                       methods=[n for n in names if METHODS[n].display in estimators])
     except OSError as exc:
         raise CLIError(f"--out: {_one_line(exc)}") from None
-    print(f"wrote results.csv, results.json, results.md, results.tex"
-          f"{', roc.png' if rocs else ''}{', cmc.png' if cmcs else ''}, config.toml to {out}",
-          file=sys.stderr)
+    print(f"wrote {', '.join([*written, 'config.toml'])} to {out}", file=sys.stderr)
 
 
 def cmd_benchmark(args) -> int:
@@ -362,24 +359,11 @@ def cmd_benchmark(args) -> int:
 
 
 #: every file a benchmark run writes into --out (one it does not write this time is removed)
-_BENCHMARK_FILES = ("results.csv", "results.json", "results.md", "results.tex", "roc.png",
-                    "cmc.png", "config.toml")
+_BENCHMARK_FILES = (*RESULT_FILES, "config.toml")
 
 
-def _write_benchmark_files(result, description: str, out: str, rocs: dict, cmcs: dict) -> None:
-    from crossmetric.plotting import plot_cmc, plot_roc
-
-    result.to_csv(os.path.join(out, "results.csv"))
-    result.to_json(os.path.join(out, "results.json"))
-    with open(os.path.join(out, "results.md"), "w", encoding="utf-8") as fh:
-        fh.write(result.to_markdown() + "\n")
-    with open(os.path.join(out, "results.tex"), "w", encoding="utf-8") as fh:
-        fh.write(result.to_latex(caption=description) + "\n")
-    auc = {m: result.value(m, "auc") for m in rocs}
-    rank1 = {m: result.value(m, "rank1") for m in cmcs}
-    if rocs:
-        plot_roc(rocs, fpr_range=(0.0, 0.1), log_fpr=True, auc=auc,
-                 title=f"ROC -- {description}", path=os.path.join(out, "roc.png"))
-    if cmcs:
-        plot_cmc(cmcs, rank1=rank1, title=f"CMC -- {description}",
-                 path=os.path.join(out, "cmc.png"))
+def _write_benchmark_files(result, description: str, out: str, rocs=None, cmcs=None):
+    """The result files (:func:`crossmetric.result_files.write_result_files`; ``rocs`` and
+    ``cmcs``, the curves of ``result``, are accepted for the former signature and not used);
+    returns the names written."""
+    return write_result_files(result, out, description=description)
