@@ -24,44 +24,22 @@ from crossmetric.result_files import RESULT_FILES, write_result_files
 
 
 def _method_list(text: str | None) -> list[str]:
-    from crossmetric.registry import METHODS
+    """``--methods``: :func:`crossmetric.registry.select_methods` with the option's messages."""
+    from crossmetric.registry import select_methods
 
-    if text is None:
-        return [name for name, spec in METHODS.items() if spec.in_default]
-    if text.strip().lower() == "all":
-        return list(METHODS)
-    names = [t.strip().lower() for t in text.split(",") if t.strip()]
-    if not names:
+    if text is not None and text.strip().lower() != "all" and not text.replace(",", "").strip():
         raise CLIError("--methods is empty.")
-    unknown = [n for n in names if n not in METHODS]
-    if unknown:
-        raise CLIError(f"unknown method(s) {', '.join(unknown)}; expected a comma-separated "
-                       f"list among {', '.join(METHODS)}.")
-    return list(dict.fromkeys(names))
+    try:
+        return select_methods(text)
+    except ValueError as exc:
+        raise CLIError(_one_line(exc)) from None
 
 
 def _method_kind(name: str) -> tuple[str, str | None]:
-    """``(modality, reason unavailable)`` of a registry method, without importing PyTorch."""
-    import importlib
-    import importlib.util
+    """:func:`crossmetric.registry.method_kind` (the former private name)."""
+    from crossmetric.registry import method_kind
 
-    import crossmetric
-    from crossmetric.registry import METHODS
-
-    spec = METHODS[name]
-    module = crossmetric._LAZY.get(spec.class_name, "")
-    if module.startswith("crossmetric.deep"):
-        # the deep learners are cross-modal image learners; importing them would load torch
-        ok = importlib.util.find_spec("torch") is not None
-        return "cross-modal (raw images)", None if ok else "PyTorch is not installed"
-    try:
-        cls = getattr(importlib.import_module(module), spec.class_name)
-    except (ImportError, AttributeError) as exc:
-        return "?", _one_line(exc)
-    kind = "cross-modal" if getattr(cls, "_cross_modal", True) else "single-modal"
-    if int(getattr(cls, "_sample_ndim", 1)) > 1:
-        kind += " (raw images)"
-    return kind, None
+    return method_kind(name)
 
 
 def _print_method_list() -> None:
@@ -82,15 +60,14 @@ def _print_method_list() -> None:
 
 
 def _cap_components(estimators: dict, X: np.ndarray, Y: np.ndarray | None) -> None:
-    """The registry's ``n_components`` (sized for the built-in data) capped at the narrowest
-    view of the user's data, so that a method does not fail on a few-feature file."""
+    """The registry's ``n_components`` capped at the narrowest view of the user's data
+    (:func:`crossmetric.registry.cap_n_components`), each change noted on stderr."""
+    from crossmetric.registry import cap_n_components
+
     cap = X.shape[1] if Y is None else min(X.shape[1], Y.shape[1])
-    for name, est in estimators.items():
-        k = est.get_params(deep=False).get("n_components")
-        if isinstance(k, int) and k > cap:
-            est.set_params(n_components=cap)
-            print(f"crossmetric: {name}: n_components {k} -> {cap} (the data has {cap} "
-                  "features)", file=sys.stderr)
+    for name, (k, new) in cap_n_components(estimators, cap).items():
+        print(f"crossmetric: {name}: n_components {k} -> {new} (the data has {new} "
+              "features)", file=sys.stderr)
 
 
 def _validate_benchmark(args) -> None:
