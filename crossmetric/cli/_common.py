@@ -8,6 +8,8 @@ import os
 
 import numpy as np
 
+from crossmetric._image_views import DESCRIPTORS as _DESCRIPTORS  # noqa: F401 (--descriptor)
+
 
 class CLIError(Exception):
     """A user-facing error: printed on one line, exit code 2."""
@@ -163,9 +165,6 @@ def _parse_params(method: str, items) -> dict:
             raise CLIError(_one_line(exc)) from None
         out[name] = value
     return out
-
-
-_DESCRIPTORS = ("hog", "strips", "pixels")
 
 
 def _parse_size(text: str | None):

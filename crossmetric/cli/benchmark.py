@@ -70,18 +70,8 @@ def _cap_components(estimators: dict, X: np.ndarray, Y: np.ndarray | None) -> No
               "features)", file=sys.stderr)
 
 
-def _validate_benchmark(args) -> None:
-    """Every option checked before any data is read or any folder created."""
-    _check_int(args, "--folds", 2)
-    _check_int(args, "--repeats", 1)
-    _check_int(args, "--n-negatives", 1)
-    _check_int(args, "--max-train-positives", 1)
-    _check_int(args, "--tune-folds", 2)
-    if args.tune and args.lfw_pairs is not None:
-        raise CLIError("--tune is not available with --lfw-pairs (fixed pairs carry no "
-                       "identities to group inner folds by).")
-    _check_int(args, "--seed", 0, 2**32 - 1)
-    _check_int(args, "--n-jobs", -(os.cpu_count() or 1) - 1, nonzero=True)
+def _check_data_source(args) -> None:
+    """One data source, and only the options that go with it."""
     sources = [n for n, v in (("--dataset", args.dataset), ("--x", args.x),
                               ("--images", args.images), ("--lfw-pairs", args.lfw_pairs))
                if v is not None]
@@ -102,6 +92,21 @@ def _validate_benchmark(args) -> None:
         for opt in ("y", "labels", "instance", "key", "image_list"):
             if getattr(args, opt) is not None:
                 raise CLIError(f"--{opt.replace('_', '-')} needs --x.")
+
+
+def _validate_benchmark(args) -> None:
+    """Every option checked before any data is read or any folder created."""
+    _check_int(args, "--folds", 2)
+    _check_int(args, "--repeats", 1)
+    _check_int(args, "--n-negatives", 1)
+    _check_int(args, "--max-train-positives", 1)
+    _check_int(args, "--tune-folds", 2)
+    if args.tune and args.lfw_pairs is not None:
+        raise CLIError("--tune is not available with --lfw-pairs (fixed pairs carry no "
+                       "identities to group inner folds by).")
+    _check_int(args, "--seed", 0, 2**32 - 1)
+    _check_int(args, "--n-jobs", -(os.cpu_count() or 1) - 1, nonzero=True)
+    _check_data_source(args)
     if args.images is None and args.pattern is not None:
         raise CLIError("--pattern needs --images DIR.")
     if args.descriptor is not None and args.images is None and (

@@ -8,6 +8,7 @@ import sys
 
 import numpy as np
 
+from crossmetric._faiss_tools import uses_l2_score
 from crossmetric.cli._common import (
     CLIError,
     _check_output_file,
@@ -81,13 +82,7 @@ def _identification(est, X: np.ndarray, G: np.ndarray, pl, gl, ranks, scores_pat
 
     max_rank = max(20, max(ranks))
     refine = re_rank or query_expansion is not None
-    l2 = False
-    try:
-        from crossmetric._faiss_tools import uses_l2_score
-
-        l2 = uses_l2_score(est) and scores_path is None and not refine
-    except ImportError:
-        pass
+    l2 = uses_l2_score(est) and scores_path is None and not refine
     D = None
     if l2:
         rep = M.identification_report(est.transform_x(X), est.transform_y(G), pl, gl,
@@ -180,9 +175,70 @@ def _show_ranks(args, est, X, G, pl, gl, D, images: bool) -> list[str]:
     return [html_path, png_path]
 
 
-def cmd_evaluate(args) -> int:
+def _verification_pairs(args, X: np.ndarray, Y: np.ndarray | None):
+    pairs, y = _load_pairs(args.pairs)
+    _check_pair_rows(pairs, X.shape[0], (Y if Y is not None else X).shape[0])
+    if not (y == 1).any() or not (y == -1).any():
+        raise CLIError("--pairs: evaluation needs both +1 (same) and -1 (different) pairs.")
+    return pairs, y
+
+
+def _identification_sets(args, X: np.ndarray, Y: np.ndarray | None):
+    """``(gallery, probe labels, gallery labels)``; the gallery is --y, else the probes."""
+    G = Y if Y is not None else X
+    if args.same_set and G.shape[0] != X.shape[0]:
+        raise CLIError(f"--same-set: the gallery must be the probe set itself (row i = "
+                       f"probe i), got {X.shape[0]} probes and {G.shape[0]} gallery rows.")
+    pl = _load_label_file(args.probe_labels, "--probe-labels", X.shape[0])
+    gl = _load_label_file(args.gallery_labels, "--gallery-labels", G.shape[0])
+    if pl.dtype.kind != gl.dtype.kind:
+        pl, gl = pl.astype(str), gl.astype(str)
+    return G, pl, gl
+
+
+def _verification(args, est, pairs: np.ndarray, y: np.ndarray) -> dict:
+    """The verification measures of the pairs (and --scores, written atomically)."""
     from crossmetric import metrics as M
 
+    d = est.pair_distance(pairs)
+    rep = M.verification_report(y, -d, fpr=args.fpr)
+    rep["accuracy_at_threshold"] = float(np.mean(np.where(d <= est.threshold_, 1, -1) == y))
+    rep["n_pairs"] = int(y.size)
+    if args.scores:
+        with atomic_open(args.scores, "w", encoding="utf-8") as fh:
+            fh.write("i,j,label,distance,score\n")
+            fh.writelines(f"{int(a)},{int(b)},{int(lab)},{dist:.8g},{-dist:.8g}\n"
+                          for (a, b), lab, dist in zip(pairs, y, d, strict=True))
+    return rep
+
+
+def _print_verification(method: str, args, report: dict) -> None:
+    labels = {"auc": "ROC AUC", "one_minus_eer": "1 - EER",
+              "vr": f"VR@FPR={args.fpr:g}", "pauc": "pAUC [0, 0.1] (normalised)",
+              "acc_median": "accuracy at median distance",
+              "accuracy_at_threshold": "accuracy at the model's threshold",
+              "n_pairs": "pairs"}
+    print(f"{method} on {args.pairs} (verification)")
+    for key, label in labels.items():
+        v = report[key]
+        print(f"  {label:34s} {v if isinstance(v, int) else f'{v:.4f}'}")
+
+
+def _print_identification(method: str, args, rep: dict, ranks) -> None:
+    print(f"{method}: {rep['n_probes']} probes against a gallery of {rep['n_gallery']} "
+          "(identification)")
+    for r in ranks:
+        print(f"  {'rank-' + str(r):34s} {100 * rep[f'rank{r}']:.2f} %")
+    print(f"  {'mAP':34s} {100 * rep['map']:.2f} %")
+    if args.same_set or args.re_rank or args.query_expansion is not None:
+        opts = [o for o, on in (("same set: own item left out", args.same_set),
+                                ("k-reciprocal re-ranking", args.re_rank),
+                                (f"query expansion k={args.query_expansion}",
+                                 args.query_expansion is not None)) if on]
+        print(f"  ({'; '.join(opts)})")
+
+
+def cmd_evaluate(args) -> int:
     verif, ident = _validate_evaluate(args)
     ranks = _parse_ranks(args.ranks)
     est, method = _load_model(args.model, args.trust_pickle)
@@ -191,33 +247,13 @@ def cmd_evaluate(args) -> int:
     Y = _load_array(args.y, "--y", allow_images=images, key=args.key) if args.y else None
     report: dict = {"method": method}
     if verif:
-        pairs, y = _load_pairs(args.pairs)
-        _check_pair_rows(pairs, X.shape[0], (Y if Y is not None else X).shape[0])
-        if not (y == 1).any() or not (y == -1).any():
-            raise CLIError("--pairs: evaluation needs both +1 (same) and -1 (different) pairs.")
+        pairs, y = _verification_pairs(args, X, Y)
     if ident:
-        G = Y if Y is not None else X
-        if args.same_set and G.shape[0] != X.shape[0]:
-            raise CLIError(f"--same-set: the gallery must be the probe set itself (row i = "
-                           f"probe i), got {X.shape[0]} probes and {G.shape[0]} gallery rows.")
-        pl = _load_label_file(args.probe_labels, "--probe-labels", X.shape[0])
-        gl = _load_label_file(args.gallery_labels, "--gallery-labels", G.shape[0])
-        if pl.dtype.kind != gl.dtype.kind:
-            pl, gl = pl.astype(str), gl.astype(str)
+        G, pl, gl = _identification_sets(args, X, Y)
     est.set_params(preprocessor=_preprocessor(est, X, Y))
     try:
         if verif:
-            d = est.pair_distance(pairs)
-            rep = M.verification_report(y, -d, fpr=args.fpr)
-            rep["accuracy_at_threshold"] = float(np.mean(np.where(d <= est.threshold_, 1, -1)
-                                                         == y))
-            rep["n_pairs"] = int(y.size)
-            report.update(rep)
-            if args.scores:
-                with atomic_open(args.scores, "w", encoding="utf-8") as fh:
-                    fh.write("i,j,label,distance,score\n")
-                    fh.writelines(f"{int(a)},{int(b)},{int(lab)},{dist:.8g},{-dist:.8g}\n"
-                                  for (a, b), lab, dist in zip(pairs, y, d, strict=True))
+            report.update(_verification(args, est, pairs, y))
         if ident:
             report["identification"], D = _identification(
                 est, X, G, pl, gl, ranks, args.scores, same_set=args.same_set,
@@ -232,28 +268,9 @@ def cmd_evaluate(args) -> int:
         print(json.dumps(json_ready(report), indent=1))
         return 0
     if verif:
-        labels = {"auc": "ROC AUC", "one_minus_eer": "1 - EER",
-                  "vr": f"VR@FPR={args.fpr:g}", "pauc": "pAUC [0, 0.1] (normalised)",
-                  "acc_median": "accuracy at median distance",
-                  "accuracy_at_threshold": "accuracy at the model's threshold",
-                  "n_pairs": "pairs"}
-        print(f"{method} on {args.pairs} (verification)")
-        for key, label in labels.items():
-            v = report[key]
-            print(f"  {label:34s} {v if isinstance(v, int) else f'{v:.4f}'}")
+        _print_verification(method, args, report)
     if ident:
-        rep = report["identification"]
-        print(f"{method}: {rep['n_probes']} probes against a gallery of {rep['n_gallery']} "
-              "(identification)")
-        for r in ranks:
-            print(f"  {'rank-' + str(r):34s} {100 * rep[f'rank{r}']:.2f} %")
-        print(f"  {'mAP':34s} {100 * rep['map']:.2f} %")
-        if args.same_set or args.re_rank or args.query_expansion is not None:
-            opts = [o for o, on in (("same set: own item left out", args.same_set),
-                                    ("k-reciprocal re-ranking", args.re_rank),
-                                    (f"query expansion k={args.query_expansion}",
-                                     args.query_expansion is not None)) if on]
-            print(f"  ({'; '.join(opts)})")
+        _print_identification(method, args, report["identification"], ranks)
     if report.get("rank_lists"):
         print(f"wrote rank lists to {', '.join(report['rank_lists'])}", file=sys.stderr)
     if args.scores:

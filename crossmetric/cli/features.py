@@ -20,7 +20,7 @@ def cmd_features(args) -> int:
     size = _parse_size(args.size)
     try:
         from crossmetric.deep.backbones import build_backbone, extract_features, write_embeddings
-    except ImportError as exc:
+    except ImportError as exc:  # PyTorch, an optional dependency
         raise CLIError(f"features needs PyTorch (pip install 'crossmetric[deep]'): "
                        f"{_one_line(exc)}") from None
     try:

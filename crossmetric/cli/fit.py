@@ -44,8 +44,9 @@ def _fit_pairs(args, est, X: np.ndarray, Y: np.ndarray | None):
         raise CLIError(f"--labels: {_one_line(exc)}") from None
 
 
-def cmd_fit(args) -> int:
-    from crossmetric.registry import METHODS, _spec, make_estimator, method_status
+def _fit_estimator(args):
+    """``(name, unfitted learner)`` of ``METHOD --param ... --seed``, options checked first."""
+    from crossmetric.registry import _spec, make_estimator, method_status
 
     try:   # the registry's message, with its "did you mean"
         name = _spec(args.method).name
@@ -65,14 +66,13 @@ def cmd_fit(args) -> int:
     if args.seed is not None:
         params.setdefault("random_state", args.seed)
     try:
-        est = make_estimator(name, **params)
+        return name, make_estimator(name, **params)
     except TypeError as exc:
         raise CLIError(f"--param: {_one_line(exc)}") from None
-    images = int(getattr(est, "_sample_ndim", 1)) > 1
-    X = _load_array(args.x, "--x", allow_images=images, key=args.key)
-    Y = _load_array(args.y, "--y", allow_images=images, key=args.key) if args.y else None
-    pairs, y = _fit_pairs(args, est, X, Y)
-    est.set_params(preprocessor=_preprocessor(est, X, Y))
+
+
+def _fit_reporting_warnings(est, pairs: np.ndarray, y: np.ndarray) -> float:
+    """Fit; each distinct warning printed once on stderr; returns the seconds taken."""
     t0 = time.perf_counter()
     try:
         with warnings.catch_warnings(record=True) as caught:
@@ -83,18 +83,35 @@ def cmd_fit(args) -> int:
     elapsed = time.perf_counter() - t0
     for msg in dict.fromkeys(f"{w.category.__name__}: {_one_line(w.message)}" for w in caught):
         print(f"crossmetric: warning: {msg}", file=sys.stderr)
+    return elapsed
+
+
+def _plot_convergence(est, display: str, path: str) -> None:
+    curve = getattr(est, "loss_curve_", None)
+    if curve is None or len(curve) == 0:
+        print(f"crossmetric: {display} is not iterative (no loss_curve_); "
+              "no convergence plot", file=sys.stderr)
+        return
+    from crossmetric.plotting import plot_convergence
+
+    plot_convergence({display: curve}, path=path, title=f"{display} convergence")
+
+
+def cmd_fit(args) -> int:
+    from crossmetric.registry import METHODS
+
+    name, est = _fit_estimator(args)
+    display = METHODS[name].display
+    images = int(getattr(est, "_sample_ndim", 1)) > 1
+    X = _load_array(args.x, "--x", allow_images=images, key=args.key)
+    Y = _load_array(args.y, "--y", allow_images=images, key=args.key) if args.y else None
+    pairs, y = _fit_pairs(args, est, X, Y)
+    est.set_params(preprocessor=_preprocessor(est, X, Y))
+    elapsed = _fit_reporting_warnings(est, pairs, y)
     train_auc = est.score(pairs, y)
     if args.convergence:
-        curve = getattr(est, "loss_curve_", None)
-        if curve is None or len(curve) == 0:
-            print(f"crossmetric: {METHODS[name].display} is not iterative (no loss_curve_); "
-                  "no convergence plot", file=sys.stderr)
-        else:
-            from crossmetric.plotting import plot_convergence
-
-            plot_convergence({METHODS[name].display: curve}, path=args.convergence,
-                             title=f"{METHODS[name].display} convergence")
+        _plot_convergence(est, display, args.convergence)
     _save_model(args.out, est, name)
-    print(f"fitted {METHODS[name].display} on {pairs.shape[0]} pairs in {elapsed:.2f} s "
+    print(f"fitted {display} on {pairs.shape[0]} pairs in {elapsed:.2f} s "
           f"(training AUC {train_auc:.4f}); saved to {args.out}")
     return 0

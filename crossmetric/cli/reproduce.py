@@ -9,37 +9,39 @@ import sys
 from crossmetric.cli._common import CLIError
 
 
-def cmd_reproduce(args) -> int:
-    """``crossmetric reproduce NAME``: run a named reproduction, print and write its table."""
-    from crossmetric.reproduce import list_reproductions, run_reproduction
-
-    if args.list:
-        for name, desc in list_reproductions().items():
-            print(f"{name:<24} {desc}")
-        return 0
+def _check_name(args, names) -> None:
     if not args.name:
         raise CLIError("reproduce: give a reproduction NAME or --list")
-    if args.name not in list_reproductions():
+    if args.name not in names:
         raise CLIError(f"reproduce: unknown reproduction {args.name!r}; expected one of "
-                       f"{', '.join(list_reproductions())}")
+                       f"{', '.join(names)}")
     if args.data_home is not None and not os.path.isdir(args.data_home):
         raise CLIError(f"--data-home: {args.data_home!r} is not a directory")
     if args.splits is not None and args.splits < 1:
         raise CLIError(f"--splits must be >= 1, got {args.splits}")
-    methods = None
-    if args.methods is not None:
-        methods = [m.strip().lower() for m in args.methods.split(",") if m.strip()]
-        if not methods:
-            raise CLIError("--methods must name at least one method")
-        if args.name != "pku-sketch":
-            raise CLIError(f"--methods: the reproduction {args.name!r} runs a fixed set of "
-                           "methods; only pku-sketch takes --methods")
-        from crossmetric.reproduce import PKU_METHODS
 
-        unknown = sorted(set(methods) - set(PKU_METHODS))
-        if unknown:
-            raise CLIError(f"--methods: unknown {', '.join(unknown)}; expected some of "
-                           f"{', '.join(PKU_METHODS)}")
+
+def _methods(args) -> list[str] | None:
+    """``--methods`` (pku-sketch only)."""
+    if args.methods is None:
+        return None
+    methods = [m.strip().lower() for m in args.methods.split(",") if m.strip()]
+    if not methods:
+        raise CLIError("--methods must name at least one method")
+    if args.name != "pku-sketch":
+        raise CLIError(f"--methods: the reproduction {args.name!r} runs a fixed set of "
+                       "methods; only pku-sketch takes --methods")
+    from crossmetric.reproduce import PKU_METHODS
+
+    unknown = sorted(set(methods) - set(PKU_METHODS))
+    if unknown:
+        raise CLIError(f"--methods: unknown {', '.join(unknown)}; expected some of "
+                       f"{', '.join(PKU_METHODS)}")
+    return methods
+
+
+def _pku_options(args) -> dict:
+    """``--deepgsm-members`` and ``--show-ranks`` (pku-sketch only)."""
     extra = {}
     if args.deepgsm_members is not None:
         if args.name != "pku-sketch":
@@ -52,6 +54,20 @@ def cmd_reproduce(args) -> int:
         if args.show_ranks < 1:
             raise CLIError(f"--show-ranks must be >= 1, got {args.show_ranks}")
         extra["show_ranks"] = args.show_ranks
+    return extra
+
+
+def cmd_reproduce(args) -> int:
+    """``crossmetric reproduce NAME``: run a named reproduction, print and write its table."""
+    from crossmetric.reproduce import list_reproductions, run_reproduction
+
+    if args.list:
+        for name, desc in list_reproductions().items():
+            print(f"{name:<24} {desc}")
+        return 0
+    _check_name(args, list_reproductions())
+    methods = _methods(args)
+    extra = _pku_options(args)
     out = args.out or os.path.join("crossmetric-reproduce", args.name)
     result = run_reproduction(args.name, args.data_home, n_splits=args.splits, out=out,
                               seed=args.seed, verbose=not args.quiet, n_jobs=args.n_jobs,
