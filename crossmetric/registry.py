@@ -29,7 +29,7 @@ import importlib
 from dataclasses import dataclass, field
 
 __all__ = ["MethodSpec", "METHODS", "make_estimator", "available_class", "method_status",
-           "available_methods"]
+           "available_methods", "select_methods", "method_kind", "cap_n_components"]
 
 
 @dataclass(frozen=True)
@@ -221,14 +221,19 @@ METHODS: dict[str, MethodSpec] = {s.name: s for s in [
 ]}
 
 
+def _did_you_mean(key: str) -> str:
+    """`` (did you mean 'NAME'?)`` for the registered name closest to ``key``, else ``""``."""
+    import difflib
+
+    close = difflib.get_close_matches(key, list(METHODS), n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
 def _spec(name: str) -> MethodSpec:
     key = str(name).strip().lower()
     if key not in METHODS:
-        import difflib
-
-        close = difflib.get_close_matches(key, list(METHODS), n=1)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
-        raise ValueError(f"unknown method {name!r}{hint}; expected one of {', '.join(METHODS)}.")
+        raise ValueError(f"unknown method {name!r}{_did_you_mean(key)}; expected one of "
+                         f"{', '.join(METHODS)}.")
     return METHODS[key]
 
 
@@ -309,3 +314,111 @@ def available_class(name: str):
     if reason is not None:
         raise ValueError(f"method {spec.name!r} is not available: {reason}.")
     return _learner_class(spec)
+
+
+def select_methods(names=None) -> list[str]:
+    """Registry names from a selection: ``None`` (the default set), ``"all"``, or names.
+
+    Parameters
+    ----------
+    names : None, str or sequence of str
+        ``None``: every method with ``in_default`` (the benchmark's default); ``"all"``: every
+        registered method; else a comma-separated string or a sequence of names
+        (case-insensitive, duplicates dropped, order kept).
+
+    Returns
+    -------
+    list of str
+
+    Raises
+    ------
+    ValueError
+        No name, or unknown names (with the closest registered name as a hint).
+
+    Examples
+    --------
+    >>> select_methods("PCCA, cmml,pcca")
+    ['pcca', 'cmml']
+    >>> select_methods("pcaa")
+    Traceback (most recent call last):
+    ...
+    ValueError: unknown method(s) pcaa (did you mean 'pcca'?); expected a comma-separated list ...
+    """
+    if names is None:
+        return [name for name, spec in METHODS.items() if spec.in_default]
+    if isinstance(names, str):
+        if names.strip().lower() == "all":
+            return list(METHODS)
+        names = names.split(",")
+    keys = [str(t).strip().lower() for t in names if str(t).strip()]
+    if not keys:
+        raise ValueError("names is empty: expected at least one method name.")
+    unknown = [n for n in keys if n not in METHODS]
+    if unknown:
+        hint = _did_you_mean(unknown[0]) if len(unknown) == 1 else ""
+        raise ValueError(f"unknown method(s) {', '.join(unknown)}{hint}; expected a "
+                         f"comma-separated list among {', '.join(METHODS)}.")
+    return list(dict.fromkeys(keys))
+
+
+def method_kind(name: str) -> tuple[str, str | None]:
+    """``(modality, reason unavailable)`` of a method, without importing PyTorch.
+
+    The modality is ``"cross-modal"`` or ``"single-modal"``, with ``" (raw images)"`` for a
+    learner of images; the reason is ``None`` when the method can be built. The deep
+    learners are not imported (they need torch): only whether torch is installed is checked.
+
+    Examples
+    --------
+    >>> method_kind("pcca"), method_kind("cmml")
+    (('single-modal', None), ('cross-modal', None))
+    """
+    import importlib.util
+
+    import crossmetric
+
+    spec = _spec(name)
+    module = crossmetric._LAZY.get(spec.class_name, "")
+    if module.startswith("crossmetric.deep"):
+        ok = importlib.util.find_spec("torch") is not None
+        return "cross-modal (raw images)", None if ok else "PyTorch is not installed"
+    try:
+        cls = getattr(importlib.import_module(module), spec.class_name)
+    except (ImportError, AttributeError) as exc:
+        return "?", " ".join(str(exc).split())
+    kind = "cross-modal" if getattr(cls, "_cross_modal", True) else "single-modal"
+    if int(getattr(cls, "_sample_ndim", 1)) > 1:
+        kind += " (raw images)"
+    return kind, None
+
+
+def cap_n_components(estimators, n_features: int) -> dict:
+    """Cap each estimator's integer ``n_components`` at ``n_features``, in place.
+
+    The registry's ``n_components`` are sized for the built-in data; on data with fewer
+    features (the narrowest view of two) a learner would fail.
+
+    Parameters
+    ----------
+    estimators : dict of str to estimator
+    n_features : int
+
+    Returns
+    -------
+    dict of str to (int, int)
+        ``{name: (before, after)}`` of the estimators changed.
+
+    Examples
+    --------
+    >>> from crossmetric import PCCA
+    >>> ests = {"PCCA": PCCA(n_components=32)}
+    >>> cap_n_components(ests, 5), ests["PCCA"].n_components
+    ({'PCCA': (32, 5)}, 5)
+    """
+    changed = {}
+    for name, est in estimators.items():
+        k = est.get_params(deep=False).get("n_components")
+        if isinstance(k, int) and k > n_features:
+            est.set_params(n_components=n_features)
+            changed[name] = (k, n_features)
+    return changed

@@ -49,7 +49,7 @@ from crossmetric._faiss_tools import (
     uses_l2_score,
 )
 
-__all__ = ["Index", "set_num_threads"]
+__all__ = ["Index", "exhaustive_search", "set_num_threads"]
 
 KINDS = BUILTIN_KINDS
 _first_distinct = first_distinct  # kept importable under its old name
@@ -611,6 +611,62 @@ class Index:
     def __repr__(self) -> str:
         model = None if self.model is None else type(self.model).__name__
         return f"Index(model={model}, kind={self.kind!r}, ntotal={self.ntotal}, d={self.d})"
+
+
+def exhaustive_search(model, queries, database, k: int, *, block_size: int = 1 << 22):
+    """The ``k`` nearest database rows of each query by ``model.cross_distance``, exactly.
+
+    The search for any fitted model, whatever its score (``GSM``'s quadratic form, a kernel
+    model): no faiss, no embedding; the distances are computed in blocks of about
+    ``block_size`` entries (one block of queries against the whole database at a time).
+    :class:`Index` is the fast path for models whose distance is an ℓ2 distance between
+    embeddings.
+
+    Parameters
+    ----------
+    model : fitted pair learner
+        Anything with ``cross_distance(queries, database)`` (smaller = more alike).
+    queries : array-like of shape (n_queries, ...)
+        First-modality samples (rows as ``cross_distance`` takes them).
+    database : array-like of shape (n_database, ...)
+        Second-modality samples.
+    k : int
+        Neighbours per query, at most the database size (larger ``k`` returns every row).
+    block_size : int, default=2**22
+        Distances computed at once (memory ``8 * block_size`` bytes).
+
+    Returns
+    -------
+    distances : ndarray of shape (n_queries, min(k, n_database)), float64
+        ``model.cross_distance`` of each neighbour, ascending.
+    ids : ndarray of shape (n_queries, min(k, n_database)), int64
+        Database rows of the neighbours.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from crossmetric import Euclidean
+    >>> model = Euclidean().fit([[[0.0], [0.0]], [[0.0], [1.0]]], [1, -1])
+    >>> dist, ids = exhaustive_search(model, [[0.0], [2.9]], [[3.0], [1.0], [0.1]], 2)
+    >>> ids.tolist()
+    [[2, 1], [0, 1]]
+    """
+    k = check_positive_int(k, "k")
+    block_size = check_positive_int(block_size, "block_size")
+    Q, D = _rows(queries, "queries"), _rows(database, "database")
+    if D.shape[0] == 0:
+        raise ValueError("database is empty: expected at least one row.")
+    k = min(k, D.shape[0])
+    dist = np.empty((Q.shape[0], k))
+    ids = np.empty((Q.shape[0], k), dtype=np.int64)
+    rows = max(1, block_size // D.shape[0])
+    for sl in _batches(Q.shape[0], rows):
+        block = np.asarray(model.cross_distance(Q[sl], D))
+        top = np.argpartition(block, k - 1, axis=1)[:, :k]
+        order = np.argsort(np.take_along_axis(block, top, axis=1), axis=1, kind="stable")
+        ids[sl] = np.take_along_axis(top, order, axis=1)
+        dist[sl] = np.take_along_axis(block, ids[sl], axis=1)
+    return dist, ids
 
 
 def _batches(n: int, size: int):

@@ -17,6 +17,9 @@ loader knows it, ``instance[r]`` the object id used for instance-level matching.
 * :func:`load_image_folder`, :func:`load_viper`, :func:`load_pku_sketch`, :func:`load_cufs`,
   :func:`load_cuhk01` -- images of any folder layout described by a regular expression (defined
   in :mod:`crossmetric._image_folder`).
+* :func:`describe_images`, :func:`pair_domains`, :func:`image_views` -- loaded images as
+  feature rows, the two domains of a folder paired row by row (defined in
+  :mod:`crossmetric._image_views`).
 
 One module per source (:mod:`.digits`, :mod:`.mfeat`, :mod:`.lfw`, :mod:`.files`,
 :mod:`.synthetic`); every name, private ones included, is importable from here as before.
@@ -32,6 +35,7 @@ from crossmetric._image_folder import (
     load_pku_sketch,
     load_viper,
 )
+from crossmetric._image_views import describe_images, image_views, pair_domains
 from crossmetric.datasets import digits, files, lfw, mfeat, synthetic
 from crossmetric.datasets.digits import (  # noqa: F401
     _EDGE_SIGMA,
@@ -86,6 +90,9 @@ __all__ = [
     "load_pku_sketch",
     "load_cufs",
     "load_cuhk01",
+    "describe_images",
+    "pair_domains",
+    "image_views",
 ]
 
 # the loaders live in the submodules: assigning a name here also rebinds it there

@@ -1,0 +1,176 @@
+"""What every command shares: the one-line error, loading arrays / labels / pairs / models,
+checks of options and output paths."""
+
+from __future__ import annotations
+
+import importlib
+import os
+
+import numpy as np
+
+from crossmetric._image_views import DESCRIPTORS as _DESCRIPTORS  # noqa: F401 (--descriptor)
+
+
+class CLIError(Exception):
+    """A user-facing error: printed on one line, exit code 2."""
+
+
+def _package_attr(name: str):
+    """``crossmetric.cli.<name>``, looked up when called: the commands reach the library through
+    the package's attributes so that a test can monkeypatch them there (as in the one-module
+    CLI of before)."""
+    return getattr(importlib.import_module("crossmetric.cli"), name)
+
+
+# ------------------------------------------------------------------------------ helpers
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split())
+
+
+def _load_array(path: str, what: str, *, allow_images: bool = False,
+                key: str | None = None) -> np.ndarray:
+    from crossmetric.datasets import load_features
+
+    try:
+        return load_features(path, allow_images=allow_images, key=key)
+    except ValueError as exc:
+        raise CLIError(f"{what}: {exc}") from None
+
+
+def _load_label_file(path: str, what: str, n_rows: int | None = None) -> np.ndarray:
+    from crossmetric.datasets import load_labels
+
+    try:
+        lab = load_labels(path, what="file")
+    except ValueError as exc:
+        raise CLIError(f"{what}: {exc}") from None
+    if n_rows is not None and lab.shape[0] != n_rows:
+        raise CLIError(f"{what}: {path!r} has {lab.shape[0]} labels, but the features have "
+                       f"{n_rows} rows (one label per row expected).")
+    return lab
+
+
+def _check_int(args, name: str, minimum: int | None = None, maximum: int | None = None,
+               *, nonzero: bool = False) -> None:
+    value = getattr(args, name.lstrip("-").replace("-", "_"))
+    if value is None:
+        return
+    if minimum is not None and value < minimum:
+        raise CLIError(f"{name} must be >= {minimum}, got {value}.")
+    if maximum is not None and value > maximum:
+        raise CLIError(f"{name} must be <= {maximum}, got {value}.")
+    if nonzero and value == 0:
+        raise CLIError(f"{name} must not be 0 (-1: all cores, 1: one process, N: N workers).")
+
+
+def _check_output_file(path: str | None, what: str, exts: tuple[str, ...] | None = None) -> None:
+    """An output file must go to an existing, writable folder and not be a folder itself."""
+    if path is None:
+        return
+    if not path.strip():
+        raise CLIError(f"{what}: empty path.")
+    if exts is not None and os.path.splitext(path)[1].lower() not in exts:
+        raise CLIError(f"{what}: {path!r} must end in {' or '.join(exts)}.")
+    if os.path.isdir(path):
+        raise CLIError(f"{what}: {path!r} is a folder, expected a file name.")
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise CLIError(f"{what}: folder {folder!r} does not exist.")
+    if not os.access(folder, os.W_OK):
+        raise CLIError(f"{what}: folder {folder!r} is not writable.")
+
+
+def _check_output_dir(path: str, what: str = "--out") -> None:
+    """An output folder may be new (created only once there are results) or empty / existing;
+    its nearest existing ancestor must be a writable folder."""
+    if not path.strip():
+        raise CLIError(f"{what}: empty path.")
+    full = os.path.abspath(path)
+    if os.path.exists(full) and not os.path.isdir(full):
+        raise CLIError(f"{what}: {path!r} exists and is not a folder.")
+    probe = full
+    while not os.path.exists(probe):
+        probe = os.path.dirname(probe)
+    if not os.path.isdir(probe):
+        raise CLIError(f"{what}: cannot create {path!r}: {probe!r} is a file.")
+    if not os.access(probe, os.W_OK):
+        raise CLIError(f"{what}: cannot create {path!r}: {probe!r} is not writable.")
+
+
+def _load_pairs(path: str):
+    from crossmetric.datasets import load_pairs
+
+    try:
+        return load_pairs(path)
+    except ValueError as exc:
+        raise CLIError(f"--pairs: {exc}") from None
+
+
+def _check_pair_rows(pairs: np.ndarray, n_x: int, n_y: int) -> None:
+    if pairs[:, 0].max() >= n_x:
+        raise CLIError(f"--pairs: column i refers to row {int(pairs[:, 0].max())}, but --x has "
+                       f"only {n_x} rows.")
+    if pairs[:, 1].max() >= n_y:
+        raise CLIError(f"--pairs: column j refers to row {int(pairs[:, 1].max())}, but the "
+                       f"second modality has only {n_y} rows.")
+
+
+def _preprocessor(est, X: np.ndarray, Y: np.ndarray | None):
+    cross = bool(getattr(est, "_cross_modal", True))
+    if Y is None:
+        return (X, X) if cross else X
+    return (X, Y)
+
+
+def _save_model(path: str, est, method: str) -> None:
+    """The model in crossmetric's safe file format (:mod:`crossmetric.persistence`), atomically."""
+    from crossmetric.persistence import save_model
+
+    est.set_params(preprocessor=None)  # never store the training samples in the model file
+    _check_output_file(path, "--out")
+    try:
+        save_model(path, est, meta={"method": method})
+    except (ValueError, OSError) as exc:
+        raise CLIError(f"--out: {_one_line(exc)}") from None
+
+
+def _load_model(path: str, trust_pickle: bool = False):
+    """``(model, method)``; nothing in the file runs (unless ``--trust-pickle`` for a pickle)."""
+    from crossmetric.persistence import load_model
+
+    if not os.path.isfile(path):
+        raise CLIError(f"MODEL: file {path!r} not found.")
+    try:
+        est, header = load_model(path, allow_pickle=trust_pickle, return_header=True)
+    except ValueError as exc:
+        raise CLIError(f"MODEL: {_one_line(exc)}") from None
+    except Exception as exc:  # only reachable with --trust-pickle: the pickle's own errors
+        raise CLIError(f"MODEL: {path!r} could not be unpickled ({type(exc).__name__}: "
+                       f"{_one_line(exc)}).") from None
+    method = (header or {}).get("meta", {}).get("method") or type(est).__name__
+    return est, method
+
+
+def _parse_params(method: str, items) -> dict:
+    """``fit METHOD --param NAME=VALUE``: read and checked as ``benchmark``'s
+    ``--param METHOD.NAME=VALUE`` (:func:`crossmetric.config.parse_param`: a TOML literal, a
+    parameter the learner has)."""
+    from crossmetric.config import parse_param
+
+    out = {}
+    for item in items or []:
+        try:
+            _, name, value = parse_param(f"{method}.{item}")
+        except ValueError as exc:
+            raise CLIError(_one_line(exc)) from None
+        out[name] = value
+    return out
+
+
+def _parse_size(text: str | None):
+    if text is None:
+        return None
+    w, sep, h = text.lower().partition("x")
+    if not sep or not w.strip().isdigit() or not h.strip().isdigit() or int(w) < 1 or int(h) < 1:
+        raise CLIError(f"--size expects WIDTHxHEIGHT in pixels (e.g. 48x128), got {text!r}.")
+    return int(w), int(h)

@@ -1,0 +1,166 @@
+"""The data sources of ``crossmetric benchmark``: a named dataset, the user's feature files or an
+image folder."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from crossmetric.cli._common import CLIError, _load_array, _load_label_file, _one_line, _parse_size
+
+
+def _describe_images(images, descriptor: str) -> np.ndarray:
+    """Feature rows of an image stack ``(n, h, w[, 3])``
+    (:func:`crossmetric.datasets.describe_images`), with the command line's messages."""
+    from crossmetric.datasets import describe_images
+
+    _check_image_stack(images)
+    try:
+        return describe_images(images, descriptor)
+    except ImportError as exc:  # scikit-image, an optional dependency
+        raise CLIError(f"--descriptor {descriptor}: {_one_line(exc)}; use --descriptor "
+                       "pixels.") from None
+
+
+def _check_image_stack(images) -> None:
+    images = np.asarray(images)
+    if images.dtype == object or images.ndim not in (3, 4):
+        raise CLIError("the images differ in size; give --size WIDTHxHEIGHT to resize them.")
+
+
+def _images_to_dataset(bunch, descriptor: str, what: str):
+    """``(dataset, description)`` from a loader's ``images``, ``ids``, ``domains``
+    (:func:`crossmetric.datasets.image_views`: one modality, or two domains paired row by
+    row)."""
+    from crossmetric.datasets import image_views
+
+    if np.asarray(bunch.ids).size:
+        _check_image_stack(bunch.images)
+    try:
+        data = image_views(bunch.images, bunch.ids, getattr(bunch, "domains", None),
+                           descriptor=descriptor)
+    except ImportError as exc:  # scikit-image, an optional dependency
+        raise CLIError(f"--descriptor {descriptor}: {_one_line(exc)}; use --descriptor "
+                       "pixels.") from None
+    except ValueError as exc:
+        raise CLIError(f"{what}: {_one_line(exc)}") from None
+    n_ids = np.unique(data.labels).size
+    if data.Y is None:
+        return data, f"{what}: {data.X.shape[0]} images, {n_ids} identities, one modality"
+    a, b = data.domain_names
+    return data, (f"{what}: {a} vs {b}, {data.X.shape[0]} matched pairs of images, "
+                  f"{n_ids} identities, {descriptor} descriptors")
+
+
+def _size_kw(args) -> dict:
+    size = _parse_size(args.size)
+    return {} if size is None else {"size": size}
+
+
+def _mfeat(spec: str, arg: str, data_home: str | None):
+    from crossmetric.datasets import MFEAT_VIEWS, load_mfeat
+
+    views = tuple(v.strip() for v in (arg or "fou,pix").split(","))
+    if len(views) != 2 or any(v not in MFEAT_VIEWS for v in views):
+        raise CLIError(f"--dataset mfeat:V1,V2 needs two views among "
+                       f"{','.join(MFEAT_VIEWS)}, got {spec!r}.")
+    home = data_home or os.environ.get("CROSSMETRIC_DATA")
+    if not home:
+        raise CLIError("--dataset mfeat needs --data-home DIR (the folder with mfeat-fou, "
+                       "mfeat-pix, ...).")
+    try:
+        return load_mfeat(home, views), f"mfeat {views[0]} vs {views[1]}"
+    except ValueError as exc:
+        raise CLIError(f"--data-home: {exc}") from None
+
+
+def _image_dataset(name: str, spec: str, arg: str, args):
+    """``--dataset viper`` / ``pku-sketch``: the loader's images, described and paired."""
+    from crossmetric.datasets import load_pku_sketch, load_viper
+
+    data_home = args.data_home
+    if arg:
+        raise CLIError(f"--dataset {name} takes no options, got {spec!r}.")
+    if not data_home:
+        raise CLIError(f"--dataset {name} needs --data-home DIR (e.g. "
+                       f"../shared/data/{name.replace('-', '_')}).")
+    if not os.path.isdir(data_home):
+        raise CLIError(f"--data-home: {data_home!r} is not a folder.")
+    loader = load_viper if name == "viper" else load_pku_sketch
+    try:
+        bunch = loader(data_home, **_size_kw(args))
+    except (ValueError, OSError) as exc:
+        raise CLIError(f"--data-home: {_one_line(exc)}") from None
+    descriptor = args.descriptor or ("strips" if name == "viper" else "hog")
+    return _images_to_dataset(bunch, descriptor, name)
+
+
+def _load_named_dataset(spec: str, args):
+    """``(dataset, description)`` of ``--dataset NAME[:ARG]``."""
+    from crossmetric.datasets import load_digits_views
+
+    name, _, arg = spec.partition(":")
+    name = name.strip().lower()
+    if name == "digits":
+        if arg:
+            raise CLIError(f"--dataset digits takes no views, got {spec!r}.")
+        return load_digits_views(), "digits (photo pixels vs sketch HOG)"
+    if name == "mfeat":
+        return _mfeat(spec, arg, args.data_home)
+    if name in ("viper", "pku-sketch", "pku_sketch"):
+        return _image_dataset(name, spec, arg, args)
+    raise CLIError(f"unknown --dataset {spec!r}; expected 'digits', 'mfeat:V1,V2', 'viper' "
+                   "or 'pku-sketch'.")
+
+
+def _image_folder_dataset(args):
+    """``--images DIR --pattern REGEX``."""
+    import re
+
+    from crossmetric.datasets import load_image_folder
+
+    if args.pattern is None:
+        raise CLIError("--images needs --pattern REGEX with a named group 'id' (and "
+                       "optionally 'domain'), e.g. '(?P<id>\\d+)_(?P<domain>[ab])\\.png'.")
+    try:
+        rx = re.compile(args.pattern)
+    except re.error as exc:
+        raise CLIError(f"--pattern: not a regular expression: {exc}.") from None
+    if "id" not in rx.groupindex:
+        raise CLIError("--pattern must have a named group 'id', e.g. (?P<id>\\d+).")
+    if not os.path.isdir(args.images):
+        raise CLIError(f"--images: {args.images!r} is not a folder.")
+    try:
+        bunch = load_image_folder(args.images, args.pattern, **_size_kw(args))
+    except (ValueError, OSError) as exc:
+        raise CLIError(f"--images: {_one_line(exc)}") from None
+    return _images_to_dataset(bunch, args.descriptor or "hog", args.images)
+
+
+def _feature_files_dataset(args):
+    """``--x FILE [--y FILE] --labels FILE [--instance FILE]``."""
+    from sklearn.utils import Bunch
+
+    X = _load_array(args.x, "--x", key=args.key)
+    Y = _load_array(args.y, "--y", key=args.key) if args.y else None
+    if Y is not None and Y.shape[0] != X.shape[0]:
+        raise CLIError(f"--y: {Y.shape[0]} rows, but --x has {X.shape[0]}; row r of both "
+                       "files must describe the same object.")
+    if args.labels is None and args.instance is None:
+        raise CLIError("--x needs --labels FILE (the identity of each row) or --instance FILE.")
+    labels = _load_label_file(args.labels, "--labels", X.shape[0]) if args.labels else None
+    inst = _load_label_file(args.instance, "--instance", X.shape[0]) if args.instance else None
+    data = Bunch(X=X, Y=Y, labels=labels if labels is not None else inst)
+    if inst is not None:
+        data.instance = inst
+    what = f"{os.path.basename(args.x)}" + (f" vs {os.path.basename(args.y)}" if args.y else
+                                            " (one modality)")
+    return data, what
+
+
+def _own_dataset(args):
+    """The benchmark's data from --x/--y/--labels/--instance or --images/--pattern."""
+    if args.images is not None:
+        return _image_folder_dataset(args)
+    return _feature_files_dataset(args)

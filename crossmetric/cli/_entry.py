@@ -1,0 +1,78 @@
+"""``main``: parse, run one command, turn every failure into a one-line message and an exit
+code (0 ok, 2 bad input, 1 failure, 130 / 143 interrupted / terminated)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+
+from crossmetric.cli._common import CLIError, _one_line
+from crossmetric.cli.parser import build_parser
+
+
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM, raised like Ctrl-C so that every ``with`` block unwinds (temporary files are
+    removed, a Dask cluster is closed) before the process ends."""
+
+
+@contextlib.contextmanager
+def _sigterm_unwinds():
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum, frame):
+        raise _Terminated()
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the command line; returns the exit code (0 ok, 2 bad input, 1 failure)."""
+    parser = build_parser()
+    debug = bool(os.environ.get("CROSSMETRIC_DEBUG"))
+    try:
+        args = parser.parse_args(argv)
+        if getattr(args, "func", None) is None:
+            parser.print_help(sys.stderr)
+            return 2
+        with _sigterm_unwinds():
+            return int(args.func(args))
+    except SystemExit as exc:  # --help / --version
+        return int(exc.code or 0) if not isinstance(exc.code, str) else 2
+    except BrokenPipeError:
+        # the reader went away (``crossmetric search ... | head``): end quietly
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        except (OSError, ValueError):
+            pass
+        return 0
+    except CLIError as exc:
+        if debug:
+            raise
+        print(f"crossmetric: error: {_one_line(exc)}", file=sys.stderr)
+        return 2
+    except (ValueError, OSError) as exc:
+        if debug:
+            raise
+        print(f"crossmetric: error: {_one_line(exc)}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (_Terminated): nothing half-written
+        term = isinstance(exc, _Terminated)
+        print(f"crossmetric: {'terminated' if term else 'interrupted'}", file=sys.stderr)
+        return 143 if term else 130
+    except Exception as exc:  # a bug, not bad input: still one line unless debugging
+        if debug:
+            raise
+        print(f"crossmetric: internal error: {type(exc).__name__}: {_one_line(exc)} "
+              "(set CROSSMETRIC_DEBUG=1 for the traceback)", file=sys.stderr)
+        return 1

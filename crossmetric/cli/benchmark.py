@@ -1,0 +1,351 @@
+"""``crossmetric benchmark``: methods under the papers' protocols; table and result files."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sys
+import time
+
+import numpy as np
+
+from crossmetric.cli._common import (
+    CLIError,
+    _check_int,
+    _check_output_dir,
+    _load_array,
+    _one_line,
+    _package_attr,
+    _parse_size,
+)
+from crossmetric.cli._data import _load_named_dataset, _own_dataset
+from crossmetric.result_files import RESULT_FILES, write_result_files
+
+
+def _method_list(text: str | None) -> list[str]:
+    """``--methods``: :func:`crossmetric.registry.select_methods` with the option's messages."""
+    from crossmetric.registry import select_methods
+
+    if text is not None and text.strip().lower() != "all" and not text.replace(",", "").strip():
+        raise CLIError("--methods is empty.")
+    try:
+        return select_methods(text)
+    except ValueError as exc:
+        raise CLIError(_one_line(exc)) from None
+
+
+def _method_kind(name: str) -> tuple[str, str | None]:
+    """:func:`crossmetric.registry.method_kind` (the former private name)."""
+    from crossmetric.registry import method_kind
+
+    return method_kind(name)
+
+
+def _print_method_list() -> None:
+    from crossmetric.registry import METHODS
+
+    print("method     name        kind                      settings")
+    for name, spec in METHODS.items():
+        kind, reason = _method_kind(name)
+        print(f"{name:10s} {spec.display:11s} {kind:25s} "
+              f"{'' if reason is None else 'NOT AVAILABLE: ' + reason}")
+        print(f"{'':10s} {spec.params}  -- {spec.note}")
+        if spec.grid:
+            print(f"{'':10s} --tune grid: {spec.grid}")
+        if spec.paper_grid:
+            print(f"{'':10s} --tune paper: {' then '.join(map(str, spec.paper_grid))}")
+    print("\nsingle-modal learners on two views of different widths run on CCA-aligned views "
+          "(shown as NAME-C)")
+
+
+def _cap_components(estimators: dict, X: np.ndarray, Y: np.ndarray | None) -> None:
+    """The registry's ``n_components`` capped at the narrowest view of the user's data
+    (:func:`crossmetric.registry.cap_n_components`), each change noted on stderr."""
+    from crossmetric.registry import cap_n_components
+
+    cap = X.shape[1] if Y is None else min(X.shape[1], Y.shape[1])
+    for name, (k, new) in cap_n_components(estimators, cap).items():
+        print(f"crossmetric: {name}: n_components {k} -> {new} (the data has {new} "
+              "features)", file=sys.stderr)
+
+
+def _check_data_source(args) -> None:
+    """One data source, and only the options that go with it."""
+    sources = [n for n, v in (("--dataset", args.dataset), ("--x", args.x),
+                              ("--images", args.images), ("--lfw-pairs", args.lfw_pairs))
+               if v is not None]
+    if args.lfw_pairs is not None:
+        if args.x is None or args.image_list is None:
+            raise CLIError("--lfw-pairs needs --x FEATURES and --image-list NAMES (the image "
+                           "name of each feature row, e.g. Aaron_Peirsol_0001.jpg).")
+        if args.y is not None or args.labels is not None:
+            raise CLIError("--lfw-pairs takes its pairs and labels from pairs.txt; leave out "
+                           "--y and --labels.")
+        if args.protocol == "identification":
+            raise CLIError("--lfw-pairs is a verification protocol; --protocol "
+                           "identification does not apply.")
+        sources.remove("--x")  # --lfw-pairs reads its features from --x
+    if len(sources) > 1:
+        raise CLIError(f"give one data source, not {' and '.join(sources)}.")
+    if args.x is None:
+        for opt in ("y", "labels", "instance", "key", "image_list"):
+            if getattr(args, opt) is not None:
+                raise CLIError(f"--{opt.replace('_', '-')} needs --x.")
+
+
+def _validate_benchmark(args) -> None:
+    """Every option checked before any data is read or any folder created."""
+    _check_int(args, "--folds", 2)
+    _check_int(args, "--repeats", 1)
+    _check_int(args, "--n-negatives", 1)
+    _check_int(args, "--max-train-positives", 1)
+    _check_int(args, "--tune-folds", 2)
+    if args.tune and args.lfw_pairs is not None:
+        raise CLIError("--tune is not available with --lfw-pairs (fixed pairs carry no "
+                       "identities to group inner folds by).")
+    _check_int(args, "--seed", 0, 2**32 - 1)
+    _check_int(args, "--n-jobs", -(os.cpu_count() or 1) - 1, nonzero=True)
+    _check_data_source(args)
+    if args.images is None and args.pattern is not None:
+        raise CLIError("--pattern needs --images DIR.")
+    if args.descriptor is not None and args.images is None and (
+            args.dataset or "").lower() not in ("viper", "pku-sketch", "pku_sketch"):
+        raise CLIError("--descriptor applies to image data (--images, --dataset viper or "
+                       "pku-sketch).")
+    _parse_size(args.size)
+    if args.level == "instance" and args.x is not None and args.instance is None:
+        raise CLIError("--level instance needs --instance FILE.")
+    _method_list(args.methods)
+    _check_output_dir(args.out)
+
+
+def _resolve_benchmark_config(args):
+    """Defaults < --config file < options given < --param; the merged options are written
+    back into ``args`` (crossmetric.config does the work)."""
+    from crossmetric.config import BENCHMARK_OPTIONS, resolve_config
+
+    given = {k: getattr(args, k) for k in BENCHMARK_OPTIONS}
+    try:
+        cfg = resolve_config(given, args.config, args.param or ())
+    except ValueError as exc:
+        raise CLIError(_one_line(exc)) from None
+    for key, value in cfg.options.items():
+        setattr(args, key, value)
+    return cfg
+
+
+def _lfw_data(args):
+    """``--lfw-pairs``: the features, pairs.txt and the pairs as rows of ``--x``."""
+    from crossmetric.datasets import lfw_pair_indices, load_image_list, read_lfw_pairs
+
+    X = _load_array(args.x, "--x", key=args.key)
+    try:
+        lfw = read_lfw_pairs(args.lfw_pairs)
+    except ValueError as exc:
+        raise CLIError(f"--lfw-pairs: {exc}") from None
+    try:
+        keys = load_image_list(args.image_list)
+    except ValueError as exc:
+        raise CLIError(f"--image-list: {exc}") from None
+    if len(keys) != X.shape[0]:
+        raise CLIError(f"--image-list: {len(keys)} names, but --x has {X.shape[0]} rows "
+                       "(one name per feature row).")
+    try:
+        lfw_pairs = lfw_pair_indices(lfw, keys)
+    except ValueError as exc:
+        raise CLIError(f"--image-list: {exc}") from None
+    description = f"LFW restricted pairs ({os.path.basename(args.lfw_pairs)})"
+    return {"X": X, "Y": None}, description, lfw, lfw_pairs
+
+
+def _benchmark_data(args):
+    """``(dataset, description, lfw, lfw_pairs)`` of the one data source given."""
+    if args.lfw_pairs is not None:
+        return _lfw_data(args)
+    if args.x is not None or args.images is not None:
+        dataset, description = _own_dataset(args)
+    else:
+        dataset, description = _load_named_dataset(args.dataset or "digits", args)
+    return dataset, description, None, None
+
+
+def _benchmark_estimators(names, cfg, args):
+    """``(estimators, pca, grids)`` keyed by display name; unavailable methods are skipped."""
+    from crossmetric.registry import METHODS, method_status
+
+    estimators, pca, grids = {}, {}, {}
+    for name in names:
+        status = method_status(name)
+        if status is not None:
+            print(f"crossmetric: skipping {name}: not available ({status})", file=sys.stderr)
+            continue
+        spec = METHODS[name]
+        estimators[spec.display] = cfg.make_estimator(name)
+        if spec.pca_components is not None:
+            pca[spec.display] = spec.pca_components
+        which = "small" if args.tune is True else args.tune   # true in a config file
+        grid = spec.search_grid(which) if which else None
+        if grid:
+            grids[spec.display] = grid
+    if not estimators:
+        raise CLIError("none of the requested methods is available.")
+    return estimators, pca, grids
+
+
+def _announce(args, n_methods: int, description: str, X, Y, level: str, lfw) -> None:
+    dims = f"{X.shape[1]}" + ("" if Y is None else f" and {Y.shape[1]}")
+    if lfw is not None:
+        folds_text = (f"pairs.txt's {lfw.n_folds} folds" if lfw.n_folds > 1 else
+                      f"{args.folds} random folds")
+        print(f"crossmetric benchmark: {n_methods} method(s) on {description}, "
+              f"{lfw.y.size} pairs over {X.shape[0]} images of {dims} features; {folds_text}",
+              file=sys.stderr)
+    else:
+        print(f"crossmetric benchmark: {n_methods} method(s) on {description}, "
+              f"{X.shape[0]} objects, {'views of ' if Y is not None else ''}{dims} features; "
+              f"identity = {level}; {args.folds}-fold verification, {args.repeats} "
+              "identification repeats", file=sys.stderr)
+
+
+def _dask_context(args) -> contextlib.ExitStack:
+    """The Dask backend of --dask-scheduler / --dask-workers (an empty stack without them)."""
+    dask = contextlib.ExitStack()
+    if args.dask_scheduler is not None or args.dask_workers is not None:
+        from crossmetric.cluster import dask_backend
+
+        try:
+            dask.enter_context(dask_backend(args.dask_scheduler, n_workers=(
+                2 if args.dask_workers is None else args.dask_workers)))
+        except (ValueError, OSError) as exc:
+            raise CLIError(f"--dask-scheduler/--dask-workers: {_one_line(exc)}") from None
+    return dask
+
+
+def _run(args, estimators, dataset, protocols, level, pca, grids, lfw, lfw_pairs):
+    """The library's protocol runner on the chosen data (fixed LFW folds or the papers')."""
+    from crossmetric.protocols import run_pair_folds, run_protocols
+
+    dask = _dask_context(args)
+    try:
+        if lfw is not None:
+            return run_pair_folds(
+                estimators, dataset["X"], pairs=lfw_pairs, y=lfw.y,
+                folds=lfw.fold if lfw.n_folds > 1 else None, n_folds=args.folds,
+                pca_components=pca, n_jobs=args.n_jobs, random_state=args.seed,
+                progress=not args.quiet, on_error="record")
+        return run_protocols(
+            estimators, dataset, protocols=protocols, n_folds=args.folds,
+            n_repeats=args.repeats, n_negatives=args.n_negatives,
+            max_train_positives=args.max_train_positives, level=level,
+            pca_components=pca,
+            n_jobs=args.n_jobs, random_state=args.seed, progress=not args.quiet,
+            on_error="record", param_grids=grids or None, tune_folds=args.tune_folds,
+            tune_scoring=args.tune_scoring)
+    except ValueError as exc:
+        raise CLIError(_one_line(exc)) from None
+    finally:
+        dask.close()
+
+
+def _print_problems(result, args, protocols) -> None:
+    """Skipped and failed methods, and the warnings counted over the fits, on stderr."""
+    for meth, reason in result.skipped.items():
+        print(f"crossmetric: skipped {meth}: {reason}", file=sys.stderr)
+    for meth, msg in result.errors.items():
+        print(f"crossmetric: {meth} failed: {_one_line(msg)}", file=sys.stderr)
+    n_fits = result.info.get("n_folds", args.folds) * ("verification" in protocols) + \
+        args.repeats * ("identification" in protocols)
+    for meth, counts in result.warnings.items():
+        what = ", ".join(f"{cat} in {k}/{n_fits} fits" for cat, k in counts.items())
+        print(f"crossmetric: note: {meth}: {what}", file=sys.stderr)
+
+
+def _print_results(result, args, description: str, elapsed: float, lfw) -> None:
+    """The table (or JSON) on stdout and its notes (stderr when stdout carries the JSON)."""
+    text_out = sys.stderr if args.json else sys.stdout
+    if args.json:
+        print(json.dumps(result.to_dict()))
+    else:
+        print(result.table())
+    if lfw is not None:
+        print(f"\n{description}; mean ± std over {result.info['n_folds']} folds; "
+              f"{elapsed:.1f} s", file=text_out)
+    else:
+        print(f"\n{description}; mean ± std over {args.folds} folds (verification) and "
+              f"{args.repeats} repeats (identification); {elapsed:.1f} s", file=text_out)
+    notes = [f"{m}: each view reduced by PCA to {k} dims" for m, k in
+             result.info.get("pca", {}).items()]
+    if any(m.endswith("-C") for m in result.methods):
+        notes.append("-C: single-modal learner on CCA-processed views (CCA fitted on the "
+                     "training pairs, 32 dims), as the CML-AUC paper's -C rows")
+    for note in notes:
+        print(f"  {note}", file=text_out)
+    if result.info.get("tuned"):
+        from crossmetric.model_selection import describe_choices
+
+        print(f"\nhyper-parameters chosen by {args.tune_folds}-fold inner cross-validation on "
+              f"each split's training objects (folds grouped by "
+              f"{result.info['tuning']['group']}); most frequent value (splits):", file=text_out)
+        for meth, runs in result.info["tuned"].items():
+            print(f"  {meth}: {describe_choices([r['params'] for r in runs])}", file=text_out)
+
+
+def _write_outputs(result, description: str, args, cfg, names, estimators) -> None:
+    """Result files and config.toml, staged, then moved into --out under a lock: a killed run
+    leaves the old files."""
+    from crossmetric.persistence import atomic_folder
+    from crossmetric.registry import METHODS
+
+    out = args.out
+    try:
+        with atomic_folder(out, owned=_BENCHMARK_FILES) as stage:
+            written = _package_attr("_write_benchmark_files")(result, description, stage)
+            cfg.options["methods"] = names
+            cfg.write(os.path.join(stage, "config.toml"),
+                      methods=[n for n in names if METHODS[n].display in estimators])
+    except OSError as exc:
+        raise CLIError(f"--out: {_one_line(exc)}") from None
+    print(f"wrote {', '.join([*written, 'config.toml'])} to {out}", file=sys.stderr)
+
+
+def cmd_benchmark(args) -> int:
+    if args.list:
+        _print_method_list()
+        return 0
+    cfg = _resolve_benchmark_config(args)
+    _validate_benchmark(args)
+    names = _method_list(args.methods)
+    dataset, description, lfw, lfw_pairs = _benchmark_data(args)
+    estimators, pca, grids = _benchmark_estimators(names, cfg, args)
+    _cap_components(estimators, dataset["X"], dataset.get("Y"))
+    protocols = ("verification", "identification") if args.protocol == "both" else (
+        args.protocol,)
+    if lfw is not None:
+        protocols = ("verification",)
+    level = args.level or ("instance" if dataset.get("instance") is not None
+                           and args.instance is not None else "labels")
+    _announce(args, len(estimators), description, dataset["X"], dataset.get("Y"), level, lfw)
+    t0 = time.perf_counter()
+    result = _run(args, estimators, dataset, protocols, level, pca, grids, lfw, lfw_pairs)
+    elapsed = time.perf_counter() - t0
+    result.info.update(dataset=description, seconds=round(elapsed, 1), seed=args.seed)
+    _print_problems(result, args, protocols)
+    if not result.summary:
+        print("crossmetric: error: no method produced results (see above); nothing written",
+              file=sys.stderr)
+        return 1
+    _print_results(result, args, description, elapsed, lfw)
+    _write_outputs(result, description, args, cfg, names, estimators)
+    return 0
+
+
+#: every file a benchmark run writes into --out (one it does not write this time is removed)
+_BENCHMARK_FILES = (*RESULT_FILES, "config.toml")
+
+
+def _write_benchmark_files(result, description: str, out: str, rocs=None, cmcs=None):
+    """The result files (:func:`crossmetric.result_files.write_result_files`; ``rocs`` and
+    ``cmcs``, the curves of ``result``, are accepted for the former signature and not used);
+    returns the names written."""
+    return write_result_files(result, out, description=description)

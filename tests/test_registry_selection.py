@@ -1,0 +1,65 @@
+"""registry.select_methods / method_kind / cap_n_components (moved out of the CLI)."""
+
+import importlib.util
+
+import pytest
+
+import crossmetric
+from crossmetric.registry import (
+    METHODS,
+    cap_n_components,
+    make_estimator,
+    method_kind,
+    select_methods,
+)
+
+
+def test_select_methods():
+    assert select_methods(None) == [n for n, s in METHODS.items() if s.in_default]
+    assert set(select_methods(None)) < set(METHODS)
+    assert select_methods("all") == select_methods(" ALL ") == list(METHODS)
+    assert select_methods("PCCA, cmml,,pcca") == ["pcca", "cmml"]
+    assert select_methods(["gsm", "Euclidean"]) == ["gsm", "euclidean"]
+    with pytest.raises(ValueError, match=r"unknown method\(s\) pcaa \(did you mean 'pcca'\?\)"):
+        select_methods("cmml,pcaa")
+    with pytest.raises(ValueError, match=r"unknown method\(s\) zzzzzz; expected a comma"):
+        select_methods("zzzzzz")
+    with pytest.raises(ValueError, match=r"unknown method\(s\) pcaa, cmmll; expected"):
+        select_methods("pcaa,cmmll")
+    with pytest.raises(ValueError, match="names is empty"):
+        select_methods(" , ")
+
+
+@pytest.mark.parametrize("name", list(METHODS))
+def test_method_kind_matches_the_learner_class(name):
+    kind, reason = method_kind(name)
+    if METHODS[name].class_name == "DeepGSM":
+        assert kind == "cross-modal (raw images)"
+        assert (reason is None) == (importlib.util.find_spec("torch") is not None)
+        return
+    cls = getattr(crossmetric, METHODS[name].class_name)
+    want = "cross-modal" if getattr(cls, "_cross_modal", True) else "single-modal"
+    if getattr(cls, "_sample_ndim", 1) > 1:
+        want += " (raw images)"
+    assert (kind, reason) == (want, None)
+
+
+def test_method_kind_reports_a_missing_module(monkeypatch):
+    from crossmetric import registry
+
+    monkeypatch.setitem(registry.METHODS, "ghost",
+                        registry.MethodSpec("ghost", "Ghost", "GhostLearner"))
+    monkeypatch.setitem(crossmetric._LAZY, "GhostLearner", "crossmetric.ghost_module")
+    kind, reason = method_kind("ghost")
+    assert kind == "?" and "ghost_module" in reason
+    with pytest.raises(ValueError, match="unknown method"):
+        method_kind("nosuch")
+
+
+def test_cap_n_components():
+    ests = {"PCCA": make_estimator("pcca", n_components=32),
+            "CMML": make_estimator("cmml", n_components=3),
+            "Euclidean": make_estimator("euclidean")}
+    assert cap_n_components(ests, 5) == {"PCCA": (32, 5)}
+    assert ests["PCCA"].n_components == 5 and ests["CMML"].n_components == 3
+    assert cap_n_components(ests, 5) == {}
