@@ -217,8 +217,8 @@ class DeepGSM(CrossModalMixin, BaseEstimator):
         checkpoint records the training settings (every parameter that changes the run:
         ``max_iter``, ``learning_rate``, schedule, augmentation, backbone, ...) and a
         fingerprint of the training data; a resume whose settings or data differ raises
-        ``ValueError``. Checkpoints are read with ``torch.load(...,
-        weights_only=False)``: only resume from files you wrote.
+        ``ValueError``. Checkpoints are read with ``torch.load(..., weights_only=True)``
+        (:mod:`crossmetric.deep.checkpoint`): nothing from the file runs.
     progress : bool, default=False
         Show a tqdm progress bar.
     eval_batch_size : int, default=512
