@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 from scipy import sparse
 
+from crossmetric._solvers.gsm_tying import tied_components
 from crossmetric.losses import hinge, hinge_grad
 
 #: Free parameters of each structure (``f`` is added when ``learn_f`` and the structure has f).
@@ -55,33 +56,8 @@ def gsm_components(params: dict, structure: str, f0: float, r: int, p_x: int, p_
     f : float
     """
     f = float(params["f"]) if "f" in params else (0.0 if structure in _NO_F else float(f0))
-    if structure in ("generalized", "linear"):
-        LA, LB, LCx, LCy = params["LA"], params["LB"], params["LCx"], params["LCy"]
-        if structure == "generalized":
-            d, e = params["d"], params["e"]
-        else:
-            d, e = np.zeros(p_x), np.zeros(p_y)
-    elif structure in _TIED:
-        LA, LCx, LCy = params["LA"], params["LCx"], params["LCy"]
-        LB = LA
-        d = params["d"] if structure == "ladf" else np.zeros(p_x)
-        e = d
-    elif structure == "euclidean":
-        U, V, c = params["U"], params["V"], params["c"]
-        # ‖Ux − Vy + c‖² = ‖Ux‖² + ‖Vy‖² − 2(Ux)ᵀ(Vy) + 2 (Uᵀc)ᵀx − 2 (Vᵀc)ᵀy + ‖c‖²
-        LA, LB, LCx, LCy = U, V, U, V
-        d, e = U.T @ c, -(V.T @ c)
-        f = f + float(c @ c)
-    elif structure == "inner_product":
-        U, V, a, b = params["U"], params["V"], params["a"], params["b"]
-        # −2 (Ux + a)ᵀ(Vy + b) = −2(Ux)ᵀ(Vy) − 2 (Uᵀb)ᵀx − 2 (Vᵀa)ᵀy − 2 aᵀb
-        LA, LB = np.zeros((r, p_x)), np.zeros((r, p_y))
-        LCx, LCy = U, V
-        d, e = -(U.T @ b), -(V.T @ a)
-        f = f - 2.0 * float(a @ b)
-    else:  # pragma: no cover - validated by the caller
-        raise ValueError(f"unknown structure {structure!r}")
-    return LA, LB, LCx, LCy, d, e, f
+    shapes = {"x": (p_x,), "y": (p_y,), "Lx": (r, p_x), "Ly": (r, p_y)}
+    return tied_components(params, structure, f, lambda kind: np.zeros(shapes[kind]), float)
 
 
 def _components_backward(params: dict, structure: str, g: dict) -> dict:

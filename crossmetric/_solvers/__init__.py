@@ -15,6 +15,8 @@ module                      what
 :mod:`.early_stopping`      the one hold-out of whole identities and its monitor
 :mod:`.proximal`            the PSD proximal step of the log-det regulariser (CML-AUC)
 :mod:`.linalg`              closed forms: the span reduction, PCA of the used samples, CCA
+:mod:`.gsm_tying`           GSM's parameter tying per structure, one function for NumPy
+                            (``GSM``) and torch (``DeepGSM``)
 ==========================  ==================================================================
 
 The old module paths (``crossmetric._stochastic``, ``crossmetric._early_stopping``,

@@ -63,9 +63,15 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def spawn_worker(rank: int, world: int, port: int, backend: str, threads: int, params: dict,
-                 train_args: tuple, result_path: str) -> None:
-    """Body of one spawned process: join the group, train, process 0 writes the result."""
+def spawn_worker(rank: int, world: int, port: int, backend: str, threads: int, run,
+                 result_path: str) -> None:
+    """Body of one spawned process: join the group, ``run(rank, world)``, process 0 writes
+    its result (``torch.save``) to ``result_path``.
+
+    ``run`` is a picklable callable (DeepGSM passes
+    :func:`crossmetric.deep.training.spawn_training`'s partial of its training function), so
+    this module depends on no training code.
+    """
     os.environ["MASTER_ADDR"] = "127.0.0.1"
     os.environ["MASTER_PORT"] = str(port)
     torch.set_num_threads(max(1, int(threads)))
@@ -73,10 +79,7 @@ def spawn_worker(rank: int, world: int, port: int, backend: str, threads: int, p
         torch.cuda.set_device(rank)
     dist.init_process_group(backend, rank=rank, world_size=world)
     try:
-        from crossmetric.deep.model import DeepGSM
-
-        est = DeepGSM(**{**params, "n_processes": 1})
-        result = est._train(*train_args, rank=rank, world=world)
+        result = run(rank, world)
         if rank == 0:
             torch.save(result, result_path)
         dist.barrier()

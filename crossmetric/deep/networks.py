@@ -32,14 +32,14 @@ import math
 import torch
 from torch import nn
 
-from crossmetric._gsm_measure import STRUCTURES
+from crossmetric._gsm_measure import _NO_F, STRUCTURES
+from crossmetric._solvers.gsm_tying import tied_components
 
 __all__ = ["PAPER_MIN_SIDE", "conv_geometry", "DomainNet", "SharedNet", "SimilarityHead",
            "GSMNet", "NormalizedFeatures", "GSMTower"]
 
 #: smallest image side for which the paper's strides and pooling are used
 PAPER_MIN_SIDE = 48
-_NO_F = ("linear", "joint_bayesian")
 
 
 def conv_geometry(input_shape: tuple[int, int]) -> dict:
@@ -113,28 +113,16 @@ class SimilarityHead(nn.Module):
 
     def components(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """``(W_x, W_y, f)``: ``W_x = [L_A; L_Cx; dᵀ]`` (2r+1, r), ``W_y = [L_B; L_Cy; eᵀ]``."""
-        p, s, r = self.params, self.structure, self.r
-        zeros = torch.zeros(r, dtype=self.f0.dtype, device=self.f0.device)
-        f = self.f0
-        if s in ("generalized", "linear"):
-            LA, LB, LCx, LCy = p["LA"], p["LB"], p["LCx"], p["LCy"]
-            d, e = (p["d"], p["e"]) if s == "generalized" else (zeros, zeros)
-        elif s in ("ladf", "joint_bayesian"):
-            LA, LCx, LCy = p["LA"], p["LCx"], p["LCy"]
-            LB = LA
-            d = p["d"] if s == "ladf" else zeros
-            e = d
-        elif s == "euclidean":
-            U, V, c = p["U"], p["V"], p["c"]
-            LA, LB, LCx, LCy = U, V, U, V
-            d, e = U.T @ c, -(V.T @ c)
-            f = f + c @ c
-        else:  # inner_product
-            U, V, a, b = p["U"], p["V"], p["a"], p["b"]
-            LA = LB = torch.zeros(r, r, dtype=U.dtype, device=U.device)
-            LCx, LCy = U, V
-            d, e = -(U.T @ b), -(V.T @ a)
-            f = f - 2.0 * (a @ b)
+        p, r = self.params, self.r
+        first = next(iter(p.values()))
+
+        def zeros(kind):  # as the NumPy side's zeros, of the parameters' dtype and device
+            like = self.f0 if kind in ("x", "y") else first
+            return torch.zeros((r,) if kind in ("x", "y") else (r, r), dtype=like.dtype,
+                               device=like.device)
+
+        LA, LB, LCx, LCy, d, e, f = tied_components(p, self.structure, self.f0, zeros,
+                                                    lambda v: v)
         Wx = torch.cat([LA, LCx, d[None, :]], dim=0)
         Wy = torch.cat([LB, LCy, e[None, :]], dim=0)
         return Wx, Wy, f

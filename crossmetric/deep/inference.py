@@ -1,0 +1,86 @@
+"""Embedding images with a trained :class:`~crossmetric.deep.networks.GSMNet`, in batches.
+
+Arrays and lists of image files, with test-time flipping; and the held-out rank-1 that
+DeepGSM's early stopping measures with them.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from sklearn.utils import gen_batches
+
+from crossmetric.deep.data import is_file_list, read_image, to_chw
+from crossmetric.deep.losses import similarity_matrix
+from crossmetric.deep.networks import GSMNet
+
+__all__ = ["batch_tensor", "embed_source", "forward_blocks", "held_out_rank1"]
+
+
+def batch_tensor(images: np.ndarray) -> torch.Tensor:
+    """Images ``(n, h, w[, c])`` as float32 ``(n, c, h, w)`` (uint8 scaled to [0, 1])."""
+    t = torch.from_numpy(np.ascontiguousarray(images))
+    t = t.float().div_(255.0) if images.dtype == np.uint8 else t.float()
+    return t[:, None] if t.ndim == 3 else t.permute(0, 3, 1, 2)
+
+
+class FileImages(torch.utils.data.Dataset):
+    """Image files read with Pillow (``mode`` "L" or "RGB", resized to ``size``)."""
+
+    def __init__(self, paths, mode, size):
+        self.paths, self.mode, self.size = list(paths), mode, size
+
+    def __len__(self):
+        return len(self.paths)
+
+    def __getitem__(self, i):
+        return to_chw(read_image(self.paths[i], self.mode, self.size))
+
+
+def forward_blocks(images: np.ndarray, fn, *, batch_size: int, flip: bool,
+                   device) -> np.ndarray:
+    """``fn`` (a GSMNet ``embed_*`` / ``features_*``) on an image array in blocks, float64."""
+    out = []
+    with torch.no_grad():
+        for sl in gen_batches(images.shape[0], int(batch_size)):
+            t = batch_tensor(images[sl]).to(device)
+            out.append(fn(t, flip=flip).double().cpu().numpy())
+    return np.concatenate(out)
+
+
+def embed_source(net: GSMNet, source, side: str, shape, channels, device, *,
+                 flip: bool, batch_size: int, num_workers: int) -> torch.Tensor:
+    """x̃ or ỹ (a float32 tensor on ``device``) of an image array or file list."""
+    fn = net.embed_x if side == "x" else net.embed_y
+    out = []
+    with torch.no_grad():
+        if is_file_list(source):
+            c = channels[0] if side == "x" else channels[1]
+            loader = torch.utils.data.DataLoader(
+                FileImages(source, "L" if c == 1 else "RGB", shape),
+                batch_size=int(batch_size), num_workers=int(num_workers))
+            for b in loader:
+                out.append(fn(b.to(device), flip=flip).float())
+        else:
+            for sl in gen_batches(len(source), int(batch_size)):
+                out.append(fn(batch_tensor(source[sl]).to(device), flip=flip).float())
+    return torch.cat(out)
+
+
+def held_out_rank1(net, val, shape, channels, device, **embed_options) -> float:
+    """Rank-1 of held-out second-domain probes against the first-domain gallery.
+
+    ``val`` is ``(images_x, ids_x, images_y, ids_y)``; ties count as misses. ``net`` is put
+    in eval mode to embed and back in training mode after.
+    """
+    vx, vix, vy, viy = val
+    net.eval()
+    TX = embed_source(net, vx, "x", shape, channels, device, **embed_options)
+    TY = embed_source(net, vy, "y", shape, channels, device, **embed_options)
+    net.train()
+    S = similarity_matrix(TX, TY, net.head.components()[2].detach().float()).cpu().numpy()
+    same = vix[:, None] == viy[None, :]
+    has = same.any(0)
+    best_true = np.where(same, S, np.inf).min(0)
+    best_false = np.where(same, np.inf, S).min(0)
+    return float(np.mean((best_true < best_false)[has]))
