@@ -193,6 +193,7 @@ class Index(IndexEmbedding, IndexBuilding, IndexSearching, IndexStorage):
         model = None if self.model is None else type(self.model).__name__
         return f"Index(model={model}, kind={self.kind!r}, ntotal={self.ntotal}, d={self.d})"
 
+
 def exhaustive_search(model, queries, database, k: int, *, block_size: int = 1 << 22):
     """The ``k`` nearest database rows of each query by ``model.cross_distance``, exactly.
 
