@@ -185,7 +185,7 @@ def run_dataset(name: str, root: str, methods, *, n_splits: int, tune: str | Non
         "tune_scoring": tune_scoring if tune else None,
         "protocol_options": {k: v for k, v in opts.items()},
         "registry_names": {METHODS[m].display: m for m in methods},
-        "machine": machine(), "faiss_imported": "faiss" in sys.modules})
+        "machine": machine(), "faiss_imported": sys.modules.get("faiss") is not None})
     return res
 
 
