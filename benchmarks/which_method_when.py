@@ -192,8 +192,6 @@ def run_dataset(name: str, root: str, methods, *, n_splits: int, tune: str | Non
 # -------------------------------------------------------------------------- summary
 def summarise(res) -> list[dict]:
     """One row per method of a BenchmarkResult: measures (mean, std), seconds, choices."""
-    from crossmetric.model_selection import describe_choices
-
     by = {(r["method"], r["measure"]): r for r in res.summary}
     rows = []
     for meth in res.methods:
@@ -205,11 +203,23 @@ def summarise(res) -> list[dict]:
             r = by.get((meth, key))
             row[key] = None if r is None else {"mean": r["mean"], "std": r["std"], "n": r["n"]}
         runs = res.info.get("tuned", {}).get(meth, [])
-        row["chosen"] = describe_choices([r["params"] for r in runs]) if runs else None
+        row["chosen"] = choices_text([r["params"] for r in runs]) if runs else None
         row["tune_seconds"] = float(np.mean([r["seconds"] for r in runs])) if runs else None
         row["warnings"] = res.warnings.get(meth, {})
         rows.append(row)
     return rows
+
+
+def choices_text(choices: list[dict]) -> str:
+    """``name=value (k/n)`` per parameter, every value chosen on some split, most frequent
+    first (ties in the order the splits chose them): deterministic, and a split vote shows."""
+    n = len(choices)
+    parts = []
+    for name in sorted({k for c in choices for k in c}):
+        vals = [repr(c.get(name)) for c in choices]
+        order = sorted(dict.fromkeys(vals), key=lambda v: -vals.count(v))
+        parts.append(f"{name}=" + " or ".join(f"{v} ({vals.count(v)}/{n})" for v in order))
+    return ", ".join(parts)
 
 
 def _cell(v, scale: float, digits: int) -> str:

@@ -99,3 +99,10 @@ def test_real_sets_are_row_aligned(wmw):
     v, _ = wmw.load_dataset("viper", str(DATA), images=True)
     assert v["X"].shape == (632, 924) and np.array_equal(np.sort(v["labels"]), np.arange(1, 633))
     assert v["images_x"].shape == (632, 128, 48, 3) and v["images_x"].max() <= 1.0
+
+
+def test_choices_text_shows_split_votes(wmw):
+    choices = [{"a": 2, "b": 0.1}, {"a": 1, "b": 0.1}, {"a": 1, "b": 0.1}]
+    assert wmw.choices_text(choices) == "a=1 (2/3) or 2 (1/3), b=0.1 (3/3)"
+    # a tie keeps the order in which the splits chose (no set order: same text every run)
+    assert wmw.choices_text(choices[:2]) == "a=2 (1/2) or 1 (1/2), b=0.1 (2/2)"
