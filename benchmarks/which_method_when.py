@@ -2,15 +2,18 @@
 
 Run: ``python benchmarks/which_method_when.py [--datasets viper,pku-sketch,mfeat,digits]
 [--methods all|a,b] [--n-splits 3] [--n-jobs -1] [--tune paper|small|none]
-[--tune-scoring rank1] [--data-root /work/shared/data] [--out which-method-when]``
+[--tune-scoring rank1] [--data-root /work/shared/data] [--out which-method-when]
+[--tag NAME] [--merge]``
 
 Prints JSON (one entry per data set and method: rank-1, mAP and AUC mean ± std over the
 splits, fit and selection seconds, the settings chosen) and the Markdown table, and writes into
 ``--out`` (each file atomically): ``<dataset>.json`` (the full
 :class:`crossmetric.protocols.BenchmarkResult` of that data set, with this script's protocol in
-``info``), ``which_method_when.json`` and ``which_method_when.md``. ``--merge`` rebuilds the
-two summary files from the ``<dataset>.json`` files already in ``--out`` without fitting
-anything, so that the data sets can run as separate commands into one folder.
+``info``), ``which_method_when.json`` and ``which_method_when.md``. The summary files cover every
+``<dataset>[.<tag>].json`` in ``--out``, so data sets -- and, with ``--tag``, groups of methods
+-- can run as separate commands into one folder (the parts of one data set are joined: the
+splits depend on ``--seed`` only, so separate calls meet the same splits); ``--merge`` rebuilds
+the summary files from those files without fitting anything.
 
 Every number comes from :func:`crossmetric.protocols.run_protocols` -- exactly the call of
 ``crossmetric benchmark --tune paper --tune-scoring rank1`` (the learners from
@@ -54,6 +57,7 @@ import argparse
 import contextlib
 import json
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -345,15 +349,62 @@ def write_outputs(results: dict, out: str) -> dict:
     return {"summary": summary, "table": table}
 
 
+def _result_files(out: str, name: str) -> list[str]:
+    """``<name>.json`` and every ``<name>.<tag>.json`` in ``out``, sorted."""
+    if not os.path.isdir(out):
+        return []
+    return sorted(os.path.join(out, f) for f in os.listdir(out)
+                  if f == f"{name}.json" or (f.startswith(f"{name}.") and f.endswith(".json")
+                                              and f.count(".") == 2))
+
+
+#: run settings that must agree before two parts of one data set are joined
+_SAME = ("n_splits", "seed", "tune", "tune_scoring")
+
+
+def combine(parts: list):
+    """One BenchmarkResult from runs of different methods on the same data set and settings.
+
+    The splits (and the seed each split hands a learner) are drawn from the seed before any
+    method-specific work (:func:`crossmetric.protocols.run_protocols`), so methods run in
+    separate calls -- separate commands, ``--tag`` -- meet exactly the splits of one call.
+    """
+    base = parts[0]
+    for p in parts[1:]:
+        for k in _SAME:
+            if p.info.get(k) != base.info.get(k):
+                raise ValueError(f"cannot join results of {base.info.get('dataset')!r}: "
+                                 f"{k} is {base.info.get(k)!r} in one part and "
+                                 f"{p.info.get(k)!r} in another.")
+        new = [m for m in p.methods if m not in base.methods]
+        base.methods += new
+        base.summary += [r for r in p.summary if r["method"] in new]
+        base.records += [r for r in p.records if r["method"] in new]
+        for attr in ("curves", "skipped", "errors", "warnings"):
+            getattr(base, attr).update({m: v for m, v in getattr(p, attr).items()
+                                        if m in new or m not in base.methods})
+        for key in ("tuned", "registry_names"):
+            base.info.setdefault(key, {}).update(p.info.get(key) or {})
+        if p.info.get("tuning"):
+            grids = base.info.setdefault("tuning", dict(p.info["tuning"], grids={}))
+            grids["grids"].update(p.info["tuning"].get("grids", {}))
+        base.info["seconds"] = base.info.get("seconds", 0) + p.info.get("seconds", 0)
+        pca = (p.info.get("protocol_options") or {}).get("pca_components")
+        if isinstance(pca, dict):
+            base.info["protocol_options"]["pca_components"].update(pca)
+    return base
+
+
 def load_results(out: str) -> dict:
-    """Every ``<dataset>.json`` already in ``out`` (name -> BenchmarkResult)."""
+    """Every ``<dataset>[.<tag>].json`` already in ``out``, the parts of one data set joined
+    (:func:`combine`); name -> BenchmarkResult."""
     from crossmetric.protocols import BenchmarkResult
 
     found = {}
     for d in DATASETS:
-        path = os.path.join(out, f"{d}.json")
-        if os.path.exists(path):
-            found[d] = BenchmarkResult.load(path)
+        files = _result_files(out, d)
+        if files:
+            found[d] = combine([BenchmarkResult.load(f) for f in files])
     return found
 
 
@@ -385,8 +436,12 @@ def main(argv=None) -> dict:
     ap.add_argument("--data-root", default=DEFAULT_ROOT,
                     help="folder holding viper/, pku_sketch/ and mfeat/ (digits is embedded)")
     ap.add_argument("--out", default="which-method-when")
+    ap.add_argument("--tag", default=None,
+                    help="write <dataset>.<TAG>.json instead of <dataset>.json, so that method "
+                         "groups run as separate commands join in one --out (letters, digits, "
+                         "- and _)")
     ap.add_argument("--merge", action="store_true",
-                    help="fit nothing: rebuild the summary files from the <dataset>.json "
+                    help="fit nothing: rebuild the summary files from the <dataset>[.<tag>].json "
                          "files in --out")
     ap.add_argument("--quiet", action="store_true", help="no progress bar")
     args = ap.parse_args(argv)
@@ -395,12 +450,10 @@ def main(argv=None) -> dict:
         print("which_method_when: note: 1 split gives no spread", file=sys.stderr)
     if args.n_splits < 1:
         raise SystemExit("error: --n-splits must be >= 1.")
+    if args.tag is not None and not re.fullmatch(r"[A-Za-z0-9_-]+", args.tag):
+        raise SystemExit(f"error: --tag must be letters, digits, - and _, got {args.tag!r}.")
 
-    if args.merge:
-        results = load_results(args.out)
-        if not results:
-            raise SystemExit(f"error: --merge: no <dataset>.json in {args.out!r}.")
-    else:
+    if not args.merge:
         datasets = _names(args.datasets, DATASETS, "datasets")
         methods = list(METHODS) if args.methods.strip().lower() == "all" else \
             _names(args.methods, list(METHODS), "methods")
@@ -413,7 +466,6 @@ def main(argv=None) -> dict:
             from crossmetric.cluster import dask_backend
 
             backend.enter_context(dask_backend(None, n_workers=args.dask_workers))
-        results = load_results(args.out)   # earlier data sets of the same folder stay
         with backend:
             for d in datasets:
                 print(f"which_method_when: {d}: {len(methods)} methods x {args.n_splits} "
@@ -423,10 +475,17 @@ def main(argv=None) -> dict:
                                   tune_scoring=args.tune_scoring, n_jobs=args.n_jobs,
                                   seed=args.seed, progress=not args.quiet)
                 os.makedirs(args.out, exist_ok=True)
-                res.to_json(os.path.join(args.out, f"{d}.json"))
-                results[d] = res
+                stem = d if args.tag is None else f"{d}.{args.tag}"
+                res.to_json(os.path.join(args.out, f"{stem}.json"))
                 print(f"which_method_when: {d} done in {res.info['seconds']:.0f} s",
                       file=sys.stderr, flush=True)
+    # the table covers every data set (and method group) in --out, this run's and earlier ones
+    try:
+        results = load_results(args.out)
+    except ValueError as exc:
+        raise SystemExit(f"error: --out: {exc}") from None
+    if not results:
+        raise SystemExit(f"error: --merge: no <dataset>.json in {args.out!r}.")
     written = write_outputs(results, args.out)
     print(json.dumps(written["summary"], indent=1))
     print(written["table"])

@@ -68,6 +68,19 @@ def test_runs_writes_table_and_merges(wmw, monkeypatch, tmp_path, capsys):
     (out / wmw.TABLE_MD).unlink()
     wmw.main(["--merge", "--out", str(out)])
     assert (out / wmw.TABLE_MD).read_text(encoding="utf-8") == table
+    # the methods as two commands (--tag) into one folder: the same splits, the same numbers
+    parts = tmp_path / "parts"
+    for tag, meth in (("a", "euclidean"), ("b", "cca")):
+        wmw.main(["--datasets", "viper", "--methods", meth, "--n-splits", "1", "--tune",
+                  "small", "--n-jobs", "1", "--out", str(parts), "--tag", tag, "--quiet"])
+    joined = json.loads((parts / wmw.SUMMARY_JSON).read_text(encoding="utf-8"))["viper"]
+    key = {r["method"]: (r["rank1"], r["map"], r["auc"], r["chosen"])
+           for r in joined["methods"]}
+    assert key == {r["method"]: (r["rank1"], r["map"], r["auc"], r["chosen"])
+                   for r in summary["viper"]["methods"]}
+    with pytest.raises(SystemExit, match="n_splits"):   # parts of different runs: refused
+        wmw.main(["--datasets", "viper", "--methods", "pls", "--n-splits", "2", "--tune",
+                  "none", "--n-jobs", "1", "--out", str(parts), "--tag", "c", "--quiet"])
 
 
 def test_bad_names_are_refused(wmw, tmp_path):
