@@ -185,6 +185,10 @@ def run_dataset(name: str, root: str, methods, *, n_splits: int, tune: str | Non
         grid = spec.search_grid(tune) if tune else None
         if grid:
             grids[spec.display] = grid
+    # as `crossmetric benchmark`: a registry n_components above the narrowest view is capped
+    from crossmetric.cli import _cap_components
+
+    _cap_components(estimators, data["X"], data["Y"])
     opts = protocol_options(name, methods)
     t0 = time.perf_counter()
     res = run_protocols(estimators, data, protocols=("identification",), n_repeats=n_splits,
