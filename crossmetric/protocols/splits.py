@@ -1,0 +1,272 @@
+"""Identity-grouped splits of a labelled dataset: the one splitter of the library.
+
+:func:`verification_splits` (k folds of objects) and :func:`identification_splits` (repeated
+probe / gallery draws) are the benchmark's protocols; :func:`kfold_pairs` splits a fixed set
+of labelled pairs (LFW). Every random choice is drawn up front from ``random_state``.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+from sklearn.model_selection import StratifiedKFold
+from sklearn.utils import check_random_state
+
+from crossmetric._checks import check_pair_labels, check_positive_int, user_stacklevel
+from crossmetric.pairs import make_pairs
+
+__all__ = ["Split", "kfold_pairs", "verification_splits", "identification_splits"]
+
+
+@dataclass
+class Split:
+    """One train/test unit of a protocol.
+
+    ``train_pairs`` index rows of ``(X, Y)`` (column 0: ``X``, column 1: ``Y``). Verification
+    splits carry ``test_pairs`` / ``test_y`` and, in ``probe_rows``, the fold's held-out rows;
+    identification splits ``probe_rows`` (rows of ``X``) and ``gallery_rows`` (rows of ``Y``).
+    ``seed`` is handed to an estimator whose ``random_state`` is ``None``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from crossmetric.protocols import Split
+    >>> sp = Split("verification", 0, np.array([[0, 1]]), np.array([1]))
+    >>> sp.protocol, sp.train_pairs.shape
+    ('verification', (1, 2))
+    """
+
+    protocol: str
+    index: int
+    train_pairs: np.ndarray
+    train_y: np.ndarray
+    test_pairs: np.ndarray | None = None
+    test_y: np.ndarray | None = None
+    probe_rows: np.ndarray | None = None
+    gallery_rows: np.ndarray | None = None
+    seed: int = 0
+
+
+def kfold_pairs(y, n_folds: int = 10, *, folds=None, random_state=None
+                ) -> list[tuple[np.ndarray, np.ndarray]]:
+    """k-fold split of a fixed set of labelled pairs (LFW View 2 style).
+
+    Parameters
+    ----------
+    y : array-like of shape (n_pairs,)
+        +1 / -1 labels; folds are stratified so that each has both.
+    n_folds : int, default=10
+    folds : array-like of shape (n_pairs,), optional
+        Predefined fold of every pair (e.g. ``read_lfw_pairs(...).fold``); overrides
+        ``n_folds`` and ``random_state``.
+    random_state : int, RandomState or None
+        Shuffles the pairs before the stratified split.
+
+    Returns
+    -------
+    list of (train_index, test_index)
+        Test folds are disjoint and together cover every pair.
+
+    Examples
+    --------
+    >>> from crossmetric.protocols import kfold_pairs
+    >>> folds = kfold_pairs([1, 1, 1, -1, -1, -1], n_folds=3, random_state=0)
+    >>> [test.size for _, test in folds]
+    [2, 2, 2]
+    """
+    y = check_pair_labels(y)
+    if folds is not None:
+        folds = np.asarray(folds)
+        if folds.shape != y.shape:
+            raise ValueError(f"folds must have one entry per pair ({y.shape[0]}), got shape "
+                             f"{folds.shape}.")
+        ids = np.unique(folds)
+        if ids.size < 2:
+            raise ValueError("folds must name at least two different folds.")
+        return [(np.flatnonzero(folds != f), np.flatnonzero(folds == f)) for f in ids]
+    n_folds = check_positive_int(n_folds, "n_folds", minimum=2)
+    skf = StratifiedKFold(n_splits=n_folds, shuffle=True,
+                          random_state=check_random_state(random_state).randint(2**31 - 1))
+    return [(tr, te) for tr, te in skf.split(np.zeros(y.size), y)]
+
+
+def _pairs_among(rows: np.ndarray, labels: np.ndarray, *, cross_modal: bool, n_negatives: int,
+                 max_positives: int | None, rng) -> tuple[np.ndarray, np.ndarray]:
+    """``make_pairs`` on a subset of rows, returned as indices into the full arrays."""
+    lab = labels[rows]
+    pairs, y = make_pairs(lab, lab if cross_modal else None, n_negatives=n_negatives,
+                          max_positives=max_positives, random_state=rng)
+    return rows[pairs], y
+
+
+def _sample_folds(labels: np.ndarray, n_folds: int, split: str, rng) -> list[np.ndarray]:
+    """Test rows of each fold: identity-disjoint or stratified by identity."""
+    ids, codes = np.unique(labels, return_inverse=True)
+    if split == "auto":
+        split = "identity" if ids.size >= max(20, 2 * n_folds) else "sample"
+    if split == "identity":
+        if ids.size < 2 * n_folds:
+            raise ValueError(
+                f"split='identity' needs at least 2 identities per fold: {ids.size} "
+                f"identities for n_folds={n_folds}."
+            )
+        fold_of_id = rng.permutation(ids.size) % n_folds
+        fold = fold_of_id[codes]
+        return [np.flatnonzero(fold == f) for f in range(n_folds)]
+    if split != "sample":
+        raise ValueError(f"split must be 'auto', 'identity' or 'sample', got {split!r}.")
+    min_count = np.bincount(codes).min()
+    if min_count < n_folds:
+        warnings.warn(f"an identity has only {min_count} samples, fewer than n_folds="
+                      f"{n_folds}; some folds lack it.", UserWarning, stacklevel=user_stacklevel())
+    skf = StratifiedKFold(n_splits=n_folds, shuffle=True, random_state=rng.randint(2**31 - 1))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        return [te for _, te in skf.split(np.zeros(labels.size), codes)]
+
+
+def verification_splits(labels, n_folds: int = 10, *, cross_modal: bool = True,
+                        n_negatives: int = 1, n_test_negatives: int = 1,
+                        max_train_positives: int | None = 2000,
+                        max_test_positives: int | None = 1000, split: str = "auto",
+                        random_state=None) -> list[Split]:
+    """k-fold verification on a labelled dataset whose row ``r`` of ``X`` and ``Y`` is one object.
+
+    The rows are split into ``n_folds`` parts. ``split="identity"`` puts every identity in one
+    part only (LFW: "people cannot be represented in more than one set"); ``"sample"``
+    stratifies the rows by identity (each part holds every identity -- the only choice when
+    there are few identities, such as the 10 digit classes); ``"auto"`` takes ``identity`` when
+    there are at least 20 identities and two per fold, else ``sample``.
+
+    Fold ``k`` trains on pairs drawn among the other parts (``n_negatives`` negatives per
+    positive, at most ``max_train_positives`` positives) and is tested on pairs drawn among its
+    own rows (``n_test_negatives`` per positive, at most ``max_test_positives``; the default 1
+    makes the test set balanced as in LFW and CMML, so that the median-threshold accuracy sits
+    at the EER).
+
+    Returns
+    -------
+    list of Split
+        ``protocol="verification"``. The test rows of the folds are disjoint and cover every row.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from crossmetric.protocols import verification_splits
+    >>> labels = np.repeat(np.arange(6), 5)
+    >>> splits = verification_splits(labels, n_folds=3, random_state=0)
+    >>> len(splits), splits[0].protocol, sorted(set(splits[0].test_y.tolist()))
+    (3, 'verification', [-1, 1])
+    """
+    labels = np.asarray(labels)
+    if labels.ndim != 1 or labels.size < 4:
+        raise ValueError(f"labels must be a 1-D array of at least 4 identities, got shape "
+                         f"{labels.shape}.")
+    n_folds = check_positive_int(n_folds, "n_folds", minimum=2)
+    rng = check_random_state(random_state)
+    parts = _sample_folds(labels, n_folds, split, rng)
+    out = []
+    for k, test_rows in enumerate(parts):
+        train_rows = np.sort(np.concatenate([p for j, p in enumerate(parts) if j != k]))
+        test_rows = np.sort(test_rows)
+        tr_p, tr_y = _pairs_among(train_rows, labels, cross_modal=cross_modal,
+                                  n_negatives=n_negatives, max_positives=max_train_positives,
+                                  rng=rng)
+        te_p, te_y = _pairs_among(test_rows, labels, cross_modal=cross_modal,
+                                  n_negatives=n_test_negatives,
+                                  max_positives=max_test_positives, rng=rng)
+        out.append(Split("verification", k, tr_p, tr_y, test_pairs=te_p, test_y=te_y,
+                         probe_rows=test_rows, seed=int(rng.randint(2**31 - 1))))
+    return out
+
+
+def identification_splits(labels, n_repeats: int = 10, *, test_size: float | int = 0.3,
+                          cross_modal: bool = True, n_negatives: int = 1,
+                          max_train_positives: int | None = 2000, split: str = "auto",
+                          random_state=None) -> list[Split]:
+    """Repeated random gallery / probe splits (VIPeR in PCCA §4.2, CUFSF in CML-AUC §IV).
+
+    Each repetition puts ``p`` identities (``split="identity"``; ``test_size`` is ``p`` when an
+    integer, a fraction of the identities when a float) or a stratified fraction of the rows
+    (``split="sample"``, for datasets with few identities) in the test set and trains on pairs
+    drawn among the others. The test objects' first modality (rows of ``X``) is the probe set
+    and their second modality (rows of ``Y``) the gallery -- as photo probes against a sketch
+    gallery in CUFSF. ``"auto"`` takes ``identity`` when there are at least 20 identities.
+    With ``cross_modal=False`` (one modality) the gallery is one random sample per test
+    identity and the identity's other test samples are the probes ("single-shot" gallery).
+
+    Returns
+    -------
+    list of Split
+        ``protocol="identification"`` with ``probe_rows`` and ``gallery_rows``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from crossmetric.protocols import identification_splits
+    >>> labels = np.repeat(np.arange(30), 2)
+    >>> sp = identification_splits(labels, n_repeats=2, test_size=10, random_state=0)[0]
+    >>> sp.probe_rows.size, np.unique(labels[sp.gallery_rows]).size
+    (20, 10)
+    """
+    labels = np.asarray(labels)
+    if labels.ndim != 1 or labels.size < 4:
+        raise ValueError(f"labels must be a 1-D array of at least 4 identities, got shape "
+                         f"{labels.shape}.")
+    n_repeats = check_positive_int(n_repeats, "n_repeats")
+    rng = check_random_state(random_state)
+    ids, codes = np.unique(labels, return_inverse=True)
+    if split == "auto":
+        split = "identity" if ids.size >= 20 else "sample"
+    if split not in ("identity", "sample"):
+        raise ValueError(f"split must be 'auto', 'identity' or 'sample', got {split!r}.")
+    units = ids.size if split == "identity" else labels.size
+    if isinstance(test_size, bool) or not isinstance(test_size, int | float | np.number):
+        raise ValueError(f"test_size must be a fraction in (0, 1) or a count, got {test_size!r}.")
+    n_test = int(round(test_size * units)) if isinstance(test_size, float) else int(test_size)
+    if not 2 <= n_test <= units - 2:
+        raise ValueError(f"test_size={test_size!r} gives {n_test} test "
+                         f"{'identities' if split == 'identity' else 'rows'} out of {units}; "
+                         "at least 2 must be in each of the test and training sets.")
+    out = []
+    for k in range(n_repeats):
+        if split == "identity":
+            test_ids = rng.choice(ids.size, n_test, replace=False)
+            is_test = np.isin(codes, test_ids)
+        else:
+            order = rng.permutation(labels.size)
+            # stratified: the same fraction of every identity
+            is_test = np.zeros(labels.size, bool)
+            frac = n_test / labels.size
+            for c in range(ids.size):
+                rows = order[codes[order] == c]
+                is_test[rows[: max(1, int(round(frac * rows.size)))]] = True
+        test_rows, train_rows = np.flatnonzero(is_test), np.flatnonzero(~is_test)
+        tr_p, tr_y = _pairs_among(train_rows, labels, cross_modal=cross_modal,
+                                  n_negatives=n_negatives, max_positives=max_train_positives,
+                                  rng=rng)
+        if cross_modal:
+            probe_rows, gallery_rows = test_rows, test_rows.copy()
+        else:
+            probe_rows, gallery_rows = _single_shot_gallery(test_rows, labels, rng)
+        out.append(Split("identification", k, tr_p, tr_y, probe_rows=probe_rows,
+                         gallery_rows=gallery_rows, seed=int(rng.randint(2**31 - 1))))
+    return out
+
+
+def _single_shot_gallery(test_rows: np.ndarray, labels: np.ndarray, rng
+                         ) -> tuple[np.ndarray, np.ndarray]:
+    """Single-modal identification: one random sample of each test identity forms the
+    gallery, the identity's other samples are probes (identities with one test sample are
+    gallery distractors)."""
+    order = test_rows[rng.permutation(test_rows.size)]
+    _, first = np.unique(labels[order], return_index=True)
+    is_gallery = np.zeros(order.size, bool)
+    is_gallery[first] = True
+    probes, gallery = np.sort(order[~is_gallery]), np.sort(order[is_gallery])
+    if probes.size == 0:
+        raise ValueError("single-modal identification needs test identities with at least two "
+                         "samples (one for the gallery, one probe).")
+    return probes, gallery
