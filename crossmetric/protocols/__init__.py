@@ -5,13 +5,13 @@
   deviation (and standard error ``σ/√k``) over the folds. :func:`kfold_pairs` splits a fixed
   set of pairs (LFW's ``pairs.txt``); :func:`verification_splits` first splits the *samples* of
   a labelled dataset into folds and then draws pairs inside each part with
-  :func:`crossmetric.pairs.make_pairs`. The headline ``accuracy`` uses the threshold chosen on
-  the training folds (the learner's ``threshold_``, LFW's rule), never the test distances;
-  VR@FPR is taken over every cross pair of a fold's held-out samples (see
-  :func:`_verification_extras`).
+  :func:`crossmetric.pairs.make_pairs`. The headline ``accuracy_at_threshold`` (named
+  ``accuracy`` before; the old name still reads) uses the threshold chosen on the training
+  folds (the learner's ``threshold_``, LFW's rule), never the test distances; VR@FPR is taken
+  over every cross pair of a fold's held-out samples (see :func:`_verification_extras`).
 * **Identification** (VIPeR in PCCA, CUFSF in CML-AUC, GSM): repeated random splits; the test
   objects' first modality is the probe set, their second modality the gallery
-  (:func:`identification_splits`); measures are CMC / rank-r / mAP.
+  (:func:`identification_splits`); measures are CMC / rank-r (1, 5, 10, 20) / mAP.
 * :func:`run_protocols` fits named estimators (cloned for every split) under both protocols,
   in parallel through joblib (and so on a Dask cluster with ``joblib.parallel_config("dask")``),
   and returns a :class:`BenchmarkResult` -- a tidy table (method × measure, mean ± std).
@@ -29,8 +29,17 @@ module ``crossmetric/protocols.py`` is importable from here, private ones includ
 """
 
 
-from crossmetric.protocols.evaluate import ROC_GRID, _verification_extras  # noqa: F401
+from crossmetric.protocols.evaluate import (
+    RANKS,
+    ROC_GRID,  # noqa: F401 - old private path
+    _verification_extras,  # noqa: F401 - old private path
+    fit_on_pairs,
+    measure_identification,
+    measure_verification,
+)
+from crossmetric.protocols.options import RunOptions, TuneOptions
 from crossmetric.protocols.results import (
+    MEASURE_ALIASES,
     MEASURES,
     RESULT_FORMAT,  # noqa: F401 - old private path
     RESULT_VERSION,  # noqa: F401 - old private path
@@ -59,11 +68,14 @@ from crossmetric.protocols.splits import (
 )
 from crossmetric.protocols.views import (
     CCAProjection,
+    PCAThen,
     _is_cross_modal,  # noqa: F401 - old private path
     _pca_fit_views,  # noqa: F401 - old private path
     _pca_views,  # noqa: F401 - old private path
     _prepare_views,  # noqa: F401 - old private path
     _uses_images,  # noqa: F401 - old private path
+    fit_view_pca,
+    pca_views,
 )
 
 __all__ = [
@@ -76,4 +88,14 @@ __all__ = [
     "run_pair_folds",
     "BenchmarkResult",
     "MEASURES",
+    "MEASURE_ALIASES",
+    "RANKS",
+    "RunOptions",
+    "TuneOptions",
+    "fit_on_pairs",
+    "measure_identification",
+    "measure_verification",
+    "PCAThen",
+    "fit_view_pca",
+    "pca_views",
 ]

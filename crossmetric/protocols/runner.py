@@ -7,14 +7,23 @@ import inspect
 import time
 import warnings
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
 import numpy as np
-from sklearn.base import clone
 from sklearn.utils import check_random_state
 
 from crossmetric import metrics as M
 from crossmetric._checks import as_float_array, check_pair_labels, check_positive_int
-from crossmetric.protocols.evaluate import ROC_GRID, _verification_extras
+from crossmetric.protocols.evaluate import (
+    RANKS,
+    ROC_GRID,
+    _verification_extras,
+    fit_on_pairs,
+    measure_identification,
+    measure_verification,
+    seeded_clone,
+)
+from crossmetric.protocols.options import RunOptions, TuneOptions
 from crossmetric.protocols.results import BenchmarkResult, _summarise
 from crossmetric.protocols.splits import (
     Split,
@@ -27,7 +36,7 @@ from crossmetric.protocols.views import _is_cross_modal, _prepare_views, _uses_i
 __all__ = ["run_protocols", "run_pair_folds"]
 
 
-def _identity_groups(est, options: dict) -> dict:
+def _identity_groups(est, options) -> dict:
     """``groups=(labels, labels)`` for a learner whose ``fit`` takes identity labels.
 
     DeepGSM builds its batches from identities (GSM §4.2); from sampled class-level pairs it
@@ -35,36 +44,35 @@ def _identity_groups(est, options: dict) -> dict:
     images of one class as a negative. Only the labels of the rows that the training pairs
     use are read by such a learner.
     """
-    labels = options.get("labels")
+    labels = RunOptions.of(options).labels
     if labels is None or "groups" not in inspect.signature(est.fit).parameters:
         return {}
     return {"groups": (labels, labels)}
 
 
 def _run_split(name: str, estimator, X: np.ndarray, Y: np.ndarray, split: Split,
-               options: dict) -> dict:
-    """Fit a clone of ``estimator`` on one split and measure it (runs in a worker)."""
-    est = clone(estimator)
-    params = est.get_params(deep=False)
-    if "random_state" in params and params["random_state"] is None:
-        est.set_params(random_state=split.seed)
+               options) -> dict:
+    """Fit a clone of ``estimator`` on one split and measure it (runs in a worker).
+
+    The fit and the measures are the evaluation unit's (:func:`fit_on_pairs`,
+    :func:`measure_verification`, :func:`measure_identification`); ``options`` is a
+    :class:`RunOptions` (or a mapping of its fields).
+    """
+    opts = RunOptions.of(options)
+    est = seeded_clone(estimator, split.seed)
     tuned = None
     t0 = time.perf_counter()
-    if options.get("tune"):
-        tuned = _tune_split(est, X, Y, split, options)
+    if opts.tune is not None:
+        tuned = _tune_split(est, X, Y, split, opts)
         est.set_params(**tuned.best_params)
     tune_seconds = time.perf_counter() - t0
-    Xs, Ys = _prepare_views(X, Y, split.train_pairs, split.train_y, est, options)
-    est.set_params(preprocessor=(Xs, Ys))
-    t0 = time.perf_counter()
-    with warnings.catch_warnings(record=True) as caught:
-        # recorded, not shown: e.g. the ConvergenceWarnings of short benchmark schedules
-        warnings.simplefilter("always")
-        est.fit(split.train_pairs, split.train_y, **_identity_groups(est, options))
-    fit_seconds = time.perf_counter() - t0
+    Xs, Ys = _prepare_views(X, Y, split.train_pairs, split.train_y, est, opts)
+    fitted = fit_on_pairs(est, split.train_pairs, split.train_y, preprocessor=(Xs, Ys),
+                          groups=_identity_groups(est, opts).get("groups"),
+                          clone_estimator=False)
     out: dict = {"method": name, "protocol": split.protocol, "split": split.index,
-                 "measures": {"fit_seconds": fit_seconds},
-                 "warnings": sorted({w.category.__name__ for w in caught})}
+                 "measures": {"fit_seconds": fitted.fit_seconds},
+                 "warnings": fitted.warnings}
     if tuned is not None:
         out["tuned"] = {"protocol": split.protocol, "split": split.index,
                         "params": tuned.best_params, "scoring": tuned.scoring,
@@ -72,36 +80,27 @@ def _run_split(name: str, estimator, X: np.ndarray, Y: np.ndarray, split: Split,
         if tuned.scoring == "auc":
             out["tuned"]["cv_auc"] = tuned.best_score
     if split.protocol == "verification":
-        score = -est.pair_distance(split.test_pairs)
-        out["measures"].update(M.verification_report(split.test_y, score, fpr=options["fpr"],
-                                                     fpr_range=options["fpr_range"]))
-        out["measures"].update(_verification_extras(est, Xs, Ys, split, options))
-        fpr, tpr, _ = M.roc(split.test_y, score)
+        d = est.pair_distance(split.test_pairs)
+        rep = measure_verification(est, split.test_pairs, split.test_y, fpr=opts.fpr,
+                                   fpr_range=opts.fpr_range, distance=d)
+        out["measures"].update(rep)
+        out["measures"].update(_verification_extras(est, Xs, Ys, split, opts))
+        fpr, tpr, _ = M.roc(split.test_y, -d)
         out["roc"] = np.interp(ROC_GRID, fpr, tpr)
     else:
-        D = est.cross_distance(Xs[split.probe_rows], Ys[split.gallery_rows])
-        if options.get("re_rank") or options.get("query_expansion") is not None:
-            from crossmetric.reid import refine_distances
-
-            D = refine_distances(est, Xs[split.probe_rows], Ys[split.gallery_rows],
-                                 re_rank=options.get("re_rank"),
-                                 query_expansion=options.get("query_expansion"), distance=D)
-        lab = options["labels"]
-        pl, gl = lab[split.probe_rows], lab[split.gallery_rows]
-        curve = M.cmc(D, pl, gl, max_rank=min(options["max_rank"], D.shape[1]))
-        curve = np.r_[curve, np.full(options["max_rank"] - curve.size, curve[-1])]
-        out["cmc"] = curve
-        out["measures"].update({
-            "rank1": float(curve[0]), "rank5": float(curve[min(5, curve.size) - 1]),
-            "rank10": float(curve[min(10, curve.size) - 1]),
-            "map": M.mean_average_precision(D, pl, gl),
-            "nn_accuracy": M.nearest_neighbor_accuracy(D, pl, gl),
-        })
-        if options.get("pair_measures"):
+        pl, gl = opts.labels[split.probe_rows], opts.labels[split.gallery_rows]
+        rep, D = measure_identification(
+            est, Xs[split.probe_rows], Ys[split.gallery_rows], pl, gl, ranks=RANKS,
+            re_rank=opts.re_rank, query_expansion=opts.query_expansion,
+            max_rank=opts.max_rank, blockwise=False)
+        out["cmc"] = np.asarray(rep["cmc"])
+        out["measures"].update({k: rep[k] for k in (*(f"rank{r}" for r in RANKS), "map",
+                                                    "nn_accuracy")})
+        if opts.pair_measures:
             # every probe x gallery pair of the test identities, scored as verification pairs
             same = np.where(pl[:, None] == gl[None, :], 1, -1).ravel()
             out["measures"].update(M.verification_report(
-                same, -D.ravel(), fpr=options["fpr"], fpr_range=options["fpr_range"]))
+                same, -D.ravel(), fpr=opts.fpr, fpr_range=opts.fpr_range))
     return out
 
 
@@ -119,7 +118,7 @@ def _with_progress(outputs, names: list[str]):
             yield out
 
 
-def _tune_split(est, X: np.ndarray, Y: np.ndarray, split: Split, options: dict):
+def _tune_split(est, X: np.ndarray, Y: np.ndarray, split: Split, options):
     """Inner cross-validation on the split's training objects only (issue 10 item 8).
 
     The outer training pairs of :func:`run_protocols` join row ``r`` of ``X`` and ``Y`` for
@@ -129,13 +128,14 @@ def _tune_split(est, X: np.ndarray, Y: np.ndarray, split: Split, options: dict):
     """
     from crossmetric.model_selection import search_stages
 
-    tune = options["tune"]
+    opts = RunOptions.of(options)
+    tune = opts.tune
     rows = np.unique(split.train_pairs)
     return search_stages(
-        est, tune["grid"], X[rows], Y[rows], options["labels"][rows],
-        n_splits=tune["n_splits"], group=tune["group"], n_negatives=tune["n_negatives"],
-        max_positives=tune["max_positives"], scoring=tune["scoring"],
-        prepare=lambda Xa, Ya, p, y, e: _prepare_views(Xa, Ya, p, y, e, options),
+        est, tune.grid, X[rows], Y[rows], opts.labels[rows],
+        n_splits=tune.n_splits, group=tune.group, n_negatives=tune.n_negatives,
+        max_positives=tune.max_positives, scoring=tune.scoring,
+        prepare=lambda Xa, Ya, p, y, e: _prepare_views(Xa, Ya, p, y, e, opts),
         random_state=split.seed)
 
 
@@ -326,10 +326,10 @@ def run_protocols(estimators: Mapping, dataset: Mapping, *,
     if pca_joint and X.shape[1] != Y.shape[1]:
         raise ValueError(f"pca_joint needs views of equal width, got {X.shape[1]} and "
                          f"{Y.shape[1]} features.")
-    base_options = {"fpr": fpr, "fpr_range": fpr_range, "max_rank": max_rank,
-                    "labels": labels, "cca_components": cca_components,
-                    "re_rank": re_rank, "query_expansion": query_expansion,
-                    "pair_measures": bool(pair_measures), "pca_joint": bool(pca_joint)}
+    base_options = RunOptions(fpr=fpr, fpr_range=fpr_range, max_rank=max_rank, labels=labels,
+                              cca_components=cca_components, re_rank=re_rank,
+                              query_expansion=query_expansion,
+                              pair_measures=bool(pair_measures), pca_joint=bool(pca_joint))
     grids = {}
     if param_grids:
         n_ids = np.unique(labels).size
@@ -345,18 +345,18 @@ def run_protocols(estimators: Mapping, dataset: Mapping, *,
             if name not in estimators:
                 raise ValueError(f"param_grids names {name!r}, which is not in estimators.")
             if grid:
-                grids[name] = {"grid": grid, "n_splits": tune_folds, "group": group,
-                               "n_negatives": n_negatives, "scoring": tune_scoring,
-                               "max_positives": max_train_positives}
+                grids[name] = TuneOptions(grid=grid, n_splits=tune_folds, group=group,
+                                          n_negatives=n_negatives, scoring=tune_scoring,
+                                          max_positives=max_train_positives)
         result.info["tuning"] = {"folds": tune_folds, "group": group, "scoring": tune_scoring,
-                                 "grids": {k: v["grid"] for k, v in grids.items()}}
+                                 "grids": {k: v.grid for k, v in grids.items()}}
     return _execute(result, estimators, X, Y, images, splits, base_options,
                     pca_components=pca_components, unequal_dims=unequal_dims, n_jobs=n_jobs,
                     progress=progress, on_error=on_error, grids=grids)
 
 
 def _execute(result: BenchmarkResult, estimators: Mapping, X: np.ndarray, Y: np.ndarray,
-             images, splits: list[Split], base_options: dict, *, pca_components,
+             images, splits: list[Split], base_options: RunOptions, *, pca_components,
              unequal_dims: str, n_jobs, progress: bool, on_error: str,
              grids: Mapping | None = None) -> BenchmarkResult:
     """Fit every estimator on every split (joblib) and gather the results."""
@@ -364,9 +364,9 @@ def _execute(result: BenchmarkResult, estimators: Mapping, X: np.ndarray, Y: np.
 
     tasks = []
     for name, est in estimators.items():
-        shown, opts, data = name, dict(base_options), (X, Y)
+        shown, opts, data = name, base_options, (X, Y)
         if grids and name in grids:
-            opts["tune"] = grids[name]
+            opts = replace(opts, tune=grids[name])
         if _uses_images(est):
             if images is None:
                 result.skipped[name] = "needs images (dataset has no images_x / images_y)"
@@ -376,8 +376,8 @@ def _execute(result: BenchmarkResult, estimators: Mapping, X: np.ndarray, Y: np.
             k = (pca_components.get(name) if isinstance(pca_components, Mapping)
                  else pca_components)
             if k is not None:
-                opts["pca"] = check_positive_int(k, f"pca_components[{name!r}]")
-                result.info.setdefault("pca", {})[name] = opts["pca"]
+                opts = replace(opts, pca=check_positive_int(k, f"pca_components[{name!r}]"))
+                result.info.setdefault("pca", {})[name] = opts.pca
         # single-modal learners compare the two views coordinate by coordinate: views of
         # different origin and width go through the CCA step (PCA alone would not align them)
         if not _uses_images(est) and not _is_cross_modal(est) and X.shape[1] != Y.shape[1]:
@@ -385,7 +385,7 @@ def _execute(result: BenchmarkResult, estimators: Mapping, X: np.ndarray, Y: np.
                 result.skipped[name] = (f"single-modal learner, views have {X.shape[1]} and "
                                         f"{Y.shape[1]} features")
                 continue
-            shown, opts["cca"] = f"{name}-C", True
+            shown, opts = f"{name}-C", replace(opts, cca=True)
         result.methods.append(shown)
         for sp in splits:
             tasks.append((shown, est, data, sp, opts))
@@ -503,8 +503,8 @@ progress, on_error :
     result = BenchmarkResult()
     result.info = {"n_pairs": int(P.shape[0]), "dims": [int(X.shape[1]), int(Y.shape[1])],
                    "n_folds": len(splits), "protocols": ["verification"]}
-    options = {"fpr": fpr, "fpr_range": fpr_range, "max_rank": 1, "labels": None,
-               "cca_components": cca_components}
+    options = RunOptions(fpr=fpr, fpr_range=fpr_range, max_rank=1, labels=None,
+                         cca_components=cca_components)
     return _execute(result, estimators, X, Y, None, splits, options,
                     pca_components=pca_components, unequal_dims=unequal_dims, n_jobs=n_jobs,
                     progress=progress, on_error=on_error)
