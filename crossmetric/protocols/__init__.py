@@ -62,8 +62,13 @@ from crossmetric.protocols.splits import (
     _pairs_among,  # noqa: F401 - old private path
     _sample_folds,  # noqa: F401 - old private path
     _single_shot_gallery,  # noqa: F401 - old private path
+    deal_identities,
+    hold_out_identities,
     identification_splits,
+    inner_pair_splits,  # noqa: F401 - also crossmetric.model_selection.inner_pair_splits
     kfold_pairs,
+    object_folds,  # noqa: F401 - also crossmetric.model_selection.object_folds
+    reid_splits,  # noqa: F401 - also crossmetric.reid.reid_splits
     verification_splits,
 )
 from crossmetric.protocols.views import (
@@ -98,4 +103,6 @@ __all__ = [
     "PCAThen",
     "fit_view_pca",
     "pca_views",
+    "deal_identities",
+    "hold_out_identities",
 ]

@@ -160,7 +160,8 @@ def measure_identification(est, X, G, probe_ids, gallery_ids, *, ranks=RANKS,
     est : fitted pair learner, or None
         ``None``: the squared Euclidean distance of ``X`` and ``G``.
     X, G : array-like
-        The model's inputs for the probes and the gallery (as for ``cross_distance``).
+        The model's inputs for the probes and the gallery (as for ``cross_distance``); not
+        read (may be ``None``) when ``distance`` is given and nothing is refined.
     probe_ids, gallery_ids : array-like
         Identity of every probe and gallery item.
     ranks : sequence of int, default=(1, 5, 10, 20)
@@ -236,7 +237,8 @@ def measure_identification(est, X, G, probe_ids, gallery_ids, *, ranks=RANKS,
         if scores_path is not None:
             _write_scores(scores_path, D, pl, gl)
     rep["cmc"] = np.asarray(rep["cmc"]).tolist()
-    rep["n_probes"], rep["n_gallery"] = int(len(X)), int(len(G))
+    n_p, n_g = (len(X), len(G)) if D is None else np.shape(D)
+    rep["n_probes"], rep["n_gallery"] = int(n_p), int(n_g)
     rep["same_set"], rep["re_rank"] = bool(same_set), bool(re_rank)
     rep["query_expansion"] = query_expansion
     return rep, D

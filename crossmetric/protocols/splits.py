@@ -11,13 +11,63 @@ import warnings
 from dataclasses import dataclass
 
 import numpy as np
-from sklearn.model_selection import StratifiedKFold
+from sklearn.model_selection import GroupKFold, StratifiedKFold
 from sklearn.utils import check_random_state
 
 from crossmetric._checks import check_pair_labels, check_positive_int, user_stacklevel
 from crossmetric.pairs import make_pairs
 
-__all__ = ["Split", "kfold_pairs", "verification_splits", "identification_splits"]
+__all__ = ["Split", "kfold_pairs", "verification_splits", "identification_splits",
+           "deal_identities", "hold_out_identities", "object_folds", "inner_pair_splits",
+           "reid_splits"]
+
+
+# ------------------------------------------------------------- the shared random draws
+def deal_identities(n_identities: int, n_folds: int, rng) -> np.ndarray:
+    """The fold of every identity: a random permutation dealt round-robin into ``n_folds``
+    parts of (nearly) equal identity count -- one draw, ``rng.permutation(n_identities)``.
+
+    Used by :func:`verification_splits` (``split="identity"``) and
+    :func:`crossmetric.pairs.group_pair_folds`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from crossmetric.protocols.splits import deal_identities
+    >>> np.bincount(deal_identities(7, 3, np.random.RandomState(0))).tolist()
+    [3, 2, 2]
+    """
+    return rng.permutation(int(n_identities)) % int(n_folds)
+
+
+def hold_out_identities(identities, n_test: int, rng) -> tuple[np.ndarray, np.ndarray]:
+    """``n_test`` identities drawn at random for testing and the others, in drawn order --
+    one draw, ``rng.permutation(len(identities))`` (the same as NumPy's legacy
+    ``rng.choice(identities, n_test, replace=False)``).
+
+    Used by :func:`identification_splits` (``split="identity"``), :func:`reid_splits` and
+    :func:`crossmetric.reproduce.pku.pku_splits`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from crossmetric.protocols.splits import hold_out_identities
+    >>> test, train = hold_out_identities(np.arange(10), 3, np.random.RandomState(0))
+    >>> test.size, train.size, np.intersect1d(test, train).size
+    (3, 7, 0)
+    """
+    identities = np.asarray(identities)
+    perm = rng.permutation(identities.size)
+    return identities[perm[:n_test]], identities[perm[n_test:]]
+
+
+def _stratified_folds(codes: np.ndarray, n_folds: int, seed: int) -> list:
+    """``(train, test)`` folds of the rows stratified by identity code (shuffled with ``seed``);
+    an identity rarer than ``n_folds`` is missing from some folds, silently."""
+    skf = StratifiedKFold(n_splits=n_folds, shuffle=True, random_state=seed)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        return list(skf.split(np.zeros(codes.size), codes))
 
 
 @dataclass
@@ -112,8 +162,7 @@ def _sample_folds(labels: np.ndarray, n_folds: int, split: str, rng) -> list[np.
                 f"split='identity' needs at least 2 identities per fold: {ids.size} "
                 f"identities for n_folds={n_folds}."
             )
-        fold_of_id = rng.permutation(ids.size) % n_folds
-        fold = fold_of_id[codes]
+        fold = deal_identities(ids.size, n_folds, rng)[codes]
         return [np.flatnonzero(fold == f) for f in range(n_folds)]
     if split != "sample":
         raise ValueError(f"split must be 'auto', 'identity' or 'sample', got {split!r}.")
@@ -121,10 +170,7 @@ def _sample_folds(labels: np.ndarray, n_folds: int, split: str, rng) -> list[np.
     if min_count < n_folds:
         warnings.warn(f"an identity has only {min_count} samples, fewer than n_folds="
                       f"{n_folds}; some folds lack it.", UserWarning, stacklevel=user_stacklevel())
-    skf = StratifiedKFold(n_splits=n_folds, shuffle=True, random_state=rng.randint(2**31 - 1))
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)
-        return [te for _, te in skf.split(np.zeros(labels.size), codes)]
+    return [te for _, te in _stratified_folds(codes, n_folds, rng.randint(2**31 - 1))]
 
 
 def verification_splits(labels, n_folds: int = 10, *, cross_modal: bool = True,
@@ -233,7 +279,7 @@ def identification_splits(labels, n_repeats: int = 10, *, test_size: float | int
     out = []
     for k in range(n_repeats):
         if split == "identity":
-            test_ids = rng.choice(ids.size, n_test, replace=False)
+            test_ids, _ = hold_out_identities(np.arange(ids.size), n_test, rng)
             is_test = np.isin(codes, test_ids)
         else:
             order = rng.permutation(labels.size)
@@ -270,3 +316,149 @@ def _single_shot_gallery(test_rows: np.ndarray, labels: np.ndarray, rng
         raise ValueError("single-modal identification needs test identities with at least two "
                          "samples (one for the gallery, one probe).")
     return probes, gallery
+
+
+# ------------------------------------------------ inner folds of model selection
+def object_folds(labels, n_splits: int = 3, *, group: str = "identity",
+                 random_state=None) -> list[tuple[np.ndarray, np.ndarray]]:
+    """``n_splits`` (train, validation) splits of objects, grouped by identity or by object.
+
+    Parameters
+    ----------
+    labels : array-like of shape (n_objects,)
+        Identity of every object.
+    n_splits : int, default=3
+    group : {"identity", "sample"}, default="identity"
+        ``"identity"``: an identity's objects are all in one validation fold (shuffled
+        :class:`~sklearn.model_selection.GroupKFold`); ``"sample"``: folds of objects stratified
+        by identity.
+    random_state : int, RandomState or None
+
+    Returns
+    -------
+    list of (train_index, validation_index)
+    """
+    labels = np.asarray(labels)
+    n_splits = check_positive_int(n_splits, "n_splits", minimum=2)
+    rng = check_random_state(random_state)
+    _, codes = np.unique(labels, return_inverse=True)
+    seed = rng.randint(2**31 - 1)
+    if group == "identity":
+        if codes.max() + 1 < n_splits:
+            raise ValueError(f"group='identity' needs at least n_splits={n_splits} identities, "
+                             f"got {codes.max() + 1}.")
+        cv = GroupKFold(n_splits, shuffle=True, random_state=seed)
+        return list(cv.split(np.zeros(labels.size), groups=codes))
+    if group == "sample":
+        return _stratified_folds(codes, n_splits, seed)   # an identity rarer than n_splits
+    raise ValueError(f"group must be 'identity' or 'sample', got {group!r}.")
+
+
+def inner_pair_splits(labels, n_splits: int = 3, *, group: str = "identity",
+                      cross_modal: bool = True, n_negatives: int = 1,
+                      max_positives: int | None = 1000, random_state=None) -> list[tuple]:
+    """Pairs among each side of :func:`object_folds`: ``(tr_pairs, tr_y, va_pairs, va_y)``.
+
+    Pair indices refer to the objects (rows) given, as in the outer protocols: column 0 a row
+    of ``X``, column 1 a row of ``Y`` (the same object list). Validation pairs get at most
+    ``max_positives`` positives too, and ``n_negatives`` negatives per positive.
+    """
+    labels = np.asarray(labels)
+    rng = check_random_state(random_state)
+    out = []
+    for tr, va in object_folds(labels, n_splits, group=group, random_state=rng):
+        part = []
+        for rows in (np.sort(tr), np.sort(va)):
+            part += list(_pairs_among(rows, labels, cross_modal=cross_modal,
+                                      n_negatives=n_negatives, max_positives=max_positives,
+                                      rng=rng))
+        if np.unique(part[1]).size < 2 or np.unique(part[3]).size < 2:
+            raise ValueError("an inner fold has pairs of one class only; use fewer n_splits "
+                             "or more objects per identity.")
+        out.append(tuple(part))
+    return out
+
+
+# ------------------------------------------------------------ re-identification
+def reid_splits(ids, domains=None, n_test: int = 316, *, n_negatives: int = 1,
+                n_splits: int = 10, random_state=None) -> list[Split]:
+    """Random train / test splits of a re-identification dataset (PCCA §4).
+
+    Parameters
+    ----------
+    ids : array-like of shape (n_images,)
+        Person of every image. Every person needs at least two images.
+    domains : array-like of shape (n_images,), optional
+        Camera of every image: the positive training pair and the probe / gallery images of a
+        test person are taken from two different cameras when the person has images in two.
+    n_test : int, default=316
+        ``p``, the number of test persons (PCCA: 316 or 532 of VIPeR's 632).
+    n_negatives : int, default=1
+        ``n⁻``, negative training pairs per training person: a random image of the person with
+        a random image of a random other training person, no pair drawn twice.
+    n_splits : int, default=10
+    random_state : int, RandomState or None
+
+    Returns
+    -------
+    list of Split
+        ``protocol="identification"``; ``train_pairs`` (one positive per training person, then
+        its negatives) index images, ``train_y`` ±1, ``probe_rows`` and ``gallery_rows`` one
+        image per test person each, in the same person order.
+    """
+    ids = np.asarray(ids)
+    if ids.ndim != 1 or ids.size == 0:
+        raise ValueError(f"ids must be a non-empty 1-D array, got shape {ids.shape}.")
+    dom = np.zeros(ids.size, dtype=np.int64) if domains is None else np.asarray(domains)
+    if dom.shape != ids.shape:
+        raise ValueError(f"domains must have one entry per image ({ids.size}), got shape "
+                         f"{dom.shape}.")
+    n_splits = check_positive_int(n_splits, "n_splits")
+    n_negatives = check_positive_int(n_negatives, "n_negatives", minimum=0)
+    persons, codes = np.unique(ids, return_inverse=True)
+    images_of = [np.flatnonzero(codes == c) for c in range(persons.size)]
+    if min(len(r) for r in images_of) < 2:
+        bad = persons[[len(r) < 2 for r in images_of]][0]
+        raise ValueError(f"every person needs at least two images; person {bad!r} has one.")
+    if isinstance(n_test, bool) or not isinstance(n_test, int | np.integer) or not (
+            1 <= n_test <= persons.size - 2):
+        raise ValueError(f"n_test must be an int in [1, {persons.size - 2}] (test persons; at "
+                         f"least 2 persons must train), got {n_test!r}.")
+    rng = check_random_state(random_state)
+
+    def two_views(rows):
+        """Two images of one person, from different cameras when possible (random order)."""
+        a = rows[rng.randint(rows.size)]
+        other = rows[(rows != a) & (dom[rows] != dom[a])]
+        if other.size == 0:
+            other = rows[rows != a]
+        return a, other[rng.randint(other.size)]
+
+    out = []
+    for k in range(n_splits):
+        test_p, train_p = hold_out_identities(np.arange(persons.size), n_test, rng)
+        test_p, train_p = np.sort(test_p), np.sort(train_p)
+        pos = np.array([two_views(images_of[c]) for c in train_p])
+        train_rows = np.concatenate([images_of[c] for c in train_p])
+        neg, seen = [], set()
+        for c in train_p:
+            own = images_of[c]
+            others = train_rows[codes[train_rows] != c]
+            drawn, tries = 0, 0
+            while drawn < n_negatives and tries < 100 * n_negatives:
+                tries += 1
+                a, b = own[rng.randint(own.size)], others[rng.randint(others.size)]
+                key = (min(a, b), max(a, b))
+                if key in seen:
+                    continue
+                seen.add(key)
+                neg.append((a, b))
+                drawn += 1
+        pairs = np.vstack([pos, np.asarray(neg, dtype=np.int64).reshape(-1, 2)])
+        y = np.r_[np.ones(len(pos), dtype=np.int64), -np.ones(len(neg), dtype=np.int64)]
+        pg = np.array([two_views(images_of[c]) for c in test_p])
+        out.append(Split("identification", k, pairs.astype(np.int64), y,
+                         probe_rows=pg[:, 0].astype(np.int64),
+                         gallery_rows=pg[:, 1].astype(np.int64),
+                         seed=int(rng.randint(2**31 - 1))))
+    return out
