@@ -14,8 +14,9 @@ from sklearn.model_selection import GroupKFold, StratifiedKFold
 from sklearn.utils import check_random_state
 
 from crossmetric._checks import check_positive_int, user_stacklevel
+from crossmetric._solvers.early_stopping import validation_split
 from crossmetric.model_selection import inner_pair_splits, object_folds
-from crossmetric.pairs import group_pair_folds, make_pairs
+from crossmetric.pairs import group_pair_folds, make_pairs, positive_components
 from crossmetric.protocols import identification_splits, verification_splits
 from crossmetric.protocols.splits import Split, _pairs_among, _single_shot_gallery
 from crossmetric.reid import reid_splits
@@ -324,6 +325,41 @@ def old_pku_splits(persons, n_test: int, seed: int, n_splits: int):
 
 
 
+def old_validation_split(
+    ix: np.ndarray,
+    iy: np.ndarray,
+    y: np.ndarray,
+    n_x: int,
+    n_y: int,
+    *,
+    tied: bool,
+    fraction: float,
+    random_state=None,
+):
+    rng = check_random_state(random_state)
+    offset = 0 if tied else n_x
+    n_nodes = n_x if tied else n_x + n_y
+    n_comp, comp = positive_components(n_nodes, ix, iy + offset, y)
+    used = np.zeros(n_nodes, dtype=bool)
+    used[ix] = True
+    used[iy + offset] = True
+    sizes = np.bincount(comp[used], minlength=n_comp)
+    order = rng.permutation(np.flatnonzero(sizes))
+    target = fraction * used.sum()
+    take = order[: max(1, int(np.searchsorted(np.cumsum(sizes[order]), target) + 1))]
+    if take.size >= order.size:
+        take = take[:-1]
+    held = np.zeros(n_comp, dtype=bool)
+    held[take] = True
+    a, b = (held[comp[ix]], held[comp[iy + offset]])
+    validation, train = (a & b, ~a & ~b)
+    for _name, mask in (("validation", validation), ("training", train)):
+        labels = set(np.unique(y[mask]).tolist())
+        if labels != {-1, 1}:
+            raise ValueError("legacy check")
+    return (train, validation)
+
+
 # ------------------------------------------------------------------------------- checks
 def _same_splits(a, b):
     assert len(a) == len(b)
@@ -395,3 +431,13 @@ def test_group_pair_folds_unchanged(seed):
     pairs, y = make_pairs(lab, random_state=0)
     _same_folds(group_pair_folds(pairs[:, 0], pairs[:, 1], 3, random_state=seed),
                 old_group_pair_folds(pairs[:, 0], pairs[:, 1], 3, random_state=seed))
+
+
+@pytest.mark.parametrize("seed", [0, 4])
+@pytest.mark.parametrize("tied", [True, False])
+def test_early_stopping_hold_out_unchanged(seed, tied):
+    lab = np.repeat(np.arange(20), 3)
+    pairs, y = make_pairs(lab, None if tied else lab, n_negatives=2, random_state=0)
+    args = (pairs[:, 0], pairs[:, 1], y, lab.size, lab.size)
+    _same_folds([validation_split(*args, tied=tied, fraction=0.25, random_state=seed)],
+                [old_validation_split(*args, tied=tied, fraction=0.25, random_state=seed)])
