@@ -33,7 +33,11 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from crossmetric import metrics as M  # noqa: E402
+from crossmetric.protocols import (  # noqa: E402
+    fit_view_pca,
+    hold_out_identities,
+    measure_identification,
+)
 from crossmetric.reproduce import PKU_SIZE, pku_deepgsm, pku_features, pku_splits  # noqa: E402
 
 
@@ -60,14 +64,13 @@ CANDIDATES = _candidates()
 
 
 def _scores(D, probe_ids, gallery_ids) -> dict:
-    curve = M.cmc(D, probe_ids, gallery_ids, max_rank=20)
-    return {"r1": 100 * curve[0], "r5": 100 * curve[4], "r20": 100 * curve[19],
-            "mAP": 100 * M.mean_average_precision(D, probe_ids, gallery_ids)}
+    rep, _ = measure_identification(None, None, None, probe_ids, gallery_ids, distance=D,
+                                    blockwise=False)
+    return {"r1": 100 * rep["rank1"], "r5": 100 * rep["rank5"], "r20": 100 * rep["rank20"],
+            "mAP": 100 * rep["map"]}
 
 
 def run(data_home, splits, held_out, names, seed=0, verbose=True, members=1) -> dict:
-    from sklearn.decomposition import PCA
-
     from crossmetric.ensemble import SeedEnsemble
     from crossmetric.pairs import make_pairs
     from crossmetric.registry import make_estimator
@@ -79,13 +82,13 @@ def run(data_home, splits, held_out, names, seed=0, verbose=True, members=1) -> 
     out = {"held_out": held_out, "splits": splits, "members": members, "per_split": []}
     for k, (test, pairs_seed, split_seed) in enumerate(pku_splits(persons, 50, seed, splits)):
         train = np.setdiff1d(persons, test)
-        val = np.random.RandomState(split_seed).choice(train, held_out, replace=False)
+        val, _ = hold_out_identities(train, held_out, np.random.RandomState(split_seed))
         fit_p = np.setdiff1d(train, val)
         f_sk, f_ph = sk[np.isin(ids[sk], fit_p)], ph[np.isin(ids[ph], fit_p)]
         v_sk, v_ph = sk[np.isin(ids[sk], val)], ph[np.isin(ids[ph], val)]
         pairs, y = make_pairs(ids[f_sk], ids[f_ph], n_negatives=1, random_state=pairs_seed)
         row = {"split": k}
-        Z = PCA(64, random_state=0).fit(H[np.r_[f_sk, f_ph]]).transform(H)
+        Z = fit_view_pca(H[np.r_[f_sk, f_ph]], 64, svd_solver="auto").transform(H)
         gsm = make_estimator("gsm").set_params(random_state=split_seed,
                                                preprocessor=(Z[f_sk], Z[f_ph]))
         gsm.fit(pairs, y)

@@ -41,12 +41,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from sklearn.base import clone
-from sklearn.model_selection import GroupKFold, ParameterGrid, StratifiedKFold
+from sklearn.model_selection import ParameterGrid
 from sklearn.utils import check_random_state
 
-from crossmetric._checks import check_positive_int
 from crossmetric.metrics import mean_average_precision, one_call_at_n, rank_accuracy, roc_auc
-from crossmetric.pairs import make_pairs
+from crossmetric.protocols.splits import inner_pair_splits, object_folds
 
 __all__ = ["SCORINGS", "SearchResult", "object_folds", "inner_pair_splits", "search_params",
            "search_stages"]
@@ -77,70 +76,6 @@ class SearchResult:
     best_score: float
     candidates: list = field(default_factory=list)
     scoring: str = "auc"
-
-
-def object_folds(labels, n_splits: int = 3, *, group: str = "identity",
-                 random_state=None) -> list[tuple[np.ndarray, np.ndarray]]:
-    """``n_splits`` (train, validation) splits of objects, grouped by identity or by object.
-
-    Parameters
-    ----------
-    labels : array-like of shape (n_objects,)
-        Identity of every object.
-    n_splits : int, default=3
-    group : {"identity", "sample"}, default="identity"
-        ``"identity"``: an identity's objects are all in one validation fold (shuffled
-        :class:`~sklearn.model_selection.GroupKFold`); ``"sample"``: folds of objects stratified
-        by identity.
-    random_state : int, RandomState or None
-
-    Returns
-    -------
-    list of (train_index, validation_index)
-    """
-    labels = np.asarray(labels)
-    n_splits = check_positive_int(n_splits, "n_splits", minimum=2)
-    rng = check_random_state(random_state)
-    _, codes = np.unique(labels, return_inverse=True)
-    seed = rng.randint(2**31 - 1)
-    if group == "identity":
-        if codes.max() + 1 < n_splits:
-            raise ValueError(f"group='identity' needs at least n_splits={n_splits} identities, "
-                             f"got {codes.max() + 1}.")
-        cv = GroupKFold(n_splits, shuffle=True, random_state=seed)
-        return list(cv.split(np.zeros(labels.size), groups=codes))
-    if group == "sample":
-        cv = StratifiedKFold(n_splits, shuffle=True, random_state=seed)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", UserWarning)   # an identity rarer than n_splits
-            return list(cv.split(np.zeros(labels.size), codes))
-    raise ValueError(f"group must be 'identity' or 'sample', got {group!r}.")
-
-
-def inner_pair_splits(labels, n_splits: int = 3, *, group: str = "identity",
-                      cross_modal: bool = True, n_negatives: int = 1,
-                      max_positives: int | None = 1000, random_state=None) -> list[tuple]:
-    """Pairs among each side of :func:`object_folds`: ``(tr_pairs, tr_y, va_pairs, va_y)``.
-
-    Pair indices refer to the objects (rows) given, as in the outer protocols: column 0 a row
-    of ``X``, column 1 a row of ``Y`` (the same object list). Validation pairs get at most
-    ``max_positives`` positives too, and ``n_negatives`` negatives per positive.
-    """
-    labels = np.asarray(labels)
-    rng = check_random_state(random_state)
-    out = []
-    for tr, va in object_folds(labels, n_splits, group=group, random_state=rng):
-        part = []
-        for rows in (np.sort(tr), np.sort(va)):
-            lab = labels[rows]
-            pairs, y = make_pairs(lab, lab if cross_modal else None, n_negatives=n_negatives,
-                                  max_positives=max_positives, random_state=rng)
-            part += [rows[pairs], y]
-        if np.unique(part[1]).size < 2 or np.unique(part[3]).size < 2:
-            raise ValueError("an inner fold has pairs of one class only; use fewer n_splits "
-                             "or more objects per identity.")
-        out.append(tuple(part))
-    return out
 
 
 def _identity(X, Y, pairs, y, estimator):

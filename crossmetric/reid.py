@@ -17,105 +17,16 @@ and :meth:`crossmetric.retrieval.Index.search`).
 
 from __future__ import annotations
 
-import time
-import warnings
-
 import numpy as np
-from sklearn.base import clone
-from sklearn.utils import check_random_state
 
-from crossmetric import metrics as M
 from crossmetric._checks import check_positive_int
-from crossmetric.protocols import Split
+from crossmetric.protocols import RANKS, Split
+from crossmetric.protocols.splits import reid_splits
 
 __all__ = ["reid_splits", "evaluate_reid", "refine_distances", "CMC_RANKS"]
 
-#: the ranks at which PCCA Table 2 reports the CMC
-CMC_RANKS = (1, 5, 10, 20)
-
-
-def reid_splits(ids, domains=None, n_test: int = 316, *, n_negatives: int = 1,
-                n_splits: int = 10, random_state=None) -> list[Split]:
-    """Random train / test splits of a re-identification dataset (PCCA §4).
-
-    Parameters
-    ----------
-    ids : array-like of shape (n_images,)
-        Person of every image. Every person needs at least two images.
-    domains : array-like of shape (n_images,), optional
-        Camera of every image: the positive training pair and the probe / gallery images of a
-        test person are taken from two different cameras when the person has images in two.
-    n_test : int, default=316
-        ``p``, the number of test persons (PCCA: 316 or 532 of VIPeR's 632).
-    n_negatives : int, default=1
-        ``n⁻``, negative training pairs per training person: a random image of the person with
-        a random image of a random other training person, no pair drawn twice.
-    n_splits : int, default=10
-    random_state : int, RandomState or None
-
-    Returns
-    -------
-    list of Split
-        ``protocol="identification"``; ``train_pairs`` (one positive per training person, then
-        its negatives) index images, ``train_y`` ±1, ``probe_rows`` and ``gallery_rows`` one
-        image per test person each, in the same person order.
-    """
-    ids = np.asarray(ids)
-    if ids.ndim != 1 or ids.size == 0:
-        raise ValueError(f"ids must be a non-empty 1-D array, got shape {ids.shape}.")
-    dom = np.zeros(ids.size, dtype=np.int64) if domains is None else np.asarray(domains)
-    if dom.shape != ids.shape:
-        raise ValueError(f"domains must have one entry per image ({ids.size}), got shape "
-                         f"{dom.shape}.")
-    n_splits = check_positive_int(n_splits, "n_splits")
-    n_negatives = check_positive_int(n_negatives, "n_negatives", minimum=0)
-    persons, codes = np.unique(ids, return_inverse=True)
-    images_of = [np.flatnonzero(codes == c) for c in range(persons.size)]
-    if min(len(r) for r in images_of) < 2:
-        bad = persons[[len(r) < 2 for r in images_of]][0]
-        raise ValueError(f"every person needs at least two images; person {bad!r} has one.")
-    if isinstance(n_test, bool) or not isinstance(n_test, int | np.integer) or not (
-            1 <= n_test <= persons.size - 2):
-        raise ValueError(f"n_test must be an int in [1, {persons.size - 2}] (test persons; at "
-                         f"least 2 persons must train), got {n_test!r}.")
-    rng = check_random_state(random_state)
-
-    def two_views(rows):
-        """Two images of one person, from different cameras when possible (random order)."""
-        a = rows[rng.randint(rows.size)]
-        other = rows[(rows != a) & (dom[rows] != dom[a])]
-        if other.size == 0:
-            other = rows[rows != a]
-        return a, other[rng.randint(other.size)]
-
-    out = []
-    for k in range(n_splits):
-        perm = rng.permutation(persons.size)
-        test_p, train_p = np.sort(perm[:n_test]), np.sort(perm[n_test:])
-        pos = np.array([two_views(images_of[c]) for c in train_p])
-        train_rows = np.concatenate([images_of[c] for c in train_p])
-        neg, seen = [], set()
-        for c in train_p:
-            own = images_of[c]
-            others = train_rows[codes[train_rows] != c]
-            drawn, tries = 0, 0
-            while drawn < n_negatives and tries < 100 * n_negatives:
-                tries += 1
-                a, b = own[rng.randint(own.size)], others[rng.randint(others.size)]
-                key = (min(a, b), max(a, b))
-                if key in seen:
-                    continue
-                seen.add(key)
-                neg.append((a, b))
-                drawn += 1
-        pairs = np.vstack([pos, np.asarray(neg, dtype=np.int64).reshape(-1, 2)])
-        y = np.r_[np.ones(len(pos), dtype=np.int64), -np.ones(len(neg), dtype=np.int64)]
-        pg = np.array([two_views(images_of[c]) for c in test_p])
-        out.append(Split("identification", k, pairs.astype(np.int64), y,
-                         probe_rows=pg[:, 0].astype(np.int64),
-                         gallery_rows=pg[:, 1].astype(np.int64),
-                         seed=int(rng.randint(2**31 - 1))))
-    return out
+#: the ranks at which PCCA Table 2 reports the CMC (the evaluation unit's ranks)
+CMC_RANKS = RANKS
 
 
 def _sq_dist(A: np.ndarray, B: np.ndarray) -> np.ndarray:
@@ -223,6 +134,10 @@ def evaluate_reid(estimator, X, ids, split: Split, *, max_rank: int = 100, re_ra
                   query_expansion: int | None = None) -> dict:
     """Fit a clone of ``estimator`` on ``split``'s training pairs and measure its CMC.
 
+    The fit and the measures are the evaluation unit's
+    (:func:`crossmetric.protocols.fit_on_pairs`,
+    :func:`crossmetric.protocols.measure_identification` with the re-id codes' mAP).
+
     Parameters
     ----------
     estimator : pair learner, or None
@@ -241,37 +156,23 @@ def evaluate_reid(estimator, X, ids, split: Split, *, max_rank: int = 100, re_ra
     dict
         ``cmc`` (max_rank,), ``rank1`` ... (``rank{r}`` for :data:`CMC_RANKS`), ``map`` and
         ``minp`` (:func:`crossmetric.metrics.evaluate_rank`, no camera ids: every probe's
-        gallery image is from another camera by construction), ``fit_seconds``, ``warnings``
+        gallery image is from another camera by construction), ``nn_accuracy``,
+        ``fit_seconds`` (the fit alone), ``warnings``
         (category names raised during ``fit``), ``model`` (the fitted clone or None).
     """
-    ids = np.asarray(ids)
-    t0 = time.perf_counter()
-    caught = []
-    if estimator is None:
-        from sklearn.metrics.pairwise import euclidean_distances
+    from crossmetric.protocols.evaluate import fit_on_pairs, measure_identification
 
-        model = None
-        D = euclidean_distances(X[split.probe_rows], X[split.gallery_rows], squared=True)
-    else:
-        model = clone(estimator)
-        params = model.get_params(deep=False)
-        if "random_state" in params and params["random_state"] is None:
-            model.set_params(random_state=split.seed)
-        model.set_params(preprocessor=X)
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            model.fit(split.train_pairs, split.train_y)
-        D = model.cross_distance(X[split.probe_rows], X[split.gallery_rows])
-    fit_seconds = time.perf_counter() - t0
-    if re_rank or query_expansion is not None:
-        D = refine_distances(model, X[split.probe_rows], X[split.gallery_rows],
-                             re_rank=re_rank, query_expansion=query_expansion, distance=D)
-    max_rank = min(int(max_rank), D.shape[1])
-    pl, gl = ids[split.probe_rows], ids[split.gallery_rows]
-    curve = M.cmc(D, pl, gl, max_rank=max_rank)
-    rank = M.evaluate_rank(D, pl, gl, max_rank=max_rank)
-    out = {"cmc": curve, "map": rank["map"], "minp": rank["minp"], "fit_seconds": fit_seconds,
-           "model": model, "warnings": sorted({w.category.__name__ for w in caught})}
+    ids = np.asarray(ids)
+    fitted = fit_on_pairs(estimator, split.train_pairs, split.train_y, preprocessor=X,
+                          seed=split.seed)
+    rep, _ = measure_identification(
+        fitted.model, X[split.probe_rows], X[split.gallery_rows], ids[split.probe_rows],
+        ids[split.gallery_rows], ranks=CMC_RANKS, re_rank=re_rank,
+        query_expansion=query_expansion,
+        max_rank=min(int(max_rank), len(split.gallery_rows)), blockwise=False, minp=True)
+    out = {"cmc": np.asarray(rep["cmc"]), "map": rep["map"], "minp": rep["minp"],
+           "nn_accuracy": rep["nn_accuracy"], "fit_seconds": fitted.fit_seconds,
+           "model": fitted.model, "warnings": fitted.warnings}
     for r in CMC_RANKS:
-        out[f"rank{r}"] = float(curve[min(r, curve.size) - 1])
+        out[f"rank{r}"] = rep[f"rank{r}"]
     return out

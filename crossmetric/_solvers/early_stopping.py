@@ -95,7 +95,11 @@ def validation_split(ix: np.ndarray, iy: np.ndarray, y: np.ndarray, n_x: int, n_
     used[ix] = True
     used[iy + offset] = True
     sizes = np.bincount(comp[used], minlength=n_comp)
-    order = rng.permutation(np.flatnonzero(sizes))
+    # the one splitter's draw: the groups (connected components) in random order
+    from crossmetric.protocols.splits import hold_out_identities
+
+    groups = np.flatnonzero(sizes)
+    order, _ = hold_out_identities(groups, groups.size, rng)
     target = fraction * used.sum()
     take = order[:max(1, int(np.searchsorted(np.cumsum(sizes[order]), target) + 1))]
     if take.size >= order.size:

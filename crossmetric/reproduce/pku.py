@@ -154,17 +154,22 @@ def pku_splits(persons, n_test: int, seed: int, n_splits: int):
     training pairs' and the learners'); the same arguments give the same sequence, so the
     reproduction and the recipe selection (``benchmarks/select_pku_deepgsm.py``) share it.
     """
+    from crossmetric.protocols.splits import hold_out_identities
+
     rng = check_random_state(seed)
     for _ in range(n_splits):
-        test = rng.choice(persons, n_test, replace=False)
+        test, _train = hold_out_identities(persons, n_test, rng)
         yield test, int(rng.randint(2**31 - 1)), int(rng.randint(2**31 - 1))
 
 
 def _pku_row(D, probe_ids, gallery_ids, seconds) -> list:
-    """CMC at :data:`CMC_RANKS` and mAP (%), then ``seconds``: one split of one method."""
-    curve = M.cmc(D, probe_ids, gallery_ids, max_rank=20)
-    return ([100 * curve[r - 1] for r in CMC_RANKS]
-            + [100 * M.mean_average_precision(D, probe_ids, gallery_ids), seconds])
+    """CMC at :data:`CMC_RANKS` and mAP (%), then ``seconds``: one split of one method
+    (measured by :func:`crossmetric.protocols.measure_identification`)."""
+    from crossmetric.protocols.evaluate import measure_identification
+
+    rep, _ = measure_identification(None, None, None, probe_ids, gallery_ids, ranks=CMC_RANKS,
+                                    distance=D, blockwise=False)
+    return [100 * rep[f"rank{r}"] for r in CMC_RANKS] + [100 * rep["map"], seconds]
 
 
 def reproduce_pku_sketch(data_home, *, n_splits: int = 10, seed: int = 0, verbose=True,
@@ -193,10 +198,10 @@ def reproduce_pku_sketch(data_home, *, n_splits: int = 10, seed: int = 0, verbos
     of that many sketches (top 10 photos) for every method, written by
     :func:`run_reproduction` as ``ranks.html`` and ``ranks_<method>.png``.
     """
-    from sklearn.decomposition import PCA
     from sklearn.metrics.pairwise import euclidean_distances
 
     from crossmetric.pairs import make_pairs
+    from crossmetric.protocols.views import fit_view_pca
 
     if methods is not None:
         methods = [methods] if isinstance(methods, str) else list(methods)
@@ -241,8 +246,8 @@ def reproduce_pku_sketch(data_home, *, n_splits: int = 10, seed: int = 0, verbos
         te_sk, te_ph = sk[np.isin(ids[sk], test)], ph[np.isin(ids[ph], test)]
         pairs, y = make_pairs(ids[tr_sk], ids[tr_ph], n_negatives=1, random_state=pairs_seed)
         # one PCA for both modalities, on the training images: a shared space
-        pca = PCA(n_components, random_state=0).fit(H[np.r_[tr_sk, tr_ph]])
-        Z = pca.transform(H)
+        # (the view step's PCA with scikit-learn's default solver, randomized at this size)
+        Z = fit_view_pca(H[np.r_[tr_sk, tr_ph]], n_components, svd_solver="auto").transform(H)
         for name, est in registry.items():
             if isinstance(est, str):
                 notes[name] = est

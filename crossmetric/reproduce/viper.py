@@ -11,6 +11,7 @@ import numpy as np
 from sklearn.base import clone
 from sklearn.utils import check_random_state
 
+from crossmetric.protocols.views import PCAThen
 from crossmetric.reid import CMC_RANKS, evaluate_reid, reid_splits
 from crossmetric.reproduce.published import PUBLISHED
 from crossmetric.reproduce.results import ReproductionResult, _progress
@@ -207,45 +208,9 @@ def _itml_for_viper(cls):
     return _PCAThen(cls(), n_components=64)
 
 
-class _PCAThen:
-    """Fit a PCA on the images of the training pairs, then the learner on the reduced data.
-
-    Duck-types the parts of the pair API that :func:`evaluate_reid` uses.
-    """
-
-    def __init__(self, learner, n_components: int = 64, preprocessor=None, random_state=None):
-        self.learner = learner
-        self.n_components = n_components
-        self.preprocessor = preprocessor
-        self.random_state = random_state
-
-    def get_params(self, deep=False):
-        return {"learner": self.learner, "n_components": self.n_components,
-                "preprocessor": self.preprocessor, "random_state": self.random_state}
-
-    def set_params(self, **params):
-        for k, v in params.items():
-            setattr(self, k, v)
-        return self
-
-    def fit(self, pairs, y):
-        from sklearn.decomposition import PCA
-
-        X = np.asarray(self.preprocessor)
-        rows = np.unique(pairs)
-        k = min(self.n_components, rows.size - 1, X.shape[1])
-        self.pca_ = PCA(k, random_state=0).fit(X[rows])
-        Z = self.pca_.transform(X)
-        self.model_ = clone(self.learner)
-        params = self.model_.get_params()
-        if "random_state" in params:
-            self.model_.set_params(random_state=self.random_state)
-        self.model_.set_params(preprocessor=Z)
-        self.model_.fit(pairs, y)
-        return self
-
-    def cross_distance(self, A, B):
-        return self.model_.cross_distance(self.pca_.transform(A), self.pca_.transform(B))
+#: the view step's "PCA, then a learner" (:class:`crossmetric.protocols.PCAThen`, scikit-learn's
+#: default PCA solver as before), under its former name
+_PCAThen = PCAThen
 
 
 def reproduce_pcca_viper_negatives(data_home, *, n_splits: int = 10, seed: int = 0,

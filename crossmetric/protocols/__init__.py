@@ -1,0 +1,108 @@
+"""Evaluation protocols of the papers and a runner that turns them into a results table.
+
+* **Verification** (LFW / CMML / CML-AUC): k folds; a model is trained on the pairs of k − 1
+  folds and scored on the pairs of the held-out fold; measures are reported as mean ± standard
+  deviation (and standard error ``σ/√k``) over the folds. :func:`kfold_pairs` splits a fixed
+  set of pairs (LFW's ``pairs.txt``); :func:`verification_splits` first splits the *samples* of
+  a labelled dataset into folds and then draws pairs inside each part with
+  :func:`crossmetric.pairs.make_pairs`. The headline ``accuracy_at_threshold`` (named
+  ``accuracy`` before; the old name still reads) uses the threshold chosen on the training
+  folds (the learner's ``threshold_``, LFW's rule), never the test distances; VR@FPR is taken
+  over every cross pair of a fold's held-out samples (see :func:`_verification_extras`).
+* **Identification** (VIPeR in PCCA, CUFSF in CML-AUC, GSM): repeated random splits; the test
+  objects' first modality is the probe set, their second modality the gallery
+  (:func:`identification_splits`); measures are CMC / rank-r (1, 5, 10, 20) / mAP.
+* :func:`run_protocols` fits named estimators (cloned for every split) under both protocols,
+  in parallel through joblib (and so on a Dask cluster with ``joblib.parallel_config("dask")``),
+  and returns a :class:`BenchmarkResult` -- a tidy table (method × measure, mean ± std).
+
+Every random choice (splits, pairs, the seeds handed to estimators whose ``random_state`` is
+``None``) is drawn in the calling process from ``random_state`` before any work is dispatched,
+so results do not depend on the joblib backend or the number of workers.
+
+The package is laid out by layer: :mod:`~crossmetric.protocols.splits` (the identity-grouped
+splitter), :mod:`~crossmetric.protocols.views` (the PCA / CCA step before a learner),
+:mod:`~crossmetric.protocols.evaluate` (fit on pairs, measure on a probe / gallery or pair set),
+:mod:`~crossmetric.protocols.runner` (:func:`run_protocols`, :func:`run_pair_folds`) and
+:mod:`~crossmetric.protocols.results` (:class:`BenchmarkResult`). Every name of the former
+module ``crossmetric/protocols.py`` is importable from here, private ones included.
+"""
+
+
+from crossmetric.protocols.evaluate import (
+    RANKS,
+    ROC_GRID,  # noqa: F401 - old private path
+    _verification_extras,  # noqa: F401 - old private path
+    fit_on_pairs,
+    measure_identification,
+    measure_verification,
+)
+from crossmetric.protocols.options import RunOptions, TuneOptions
+from crossmetric.protocols.results import (
+    MEASURE_ALIASES,
+    MEASURES,
+    RESULT_FORMAT,  # noqa: F401 - old private path
+    RESULT_VERSION,  # noqa: F401 - old private path
+    TABLE_MEASURES,  # noqa: F401 - old private path
+    BenchmarkResult,
+    _summarise,  # noqa: F401 - old private path
+)
+from crossmetric.protocols.runner import (
+    _execute,  # noqa: F401 - old private path
+    _identity_groups,  # noqa: F401 - old private path
+    _run_safely,  # noqa: F401 - old private path
+    _run_split,  # noqa: F401 - old private path
+    _tune_split,  # noqa: F401 - old private path
+    _with_progress,  # noqa: F401 - old private path
+    run_pair_folds,
+    run_protocols,
+)
+from crossmetric.protocols.splits import (
+    Split,
+    _pairs_among,  # noqa: F401 - old private path
+    _sample_folds,  # noqa: F401 - old private path
+    _single_shot_gallery,  # noqa: F401 - old private path
+    deal_identities,
+    hold_out_identities,
+    identification_splits,
+    inner_pair_splits,  # noqa: F401 - also crossmetric.model_selection.inner_pair_splits
+    kfold_pairs,
+    object_folds,  # noqa: F401 - also crossmetric.model_selection.object_folds
+    reid_splits,  # noqa: F401 - also crossmetric.reid.reid_splits
+    verification_splits,
+)
+from crossmetric.protocols.views import (
+    CCAProjection,
+    PCAThen,
+    _is_cross_modal,  # noqa: F401 - old private path
+    _pca_fit_views,  # noqa: F401 - old private path
+    _pca_views,  # noqa: F401 - old private path
+    _prepare_views,  # noqa: F401 - old private path
+    _uses_images,  # noqa: F401 - old private path
+    fit_view_pca,
+    pca_views,
+)
+
+__all__ = [
+    "Split",
+    "kfold_pairs",
+    "verification_splits",
+    "identification_splits",
+    "CCAProjection",
+    "run_protocols",
+    "run_pair_folds",
+    "BenchmarkResult",
+    "MEASURES",
+    "MEASURE_ALIASES",
+    "RANKS",
+    "RunOptions",
+    "TuneOptions",
+    "fit_on_pairs",
+    "measure_identification",
+    "measure_verification",
+    "PCAThen",
+    "fit_view_pca",
+    "pca_views",
+    "deal_identities",
+    "hold_out_identities",
+]

@@ -1,0 +1,233 @@
+"""The view step before a learner: PCA of each view (or one joint PCA) and the CCA of the
+"-C" variants, fitted on a split's training pairs only."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from crossmetric._checks import as_float_array
+from crossmetric.protocols.splits import Split
+
+__all__ = ["CCAProjection", "PCAThen", "fit_view_pca", "pca_views"]
+
+
+class CCAProjection:
+    """Regularised linear CCA used to bring two views to one common dimension ("-C" variants).
+
+    The CML-AUC paper (§IV-B) runs single-modal learners on CCA-processed features of the two
+    modalities (PCA-C, LMNN-C, LDML-C, ...). The directions come from the library's one closed
+    form, :func:`crossmetric.baselines.cca_directions` (also behind :class:`crossmetric.CCA`);
+    scikit-learn's NIPALS ``CCA`` needs about a minute for 32 components on the 1,800 digits.
+    ``transform`` returns ``((X − x̄) A, (Y − ȳ) B)``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from crossmetric.protocols import CCAProjection
+    >>> rng = np.random.RandomState(0)
+    >>> Z = rng.randn(50, 2)
+    >>> X, Y = Z @ rng.randn(2, 6), Z @ rng.randn(2, 4) + 0.01 * rng.randn(50, 4)
+    >>> proj = CCAProjection(n_components=2).fit(X, Y)
+    >>> bool(proj.correlations_.min() > 0.99)
+    True
+    """
+
+    def __init__(self, n_components: int = 32, reg: float = 1e-3):
+        self.n_components = n_components
+        self.reg = reg
+
+    def fit(self, X: np.ndarray, Y: np.ndarray) -> CCAProjection:
+        """Fit on row-aligned views (row ``r`` of ``X`` and ``Y`` = one matching pair)."""
+        from crossmetric.baselines import cca_directions
+
+        X = as_float_array(X, "X", ndim=2)
+        Y = as_float_array(Y, "Y", ndim=2)
+        n = X.shape[0]
+        if Y.shape[0] != n or n < 2:
+            raise ValueError(f"CCA needs >= 2 row-aligned pairs, got {n} and {Y.shape[0]} rows.")
+        k = min(int(self.n_components), X.shape[1], Y.shape[1], n - 1)
+        self.mean_x_, self.mean_y_ = X.mean(0), Y.mean(0)
+        self.x_weights_, self.y_weights_, self.correlations_ = cca_directions(
+            X - self.mean_x_, Y - self.mean_y_, k, self.reg)
+        return self
+
+    def transform(self, X: np.ndarray, Y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return (X - self.mean_x_) @ self.x_weights_, (Y - self.mean_y_) @ self.y_weights_
+
+
+def _pca_views(X: np.ndarray, Y: np.ndarray, split: Split, k: int):
+    """Each view reduced by PCA to ``k`` dims, fitted on the rows the training pairs use."""
+    return _pca_fit_views(X, Y, split.train_pairs, k)
+
+
+def fit_view_pca(V: np.ndarray, n_components: int, *, svd_solver: str | None = None,
+                 random_state=0):
+    """The one PCA of the view step: fitted on the rows ``V`` (a view's training rows).
+
+    Parameters
+    ----------
+    V : ndarray (n_rows, n_features)
+    n_components : int
+    svd_solver : str, optional
+        ``None``: the library's exact PCA (:func:`crossmetric.baselines.fit_pca`: the thin SVD
+        in the span of the rows when they are fewer than the features); a scikit-learn
+        ``svd_solver`` (``"auto"``, ``"randomized"``, ``"full"``, ...): scikit-learn's PCA
+        with that solver (``"auto"`` is its default, randomized for wide data).
+    random_state : int, default=0
+
+    Returns
+    -------
+    sklearn.decomposition.PCA
+        Fitted.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from crossmetric.protocols.views import fit_view_pca
+    >>> V = np.random.RandomState(0).randn(20, 6)
+    >>> fit_view_pca(V, 3).transform(V).shape, fit_view_pca(V, 3, svd_solver="auto").n_components_
+    ((20, 3), 3)
+    """
+    if svd_solver is None:
+        from crossmetric.baselines import fit_pca
+
+        return fit_pca(V, n_components, random_state=random_state)
+    from sklearn.decomposition import PCA
+
+    return PCA(n_components, svd_solver=svd_solver, random_state=random_state).fit(V)
+
+
+def pca_views(X: np.ndarray, Y: np.ndarray, rows_x: np.ndarray, rows_y: np.ndarray, k: int,
+              *, joint: bool = False, svd_solver: str | None = None):
+    """Each view reduced to ``k`` dims by a PCA fitted on its training rows (``rows_x`` of
+    ``X``, ``rows_y`` of ``Y``); ``joint``: one PCA fitted on both views' training rows
+    (views in one feature space, e.g. one descriptor of a sketch and of a photo), so that
+    coordinates stay comparable. ``k`` is capped by the features and the rows; ``svd_solver``
+    as in :func:`fit_view_pca`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from crossmetric.protocols.views import pca_views
+    >>> rng = np.random.RandomState(0)
+    >>> X, Y = rng.randn(30, 8), rng.randn(30, 5)
+    >>> [V.shape for V in pca_views(X, Y, np.arange(20), np.arange(20), 4)]
+    [(30, 4), (30, 4)]
+    """
+    if joint:
+        kk = min(int(k), X.shape[1], rows_x.size + rows_y.size)
+        pca = fit_view_pca(np.vstack([X[rows_x], Y[rows_y]]), kk, svd_solver=svd_solver)
+        return pca.transform(X), pca.transform(Y)
+    out = []
+    for V, rows in ((X, rows_x), (Y, rows_y)):
+        kk = min(int(k), V.shape[1], rows.size)
+        out.append(fit_view_pca(V[rows], kk, svd_solver=svd_solver).transform(V))
+    return out[0], out[1]
+
+
+def _pca_fit_views(X: np.ndarray, Y: np.ndarray, train_pairs: np.ndarray, k: int,
+                   joint: bool = False, svd_solver: str | None = None):
+    """:func:`pca_views` fitted on the rows that the training pairs use -- exact, in the span
+    of the rows when they are fewer than the features (:func:`crossmetric.baselines.fit_pca`)
+    unless ``svd_solver`` names another."""
+    rx, ry = np.unique(train_pairs[:, 0]), np.unique(train_pairs[:, 1])
+    return pca_views(X, Y, rx, ry, k, joint=joint, svd_solver=svd_solver)
+
+
+def _is_cross_modal(est) -> bool:
+    return bool(getattr(est, "_cross_modal", True))
+
+
+def _uses_images(est) -> bool:
+    return int(getattr(est, "_sample_ndim", 1)) > 1
+
+
+def _prepare_views(X: np.ndarray, Y: np.ndarray, train_pairs: np.ndarray,
+                   train_y: np.ndarray, est, options):
+    """The per-split preprocessing (PCA, then CCA for single-modal learners), fitted on the
+    training pairs only. ``options``: a :class:`~crossmetric.protocols.options.RunOptions`
+    (or a mapping of its fields)."""
+    from crossmetric.protocols.options import RunOptions
+
+    opts = RunOptions.of(options)
+    Xs, Ys = X, Y
+    if opts.pca:
+        Xs, Ys = _pca_fit_views(X, Y, train_pairs, opts.pca, joint=opts.pca_joint)
+    if opts.cca and not _is_cross_modal(est):
+        pos = train_pairs[train_y == 1]
+        proj = CCAProjection(opts.cca_components).fit(Xs[pos[:, 0]], Ys[pos[:, 1]])
+        Xs, Ys = proj.transform(Xs, Ys)
+    return Xs, Ys
+
+
+class PCAThen:
+    """A pair learner on PCA-reduced samples: the PCA (:func:`fit_view_pca`) is fitted on the
+    samples of the training pairs, then ``learner`` on the reduced data.
+
+    For single-modal learners that need a dimensionality reduction first (ITML learns a full
+    d × d matrix). Duck-types the parts of the pair API that
+    :func:`crossmetric.protocols.fit_on_pairs` and
+    :func:`crossmetric.protocols.measure_identification` use (``fit``, ``cross_distance``).
+
+    Parameters
+    ----------
+    learner : single-modal pair learner
+    n_components : int, default=64
+        Capped by the features and by the training samples minus one.
+    preprocessor : ndarray, optional
+        The samples that pairs index.
+    random_state : int, optional
+        Handed to ``learner`` when it has one.
+    svd_solver : str, default="auto"
+        As in :func:`fit_view_pca` (``"auto"``: scikit-learn's default PCA).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from crossmetric import Euclidean, make_pairs
+    >>> from crossmetric.protocols.views import PCAThen
+    >>> rng = np.random.RandomState(0)
+    >>> labels = np.repeat(np.arange(5), 4)
+    >>> X = rng.randn(20, 10)
+    >>> pairs, y = make_pairs(labels, random_state=0)
+    >>> m = PCAThen(Euclidean(), n_components=3, preprocessor=X).fit(pairs, y)
+    >>> m.cross_distance(X[:2], X[:4]).shape
+    (2, 4)
+    """
+
+    def __init__(self, learner, n_components: int = 64, preprocessor=None, random_state=None,
+                 svd_solver: str | None = "auto"):
+        self.learner = learner
+        self.n_components = n_components
+        self.preprocessor = preprocessor
+        self.random_state = random_state
+        self.svd_solver = svd_solver
+
+    def get_params(self, deep=False):
+        return {"learner": self.learner, "n_components": self.n_components,
+                "preprocessor": self.preprocessor, "random_state": self.random_state,
+                "svd_solver": self.svd_solver}
+
+    def set_params(self, **params):
+        for k, v in params.items():
+            setattr(self, k, v)
+        return self
+
+    def fit(self, pairs, y):
+        from sklearn.base import clone
+
+        X = np.asarray(self.preprocessor)
+        rows = np.unique(pairs)
+        k = min(self.n_components, rows.size - 1, X.shape[1])
+        self.pca_ = fit_view_pca(X[rows], k, svd_solver=self.svd_solver)
+        Z = self.pca_.transform(X)
+        self.model_ = clone(self.learner)
+        params = self.model_.get_params()
+        if "random_state" in params:
+            self.model_.set_params(random_state=self.random_state)
+        self.model_.set_params(preprocessor=Z)
+        self.model_.fit(pairs, y)
+        return self
+
+    def cross_distance(self, A, B):
+        return self.model_.cross_distance(self.pca_.transform(A), self.pca_.transform(B))
