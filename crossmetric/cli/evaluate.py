@@ -8,7 +8,6 @@ import sys
 
 import numpy as np
 
-from crossmetric._faiss_tools import uses_l2_score
 from crossmetric.cli._common import (
     CLIError,
     _check_output_file,
@@ -71,56 +70,14 @@ def _validate_evaluate(args) -> tuple[bool, bool]:
 def _identification(est, X: np.ndarray, G: np.ndarray, pl, gl, ranks, scores_path, *,
                     same_set: bool = False, re_rank: bool = False,
                     query_expansion: int | None = None):
-    """CMC / rank-r / mAP of probes X against gallery G; blockwise when the model embeds
-    in a squared-Euclidean space, else through the (chunked) cross_distance matrix.
+    """The library's one identification measure
+    (:func:`crossmetric.protocols.measure_identification`): the report and the distance matrix
+    (None on the blockwise path)."""
+    from crossmetric.protocols import measure_identification
 
-    ``same_set``: the gallery is the probe set (row i = item i) and each probe's own item is
-    left out of its ranking. ``re_rank`` / ``query_expansion``: the distances are refined
-    first (:func:`crossmetric.reid.refine_distances`). Returns the report and the distance
-    matrix (None on the blockwise path)."""
-    from crossmetric import metrics as M
-
-    max_rank = max(20, max(ranks))
-    refine = re_rank or query_expansion is not None
-    l2 = uses_l2_score(est) and scores_path is None and not refine
-    D = None
-    if l2:
-        rep = M.identification_report(est.transform_x(X), est.transform_y(G), pl, gl,
-                                      max_rank=max_rank, ranks=ranks, same_set=same_set)
-    else:
-        if refine:
-            from crossmetric.reid import refine_distances
-
-            D = refine_distances(est, X, G, re_rank=re_rank, query_expansion=query_expansion)
-        else:
-            D = est.cross_distance(X, G)
-        if same_set:  # the probe's own item is left out (the metrics' same_set)
-            curve = np.array([M.one_call_at_n(D, pl, gl, r, same_set=True)
-                              for r in range(1, max_rank + 1)])
-        else:
-            curve = M.cmc(D, pl, gl, max_rank=max_rank)
-        rep = {"cmc": curve}
-        for r in ranks:
-            rep[f"rank{r}"] = float(curve[min(r, curve.size) - 1])
-        rep["map"] = M.mean_average_precision(D, pl, gl, same_set=same_set)
-        if not same_set:
-            rep["nn_accuracy"] = M.nearest_neighbor_accuracy(D, pl, gl)
-        if scores_path is not None:
-            if scores_path.lower().endswith(".npy"):
-                with atomic_open(scores_path, "wb") as fh:
-                    np.save(fh, D)
-            else:
-                with atomic_open(scores_path, "w", encoding="utf-8") as fh:
-                    fh.write("probe,gallery,same,distance\n")
-                    for i in range(D.shape[0]):
-                        same = (gl == pl[i]).astype(int)
-                        fh.writelines(f"{i},{j},{same[j]},{D[i, j]:.8g}\n"
-                                      for j in range(D.shape[1]))
-    rep["cmc"] = np.asarray(rep["cmc"]).tolist()
-    rep["n_probes"], rep["n_gallery"] = int(X.shape[0]), int(G.shape[0])
-    rep["same_set"], rep["re_rank"] = bool(same_set), bool(re_rank)
-    rep["query_expansion"] = query_expansion
-    return rep, D
+    return measure_identification(est, X, G, pl, gl, ranks=ranks, same_set=same_set,
+                                  re_rank=re_rank, query_expansion=query_expansion,
+                                  scores_path=scores_path)
 
 
 def _load_pictures(path: str, what: str) -> np.ndarray:
@@ -197,12 +154,12 @@ def _identification_sets(args, X: np.ndarray, Y: np.ndarray | None):
 
 
 def _verification(args, est, pairs: np.ndarray, y: np.ndarray) -> dict:
-    """The verification measures of the pairs (and --scores, written atomically)."""
-    from crossmetric import metrics as M
+    """The verification measures of the pairs
+    (:func:`crossmetric.protocols.measure_verification`) and --scores, written atomically."""
+    from crossmetric.protocols import measure_verification
 
-    d = est.pair_distance(pairs)
-    rep = M.verification_report(y, -d, fpr=args.fpr)
-    rep["accuracy_at_threshold"] = float(np.mean(np.where(d <= est.threshold_, 1, -1) == y))
+    d = np.asarray(est.pair_distance(pairs))
+    rep = measure_verification(est, pairs, y, fpr=args.fpr, distance=d)
     rep["n_pairs"] = int(y.size)
     if args.scores:
         with atomic_open(args.scores, "w", encoding="utf-8") as fh:
