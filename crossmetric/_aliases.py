@@ -55,6 +55,9 @@ MOVED_MODULES = {
     "crossmetric._dense_sift": "crossmetric.features._dense_sift",
     "crossmetric._local_patterns": "crossmetric.features._local_patterns",
     "crossmetric._patch_color_sift": "crossmetric.features._patch_color_sift",
+    # _solvers/: the solver layer
+    "crossmetric._stochastic": "crossmetric._solvers.stochastic",
+    "crossmetric._early_stopping": "crossmetric._solvers.early_stopping",
 }
 
 
