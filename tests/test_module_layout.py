@@ -117,8 +117,6 @@ DATASETS_NAMES = [
     "load_digits_views", "load_features", "load_image_folder", "load_image_list", "load_labels",
     "load_mfeat", "load_pairs", "load_pku_sketch", "load_viper", "make_cross_modal",
     "read_lfw_pairs",
-    # added to the package after the split (cli/ moved its image pairing here)
-    "describe_images", "image_views", "pair_domains",
 ]
 
 
