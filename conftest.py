@@ -2,7 +2,8 @@
 
 Modules that need an optional dependency are left out when it is not installed, so that the
 default suite runs on the core install too; ``python -m crossmetric`` (``__main__``) runs the
-command line on import and is never collected, nor are the alias modules of old import paths.
+command line on import and is never collected (old import paths have no files: see
+``crossmetric/_aliases.py``).
 Doctests run single-threaded (BLAS and torch) to stay fast on a shared machine.
 """
 
@@ -12,16 +13,14 @@ import os
 for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
 
-collect_ignore = ["crossmetric/__main__.py",
-                  # old import paths that *are* the moved modules (sys.modules aliases of
-                  # crossmetric._solvers.*): their doctests run under the new path
-                  "crossmetric/_stochastic.py", "crossmetric/_early_stopping.py"]
+collect_ignore = ["crossmetric/__main__.py"]
 _OPTIONAL = {
     "torch": ["crossmetric/deep"],
     "faiss": ["crossmetric/retrieval.py"],
-    "skimage": ["crossmetric/features.py", "crossmetric/_image_folder.py",
-                "crossmetric/_local_patterns.py", "crossmetric/_patch_color_sift.py"],
-    "cv2": ["crossmetric/_dense_sift.py", "crossmetric/_patch_color_sift.py"],
+    "skimage": ["crossmetric/features/__init__.py", "crossmetric/_image_folder.py",
+                "crossmetric/features/_local_patterns.py",
+                "crossmetric/features/_patch_color_sift.py"],
+    "cv2": ["crossmetric/features/_dense_sift.py", "crossmetric/features/_patch_color_sift.py"],
     "PIL": ["crossmetric/_image_folder.py"],
     "dask": [],
     "onnx": ["crossmetric/export.py"],

@@ -3,48 +3,55 @@
 Learners share one pair API (``fit(pairs, y)``, ``pair_distance``, ``cross_distance``,
 ``transform_x`` / ``transform_y``, ``calibrate_threshold``); see the README.
 
-Learner classes are imported on first use (``crossmetric.PCCA`` loads ``crossmetric.pcca``), so
-``import crossmetric`` stays light and never imports PyTorch or faiss.
+Learner classes are imported on first use (``crossmetric.PCCA`` loads
+``crossmetric.learners.pcca``), so ``import crossmetric`` stays light and never imports PyTorch
+or faiss. Module paths from before the ``learners/`` and ``features/`` folders
+(``crossmetric.pcca``, ``crossmetric.baselines._latent``, ...) still import, as the very modules
+of the new paths (see :mod:`crossmetric._aliases`).
 """
 
 from __future__ import annotations
 
 import importlib
 
+from crossmetric import _aliases
+
+_aliases.install()
+
 __version__ = "0.1.0"
 
 #: public name -> module that defines it
 _LAZY = {
-    "PCCA": "crossmetric.pcca",
-    "CMML": "crossmetric.cmml",
-    "CMLAUC": "crossmetric.auc",
-    "MahaAUC": "crossmetric.auc",
-    "LDML": "crossmetric.ldml",
-    "CLML": "crossmetric.clml",
-    "GSM": "crossmetric.gsm",
+    "PCCA": "crossmetric.learners.pcca",
+    "CMML": "crossmetric.learners.cmml",
+    "CMLAUC": "crossmetric.learners.auc",
+    "MahaAUC": "crossmetric.learners.auc",
+    "LDML": "crossmetric.learners.ldml",
+    "CLML": "crossmetric.learners.clml",
+    "GSM": "crossmetric.learners.gsm",
     "DeepGSM": "crossmetric.deep",
-    "CCA": "crossmetric.baselines",
-    "PLS": "crossmetric.baselines",
-    "KCCA": "crossmetric.baselines",
-    "CDFE": "crossmetric.baselines",
-    "KISSME": "crossmetric.baselines",
-    "KPLS": "crossmetric.baselines",
-    "KCDFE": "crossmetric.baselines",
-    "MvDA": "crossmetric.discriminant",
-    "MCCA": "crossmetric.multiview",
-    "CSR": "crossmetric.discriminant",
-    "KCSR": "crossmetric.discriminant",
-    "DMLEig": "crossmetric.dml_eig",
-    "Euclidean": "crossmetric.baselines",
-    "ITML": "crossmetric.itml",
-    "NCA": "crossmetric.neighbours",
-    "LMNN": "crossmetric.neighbours",
-    "MCC": "crossmetric.neighbours",
-    "PRDC": "crossmetric.prdc",
+    "CCA": "crossmetric.learners.baselines",
+    "PLS": "crossmetric.learners.baselines",
+    "KCCA": "crossmetric.learners.baselines",
+    "CDFE": "crossmetric.learners.baselines",
+    "KISSME": "crossmetric.learners.baselines",
+    "KPLS": "crossmetric.learners.baselines",
+    "KCDFE": "crossmetric.learners.baselines",
+    "MvDA": "crossmetric.learners.discriminant",
+    "MCCA": "crossmetric.learners.multiview",
+    "CSR": "crossmetric.learners.discriminant",
+    "KCSR": "crossmetric.learners.discriminant",
+    "DMLEig": "crossmetric.learners.dml_eig",
+    "Euclidean": "crossmetric.learners.baselines",
+    "ITML": "crossmetric.learners.itml",
+    "NCA": "crossmetric.learners.neighbours",
+    "LMNN": "crossmetric.learners.neighbours",
+    "MCC": "crossmetric.learners.neighbours",
+    "PRDC": "crossmetric.learners.prdc",
     "make_pairs": "crossmetric.pairs",
-    "SeedEnsemble": "crossmetric.ensemble",
-    "Supervised": "crossmetric.supervised",
-    "CrossPairs": "crossmetric.supervised",
+    "SeedEnsemble": "crossmetric.learners.ensemble",
+    "Supervised": "crossmetric.learners.supervised",
+    "CrossPairs": "crossmetric.learners.supervised",
 }
 
 __all__ = sorted(_LAZY) + ["__version__"]
@@ -52,6 +59,10 @@ __all__ = sorted(_LAZY) + ["__version__"]
 
 def __getattr__(name: str):
     module = _LAZY.get(name)
+    if module is None and f"{__name__}.{name}" in _aliases.MOVED_MODULES:  # crossmetric.pcca
+        value = importlib.import_module(f"{__name__}.{name}")
+        globals()[name] = value
+        return value
     if module is None:
         raise AttributeError(f"module 'crossmetric' has no attribute {name!r}")
     value = getattr(importlib.import_module(module), name)

@@ -10,20 +10,21 @@ The model format
 A model file is a NumPy ``.npz`` archive (a zip of ``.npy`` arrays) read with
 ``np.load(..., allow_pickle=False)``. Its array ``__header__`` holds UTF-8 JSON::
 
-    {"format": "crossmetric-model", "format_version": 2, "crossmetric_version": "...",
-     "kind": "model", "class": "crossmetric.pcca.PCCA", "params": {...},
+    {"format": "crossmetric-model", "format_version": 3, "crossmetric_version": "...",
+     "kind": "model", "class": "crossmetric.learners.pcca.PCCA", "params": {...},
      "attributes": {"components_": "ndarray", ...}, "meta": {...}, "tree": {...}}
 
 ``tree`` describes the object: JSON scalars as themselves, and tagged objects for the rest
 (``{"$tuple": [...]}``, ``{"$dict": {...}}``, ``{"$array": "a3"}`` naming an array of the
-archive, ``{"$tensor": ...}`` for PyTorch tensors, ``{"$object": "crossmetric.pcca.PCCA",
-"state": {...}}`` for an estimator). An object is rebuilt only when its class is in
-:data:`ALLOWED_CLASSES` -- the crossmetric learners and the few scikit-learn estimators they
-hold (PCA, PLSCanonical, GaussianMixture, ...) -- by ``cls.__new__`` and its ``__setstate__``
-with the decoded state, which is made only of numbers, strings, arrays and other allowed
-objects. Nothing in the file names a function to call, so nothing from it runs: a class or tag
-outside the list, an array of Python objects (refused by ``allow_pickle=False``) or a file that
-is not such an archive is refused with a one-line ``ValueError`` naming the file.
+archive, ``{"$tensor": ...}`` for PyTorch tensors, ``{"$object":
+"crossmetric.learners.pcca.PCCA", "state": {...}}`` for an estimator). An object is rebuilt
+only when its class is in :data:`ALLOWED_CLASSES` -- the crossmetric learners and the few
+scikit-learn estimators they hold (PCA, PLSCanonical, GaussianMixture, ...) -- by
+``cls.__new__`` and its ``__setstate__`` with the decoded state, which is made only of
+numbers, strings, arrays and other allowed objects. Nothing in the file names a function to
+call, so nothing from it runs: a class or tag outside the list, an array of Python objects
+(refused by ``allow_pickle=False``) or a file that is not such an archive is refused with a
+one-line ``ValueError`` naming the file.
 
 Why not pickle / joblib: unpickling calls whatever the file names (``os.system`` included).
 Why not skops.io: it is not a dependency of crossmetric, its trusted-type lists would have to
@@ -32,9 +33,20 @@ suite checks against every learner is easier to audit than a general one. DeepGS
 stored as their state dict (tensors as arrays); the network is rebuilt from the estimator's
 parameters, as ``DeepGSM.__setstate__`` does for pickles.
 
+Class paths and versions: a file names each class by the path it is defined under, with its
+private parts dropped (``crossmetric.learners.baselines._latent.CCA`` is written as
+``crossmetric.learners.baselines.CCA``). Format 3 differs from format 2 only in these paths:
+format 2 files, written before the learners moved into ``crossmetric/learners/``, name the old
+paths (``crossmetric.pcca.PCCA``, ``crossmetric.baselines.CCA``); they are still read, each old
+path translated to the new one by :func:`crossmetric._aliases.current_path` before it is checked
+against :data:`ALLOWED_CLASSES`. The version was raised so that a crossmetric from before the
+move, given a new file, says "upgrade crossmetric" rather than refusing an unknown class.
+
 Pickle and joblib files written by crossmetric before this format are refused, with a message
 that says how to convert a file you trust: ``load_model(path, allow_pickle=True)`` (UNSAFE: it
-runs the file's code) or ``python -m crossmetric.persistence OLD NEW --trust-pickle``.
+runs the file's code) or ``python -m crossmetric.persistence OLD NEW --trust-pickle``. Such
+pickles name the module paths from before ``crossmetric/learners/`` (``crossmetric.pcca``,
+``crossmetric.baselines._latent``); these still import (:mod:`crossmetric._aliases`).
 
 Atomic writes
 -------------
@@ -55,7 +67,7 @@ import zipfile
 import numpy as np
 
 from crossmetric import _atomic_io
-from crossmetric._aliases import forward_assignments
+from crossmetric._aliases import current_path, forward_assignments
 from crossmetric._atomic_io import (  # noqa: F401  (_umask, _locked, _remove: former home)
     _locked,
     _remove,
@@ -72,26 +84,33 @@ __all__ = ["FORMAT", "FORMAT_VERSION", "ALLOWED_CLASSES", "save_model", "load_mo
            "write_error", "json_ready"]
 
 FORMAT = "crossmetric-model"
-#: version 1 was the joblib pickle of crossmetric <= 0.x; 2 is the ``.npz`` + JSON format
-FORMAT_VERSION = 2
+#: version 1 was the joblib pickle of crossmetric <= 0.x; 2 is the ``.npz`` + JSON format; 3 is
+#: format 2 naming the learners by their paths under ``crossmetric.learners`` (2 is still read)
+FORMAT_VERSION = 3
+_OLDEST_READ = 2
 
 #: every class a model or index file may rebuild ("module.QualName"); nothing else is imported
 ALLOWED_CLASSES = frozenset({
-    # learners and their nested crossmetric parts
-    "crossmetric.pcca.PCCA", "crossmetric.cmml.CMML", "crossmetric.auc.CMLAUC",
-    "crossmetric.auc.MahaAUC", "crossmetric.ldml.LDML", "crossmetric.clml.CLML",
-    "crossmetric.clml.CLMLCV", "crossmetric.gsm.GSM", "crossmetric.deep.model.DeepGSM",
-    "crossmetric.baselines.CCA", "crossmetric.baselines.PLS", "crossmetric.baselines.KCCA",
-    "crossmetric.baselines.CDFE", "crossmetric.baselines.KISSME", "crossmetric.baselines.KPLS",
-    "crossmetric.baselines.KCDFE", "crossmetric.baselines.Euclidean",
-    "crossmetric.discriminant.MvDA", "crossmetric.discriminant.CSR",
-    "crossmetric.discriminant.KCSR", "crossmetric.dml_eig.DMLEig", "crossmetric.itml.ITML",
-    "crossmetric.neighbours.NCA", "crossmetric.neighbours.LMNN", "crossmetric.neighbours.MCC",
-    "crossmetric.prdc.PRDC", "crossmetric.ensemble.SeedEnsemble",
-    "crossmetric.supervised.Supervised", "crossmetric.kernels.KernelMap",
-    "crossmetric.kernels.HellingerMap", "crossmetric.kernels.KernelCoordinates",
-    "crossmetric.kernels.NystroemMap", "crossmetric.retrieval.Index",
-    "crossmetric.multiview.MCCA",
+    # learners and their nested crossmetric parts (files of format 2 name the paths from before
+    # crossmetric/learners/, such as crossmetric.pcca.PCCA: they are read through current_path)
+    "crossmetric.learners.pcca.PCCA", "crossmetric.learners.cmml.CMML",
+    "crossmetric.learners.auc.CMLAUC", "crossmetric.learners.auc.MahaAUC",
+    "crossmetric.learners.ldml.LDML", "crossmetric.learners.clml.CLML",
+    "crossmetric.learners.clml.CLMLCV", "crossmetric.learners.gsm.GSM",
+    "crossmetric.deep.model.DeepGSM",
+    "crossmetric.learners.baselines.CCA", "crossmetric.learners.baselines.PLS",
+    "crossmetric.learners.baselines.KCCA", "crossmetric.learners.baselines.CDFE",
+    "crossmetric.learners.baselines.KISSME", "crossmetric.learners.baselines.KPLS",
+    "crossmetric.learners.baselines.KCDFE", "crossmetric.learners.baselines.Euclidean",
+    "crossmetric.learners.discriminant.MvDA", "crossmetric.learners.discriminant.CSR",
+    "crossmetric.learners.discriminant.KCSR", "crossmetric.learners.dml_eig.DMLEig",
+    "crossmetric.learners.itml.ITML", "crossmetric.learners.neighbours.NCA",
+    "crossmetric.learners.neighbours.LMNN", "crossmetric.learners.neighbours.MCC",
+    "crossmetric.learners.prdc.PRDC", "crossmetric.learners.ensemble.SeedEnsemble",
+    "crossmetric.learners.supervised.Supervised", "crossmetric.learners.multiview.MCCA",
+    "crossmetric.kernels.KernelMap", "crossmetric.kernels.HellingerMap",
+    "crossmetric.kernels.KernelCoordinates", "crossmetric.kernels.NystroemMap",
+    "crossmetric.retrieval.Index",
     # scikit-learn estimators held by fitted learners, by their public import paths
     "sklearn.decomposition.PCA", "sklearn.preprocessing.StandardScaler",
     "sklearn.cross_decomposition.PLSCanonical", "sklearn.cross_decomposition.CCA",
@@ -250,6 +269,8 @@ class _Decoder:
         return k if not isinstance(k, list) else tuple(k)
 
     def _object(self, qual, state):
+        if isinstance(qual, str):
+            qual = current_path(qual)  # crossmetric.pcca.PCCA -> crossmetric.learners.pcca.PCCA
         if not isinstance(qual, str) or qual not in ALLOWED_CLASSES:
             self._fail(f"class {qual!r} is not one crossmetric loads")
         module, _, name = qual.rpartition(".")
@@ -365,13 +386,15 @@ def _check_header(path: str, header, kind: str) -> None:
     if not isinstance(header, dict) or header.get("format") != FORMAT or "tree" not in header:
         raise ValueError(f"{path}: not a crossmetric {kind} file (no crossmetric header).")
     version = header.get("format_version")
-    if not isinstance(version, int) or version > FORMAT_VERSION or version < 2:
+    if not isinstance(version, int) or version > FORMAT_VERSION \
+            or version < _OLDEST_READ:
         import crossmetric
 
         raise ValueError(
             f"{path}: format version {version!r} (written by crossmetric "
             f"{header.get('crossmetric_version')}) is not one this crossmetric "
-            f"{crossmetric.__version__} reads (version {FORMAT_VERSION}); upgrade crossmetric.")
+            f"{crossmetric.__version__} reads (versions {_OLDEST_READ} to {FORMAT_VERSION}); "
+            "upgrade crossmetric.")
     if header.get("kind") != kind:
         got = header.get("kind")
         raise ValueError(f"{path}: a crossmetric {got} file, expected {_a(kind)} {kind} file.")

@@ -223,7 +223,8 @@ def test_truncated_empty_and_newer_files(data, tmp_path):
     _npz_with_header(tmp_path / "new.model", {**header, "format_version": 99}, **arrays)
     with pytest.raises(ValueError, match=r"new.model: format version 99 \(written by "
                                          r"crossmetric 0\.1\.0\) is not one this crossmetric "
-                                         r"0\.1\.0 reads \(version 2\); upgrade crossmetric\."):
+                                         rf"0\.1\.0 reads \(versions 2 to {FORMAT_VERSION}\); "
+                                         r"upgrade crossmetric\."):
         load_model(tmp_path / "new.model")
 
 
