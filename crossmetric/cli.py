@@ -1348,11 +1348,16 @@ def build_parser() -> argparse.ArgumentParser:
                    help="print the results as JSON (rows of ours / paper / diff) instead of "
                         "the table")
     r.add_argument("--methods", default=None,
-                   help="comma list of the methods to run (pku-sketch only; default all: "
-                        "euclidean,cca,kcca,cmml,cmlauc,gsm,deepgsm)")
+                   help="comma list of the methods to run (pku-sketch: default all of "
+                        "euclidean,cca,kcca,cmml,cmlauc,gsm,deepgsm; gsm-cufs: of "
+                        "euclidean,gsm,deepgsm)")
     r.add_argument("--deepgsm-members", type=int, default=None,
                    help="pku-sketch: DeepGSM seeds averaged (default 2; 1: the single model "
                         "only, half the time)")
+    r.add_argument("--device", default=None,
+                   help="gsm-cufs: where DeepGSM trains (cuda, cpu; default auto)")
+    r.add_argument("--epochs", type=int, default=None,
+                   help="gsm-cufs: DeepGSM's passes over the training persons (default 500)")
     r.add_argument("--show-ranks", type=int, default=None, metavar="N",
                    help="pku-sketch: write the first split's rank lists of N sketches "
                         "(ranks.html, ranks_<method>.png in --out)")
@@ -1441,16 +1446,25 @@ def cmd_reproduce(args) -> int:
         methods = [m.strip().lower() for m in args.methods.split(",") if m.strip()]
         if not methods:
             raise CLIError("--methods must name at least one method")
-        if args.name != "pku-sketch":
-            raise CLIError(f"--methods: the reproduction {args.name!r} runs a fixed set of "
-                           "methods; only pku-sketch takes --methods")
         from crossmetric.reproduce import PKU_METHODS
+        from crossmetric.reproduce.gsm_cufs import GSM_CUFS_METHODS
 
-        unknown = sorted(set(methods) - set(PKU_METHODS))
+        choices = {"pku-sketch": PKU_METHODS, "gsm-cufs": GSM_CUFS_METHODS}
+        if args.name not in choices:
+            raise CLIError(f"--methods: the reproduction {args.name!r} runs a fixed set of "
+                           "methods; only pku-sketch and gsm-cufs take --methods")
+        unknown = sorted(set(methods) - set(choices[args.name]))
         if unknown:
             raise CLIError(f"--methods: unknown {', '.join(unknown)}; expected some of "
-                           f"{', '.join(PKU_METHODS)}")
+                           f"{', '.join(choices[args.name])}")
     extra = {}
+    for opt in ("device", "epochs"):
+        if getattr(args, opt) is not None:
+            if args.name != "gsm-cufs":
+                raise CLIError(f"--{opt}: only gsm-cufs trains DeepGSM with it")
+            extra[opt] = getattr(args, opt)
+    if args.epochs is not None and args.epochs < 1:
+        raise CLIError(f"--epochs must be >= 1, got {args.epochs}")
     if args.deepgsm_members is not None:
         if args.name != "pku-sketch":
             raise CLIError("--deepgsm-members: only pku-sketch trains DeepGSM")
