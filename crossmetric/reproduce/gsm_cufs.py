@@ -87,6 +87,15 @@ def cufs_fixed_split(labels, is_test, *, n_negatives: int = 10, random_state=Non
     (the layout :func:`reproduce_gsm_cufs` stacks): training pairs join a training sketch and
     a training photo (every positive, ``n_negatives`` random negatives each); the test
     sketches are the probes and the test photos the gallery.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from crossmetric.reproduce.gsm_cufs import cufs_fixed_split
+    >>> sp = cufs_fixed_split(np.array(["a", "b", "c", "d"]), [False, False, True, True],
+    ...                       n_negatives=1, random_state=0)
+    >>> sp.probe_rows.tolist(), sp.gallery_rows.tolist(), sorted(sp.train_y.tolist())
+    ([2, 3], [6, 7], [-1, -1, 1, 1])
     """
     from crossmetric.pairs import make_pairs
     from crossmetric.protocols import Split
