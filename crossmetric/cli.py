@@ -1350,7 +1350,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--methods", default=None,
                    help="comma list of the methods to run (pku-sketch: default all of "
                         "euclidean,cca,kcca,cmml,cmlauc,gsm,deepgsm; gsm-cufs: of "
-                        "euclidean,gsm,deepgsm)")
+                        "euclidean,gsm,gsm-euclidean,deepgsm)")
     r.add_argument("--deepgsm-members", type=int, default=None,
                    help="pku-sketch: DeepGSM seeds averaged (default 2; 1: the single model "
                         "only, half the time)")

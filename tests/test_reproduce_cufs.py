@@ -75,15 +75,18 @@ def test_gsm_cufs_selection_and_fit_never_see_a_test_person(monkeypatch):
 
     monkeypatch.setattr(ms, "search_stages", spy_search)
     monkeypatch.setattr(reid, "evaluate_reid", spy_eval)
-    res = reproduce_gsm_cufs("unused", methods=("euclidean", "gsm"), pca_components=20,
+    res = reproduce_gsm_cufs("unused", methods=("euclidean", "gsm", "gsm-euclidean"),
+                             pca_components=20,
                              n_negatives=2, gsm_params={"max_iter": 3}, verbose=False)
-    assert len(searched) == 1 and len(fitted) == 2
-    rows, labels = searched[0]
-    assert rows and not rows & test_persons
-    assert not labels & set(data["labels"][sorted(test_persons)])
+    assert len(searched) == 2 and len(fitted) == 3
+    for rows, labels in searched:
+        assert rows and not rows & test_persons
+        assert not labels & set(data["labels"][sorted(test_persons)])
     assert all(f and not f & test_persons for f in fitted)
     r1 = {r["method"]: r["ours"] for r in res.rows if r["measure"] == "rank-1"}
     assert 0.0 <= r1["GSM (dense SIFT, PCA)"] <= 100.0
+    assert 0.0 <= r1["GSM affine Euclidean case (dense SIFT, PCA)"] <= 100.0
+    assert [t["method"] for t in res.extra["tuned"]] == ["gsm", "gsm-euclidean"]
     assert r1["Euclidean (dense SIFT, PCA)"] > 50.0   # the fake persons are easy
     assert res.extra["tuned"][0]["params"]["n_components"] == 16  # 32, 64 > PCA-20: failed
     assert res.extra["n_train"] == 24 and res.extra["n_test"] == 16
@@ -162,7 +165,7 @@ def test_cli_reproduce_device_and_epochs_only_for_gsm_cufs(capsys):
     assert "only gsm-cufs" in capsys.readouterr().err
     assert main(["reproduce", "gsm-cufs", "--epochs", "0"]) == 2
     assert main(["reproduce", "gsm-cufs", "--methods", "gsm,nope"]) == 2
-    assert "expected some of euclidean, gsm, deepgsm" in capsys.readouterr().err
+    assert "expected some of euclidean, gsm, gsm-euclidean, deepgsm" in capsys.readouterr().err
 
 
 @pytest.mark.slow

@@ -22,6 +22,9 @@ from the paper and what stands in:
   registry's paper grid (``MethodSpec.paper_grid``: GSM's dimension, then μ) chosen by
   3-fold inner cross-validation on the training persons (rank-1 of the held-out training
   persons; the PCA refitted on each inner training side) -- never on a test person.
+* **GSM's affine Euclidean special case** (``structure="euclidean"``, the paper's Baseline-1,
+  §5.5 (ii)), trained and selected the same way: the paper's claim that the generalized form
+  beats its special cases, checked here.
 * **Euclidean**: the squared distance of the same PCA features (the floor).
 
 Every fit and measurement is :func:`crossmetric.reid.evaluate_reid` on one
@@ -44,7 +47,7 @@ __all__ = ["GSM_CUFS_METHODS", "GSM_CUFS_DEEPGSM", "cufs_fixed_split", "gsm_cufs
            "reproduce_gsm_cufs"]
 
 #: methods of ``gsm-cufs`` (``methods=`` picks some)
-GSM_CUFS_METHODS = ("euclidean", "gsm", "deepgsm")
+GSM_CUFS_METHODS = ("euclidean", "gsm", "gsm-euclidean", "deepgsm")
 
 #: DeepGSM's recipe for ``gsm-cufs`` (GSM §5.3 where the paper says, our choice otherwise):
 #: 30 persons a round, one sketch (x) and one photo (y) each (the paper: 30 individuals per
@@ -61,6 +64,7 @@ GSM_CUFS_DEEPGSM: dict = {
 }
 
 _DISPLAY = {"euclidean": "Euclidean (dense SIFT, PCA)", "gsm": "GSM (dense SIFT, PCA)",
+            "gsm-euclidean": "GSM affine Euclidean case (dense SIFT, PCA)",
             "deepgsm": "DeepGSM (images)"}
 
 
@@ -215,8 +219,10 @@ def reproduce_gsm_cufs(data_home, *, n_splits: int = 1, seed: int = 0, verbose: 
         for name in names:
             if name == "euclidean":
                 est, V = None, Z
-            elif name == "gsm":
-                est = make_estimator("gsm", random_state=split.seed, **(gsm_params or {}))
+            elif name in ("gsm", "gsm-euclidean"):
+                structure = "euclidean" if name == "gsm-euclidean" else "generalized"
+                est = make_estimator("gsm", random_state=split.seed, structure=structure,
+                                     **(gsm_params or {}))
                 V = Z
                 grid = METHODS["gsm"].search_grid("paper")
                 if tune and grid:
@@ -226,7 +232,7 @@ def reproduce_gsm_cufs(data_home, *, n_splits: int = 1, seed: int = 0, verbose: 
                                           max_positives=None, scoring="rank1",
                                           prepare=prepare, random_state=split.seed)
                     est.set_params(**found.best_params)
-                    tuned.append({"split": k, "params": found.best_params,
+                    tuned.append({"method": name, "split": k, "params": found.best_params,
                                   "cv_rank1": found.best_score})
             else:
                 est = gsm_cufs_deepgsm(epochs=epochs, n_train=n_train, device=device,
@@ -241,8 +247,9 @@ def reproduce_gsm_cufs(data_home, *, n_splits: int = 1, seed: int = 0, verbose: 
                 warned.setdefault(name, set()).add(w)
     if deepgsm_params and "deepgsm" in names:
         notes["deepgsm"] = f"GSM_CUFS_DEEPGSM overridden: {deepgsm_params}"
-    if gsm_params and "gsm" in names:
-        notes["gsm"] = f"registry settings overridden: {gsm_params}"
+    for name in ("gsm", "gsm-euclidean"):
+        if gsm_params and name in names:
+            notes[name] = f"registry settings overridden: {gsm_params}"
     for name, ws in warned.items():
         notes[name] = "; ".join(filter(None, [notes.get(name), "warned: " + ", ".join(
             sorted(ws))]))
