@@ -160,6 +160,23 @@ def test_cmml_cufs_tuning_is_the_iteration_stage(monkeypatch):
         ITERATION_STAGE["max_iter"]
 
 
+def test_in_span_coordinates_change_no_distance_and_no_later_pca():
+    from crossmetric.baselines import fit_pca
+
+    rng = np.random.RandomState(1)
+    X, Y = rng.normal(size=(12, 300)), rng.normal(size=(12, 300))
+    Xq, Yq = CM.in_span_coordinates(X, Y)
+    assert Xq.shape == (12, 24)
+    d = ((X[:, None] - Y[None]) ** 2).sum(-1)
+    assert np.allclose(d, ((Xq[:, None] - Yq[None]) ** 2).sum(-1))
+    rows = [0, 3, 5, 7]                       # a PCA fitted on a subset, as each split does
+    a = fit_pca(np.vstack([X[rows], Y[rows]]), 5).transform(X)
+    b = fit_pca(np.vstack([Xq[rows], Yq[rows]]), 5).transform(Xq)
+    assert np.allclose(np.abs(a), np.abs(b))  # the same coordinates up to sign
+    few = rng.normal(size=(3, 2))
+    assert CM.in_span_coordinates(few, few)[0] is few   # nothing to gain: unchanged
+
+
 def test_cli_reproduce_device_and_epochs_only_for_gsm_cufs(capsys):
     assert main(["reproduce", "pcca-viper", "--device", "cpu"]) == 2
     assert "only gsm-cufs" in capsys.readouterr().err

@@ -24,6 +24,9 @@ and CDFE; Fig. 7 for CMML with n⁻ = 1 … k negatives per positive. What stand
   :data:`crossmetric.registry.ITERATION_STAGE`: the unregularised logistic objective
   overfits 180 persons at its plateau), and the regulariser of CCA and CDFE, which CMML §4
   cross-validates ("For CCA and CDFE the regularization parameters are cross-validated").
+* **Speed**: the descriptors are first written in an orthonormal basis of their span
+  (:func:`in_span_coordinates`, a rotation: every distance and every later PCA unchanged),
+  so that the many per-fold PCAs work on 836 columns instead of 13,696.
 * **Splits**: split ``k`` draws the same test persons for every n⁻ (each (n⁻, split) is one
   :func:`crossmetric.protocols.run_protocols` call seeded with split ``k``'s seed), so the
   n⁻ curves compare the same persons; the calls run in parallel (``n_jobs``).
@@ -43,7 +46,7 @@ from crossmetric.reproduce.published import PUBLISHED
 from crossmetric.reproduce.results import ReproductionResult, _progress
 
 __all__ = ["CMML_CUFS_DIMS", "CMML_CUFS_NEGATIVES", "CMML_CUFS_METHODS", "reproduce_cmml_cufs",
-           "cmml_cufs_figures"]
+           "cmml_cufs_figures", "in_span_coordinates"]
 
 #: latent dimensions of the sweep (Figs. 6-7's x axis)
 CMML_CUFS_DIMS = (10, 20, 30, 50, 70, 100, 150)
@@ -127,7 +130,8 @@ def reproduce_cmml_cufs(data_home, *, n_splits: int = 10, seed: int = 0,
                                   replace=False))
         data = {k: v[keep] for k, v in data.items()}
         n_test = int(round(keep.size * N_TEST / (N_TEST + 180)))
-    data = {"X": data["X"], "Y": data["Y"], "labels": data["labels"]}
+    X, Y = in_span_coordinates(data["X"], data["Y"])
+    data = {"X": X, "Y": Y, "labels": data["labels"]}
     seeds = [int(s) for s in rng.randint(2**31 - 1, size=n_splits)]
     selection = {"cmml": (ITERATION_STAGE,), **_SELECTION}
 
@@ -192,6 +196,32 @@ def reproduce_cmml_cufs(data_home, *, n_splits: int = 10, seed: int = 0,
     for c in out.extra["claims"]:
         _progress(verbose, f"cmml-cufs: {c['claim']}: {c['ours']}")
     return out
+
+
+def in_span_coordinates(X: np.ndarray, Y: np.ndarray):
+    """``X`` and ``Y`` in an orthonormal basis of the span of all their rows.
+
+    A rotation (``Q`` with orthonormal columns, ``V ↦ V Q``): every distance, inner product and
+    every PCA fitted later on any subset of the rows -- the per-split PCA of the training
+    images -- gives the same coordinates up to sign, while each PCA costs O(n²·n) instead of
+    O(n²·d) (836 rows against 13,696 dense SIFT features: 1 s instead of 9 s per PCA, and
+    the sweep fits one per candidate and inner fold). No label and no choice is involved.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from crossmetric.reproduce.cmml_cufs import in_span_coordinates
+    >>> rng = np.random.RandomState(0)
+    >>> X, Y = rng.normal(size=(4, 50)), rng.normal(size=(4, 50))
+    >>> Xq, Yq = in_span_coordinates(X, Y)
+    >>> Xq.shape, bool(np.allclose(Xq @ Yq.T, X @ Y.T))
+    ((4, 8), True)
+    """
+    V = np.vstack([X, Y])
+    if V.shape[0] >= V.shape[1]:
+        return X, Y
+    Q, _ = np.linalg.qr(V.T)
+    return X @ Q, Y @ Q
 
 
 def _claims(curves: dict) -> list[dict]:
