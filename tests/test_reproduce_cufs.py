@@ -209,3 +209,17 @@ def test_cmml_cufs_tiny_run_on_the_real_data(tmp_path):
     for name in ("fig6_rank1.png", "fig6_eer.png", "fig7_rank1.png", "fig7_eer.png",
                  "results.json"):
         assert (tmp_path / name).is_file()
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not (DATA / "cufs").is_dir(), reason="CUFS absent")
+def test_gsm_cufs_deepgsm_alone_needs_no_descriptor(monkeypatch):
+    def no_sift(home):
+        raise AssertionError("DeepGSM alone must not compute the dense SIFT")
+
+    monkeypatch.setattr(C, "cufs_features", no_sift)
+    res = reproduce_gsm_cufs(DATA, methods=("deepgsm",), n_persons=(20, 8), device="cpu",
+                             epochs=1, image_size=(20, 25), deepgsm_params={"hidden_units": 4},
+                             verbose=False)
+    assert res.extra["n_train"] == 20 and res.extra["n_test"] == 8
+    assert 0.0 <= res.rows[0]["ours"] <= 100.0

@@ -186,8 +186,11 @@ def reproduce_gsm_cufs(data_home, *, n_splits: int = 1, seed: int = 0, verbose: 
     n_splits = check_positive_int(n_splits, "n_splits")
     pca_components = check_positive_int(pca_components, "pca_components")
     rng = check_random_state(seed)
-    _progress(verbose, "gsm-cufs: dense SIFT of the CUFS faces")
-    data = cufs_features(data_home)
+    if names == ["deepgsm"]:     # no descriptor needed (and no OpenCV)
+        data = _cufs_persons(data_home)
+    else:
+        _progress(verbose, "gsm-cufs: dense SIFT of the CUFS faces")
+        data = cufs_features(data_home)
     labels, is_test = data["labels"], data["split"] == "test"
     keep = np.ones(labels.size, bool)
     if n_persons is not None:
@@ -197,7 +200,7 @@ def reproduce_gsm_cufs(data_home, *, n_splits: int = 1, seed: int = 0, verbose: 
             rows = np.flatnonzero(part)
             keep[rng.choice(rows, min(k, rows.size), replace=False)] = True
     labels, is_test = labels[keep], is_test[keep]
-    Fx, Fy = data["X"][keep], data["Y"][keep]
+    Fx, Fy = (None, None) if data["X"] is None else (data["X"][keep], data["Y"][keep])
     n_train = int((~is_test).sum())
     images = None
     if "deepgsm" in names:
@@ -213,9 +216,9 @@ def reproduce_gsm_cufs(data_home, *, n_splits: int = 1, seed: int = 0, verbose: 
     for k in range(n_splits):
         split = cufs_fixed_split(labels, is_test, n_negatives=n_negatives, random_state=rng)
         tr = np.flatnonzero(~is_test)
-        prepare = _joint_pca(pca_components)
-        Zx, Zy = prepare(Fx, Fy, np.c_[tr, tr], None, None)
-        Z = np.vstack([Zx, Zy])
+        prepare, Z = _joint_pca(pca_components), None
+        if Fx is not None:
+            Z = np.vstack(prepare(Fx, Fy, np.c_[tr, tr], None, None))
         for name in names:
             if name == "euclidean":
                 est, V = None, Z
@@ -271,6 +274,17 @@ def reproduce_gsm_cufs(data_home, *, n_splits: int = 1, seed: int = 0, verbose: 
     res.extra["tuned"] = tuned
     res.extra["load_avg_end"] = round(os.getloadavg()[0], 2)
     return res
+
+
+def _cufs_persons(data_home) -> dict:
+    """The persons of :func:`crossmetric.reproduce.cufs.cufs_features` (same order) and their
+    part of the split, without the descriptor (``X = Y = None``)."""
+    from crossmetric.datasets import load_cufs
+
+    b = load_cufs(data_home, "all", size=(8, 10), color="gray")
+    sketch = np.flatnonzero(b.domains == "sketch")
+    sketch = sketch[np.argsort(b.ids[sketch])]
+    return {"X": None, "Y": None, "labels": b.ids[sketch], "split": b.split[sketch]}
 
 
 def _cufs_images(data_home, labels, size):
