@@ -308,11 +308,16 @@ def _add_reproduce(sub) -> None:
                    help="print the results as JSON (rows of ours / paper / diff) instead of "
                         "the table")
     r.add_argument("--methods", default=None,
-                   help="comma list of the methods to run (pku-sketch only; default all: "
-                        "euclidean,cca,kcca,cmml,cmlauc,gsm,deepgsm)")
+                   help="comma list of the methods to run (pku-sketch: default all of "
+                        "euclidean,cca,kcca,cmml,cmlauc,gsm,deepgsm; gsm-cufs: of "
+                        "euclidean,gsm,gsm-euclidean,deepgsm)")
     r.add_argument("--deepgsm-members", type=int, default=None,
                    help="pku-sketch: DeepGSM seeds averaged (default 2; 1: the single model "
                         "only, half the time)")
+    r.add_argument("--device", default=None,
+                   help="gsm-cufs: where DeepGSM trains (cuda, cpu; default auto)")
+    r.add_argument("--epochs", type=int, default=None,
+                   help="gsm-cufs: DeepGSM's passes over the training persons (default 500)")
     r.add_argument("--show-ranks", type=int, default=None, metavar="N",
                    help="pku-sketch: write the first split's rank lists of N sketches "
                         "(ranks.html, ranks_<method>.png in --out)")

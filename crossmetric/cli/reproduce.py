@@ -21,39 +21,55 @@ def _check_name(args, names) -> None:
         raise CLIError(f"--splits must be >= 1, got {args.splits}")
 
 
+def _method_choices() -> dict:
+    """The reproductions that take ``--methods``, and their method names."""
+    from crossmetric.reproduce import PKU_METHODS
+    from crossmetric.reproduce.gsm_cufs import GSM_CUFS_METHODS
+
+    return {"pku-sketch": PKU_METHODS, "gsm-cufs": GSM_CUFS_METHODS}
+
+
 def _methods(args) -> list[str] | None:
-    """``--methods`` (pku-sketch only)."""
+    """``--methods`` (the reproductions of :func:`_method_choices`)."""
     if args.methods is None:
         return None
     methods = [m.strip().lower() for m in args.methods.split(",") if m.strip()]
     if not methods:
         raise CLIError("--methods must name at least one method")
-    if args.name != "pku-sketch":
+    choices = _method_choices()
+    if args.name not in choices:
         raise CLIError(f"--methods: the reproduction {args.name!r} runs a fixed set of "
-                       "methods; only pku-sketch takes --methods")
-    from crossmetric.reproduce import PKU_METHODS
-
-    unknown = sorted(set(methods) - set(PKU_METHODS))
+                       f"methods; only {' and '.join(choices)} take --methods")
+    unknown = sorted(set(methods) - set(choices[args.name]))
     if unknown:
         raise CLIError(f"--methods: unknown {', '.join(unknown)}; expected some of "
-                       f"{', '.join(PKU_METHODS)}")
+                       f"{', '.join(choices[args.name])}")
     return methods
 
 
-def _pku_options(args) -> dict:
-    """``--deepgsm-members`` and ``--show-ranks`` (pku-sketch only)."""
+#: options only some reproductions take: option -> (reproductions, what it is for them)
+_OPTIONS = {
+    "deepgsm_members": (("pku-sketch",), "trains DeepGSM"),
+    "show_ranks": (("pku-sketch",), "draws rank lists (it keeps the images of its test "
+                                    "persons)"),
+    "device": (("gsm-cufs",), "trains DeepGSM with it"),
+    "epochs": (("gsm-cufs",), "trains DeepGSM with it"),
+}
+
+
+def _options(args) -> dict:
+    """The reproduction-specific options given, checked against :data:`_OPTIONS`."""
     extra = {}
-    if args.deepgsm_members is not None:
-        if args.name != "pku-sketch":
-            raise CLIError("--deepgsm-members: only pku-sketch trains DeepGSM")
-        extra["deepgsm_members"] = args.deepgsm_members
-    if args.show_ranks is not None:
-        if args.name != "pku-sketch":
-            raise CLIError("--show-ranks: only pku-sketch draws rank lists (it keeps the "
-                           "images of its test persons)")
-        if args.show_ranks < 1:
-            raise CLIError(f"--show-ranks must be >= 1, got {args.show_ranks}")
-        extra["show_ranks"] = args.show_ranks
+    for opt, (names, what) in _OPTIONS.items():
+        value = getattr(args, opt, None)
+        if value is None:
+            continue
+        flag = "--" + opt.replace("_", "-")
+        if args.name not in names:
+            raise CLIError(f"{flag}: only {' and '.join(names)} {what}")
+        if isinstance(value, int) and value < 1:
+            raise CLIError(f"{flag} must be >= 1, got {value}")
+        extra[opt] = value
     return extra
 
 
@@ -67,7 +83,7 @@ def cmd_reproduce(args) -> int:
         return 0
     _check_name(args, list_reproductions())
     methods = _methods(args)
-    extra = _pku_options(args)
+    extra = _options(args)
     out = args.out or os.path.join("crossmetric-reproduce", args.name)
     result = run_reproduction(args.name, args.data_home, n_splits=args.splits, out=out,
                               seed=args.seed, verbose=not args.quiet, n_jobs=args.n_jobs,

@@ -13,6 +13,8 @@ name                       experiment
 ``pcca-viper-negatives``   PCCA Fig. 6: CMC@20 as a function of n⁻
 ``pku-sketch``             sketch → photo re-identification on PKU-Sketch (CMC, mAP)
 ``cml-auc-cufs``           CML-AUC Tables I-II protocol on CUFS (:mod:`.cufs`)
+``gsm-cufs``               GSM Table II protocol on CUFS's fixed split (:mod:`.gsm_cufs`)
+``cmml-cufs``              CMML Figs. 6-7 on CUFS: rank-1, 1−EER vs d and n⁻ (:mod:`.cmml_cufs`)
 =========================  ===============================================================
 
 Choices the papers leave open, and what we measured (details in the README)
@@ -46,10 +48,10 @@ Choices the papers leave open, and what we measured (details in the README)
 
 The package has one module per job: :mod:`.published` (the papers' numbers), :mod:`.results`
 (the result table and its files), one module per paper's data (:mod:`.viper`, :mod:`.pku`,
-:mod:`.cufs`) and :mod:`.runner` (the named reproductions). Every name of the former single
-module ``crossmetric/reproduce.py`` is importable from here, private ones included; to
-monkeypatch a name that an experiment looks up, patch it in the experiment's module (e.g.
-``crossmetric.reproduce.viper.evaluate_reid``).
+:mod:`.cufs`, :mod:`.gsm_cufs`, :mod:`.cmml_cufs`) and :mod:`.runner` (the named
+reproductions). Every name of the former single module ``crossmetric/reproduce.py`` is
+importable from here, private ones included; to monkeypatch a name that an experiment looks
+up, patch it in the experiment's module (e.g. ``crossmetric.reproduce.viper.evaluate_reid``).
 """
 
 # the former single module's names, private ones included (tests, benchmarks and users import them)

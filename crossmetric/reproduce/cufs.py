@@ -72,7 +72,8 @@ def cufs_features(data_home) -> dict:
     -------
     dict
         ``X`` sketch descriptors, ``Y`` photo descriptors (row ``r`` of both = person
-        ``labels[r]``), ``labels``.
+        ``labels[r]``), ``labels``, ``split`` (``"train"`` / ``"test"``: the person's part in
+        the data's fixed split).
     """
     from crossmetric.datasets import load_cufs
     from crossmetric.features import DenseSIFT
@@ -84,7 +85,7 @@ def cufs_features(data_home) -> dict:
     sketch, photo = sketch[np.argsort(b.ids[sketch])], photo[np.argsort(b.ids[photo])]
     if not np.array_equal(b.ids[sketch], b.ids[photo]):
         raise ValueError("CUFS: every person needs one photo and one sketch.")
-    return {"X": F[sketch], "Y": F[photo], "labels": b.ids[sketch]}
+    return {"X": F[sketch], "Y": F[photo], "labels": b.ids[sketch], "split": b.split[sketch]}
 
 
 def reproduce_cml_auc_cufs(data_home, *, n_splits: int = 10, seed: int = 0,

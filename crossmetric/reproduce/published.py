@@ -66,4 +66,29 @@ PUBLISHED: dict[str, dict] = {
             "CML_pAUC": (96.5, 59.7, 0.995, 75.5),
         },
     },
+    "gsm-cufs": {
+        "source": "Lin et al., GSM (deep generalized similarity), Table II: sketch -> photo "
+                  "recognition rate on CUFS's CUHK-student part (88 training / 100 test "
+                  "persons; that part is not in our copy) -- shown as the reference: ours run "
+                  "on the AR + XM2VTS parts, 180 / 238 persons",
+        "measures": ("rank-1",),
+        # method: recognition rate (rank-1 %); "GSM (deep)" is the paper's "Ours"
+        "rows": {"ET": 71.0, "MRF": 96.0, "MRF+": 99.0, "GSM (deep)": 100.0},
+    },
+    "cmml-cufs": {
+        "source": "Mignon & Jurie, CMML, ACCV 2012, Figs. 6-7 on CUFSF (500 / 360 persons, "
+                  "LTP descriptors, chi2-RBF kernel versions of every method); the paper "
+                  "prints no values (the text describes the curves) and our copy has no "
+                  "figure images, so nothing is read off the figures: only the claims below "
+                  "are checked",
+        "rows": {},
+        # the curves' shape as the text states it (§4.2, 'Results on CUFSF')
+        "claims": (
+            "Fig. 6: CMML outperforms CCA, PLS and CDFE by a large margin (n- = 1)",
+            "Fig. 6: CMML's nearest-neighbour accuracy saturates around 70 dimensions; its "
+            "accuracy at EER stays roughly the same over the dimensions",
+            "Fig. 7: n- = 1 gives the best results; the drop with more negatives grows with "
+            "the latent dimension",
+        ),
+    },
 }

@@ -9,7 +9,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from crossmetric.reproduce.cmml_cufs import cmml_cufs_figures, reproduce_cmml_cufs
 from crossmetric.reproduce.cufs import reproduce_cml_auc_cufs
+from crossmetric.reproduce.gsm_cufs import reproduce_gsm_cufs
 from crossmetric.reproduce.pku import reproduce_pku_sketch
 from crossmetric.reproduce.published import PUBLISHED
 from crossmetric.reproduce.results import ReproductionResult, default_data_home
@@ -47,6 +49,13 @@ REPRODUCTIONS: dict[str, Reproduction] = {r.name: r for r in [
                  "SIFT + PCA, 238 test persons): 1-EER, VR@0.1%, AUC, rank-1 of 15 methods, "
                  "paper grids tuned on training persons; CUFSF numbers as reference",
                  reproduce_cml_auc_cufs),
+    Reproduction("gsm-cufs", "GSM Table II protocol on CUFS (train/ 180 persons, test/ 238; "
+                 "sketch -> photo CMC): DeepGSM on the images, GSM on dense SIFT + PCA with "
+                 "its paper grid tuned on training persons, Euclidean; n_splits = seeds",
+                 reproduce_gsm_cufs, 1),
+    Reproduction("cmml-cufs", "CMML Figs. 6-7 on CUFS: rank-1 and accuracy at EER vs latent "
+                 "dimension (CMML, CCA, PLS, CDFE) and vs n- (CMML), dense SIFT + PCA-200",
+                 reproduce_cmml_cufs),
 ]}
 
 
@@ -94,8 +103,11 @@ def _figure(result: ReproductionResult, out: str) -> list[str]:
         path = os.path.join(out, "negatives.png")
         plotting.save_figure(fig, path)
         return [path]
+    if name == "cmml-cufs":
+        return cmml_cufs_figures(result, out)
     titles = {"pku-sketch": "PKU-Sketch: sketch probes vs photos",
-              "cml-auc-cufs": "CUFS: sketch probes vs photos (CML-AUC protocol)"}
+              "cml-auc-cufs": "CUFS: sketch probes vs photos (CML-AUC protocol)",
+              "gsm-cufs": "CUFS test/: sketch probes vs photos (GSM Table II protocol)"}
     if name in titles and result.extra.get("cmc"):
         path = os.path.join(out, "cmc.png")
         plotting.plot_cmc(result.extra["cmc"], title=titles[name], path=path)
@@ -143,7 +155,8 @@ def run_reproduction(name: str, data_home=None, *, n_splits: int | None = None,
         options.pop("methods", None)
     elif "methods" not in inspect.signature(rep.run).parameters:
         raise ValueError(f"methods: the reproduction {name!r} runs a fixed set of methods; "
-                         "only pku-sketch and cml-auc-cufs take a choice.")
+                         "only pku-sketch, cml-auc-cufs, gsm-cufs and cmml-cufs take a "
+                         "choice.")
     t0 = time.perf_counter()
     result = rep.run(data_home, n_splits=n_splits, seed=seed, verbose=verbose, **options)
     result.seconds = time.perf_counter() - t0
