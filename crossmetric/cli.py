@@ -1356,6 +1356,11 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--show-ranks", type=int, default=None, metavar="N",
                    help="pku-sketch: write the first split's rank lists of N sketches "
                         "(ranks.html, ranks_<method>.png in --out)")
+    r.add_argument("--device", default=None,
+                   help="gsm-cuhk01-deep: torch device of DeepGSM (default cpu; e.g. cuda)")
+    r.add_argument("--feature-cache", default=None, metavar="PATH",
+                   help="gsm-cuhk01(-deep): .npz file caching the CUHK01 descriptors "
+                        "(read when it exists, else written)")
     r.set_defaults(func=cmd_reproduce)
 
     t = sub.add_parser("features", help="embed a folder of images with a backbone (weights "
@@ -1462,6 +1467,15 @@ def cmd_reproduce(args) -> int:
         if args.show_ranks < 1:
             raise CLIError(f"--show-ranks must be >= 1, got {args.show_ranks}")
         extra["show_ranks"] = args.show_ranks
+    if args.device is not None:
+        if args.name != "gsm-cuhk01-deep":
+            raise CLIError("--device: only gsm-cuhk01-deep trains a network")
+        extra["device"] = args.device
+    if args.feature_cache is not None:
+        if args.name not in ("gsm-cuhk01", "gsm-cuhk01-deep"):
+            raise CLIError("--feature-cache: only gsm-cuhk01 and gsm-cuhk01-deep cache their "
+                           "descriptors")
+        extra["cache"] = args.feature_cache
     out = args.out or os.path.join("crossmetric-reproduce", args.name)
     result = run_reproduction(args.name, args.data_home, n_splits=args.splits, out=out,
                               seed=args.seed, verbose=not args.quiet, n_jobs=args.n_jobs,

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from crossmetric.reproduce.cufs import reproduce_cml_auc_cufs
+from crossmetric.reproduce.cuhk01 import reproduce_gsm_cuhk01, reproduce_gsm_cuhk01_deep
 from crossmetric.reproduce.pku import reproduce_pku_sketch
 from crossmetric.reproduce.published import PUBLISHED
 from crossmetric.reproduce.results import ReproductionResult, default_data_home
@@ -47,6 +48,12 @@ REPRODUCTIONS: dict[str, Reproduction] = {r.name: r for r in [
                  "SIFT + PCA, 238 test persons): 1-EER, VR@0.1%, AUC, rank-1 of 15 methods, "
                  "paper grids tuned on training persons; CUFSF numbers as reference",
                  reproduce_cml_auc_cufs),
+    Reproduction("gsm-cuhk01", "GSM Fig. 6(b): CUHK01 camera A -> B, 871 / 100 persons, "
+                 "PatchColorSIFT + PCA-400; GSM generalized vs its special cases and "
+                 "ITML, LMNN, KISSME, Euclidean; CMC r=1,5,10,20, paper grids tuned on "
+                 "training persons", reproduce_gsm_cuhk01),
+    Reproduction("gsm-cuhk01-deep", "GSM Fig. 4(b): DeepGSM on the CUHK01 images (device= "
+                 "option), beside GSM on the hand-crafted features", reproduce_gsm_cuhk01_deep),
 ]}
 
 
@@ -95,7 +102,9 @@ def _figure(result: ReproductionResult, out: str) -> list[str]:
         plotting.save_figure(fig, path)
         return [path]
     titles = {"pku-sketch": "PKU-Sketch: sketch probes vs photos",
-              "cml-auc-cufs": "CUFS: sketch probes vs photos (CML-AUC protocol)"}
+              "cml-auc-cufs": "CUFS: sketch probes vs photos (CML-AUC protocol)",
+              "gsm-cuhk01": "CUHK01 camera A -> B, hand-crafted features (GSM Fig. 6(b))",
+              "gsm-cuhk01-deep": "CUHK01 camera A -> B, DeepGSM (GSM Fig. 4(b))"}
     if name in titles and result.extra.get("cmc"):
         path = os.path.join(out, "cmc.png")
         plotting.plot_cmc(result.extra["cmc"], title=titles[name], path=path)
