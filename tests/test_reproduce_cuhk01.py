@@ -111,3 +111,17 @@ def test_gsm_cuhk01_selection_never_sees_a_test_person(monkeypatch):
     for k, persons in searched:
         assert persons and not persons & tests[k - 1]
         assert len(persons) == 10  # all training persons, no test person
+
+
+@needs_cuhk01
+@pytest.mark.slow
+def test_tiny_gsm_cuhk01_deep_runs_on_the_given_device(tmp_path):
+    pytest.importorskip("torch")
+    res = run_reproduction(
+        "gsm-cuhk01-deep", str(DATA), n_splits=1, out=str(tmp_path), verbose=False,
+        persons=12, n_test=4, n_negatives=2, with_gsm=False, device="cpu",
+        deepgsm_params={"max_iter": 3, "n_identities": 4, "hidden_units": 8})
+    rows = {r["method"]: r for r in res.rows if r["measure"] == "r1"}
+    assert set(rows) == {"DeepGSM"} and rows["DeepGSM"]["paper"] == 66.5
+    assert 0 <= rows["DeepGSM"]["ours"] <= 100 and res.extra["device"] == "cpu"
+    assert (tmp_path / "results.csv").is_file()

@@ -191,12 +191,83 @@ def _methods(structures, baselines, gsm_params: dict, grid=None) -> tuple[dict, 
     return est, grids
 
 
+def _split_plan(data: dict, seed: int, first_split: int, n_splits: int):
+    """``(split number, views, seed of run_protocols)`` of splits ``first_split …``.
+
+    One ``RandomState(seed)`` draws every split's images and its seed in turn, so splits
+    ``first_split, …`` of one sequence can run in separate processes."""
+    first_split = int(first_split)
+    if first_split < 0:
+        raise ValueError(f"first_split must be >= 0, got {first_split}.")
+    rng = np.random.RandomState(seed)
+    for k in range(first_split + int(n_splits)):
+        views, sd = cuhk01_views(data, rng), int(rng.randint(2**31 - 1))
+        if k >= first_split:
+            yield k, views, sd
+
+
+def _one_task(name: str, est, views: dict, seed: int, grid, options: dict) -> dict:
+    """One method on one split: :func:`crossmetric.protocols.run_protocols` does the work."""
+    from crossmetric.protocols import run_protocols
+    from crossmetric.reid import CMC_RANKS
+
+    res = run_protocols({name: est}, views, protocols=("identification",), n_repeats=1,
+                        test_size=options["test_size"], split="identity",
+                        n_negatives=options["n_negatives"], max_train_positives=None,
+                        pca_components=options["pca_components"], pca_joint=True,
+                        max_rank=max(CMC_RANKS), random_state=seed, n_jobs=1,
+                        on_error="record", param_grids={name: grid} if grid else None,
+                        tune_scoring=options["tune_scoring"])
+    if name in res.errors:
+        return {"error": res.errors[name]}
+    return {"cmc": 100 * np.asarray(res.curves[name]["cmc"]),
+            "tuned": res.info.get("tuned", {}).get(name, []),
+            "warnings": res.warnings.get(name, {})}
+
+
+def _run_tasks(tasks, options: dict, n_jobs, verbose: bool):
+    """Every (split, method) task in parallel (joblib); yields ``(split, method, output)``."""
+    from joblib import Parallel, delayed
+
+    outs = Parallel(n_jobs=n_jobs, return_as="generator")(
+        delayed(_one_task)(m, est, views, sd, grid, options)
+        for _, m, est, views, sd, grid in tasks)
+    for (k, m, *_), out in zip(tasks, outs, strict=True):
+        if "cmc" in out:
+            _progress(verbose, f"  split {k + 1} {m}: rank-1 {out['cmc'][0]:.0f}, "
+                               f"rank-20 {out['cmc'][19]:.0f}")
+        yield k, m, out
+
+
+def _gather(outputs, methods: list):
+    """Per-method per-split ranks, CMC curves, tuning choices, warnings and errors."""
+    from crossmetric.reid import CMC_RANKS
+
+    per: dict[str, dict] = {m: {} for m in methods}
+    cmc: dict[str, list] = {m: [] for m in methods}
+    tuned: dict[str, list] = {}
+    warns: dict[str, dict] = {}
+    errors: dict[str, str] = {}
+    for k, m, out in outputs:
+        if "error" in out:
+            errors.setdefault(m, out["error"])
+            continue
+        cmc[m].append(out["cmc"])
+        for r in CMC_RANKS:
+            per[m].setdefault(f"rank{r}", []).append(float(out["cmc"][r - 1]))
+        if out["tuned"]:
+            tuned.setdefault(m, []).extend({"split": k} | t for t in out["tuned"])
+        for cat, n in out["warnings"].items():
+            warns.setdefault(m, {})[cat] = warns.get(m, {}).get(cat, 0) + n
+    return per, cmc, tuned, warns, errors
+
+
 def reproduce_gsm_cuhk01(data_home, *, n_splits: int = 10, seed: int = 0,
                          verbose: bool = True, n_jobs: int | None = None, tune: bool = True,
                          pca_components: int = 400, structures=None, baselines=None,
                          gsm_params: dict | None = None, cache: str | None = None,
                          persons: int | None = None, n_test: int = N_TEST,
-                         n_negatives: int = 10, grid=None,
+                         n_negatives: int = 10, grid=None, first_split: int = 0,
                          descriptor=None) -> ReproductionResult:
     """GSM Fig. 6(b) on CUHK01 (see the module docstring for every choice).
 
@@ -208,7 +279,7 @@ def reproduce_gsm_cuhk01(data_home, *, n_splits: int = 10, seed: int = 0,
     seed : int, default=0
     verbose : bool, default=True
     n_jobs : int, optional
-        Parallel (method) fits within a split.
+        Parallel (split, method) tasks (joblib).
     tune : bool, default=True
         Choose every GSM structure's paper-grid parameters on the training persons (rank-1
         of 3 inner folds grouped by person).
@@ -228,6 +299,9 @@ def reproduce_gsm_cuhk01(data_home, *, n_splits: int = 10, seed: int = 0,
     persons, n_test, descriptor :
         A smaller problem (tests): the first ``persons`` persons, ``n_test`` of them tested,
         another descriptor.
+    first_split : int, default=0
+        Run splits ``first_split … first_split + n_splits − 1`` of the seed's sequence (the
+        10 splits in separate processes: ``first_split=0, n_splits=5`` and ``5, 5``).
     n_negatives : int, default=10
         Negative training pairs per positive (ignored by GSM's sample-based batches, which
         take every pair of a round; used by ITML and the inner folds' pairs).
@@ -236,7 +310,6 @@ def reproduce_gsm_cuhk01(data_home, *, n_splits: int = 10, seed: int = 0,
     -------
     ReproductionResult
     """
-    from crossmetric.protocols import run_protocols
     from crossmetric.reid import CMC_RANKS
 
     structures = list(GSM_STRUCTURES if structures is None else structures)
@@ -250,35 +323,13 @@ def reproduce_gsm_cuhk01(data_home, *, n_splits: int = 10, seed: int = 0,
                        f"({n_test} test persons), {data['n_features']} features -> "
                        f"PCA-{pca_components}"
                        + (", paper grids tuned by rank-1 on training persons" if tune else ""))
-    rng = np.random.RandomState(seed)
-    per: dict[str, dict] = {m: {} for m in estimators}
-    cmc: dict[str, list] = {m: [] for m in estimators}
-    tuned: dict[str, list] = {}
-    warns: dict[str, dict] = {}
-    errors: dict[str, str] = {}
-    for k in range(int(n_splits)):
-        views = cuhk01_views(data, rng)
-        res = run_protocols(estimators, views, protocols=("identification",), n_repeats=1,
-                            test_size=int(n_test), split="identity",
-                            n_negatives=int(n_negatives), max_train_positives=None,
-                            pca_components=pca_components, pca_joint=True,
-                            max_rank=max(CMC_RANKS), random_state=int(rng.randint(2**31 - 1)),
-                            n_jobs=n_jobs, on_error="record",
-                            param_grids=grids if tune else None, tune_scoring="rank1")
-        for m in estimators:
-            if m in res.errors:
-                errors.setdefault(m, res.errors[m])
-                continue
-            curve = 100 * np.asarray(res.curves[m]["cmc"])  # this split's CMC
-            cmc[m].append(curve)
-            for r in CMC_RANKS:
-                per[m].setdefault(f"rank{r}", []).append(float(curve[r - 1]))
-            for t in res.info.get("tuned", {}).get(m, []):
-                tuned.setdefault(m, []).append(t)
-            for cat, n in res.warnings.get(m, {}).items():
-                warns.setdefault(m, {})[cat] = warns.get(m, {}).get(cat, 0) + n
-        _progress(verbose, f"  split {k + 1}/{n_splits}: " + ", ".join(
-            f"{m} {per[m]['rank1'][-1]:.0f}" for m in estimators if per[m].get("rank1")))
+    options = {"n_negatives": int(n_negatives), "pca_components": pca_components,
+               "tune_scoring": "rank1", "test_size": int(n_test)}
+    tasks = [(k, m, est, views, sd, grids.get(m) if tune else None)
+             for k, views, sd in _split_plan(data, seed, first_split, n_splits)
+             for m, est in estimators.items()]
+    per, cmc, tuned, warns, errors = _gather(_run_tasks(tasks, options, n_jobs, verbose),
+                                             list(estimators))
     pub = PUBLISHED["gsm-cuhk01"]
     out = ReproductionResult("gsm-cuhk01", pub["source"])
     for m in estimators:
@@ -310,7 +361,8 @@ def reproduce_gsm_cuhk01_deep(data_home, *, n_splits: int = 10, seed: int = 0,
                               verbose: bool = True, device: str = "cpu",
                               deepgsm_params: dict | None = None, with_gsm: bool = True,
                               cache: str | None = None, persons: int | None = None,
-                              n_test: int = N_TEST) -> ReproductionResult:
+                              n_test: int = N_TEST, n_negatives: int = 10,
+                              first_split: int = 0) -> ReproductionResult:
     """GSM Fig. 4(b): DeepGSM trained end to end on the CUHK01 images (paper: 66.50 % rank-1).
 
     The splits and single-shot views are those of :func:`reproduce_gsm_cuhk01` (same
@@ -326,11 +378,10 @@ def reproduce_gsm_cuhk01_deep(data_home, *, n_splits: int = 10, seed: int = 0,
     with_gsm : bool, default=True
     cache : path, optional
         ``.npz`` cache of the hand-crafted features (:func:`cuhk01_features`).
-    persons, n_test :
-        A smaller problem (tests).
+    persons, n_test, n_negatives, first_split :
+        As :func:`reproduce_gsm_cuhk01`.
     """
     from crossmetric.datasets import load_cuhk01
-    from crossmetric.protocols import run_protocols
     from crossmetric.reid import CMC_RANKS
     from crossmetric.reproduce.pku import pku_deepgsm
 
@@ -345,36 +396,22 @@ def reproduce_gsm_cuhk01_deep(data_home, *, n_splits: int = 10, seed: int = 0,
     if with_gsm:
         from crossmetric.registry import make_estimator
 
-        est["Generalized (hand-crafted, PCA-400)"] = make_estimator("gsm", n_components=None)
+        est["Generalized (hand-crafted, PCA-400)"] = make_estimator(
+            "gsm", n_components=None, joint_reduction=True)
         feats = cuhk01_features(data_home, cache=cache, persons=persons)
-    rng = np.random.RandomState(seed)
     pub = PUBLISHED["gsm-cuhk01-deep"]
-    per: dict[str, dict] = {m: {} for m in est}
-    cmc: dict[str, list] = {m: [] for m in est}
-    errors: dict[str, str] = {}
-    for k in range(int(n_splits)):
-        views = cuhk01_views(data, rng)
+    tasks = []
+    for k, views, sd in _split_plan(data, seed, first_split, n_splits):
         views["images_x"], views["images_y"] = views["X"], views["Y"]
         if with_gsm:
             views["X"], views["Y"] = feats["Z"][views["rows_x"]], feats["Z"][views["rows_y"]]
         else:
-            n = views["labels"].size
-            views["X"] = views["Y"] = np.zeros((n, 1))
-        res = run_protocols(est, views, protocols=("identification",), n_repeats=1,
-                            test_size=int(n_test), split="identity", n_negatives=10,
-                            max_train_positives=None,
-                            pca_components=400, pca_joint=True, max_rank=max(CMC_RANKS),
-                            random_state=int(rng.randint(2**31 - 1)), on_error="record")
-        for m in est:
-            if m in res.errors:
-                errors.setdefault(m, res.errors[m])
-                continue
-            curve = 100 * np.asarray(res.curves[m]["cmc"])
-            cmc[m].append(curve)
-            for r in CMC_RANKS:
-                per[m].setdefault(f"rank{r}", []).append(float(curve[r - 1]))
-        _progress(verbose, f"  split {k + 1}/{n_splits}: " + ", ".join(
-            f"{m} {per[m]['rank1'][-1]:.0f}" for m in est if per[m].get("rank1")))
+            views["X"] = views["Y"] = np.zeros((views["labels"].size, 1))
+        tasks += [(k, m, e, views, sd, None) for m, e in est.items()]
+    options = {"n_negatives": int(n_negatives), "pca_components": 400,
+               "tune_scoring": "rank1", "test_size": int(n_test)}
+    # one task at a time: DeepGSM holds the device
+    per, cmc, _, _, errors = _gather(_run_tasks(tasks, options, 1, verbose), list(est))
     out = ReproductionResult("gsm-cuhk01-deep", pub["source"])
     for m in est:
         if m in errors:
