@@ -44,7 +44,7 @@ import numpy as np
 from crossmetric.reproduce.published import PUBLISHED
 from crossmetric.reproduce.results import ReproductionResult, _progress
 
-__all__ = ["GSM_STRUCTURES", "CUHK01_BASELINES", "N_TEST", "cuhk01_features",
+__all__ = ["GSM_STRUCTURES", "CUHK01_GSM", "CUHK01_BASELINES", "N_TEST", "cuhk01_features",
            "span_coordinates", "cuhk01_views", "reproduce_gsm_cuhk01",
            "reproduce_gsm_cuhk01_deep"]
 
@@ -55,6 +55,16 @@ N_TEST = 100
 GSM_STRUCTURES = {"Generalized": "generalized", "Linear": "linear", "LADF": "ladf",
                   "Joint Bayesian": "joint_bayesian", "Affine Euclidean": "euclidean",
                   "Affine inner product": "inner_product"}
+
+#: GSM settings of this reproduction (beside the registry's): the PCA-400 itself as input (the
+#: grid's ``n_components`` then reduces it further), one reduction for both cameras (the
+#: paper's shared layer; the tied structures need corresponding coordinates), and training to
+#: a real plateau: the mean objective of 10 epochs less than 1 % below the 10 before. Measured
+#: on one split (871 training persons, PCA-400 → 64): the default patience rule stopped the
+#: generalized similarity at epoch 73 with rank-1 49 %, the window rule at epoch 110 with 53 %
+#: (affine Euclidean: 44 → 45 %).
+CUHK01_GSM = {"n_components": None, "joint_reduction": True, "stopping": "window",
+              "tol": 1e-2, "n_iter_no_change": 10}
 
 #: Fig. 6(b) / Fig. 4(b) baselines that crossmetric has (registry names)
 CUHK01_BASELINES = ("euclidean", "itml", "lmnn", "kissme")
@@ -314,7 +324,7 @@ def reproduce_gsm_cuhk01(data_home, *, n_splits: int = 10, seed: int = 0,
 
     structures = list(GSM_STRUCTURES if structures is None else structures)
     baselines = list(CUHK01_BASELINES if baselines is None else baselines)
-    params = {"n_components": None, "joint_reduction": True} | dict(gsm_params or {})
+    params = CUHK01_GSM | dict(gsm_params or {})
     estimators, grids = _methods(structures, baselines, params, grid)
     _progress(verbose, "gsm-cuhk01: PatchColorSIFT of the CUHK01 images")
     data = cuhk01_features(data_home, cache=cache, persons=persons, descriptor=descriptor,
@@ -396,8 +406,7 @@ def reproduce_gsm_cuhk01_deep(data_home, *, n_splits: int = 10, seed: int = 0,
     if with_gsm:
         from crossmetric.registry import make_estimator
 
-        est["Generalized (hand-crafted, PCA-400)"] = make_estimator(
-            "gsm", n_components=None, joint_reduction=True)
+        est["Generalized (hand-crafted, PCA-400)"] = make_estimator("gsm", **CUHK01_GSM)
         feats = cuhk01_features(data_home, cache=cache, persons=persons)
     pub = PUBLISHED["gsm-cuhk01-deep"]
     tasks = []
