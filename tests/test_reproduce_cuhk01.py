@@ -125,3 +125,14 @@ def test_tiny_gsm_cuhk01_deep_runs_on_the_given_device(tmp_path):
     assert set(rows) == {"DeepGSM"} and rows["DeepGSM"]["paper"] == 66.5
     assert 0 <= rows["DeepGSM"]["ours"] <= 100 and res.extra["device"] == "cpu"
     assert (tmp_path / "results.csv").is_file()
+
+
+def test_cli_device_and_feature_cache_belong_to_the_cuhk01_reproductions(capsys):
+    from crossmetric.cli import main
+
+    assert main(["reproduce", "pcca-viper", "--device", "cuda"]) == 2
+    assert "only gsm-cuhk01-deep" in capsys.readouterr().err
+    assert main(["reproduce", "pku-sketch", "--feature-cache", "x.npz"]) == 2
+    assert "only gsm-cuhk01 and gsm-cuhk01-deep" in capsys.readouterr().err
+    assert main(["reproduce", "--list"]) == 0
+    assert "gsm-cuhk01-deep" in capsys.readouterr().out
