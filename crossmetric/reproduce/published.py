@@ -73,8 +73,9 @@ PUBLISHED: dict[str, dict] = {
                   "§5.5 gives the generalized similarity's rank-1 on them, 39.5 %",
         "rows": {"Generalized": {"r1": 39.5}},
         "notes": {"Generalized": "paper r1 from §5.5 text ('from 66.5% to 39.5% on CUHK01')",
-                  "LADF": "Fig. 6(b) has no special cases (they are in Fig. 6(c)-(f), deep "
-                          "features, not CUHK01); run here on the hand-crafted features"},
+                  "special case": "Fig. 6(b) has no special cases (they are in Fig. 6(c)-(f), "
+                                  "deep features, not CUHK01); run here on the hand-crafted "
+                                  "features"},
     },
     "gsm-cuhk01-deep": {
         "source": "Lin et al., GSM, Fig. 4(b) and §5.2: DeepGSM on CUHK01 images, 871 / 100 "
