@@ -13,13 +13,9 @@ __all__ = ["GSMTowersMixin"]
 
 
 class GSMTowersMixin:
-    """Towers and inspection of a fitted GSM (``reducer_x_``, ``components_x_``, ``f_``...)."""
-
-    def _embed_x(self, X: np.ndarray) -> np.ndarray:
-        return apply_reducer(self.reducer_x_, X) @ self.components_x_.T
-
-    def _embed_y(self, Y: np.ndarray) -> np.ndarray:
-        return apply_reducer(self.reducer_y_, Y) @ self.components_y_.T
+    """Aggregation and inspection of a fitted GSM (``reducer_x_``, ``components_x_``, ``f_``);
+    the towers ``_embed_x`` / ``_embed_y`` stay on the class (:mod:`crossmetric.export` finds
+    a learner's graph form by the class that defines them)."""
 
     def _rowwise_distance(self, FX: np.ndarray, FY: np.ndarray) -> np.ndarray:
         return gsm_rowwise(FX, FY, self.f_)

@@ -399,3 +399,9 @@ class GSM(GSMTowersMixin, CrossModalMixin, BaseEstimator):
         LA, LB, LCx, LCy, d, e, f = gsm_components(params, self.structure, f0, r,
                                                    A.shape[1], B.shape[1])
         return gsm_matrix(embed(A, LA, LCx, d), embed(B, LB, LCy, e), f)
+
+    def _embed_x(self, X: np.ndarray) -> np.ndarray:
+        return apply_reducer(self.reducer_x_, X) @ self.components_x_.T
+
+    def _embed_y(self, Y: np.ndarray) -> np.ndarray:
+        return apply_reducer(self.reducer_y_, Y) @ self.components_y_.T
