@@ -18,6 +18,7 @@ from crossmetric.deep.threads import SMALL_ROUND_FLOPS, round_flops, small_net_t
 
 @pytest.mark.parametrize("structure", ["generalized", "euclidean", "inner_product", "ladf"])
 def test_gsm_loss_is_the_loss_of_gsm_loss_grad(structure):
+    from crossmetric._gsm_training import init_params
     from crossmetric.gsm import GSM
 
     rng = np.random.RandomState(0)
@@ -25,7 +26,7 @@ def test_gsm_loss_is_the_loss_of_gsm_loss_grad(structure):
     ix, iy = rng.randint(0, 12, 30), rng.randint(0, 9, 30)
     ell = np.where(rng.rand(30) < 0.5, -1.0, 1.0)
     w = rng.rand(30)
-    params = GSM(structure=structure, init_scale=1.0)._init_params(5, 5, 5, rng)
+    params = init_params(GSM(structure=structure, init_scale=1.0), 5, 5, 5, rng)
     for k in params:
         params[k] = params[k] + 0.1 * rng.randn(*np.shape(params[k]))
     full = gsm_loss_grad(params, structure, -1.9, X, Y, ix, iy, ell, w, 1e-3)[0]

@@ -13,7 +13,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-__all__ = ["EpochPlateau", "EpochRun", "run_epochs"]
+__all__ = ["EpochPlateau", "WindowPlateau", "EpochRun", "run_epochs"]
 
 
 class EpochPlateau:
@@ -102,3 +102,39 @@ def run_epochs(epoch, rule: EpochPlateau, max_iter: int, *, val_loss=None, param
             converged = True
             break
     return EpochRun(curve, val_curve, len(curve), converged, best_params)
+
+
+class WindowPlateau:
+    """A plateau of the *smoothed* objective: window means, relative tolerance.
+
+    After every ``window`` epochs the mean objective of the last ``window`` epochs is compared
+    with the mean of the ``window`` before; the run stops when it is not lower by more than
+    ``tol`` relative to that previous mean (``prev − last <= tol · |prev|``). The mean over a
+    window smooths the epoch-to-epoch noise of mini-batch objectives, so a slow but steady
+    decrease (e.g. 0.5 % an epoch) keeps the run going where a patience rule on single epochs
+    with an absolute ``tol`` can stop it early; a noisy flat curve stops after two windows.
+    Same interface as :class:`EpochPlateau` (no rate decay, no validation best).
+    """
+
+    decay = None
+
+    def __init__(self, tol: float, window: int):
+        self.tol, self.window = float(tol), int(window)
+        self.values: list[float] = []
+        self.best = np.inf
+        self.rate = 1.0
+        self.new_best = False
+
+    def update(self, value: float) -> bool:
+        """Record one epoch's value; True when the run should stop."""
+        self.values.append(float(value))
+        self.new_best = value < self.best
+        if self.new_best:
+            self.best = float(value)
+        w = self.window
+        n = len(self.values)
+        if n < 2 * w or n % w:
+            return False
+        last = float(np.mean(self.values[-w:]))
+        prev = float(np.mean(self.values[-2 * w:-w]))
+        return prev - last <= self.tol * max(abs(prev), 1e-12)

@@ -315,9 +315,13 @@ def _add_reproduce(sub) -> None:
                    help="pku-sketch: DeepGSM seeds averaged (default 2; 1: the single model "
                         "only, half the time)")
     r.add_argument("--device", default=None,
-                   help="gsm-cufs: where DeepGSM trains (cuda, cpu; default auto)")
+                   help="gsm-cufs, gsm-cuhk01-deep: where DeepGSM trains (cuda, cpu; default "
+                        "auto for gsm-cufs, cpu for gsm-cuhk01-deep)")
     r.add_argument("--epochs", type=int, default=None,
                    help="gsm-cufs: DeepGSM's passes over the training persons (default 500)")
+    r.add_argument("--feature-cache", default=None, metavar="PATH",
+                   help="gsm-cuhk01(-deep): .npz file caching the CUHK01 descriptors "
+                        "(read when it exists, else written)")
     r.add_argument("--show-ranks", type=int, default=None, metavar="N",
                    help="pku-sketch: write the first split's rank lists of N sketches "
                         "(ranks.html, ranks_<method>.png in --out)")

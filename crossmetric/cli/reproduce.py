@@ -47,20 +47,22 @@ def _methods(args) -> list[str] | None:
     return methods
 
 
-#: options only some reproductions take: option -> (reproductions, what it is for them)
+#: options only some reproductions take: option -> (reproductions, what they do with it,
+#: the reproduction's keyword)
 _OPTIONS = {
-    "deepgsm_members": (("pku-sketch",), "trains DeepGSM"),
+    "deepgsm_members": (("pku-sketch",), "trains DeepGSM", "deepgsm_members"),
     "show_ranks": (("pku-sketch",), "draws rank lists (it keeps the images of its test "
-                                    "persons)"),
-    "device": (("gsm-cufs",), "trains DeepGSM with it"),
-    "epochs": (("gsm-cufs",), "trains DeepGSM with it"),
+                                    "persons)", "show_ranks"),
+    "device": (("gsm-cufs", "gsm-cuhk01-deep"), "train DeepGSM with it", "device"),
+    "epochs": (("gsm-cufs",), "trains DeepGSM with it", "epochs"),
+    "feature_cache": (("gsm-cuhk01", "gsm-cuhk01-deep"), "cache their descriptors", "cache"),
 }
 
 
 def _options(args) -> dict:
     """The reproduction-specific options given, checked against :data:`_OPTIONS`."""
     extra = {}
-    for opt, (names, what) in _OPTIONS.items():
+    for opt, (names, what, keyword) in _OPTIONS.items():
         value = getattr(args, opt, None)
         if value is None:
             continue
@@ -69,7 +71,7 @@ def _options(args) -> dict:
             raise CLIError(f"{flag}: only {' and '.join(names)} {what}")
         if isinstance(value, int) and value < 1:
             raise CLIError(f"{flag} must be >= 1, got {value}")
-        extra[opt] = value
+        extra[keyword] = value
     return extra
 
 

@@ -14,11 +14,136 @@ import warnings
 
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
+from sklearn.utils import gen_batches
 
-from crossmetric._checks import user_stacklevel
-from crossmetric._solvers.epochs import EpochPlateau, run_epochs
+from crossmetric._checks import check_positive_int, check_positive_scalar, user_stacklevel
+from crossmetric._gsm_measure import _NO_F, STRUCTURES, gsm_loss
+from crossmetric._solvers.epochs import EpochPlateau, WindowPlateau, run_epochs
 from crossmetric._solvers.optim import Adam
+from crossmetric._solvers.stochastic import PairBlocks
 from crossmetric.batches import balanced_weights, hardest_negatives, pair_completeness
+
+
+def _check_choice(value, name: str, choices) -> None:
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {', '.join(map(repr, choices))}, got "
+                         f"{value!r}.")
+
+
+def check_params(est) -> None:
+    """Validate the constructor arguments of a :class:`crossmetric.gsm.GSM`."""
+    if est.structure not in STRUCTURES:
+        raise ValueError(
+            f"structure must be one of {sorted(STRUCTURES)}, got {est.structure!r}."
+        )
+    if isinstance(est.f, bool) or not isinstance(est.f, (int, float, np.floating)) \
+            or not np.isfinite(est.f):
+        raise ValueError(f"f must be a finite real number, got {est.f!r}.")
+    check_positive_scalar(est.mu, "mu", allow_zero=True)
+    check_positive_scalar(est.learning_rate, "learning_rate")
+    check_positive_scalar(est.tol, "tol", allow_zero=True)
+    check_positive_scalar(est.init_scale, "init_scale")
+    check_positive_scalar(est.feature_norm, "feature_norm")
+    _check_choice(est.init, "init", ("euclidean", "random"))
+    _check_choice(est.class_weight, "class_weight", ("balanced", None))
+    _check_choice(est.batch_mode, "batch_mode", ("auto", "sample", "pair"))
+    _check_choice(est.stopping, "stopping", ("window", "patience"))
+    check_positive_int(est.n_identities, "n_identities", minimum=2)
+    check_positive_int(est.n_images_x, "n_images_x")
+    check_positive_int(est.n_images_y, "n_images_y")
+    if est.hard_negatives is not None:
+        check_positive_int(est.hard_negatives, "hard_negatives")
+    if est.rank is not None:
+        check_positive_int(est.rank, "rank")
+    for flag in ("early_stopping", "joint_reduction"):
+        if not isinstance(getattr(est, flag), (bool, np.bool_)):
+            raise ValueError(f"{flag} must be True or False, got {getattr(est, flag)!r}.")
+    vf = est.validation_fraction
+    if isinstance(vf, bool) or not isinstance(vf, (int, float, np.floating)) \
+            or not 0 < vf < 1:
+        raise ValueError(f"validation_fraction must be in (0, 1), got {vf!r}.")
+    check_positive_int(est.batch_size, "batch_size")
+    check_positive_int(est.max_iter, "max_iter")
+    check_positive_int(est.n_iter_no_change, "n_iter_no_change")
+
+
+def init_params(est, r: int, p_x: int, p_y: int, rng) -> dict:
+    """The starting parameters of ``est.structure`` (L rows ``r``, input widths ``p_x, p_y``).
+
+    Entries of the L matrices are N(0, init_scale² / (r·p)); vectors start at 0;
+    ``init="euclidean"`` copies L_A, L_B into the cross terms.
+    """
+    sx = est.init_scale / np.sqrt(r * p_x)
+    sy = est.init_scale / np.sqrt(r * p_y)
+    shapes = {"LA": (r, p_x), "LB": (r, p_y), "LCx": (r, p_x), "LCy": (r, p_y),
+              "U": (r, p_x), "V": (r, p_y), "d": (p_x,), "e": (p_y,),
+              "c": (r,), "a": (r,), "b": (r,)}
+    params = {}
+    for k in STRUCTURES[est.structure]:
+        shape = shapes[k]
+        if len(shape) == 2:
+            scale = sx if k in ("LA", "LCx", "U") else sy
+            params[k] = rng.normal(0.0, scale, size=shape)
+        else:
+            params[k] = np.zeros(shape)
+    if est.init == "euclidean" and "LCx" in params:
+        # start at the affine Euclidean special case: C = −L_Aᵀ L_B
+        params["LCx"] = params["LA"].copy()
+        params["LCy"] = (params["LB"] if "LB" in params else params["LA"]).copy()
+    if est.learn_f and est.structure not in _NO_F:
+        params["f"] = np.asarray(float(est.f))
+    return params
+
+
+def pair_weights(y: np.ndarray, class_weight) -> np.ndarray:
+    """Hinge weights of the pairs: balanced halves, or uniform (``class_weight=None``)."""
+    n_pos, n_neg = int(np.sum(y == 1)), int(np.sum(y == -1))
+    if class_weight == "balanced":
+        return np.where(y == 1, 0.5 / n_pos, 0.5 / n_neg)
+    return np.full(y.shape[0], 1.0 / (n_pos + n_neg))
+
+
+def sample_epoch(params, loss_grad, rounds, X, Y, rx, ry, ids_x, ids_y, hard_negatives,
+                 similarity):
+    """``epoch_step(opt)`` of sample-based batches: one pass of ``rounds``, mean objective."""
+
+    def epoch_step(opt):
+        losses = []
+        for bx, by in rounds.epoch():
+            bx, by = rx[bx], ry[by]
+            same = ids_x[bx][:, None] == ids_y[by][None, :]
+            loss, grad = sample_batch_loss_grad(loss_grad, params, X[bx], Y[by], same,
+                                                hard_negatives, similarity)
+            opt.step(params, grad)
+            losses.append(loss)
+        return float(np.mean(losses))
+
+    return epoch_step
+
+
+def pair_epoch(params, loss_grad, X, Y, ix, iy, y, weight, batch_size: int, rng,
+               full_loss):
+    """``epoch_step(opt)`` of pair slices: shuffled mini-batches, then the full objective."""
+    ell_all = -y.astype(float)  # eq. (4): −1 same, +1 different
+    n = y.shape[0]
+    blocks = PairBlocks(X, Y, ix, iy, y, tied=False)
+
+    def epoch_step(opt):
+        perm = rng.permutation(n)
+        for sl in gen_batches(n, int(batch_size)):
+            b = perm[sl]
+            (Xb, Yb), bix, biy, _ = blocks.gather(b)
+            # unbiased estimate of the full objective's gradient
+            _, grad = loss_grad(params, Xb, Yb, bix, biy, ell_all[b], weight[b] * (n / b.size))
+            opt.step(params, grad)
+        return full_loss(params, ell_all)
+
+    return epoch_step
+
+
+def full_pair_loss(structure: str, f0: float, X, Y, ix, iy, weight, mu: float):
+    """The full pair objective as a function of ``(params, ell)``."""
+    return lambda params, ell: gsm_loss(params, structure, f0, X, Y, ix, iy, ell, weight, mu)
 
 
 def all_pairs(same: np.ndarray, keep: np.ndarray | None = None):
@@ -114,7 +239,10 @@ def train_epochs(est, params: dict, epoch_step, val_loss) -> None:
     ``best_validation_score_`` and ``n_iter_`` on ``est``; warns when ``max_iter`` ends it.
     """
     opt = Adam(float(est.learning_rate))
-    rule = EpochPlateau(est.tol, est.n_iter_no_change, relative=False)
+    if est.stopping == "window" and val_loss is None:
+        rule = WindowPlateau(est.tol, est.n_iter_no_change)
+    else:
+        rule = EpochPlateau(est.tol, est.n_iter_no_change, relative=False)
     run = run_epochs(lambda: epoch_step(opt), rule, int(est.max_iter), val_loss=val_loss,
                      params=params, verbose=est.verbose, name="GSM")
     est.loss_curve_ = run.curve

@@ -28,22 +28,47 @@ This is the paper's "hand.fea + gen.sim" ablation (§5.5 (i)): an optional linea
 modality (here a fixed PCA, or centring, with one scale per modality -- no whitening by default,
 see ``GSM``'s ``whiten`` -- where the paper has a learned fully connected layer), then the
 similarity layers. ``structure`` selects the special cases of §3.2 and the baselines of §5.5.
+
+Measurements behind the defaults (``GSM``'s parameters; rank-1 on the photo → sketch instance
+task of ``benchmarks/bench_gsm.py`` unless said otherwise):
+
+* ``mu``: Measured rank-1 on the task of ``whiten``: 44% at μ = 0 and 1e-4, 43% at 1e-5, 31% at
+  1e-3 (the penalty then keeps S from reaching the margin); training and held-out rank-1 are
+  equal, so the model underfits the ranking rather than overfits it.
+* ``learning_rate``: Larger steps overfit the hinge quickly on identity-level pairs (rank-1 22%
+  at 1e-2); 3e-4 gives the same rank-1 as 1e-3 (44%) in twice the epochs.
+* ``max_iter``: 100 epochs, the former default, ended with a ConvergenceWarning on the default
+  benchmark's class-level pairs (20 of 20 fits, which stop on their own at about 220 epochs) and
+  on this docstring's example (516). Training for up to 200 epochs with ``n_iter_no_change=10``
+  gave the same rank-1 (44%) as 100. Far fewer epochs undertrain the unwhitened model: on 2000
+  class-level pairs (PCA-32) held-out AUC is 0.76 after 15 epochs and 0.93 with the plateau stop
+  (whitened: 0.81 and 0.87).
+* ``whiten``: Measured on the photo↔sketch instance task of ``benchmarks/bench_gsm.py`` (2
+  splits): rank-1 33% → 44% ("generalized") and 43% → 55% ("euclidean"); class-level pairs of the
+  same data, held-out AUC 0.950 → 0.958.
+* ``feature_norm``: Measured rank-1 (task above, 3 splits): 37% at 1, 42% at 2, 41% at 4, 36% at
+  8; 27% at 0.1 (the margin is then out of reach under the ``μ`` penalty). Class-level pairs of
+  the same data (1000 positives, PCA-32): held-out AUC 0.931 at 2, 0.924 at 4, 0.920 at 8.
+* ``class_weight``: Measured rank-1 44% balanced vs 43% unweighted.
+* ``init``: Measured rank-1 43% ("euclidean") vs 44% ("random"): no gain, so the paper's
+  independent random start stays the default.
+* ``batch_mode``: Rank-1 on the photo → sketch instance task of ``benchmarks/bench_gsm.py``
+  (1,000 training objects, 200 held out): "generalized" 42.5% with pair slices → 43.5% with
+  sample-based batches, "euclidean" 55.0% → 57.5%.
+* ``hard_negatives``: Same task: "generalized" 43.5% → 53.0% (h = 5), 56.0% (h = 2), 53.0% (h =
+  10); "euclidean" 57.5% → 60.0% (h = 5).
+* ``early_stopping``: On the instance task above it does not pay: the objective does not overfit
+  there, and holding out 20% of the objects costs rank-1 ("generalized" 43.5% → 36.0%,
+  "euclidean" 57.5% → 45.0%).
 """
 
 from __future__ import annotations
 
 import numpy as np
 from sklearn.base import BaseEstimator
-from sklearn.decomposition import PCA
-from sklearn.utils import check_random_state, gen_batches
-from sklearn.utils.validation import check_is_fitted
+from sklearn.utils import check_random_state
 
 from crossmetric._base import CrossModalMixin, PairData
-from crossmetric._checks import (
-    check_n_components,
-    check_positive_int,
-    check_positive_scalar,
-)
 from crossmetric._gsm_measure import (  # noqa: F401 - re-exported: the measure's public names
     _NO_F,
     _TIED,
@@ -56,14 +81,20 @@ from crossmetric._gsm_measure import (  # noqa: F401 - re-exported: the measure'
     gsm_rowwise,
 )
 from crossmetric._gsm_training import (
+    check_params,
+    full_pair_loss,
+    init_params,
+    pair_epoch,
+    pair_weights,
     resolve_batch_mode,
-    sample_batch_loss_grad,
+    sample_epoch,
     train_epochs,
     validation_loss,
 )
 from crossmetric._solvers.early_stopping import validation_split
-from crossmetric._solvers.stochastic import PairBlocks
 from crossmetric.batches import IdentityRounds
+from crossmetric.learners._gsm_reduction import apply_reducer, fit_reducers
+from crossmetric.learners._gsm_towers import GSMTowersMixin
 from crossmetric.pairs import identities_from_pairs
 
 __all__ = ["GSM", "STRUCTURES", "gsm_components", "gsm_rowwise", "gsm_matrix"]
@@ -72,7 +103,7 @@ __all__ = ["GSM", "STRUCTURES", "gsm_components", "gsm_rowwise", "gsm_matrix"]
 # --------------------------------------------------------------------------------------------
 # the learner
 # --------------------------------------------------------------------------------------------
-class GSM(CrossModalMixin, BaseEstimator):
+class GSM(GSMTowersMixin, CrossModalMixin, BaseEstimator):
     """Generalized similarity measure learned on fixed features of two modalities.
 
     ``pair_distance`` returns S of eq. (3) with the paper's sign: the model is trained so that
@@ -80,11 +111,11 @@ class GSM(CrossModalMixin, BaseEstimator):
     more alike*, as for every learner of the package.
 
     With few identities (50-1000), measured on VIPeR and CUHK01 camera A ↔ B: the default stop
-    (``tol=1e-4`` absolute over ``n_iter_no_change=5`` epochs) ends while the objective still
-    falls (VIPeR: epoch 79, 23 % lower 40 epochs later); ``tol=1e-6, n_iter_no_change=30``
-    trains to the plateau (VIPeR rank-1 12.0 → 16.5 %). On hand-crafted features after a PCA,
-    ``structure="euclidean"`` (fewer parameters) ranked better than ``"generalized"`` there
-    (VIPeR 22.5 vs 16.5 %, CUHK01 44 vs 40 %): compare structures on the training identities.
+    (``tol=1e-4`` absolute over ``n_iter_no_change=5`` epochs) can end while the objective still
+    falls (VIPeR: epoch 79, 23 % lower 40 epochs later); ``stopping="window", tol=1e-2,
+    n_iter_no_change=10`` trains to a plateau of the smoothed objective (CUHK01, 871 persons,
+    PatchColorSIFT + PCA-64: rank-1 49 → 53 %). Two views of one descriptor: set
+    ``joint_reduction=True``. Compare ``structure`` values on the training identities.
 
     Parameters
     ----------
@@ -112,30 +143,19 @@ class GSM(CrossModalMixin, BaseEstimator):
         Learn f by gradient descent instead of fixing it (initialised at ``f``).
     mu : float, default=1e-4
         Weight μ of the penalty ``μ‖Φ‖²`` of eq. (7) on the similarity parameters (f excluded).
-        Measured rank-1 on the task of ``whiten``: 44% at μ = 0 and 1e-4, 43% at 1e-5, 31% at
-        1e-3 (the penalty then keeps S from reaching the margin); training and held-out
-        rank-1 are equal, so the model underfits the ranking rather than overfits it.
     batch_size : int, default=512
         Pairs per mini-batch of ``batch_mode="pair"``.
     learning_rate : float, default=1e-3
         Step size of Adam (the paper uses plain gradient steps, eq. 16; Adam is our choice: it
-        is insensitive to the scale of the features). Larger steps overfit the hinge quickly
-        on identity-level pairs (rank-1 22% at 1e-2); 3e-4 gives the same rank-1 as 1e-3
-        (44%) in twice the epochs.
+        is insensitive to the scale of the features).
     max_iter : int, default=1000
         Maximum number of epochs (passes over the training pairs; for sample-based batches,
         rounds drawing about every first-modality sample once). Training stops earlier on a
-        plateau of the objective; 100 epochs, the former default, ended with a
-        ConvergenceWarning on the default benchmark's class-level pairs (20 of 20 fits, which
-        stop on their own at about 220 epochs) and on this docstring's example (516).
-        Training for up to 200 epochs with ``n_iter_no_change=10`` gave the same rank-1
-        (44%) as 100. Far fewer epochs undertrain the unwhitened model: on 2000 class-level
-        pairs (PCA-32) held-out AUC is 0.76 after 15 epochs and 0.93 with the plateau stop
-        (whitened: 0.81 and 0.87).
+        plateau of the objective.
     tol : float, default=1e-4
-        Training stops when the objective has not decreased by more than ``tol`` for
-        ``n_iter_no_change`` consecutive epochs.
+        The plateau threshold of ``stopping``.
     n_iter_no_change : int, default=5
+        Patience (``"patience"``) or window length (``"window"``), in epochs.
     init_scale : float, default=1.0
         Entries of the L matrices start i.i.d. N(0, init_scale² / (r·p)) (so that ‖L x‖² is of
         order ‖x‖²/p: 1 for whitened x, ``feature_norm²/p`` otherwise); d, e and the affine
@@ -152,25 +172,19 @@ class GSM(CrossModalMixin, BaseEstimator):
         features keep their relative variances and are divided by one scalar per modality
         (see ``feature_norm``). Whitening gives the low-variance directions (image borders,
         small PCA components: mostly noise) the same weight as the informative ones, and the
-        model fits that noise. Measured on the photo↔sketch instance task of
-        ``benchmarks/bench_gsm.py`` (2 splits): rank-1 33% → 44% ("generalized") and
-        43% → 55% ("euclidean"); class-level pairs of the same data, held-out AUC 0.950 → 0.958.
+        model fits that noise.
     feature_norm : float, default=2.0
         With ``whiten=False`` each modality is scaled so that the mean squared norm of its
         centred training samples is ``feature_norm²``, so that an L of norm of order 1 moves S
         on the scale on which the fixed ``f = −1.9`` and the hinge margin 1 of eq. (5) act
         (standardised 256-d pixels have ‖x‖² ≈ 256, and S then swings far past the margin).
-        Measured rank-1 (task above, 3 splits): 37% at 1, 42% at 2, 41% at 4, 36% at 8; 27% at
-        0.1 (the margin is then out of reach under the ``μ`` penalty). Class-level pairs of the
-        same data (1000 positives, PCA-32): held-out AUC 0.931 at 2, 0.924 at 4, 0.920 at 8.
     class_weight : {"balanced", None}, default="balanced"
         ``"balanced"``: positives and negatives weigh equally in the hinge (see Notes);
-        ``None``: every pair weighs the same. Measured rank-1 44% balanced vs 43% unweighted.
+        ``None``: every pair weighs the same.
     init : {"random", "euclidean"}, default="random"
         ``"euclidean"`` starts the structures with a cross term at the affine Euclidean special
         case (``L_Cx = L_A``, ``L_Cy = L_B``, so ``S`` starts as a distance); ``"random"`` draws
-        every L independently. Measured rank-1 43% ("euclidean") vs 44% ("random"): no gain,
-        so the paper's independent random start stays the default.
+        every L independently.
     batch_mode : {"auto", "sample", "pair"}, default="auto"
         ``"sample"``: the paper's sample-based batches (§4.2, eq. 14-18) -- each round takes
         ``n_identities`` identities with up to ``n_images_x`` / ``n_images_y`` samples each
@@ -182,9 +196,7 @@ class GSM(CrossModalMixin, BaseEstimator):
         ``UserWarning`` says so. ``"pair"``: mini-batches are ``batch_size`` slices of the
         given pairs (the paper's "sample-pair-based" batches). ``"auto"``: ``"sample"`` when
         the positives are complete and consistent with the negatives, else ``"pair"``
-        (attribute ``batch_mode_``). Rank-1 on the photo → sketch instance task of
-        ``benchmarks/bench_gsm.py`` (1,000 training objects, 200 held out): "generalized"
-        42.5% with pair slices → 43.5% with sample-based batches, "euclidean" 55.0% → 57.5%.
+        (attribute ``batch_mode_``).
     n_identities : int, default=64
         K̂, identities per sample-based batch.
     n_images_x, n_images_y : int, default=2
@@ -194,8 +206,7 @@ class GSM(CrossModalMixin, BaseEstimator):
         Sample-based batches only. ``None``: every negative of the batch enters the loss. An
         int ``h``: all positives, and for every sample only its ``h`` hardest negatives (the
         smallest S, most violating ``S >= 1``; the union over rows and columns), re-balanced
-        to half the weight. Same task: "generalized" 43.5% → 53.0% (h = 5), 56.0%
-        (h = 2), 53.0% (h = 10); "euclidean" 57.5% → 60.0% (h = 5).
+        to half the weight.
     early_stopping : bool, default=False
         Hold out ``validation_fraction`` of the identities (of the samples when there are
         fewer than 20 identities), with every pair that touches them, so that no validation
@@ -204,11 +215,25 @@ class GSM(CrossModalMixin, BaseEstimator):
         improved by ``tol`` for ``n_iter_no_change`` epochs and keep the best epoch's
         parameters. Use it when the training objective keeps falling while held-out
         matching gets worse (many epochs, small data, large ``learning_rate``); it costs the
-        held-out data. On the instance task above it does not pay: the objective
-        does not overfit there, and holding out 20% of the objects costs rank-1 ("generalized"
-        43.5% → 36.0%, "euclidean" 57.5% → 45.0%).
+        held-out data.
     validation_fraction : float in (0, 1), default=0.2
         Share of identities (or samples) held out by ``early_stopping``.
+    rank : int or None, default=None
+        Rows r of the L matrices (``None``: ``min(p_x, p_y)``, square as in the paper). A
+        smaller r learns, jointly with the similarity, a projection of the reduced features
+        to r dimensions -- the role of the paper's learned reduction layer (§5.5 (i)).
+    joint_reduction : bool, default=False
+        One reduction (PCA or centring, and scale) fitted on the training samples of both
+        modalities together and applied to both -- for two views of one descriptor (two
+        cameras), where the paper's shared layer gives corresponding coordinates and the
+        tied structures (``B = A``) assume them. Needs views of equal width.
+    stopping : {"patience", "window"}, default="patience"
+        ``"patience"``: stop when the epoch objective has not decreased by more than ``tol``
+        (absolute) for ``n_iter_no_change`` epochs in a row. ``"window"``: stop when the mean
+        objective of the last ``n_iter_no_change`` epochs is less than ``tol`` (relative)
+        below the mean of the window before -- a plateau of the smoothed objective, which a
+        slow steady decrease does not trigger. With ``early_stopping`` the validation loss is
+        watched with the patience rule.
 
     Attributes
     ----------
@@ -270,7 +295,9 @@ class GSM(CrossModalMixin, BaseEstimator):
                  class_weight: str | None = "balanced", init: str = "random",
                  batch_mode: str = "auto", n_identities: int = 64, n_images_x: int = 2,
                  n_images_y: int = 2, hard_negatives: int | None = None,
-                 early_stopping: bool = False, validation_fraction: float = 0.2):
+                 early_stopping: bool = False, validation_fraction: float = 0.2,
+                 rank: int | None = None, joint_reduction: bool = False,
+                 stopping: str = "patience"):
         self.n_components = n_components
         self.structure = structure
         self.f = f
@@ -296,113 +323,13 @@ class GSM(CrossModalMixin, BaseEstimator):
         self.hard_negatives = hard_negatives
         self.early_stopping = early_stopping
         self.validation_fraction = validation_fraction
-
-    # ------------------------------------------------------------------------- checks
-    def _check_params(self) -> None:
-        if self.structure not in STRUCTURES:
-            raise ValueError(
-                f"structure must be one of {sorted(STRUCTURES)}, got {self.structure!r}."
-            )
-        if isinstance(self.f, bool) or not isinstance(self.f, (int, float, np.floating)) \
-                or not np.isfinite(self.f):
-            raise ValueError(f"f must be a finite real number, got {self.f!r}.")
-        check_positive_scalar(self.mu, "mu", allow_zero=True)
-        check_positive_scalar(self.learning_rate, "learning_rate")
-        check_positive_scalar(self.tol, "tol", allow_zero=True)
-        check_positive_scalar(self.init_scale, "init_scale")
-        check_positive_scalar(self.feature_norm, "feature_norm")
-        if self.init not in ("euclidean", "random"):
-            raise ValueError(f"init must be 'euclidean' or 'random', got {self.init!r}.")
-        if self.class_weight not in ("balanced", None):
-            raise ValueError(
-                f"class_weight must be 'balanced' or None, got {self.class_weight!r}."
-            )
-        if self.batch_mode not in ("auto", "sample", "pair"):
-            raise ValueError(
-                f"batch_mode must be 'auto', 'sample' or 'pair', got {self.batch_mode!r}.")
-        check_positive_int(self.n_identities, "n_identities", minimum=2)
-        check_positive_int(self.n_images_x, "n_images_x")
-        check_positive_int(self.n_images_y, "n_images_y")
-        if self.hard_negatives is not None:
-            check_positive_int(self.hard_negatives, "hard_negatives")
-        if not isinstance(self.early_stopping, (bool, np.bool_)):
-            raise ValueError(f"early_stopping must be True or False, got "
-                             f"{self.early_stopping!r}.")
-        vf = self.validation_fraction
-        if isinstance(vf, bool) or not isinstance(vf, (int, float, np.floating)) \
-                or not 0 < vf < 1:
-            raise ValueError(f"validation_fraction must be in (0, 1), got {vf!r}.")
-        check_positive_int(self.batch_size, "batch_size")
-        check_positive_int(self.max_iter, "max_iter")
-        check_positive_int(self.n_iter_no_change, "n_iter_no_change")
-
-    # ----------------------------------------------------------------------- reduction
-    def _fit_reducer(self, Z: np.ndarray, name: str, rng):
-        """Fit the fixed reduction of one modality: ``(kind, mean_or_pca, scale)``."""
-        if self.n_components is None:
-            mean = Z.mean(axis=0)
-            if self.whiten:  # per-feature standardisation
-                scale = Z.std(axis=0)
-                return ("scale", mean, np.where(scale > 0, scale, 1.0))
-            Zc = Z - mean
-            return ("scale", mean, self._global_scale(Zc))
-        k = check_n_components(self.n_components, min(Z.shape),
-                               what=f"the number of distinct samples and features of {name}")
-        pca = PCA(n_components=k, whiten=bool(self.whiten),
-                  random_state=rng.randint(2**31 - 1))
-        Zr = pca.fit_transform(Z)
-        return ("pca", pca, 1.0 if self.whiten else self._global_scale(Zr))
-
-    def _global_scale(self, Zc: np.ndarray) -> float:
-        """One scalar that sets the mean squared norm of the centred rows to ``feature_norm²``."""
-        rms = float(np.sqrt(np.mean(np.einsum("ij,ij->i", Zc, Zc))))
-        return rms / float(self.feature_norm) if rms > 0 else 1.0
-
-    @staticmethod
-    def _reduce(reducer, Z: np.ndarray) -> np.ndarray:
-        kind, obj, scale = reducer
-        if kind == "pca":
-            return obj.transform(Z) / scale
-        return (Z - obj) / scale
-
-    def _init_params(self, r: int, p_x: int, p_y: int, rng) -> dict:
-        sx = self.init_scale / np.sqrt(r * p_x)
-        sy = self.init_scale / np.sqrt(r * p_y)
-        shapes = {"LA": (r, p_x), "LB": (r, p_y), "LCx": (r, p_x), "LCy": (r, p_y),
-                  "U": (r, p_x), "V": (r, p_y), "d": (p_x,), "e": (p_y,),
-                  "c": (r,), "a": (r,), "b": (r,)}
-        params = {}
-        for k in STRUCTURES[self.structure]:
-            shape = shapes[k]
-            if len(shape) == 2:
-                scale = sx if k in ("LA", "LCx", "U") else sy
-                params[k] = rng.normal(0.0, scale, size=shape)
-            else:
-                params[k] = np.zeros(shape)
-        if self.init == "euclidean" and "LCx" in params:
-            # start at the affine Euclidean special case: C = −L_Aᵀ L_B
-            params["LCx"] = params["LA"].copy()
-            params["LCy"] = (params["LB"] if "LB" in params else params["LA"]).copy()
-        if self.learn_f and self.structure not in _NO_F:
-            params["f"] = np.asarray(float(self.f))
-        return params
-
-    def _pair_weights(self, y: np.ndarray) -> np.ndarray:
-        n_pos, n_neg = int(np.sum(y == 1)), int(np.sum(y == -1))
-        if self.class_weight == "balanced":
-            return np.where(y == 1, 0.5 / n_pos, 0.5 / n_neg)
-        return np.full(y.shape[0], 1.0 / (n_pos + n_neg))
-
-    def _similarity(self, params: dict, A: np.ndarray, B: np.ndarray, f0: float,
-                    r: int) -> np.ndarray:
-        """S of every pair of rows of ``A`` and ``B`` (reduced features) under ``params``."""
-        LA, LB, LCx, LCy, d, e, f = gsm_components(params, self.structure, f0, r,
-                                                   A.shape[1], B.shape[1])
-        return gsm_matrix(embed(A, LA, LCx, d), embed(B, LB, LCy, e), f)
+        self.rank = rank
+        self.joint_reduction = joint_reduction
+        self.stopping = stopping
 
     # ----------------------------------------------------------------------------- fit
     def _fit(self, data: PairData, y: np.ndarray) -> None:
-        self._check_params()
+        check_params(self)
         rng = check_random_state(self.random_state)
         # the base's canonical pairs: the distinct samples of each modality, every one used
         # (each embedded once per batch, eq. 14)
@@ -419,18 +346,20 @@ class GSM(CrossModalMixin, BaseEstimator):
             ix, iy, y = ix[tr], iy[tr], y[tr]
         # the fixed reduction sees the training samples only
         rx, ry = np.unique(ix), np.unique(iy)
-        self.reducer_x_ = self._fit_reducer(data.X[rx], "X", rng)
-        self.reducer_y_ = self._fit_reducer(data.Y[ry], "Y", rng)
-        X = self._reduce(self.reducer_x_, data.X)
-        Y = self._reduce(self.reducer_y_, data.Y)
+        self.reducer_x_, self.reducer_y_ = fit_reducers(
+            data.X[rx], data.Y[ry], joint=bool(self.joint_reduction),
+            n_components=self.n_components, whiten=self.whiten,
+            feature_norm=self.feature_norm, rng=rng)
+        X = apply_reducer(self.reducer_x_, data.X)
+        Y = apply_reducer(self.reducer_y_, data.Y)
         p_x, p_y = X.shape[1], Y.shape[1]
         if self.structure in _TIED and p_x != p_y:
             raise ValueError(
                 f"structure={self.structure!r} shares L_A (B = A) between the modalities and "
                 f"needs both to have the same dimension, got {p_x} and {p_y}; set n_components."
             )
-        r = min(p_x, p_y)
-        params = self._init_params(r, p_x, p_y, rng)
+        r = min(p_x, p_y) if self.rank is None else int(self.rank)
+        params = init_params(self, r, p_x, p_y, rng)
         self.batch_mode_ = resolve_batch_mode(self.batch_mode, ids_x, ids_y, ix, iy, y,
                                               n_conflicts)
         mu, f0 = float(self.mu), float(self.f)
@@ -442,41 +371,20 @@ class GSM(CrossModalMixin, BaseEstimator):
             rounds = IdentityRounds(ids_x[rx], ids_y[ry], int(self.n_identities),
                                     int(self.n_images_x), int(self.n_images_y), rng)
             self.n_identities_ = int(rounds.identities.size)
-
-            def epoch_step(opt):
-                losses = []
-                for bx, by in rounds.epoch():
-                    bx, by = rx[bx], ry[by]
-                    same = ids_x[bx][:, None] == ids_y[by][None, :]
-                    loss, grad = sample_batch_loss_grad(
-                        loss_grad, params, X[bx], Y[by], same, self.hard_negatives,
-                        lambda prm, A, B: self._similarity(prm, A, B, f0, r))
-                    opt.step(params, grad)
-                    losses.append(loss)
-                return float(np.mean(losses))
+            epoch_step = sample_epoch(
+                params, loss_grad, rounds, X, Y, rx, ry, ids_x, ids_y, self.hard_negatives,
+                lambda prm, A, B: self._similarity(prm, A, B, f0, r))
         else:
-            ell_all = -y.astype(float)  # eq. (4): −1 same, +1 different
-            weight = self._pair_weights(y)
-            n = y.shape[0]
-
-            blocks = PairBlocks(X, Y, ix, iy, y, tied=False)
-
-            def epoch_step(opt):
-                perm = rng.permutation(n)
-                for sl in gen_batches(n, int(self.batch_size)):
-                    b = perm[sl]
-                    (Xb, Yb), bix, biy, _ = blocks.gather(b)
-                    # unbiased estimate of the full objective's gradient
-                    _, grad = loss_grad(params, Xb, Yb, bix, biy, ell_all[b],
-                                        weight[b] * (n / b.size))
-                    opt.step(params, grad)
-                return gsm_loss(params, self.structure, f0, X, Y, ix, iy, ell_all, weight, mu)
-
+            weight = pair_weights(y, self.class_weight)
+            epoch_step = pair_epoch(params, loss_grad, X, Y, ix, iy, y, weight,
+                                    int(self.batch_size), rng,
+                                    full_pair_loss(self.structure, f0, X, Y, ix, iy, weight,
+                                                   mu))
         val_loss = None
         if val is not None:
             val_loss = validation_loss(self.batch_mode_, val, ids_x, ids_y, X, Y,
                                        lambda *a: loss_grad(*a, mu=0.0)[0],
-                                       self._pair_weights, rng)
+                                       lambda yy: pair_weights(yy, self.class_weight), rng)
         train_epochs(self, params, epoch_step, val_loss)
         LA, LB, LCx, LCy, d, e, f = gsm_components(params, self.structure, f0, r, p_x, p_y)
         self.params_ = params
@@ -485,40 +393,15 @@ class GSM(CrossModalMixin, BaseEstimator):
         self.f_ = float(f)
         self.n_components_ = r
 
-    # -------------------------------------------------------------------------- towers
+    def _similarity(self, params: dict, A: np.ndarray, B: np.ndarray, f0: float,
+                    r: int) -> np.ndarray:
+        """S of every pair of rows of ``A`` and ``B`` (reduced features) under ``params``."""
+        LA, LB, LCx, LCy, d, e, f = gsm_components(params, self.structure, f0, r,
+                                                   A.shape[1], B.shape[1])
+        return gsm_matrix(embed(A, LA, LCx, d), embed(B, LB, LCy, e), f)
+
     def _embed_x(self, X: np.ndarray) -> np.ndarray:
-        return self._reduce(self.reducer_x_, X) @ self.components_x_.T
+        return apply_reducer(self.reducer_x_, X) @ self.components_x_.T
 
     def _embed_y(self, Y: np.ndarray) -> np.ndarray:
-        return self._reduce(self.reducer_y_, Y) @ self.components_y_.T
-
-    def _rowwise_distance(self, FX: np.ndarray, FY: np.ndarray) -> np.ndarray:
-        return gsm_rowwise(FX, FY, self.f_)
-
-    def _matrix_distance(self, FX: np.ndarray, FY: np.ndarray) -> np.ndarray:
-        return gsm_matrix(FX, FY, self.f_)
-
-    def get_similarity_matrices(self) -> dict:
-        """The blocks of eq. (1) on the reduced features: ``A, B, C, d, e, f``.
-
-        ``A = L_Aᵀ L_A``, ``B = L_Bᵀ L_B``, ``C = −L_Cxᵀ L_Cy`` (eq. 2). Formed on request
-        only (p × p matrices); S of a pair equals ``[x̄ᵀ ȳᵀ 1] M [x̄; ȳ; 1]`` with
-        ``x̄ = reduce_x(x)``, ``ȳ = reduce_y(y)``.
-        """
-        check_is_fitted(self)
-        r = self.n_components_
-        Px, Py = self.components_x_, self.components_y_
-        LA, LCx, d = Px[:r], Px[r:2 * r], Px[-1]
-        LB, LCy, e = Py[:r], Py[r:2 * r], Py[-1]
-        return {"A": LA.T @ LA, "B": LB.T @ LB, "C": -(LCx.T @ LCy), "d": d.copy(),
-                "e": e.copy(), "f": self.f_}
-
-    def reduce_x(self, X) -> np.ndarray:
-        """The fixed linear reduction of the first modality (PCA or standardisation)."""
-        check_is_fitted(self)
-        return self._reduce(self.reducer_x_, self._check_samples(X, "X", side="x"))
-
-    def reduce_y(self, Y) -> np.ndarray:
-        """The fixed linear reduction of the second modality (PCA or standardisation)."""
-        check_is_fitted(self)
-        return self._reduce(self.reducer_y_, self._check_samples(Y, "Y", side="y"))
+        return apply_reducer(self.reducer_y_, Y) @ self.components_y_.T

@@ -91,4 +91,21 @@ PUBLISHED: dict[str, dict] = {
             "the latent dimension",
         ),
     },
+    "gsm-cuhk01": {
+        "source": "Lin et al., GSM (Cross-domain visual matching via generalized similarity "
+                  "measure and feature learning), CUHK01 871 / 100 persons, single shot, 10 "
+                  "splits: Fig. 6(b) hand-crafted features (CMC curves only); the text of "
+                  "§5.5 gives the generalized similarity's rank-1 on them, 39.5 %",
+        "rows": {"Generalized": {"r1": 39.5}},
+        "notes": {"Generalized": "paper r1 from §5.5 text ('from 66.5% to 39.5% on CUHK01')",
+                  "special case": "Fig. 6(b) has no special cases (they are in Fig. 6(c)-(f), "
+                                  "deep features, not CUHK01); run here on the hand-crafted "
+                                  "features"},
+    },
+    "gsm-cuhk01-deep": {
+        "source": "Lin et al., GSM, Fig. 4(b) and §5.2: DeepGSM on CUHK01 images, 871 / 100 "
+                  "persons, rank-1 66.50 % (the other ranks are in the figure only)",
+        "rows": {"DeepGSM": {"r1": 66.50}},
+        "notes": {},
+    },
 }

@@ -11,6 +11,7 @@ import numpy as np
 
 from crossmetric.reproduce.cmml_cufs import cmml_cufs_figures, reproduce_cmml_cufs
 from crossmetric.reproduce.cufs import reproduce_cml_auc_cufs
+from crossmetric.reproduce.cuhk01 import reproduce_gsm_cuhk01, reproduce_gsm_cuhk01_deep
 from crossmetric.reproduce.gsm_cufs import reproduce_gsm_cufs
 from crossmetric.reproduce.pku import reproduce_pku_sketch
 from crossmetric.reproduce.published import PUBLISHED
@@ -56,6 +57,12 @@ REPRODUCTIONS: dict[str, Reproduction] = {r.name: r for r in [
     Reproduction("cmml-cufs", "CMML Figs. 6-7 on CUFS: rank-1 and accuracy at EER vs latent "
                  "dimension (CMML, CCA, PLS, CDFE) and vs n- (CMML), dense SIFT + PCA-200",
                  reproduce_cmml_cufs),
+    Reproduction("gsm-cuhk01", "GSM Fig. 6(b): CUHK01 camera A -> B, 871 / 100 persons, "
+                 "PatchColorSIFT + PCA-400; GSM generalized vs its special cases and "
+                 "ITML, LMNN, KISSME, Euclidean; CMC r=1,5,10,20, paper grids tuned on "
+                 "training persons", reproduce_gsm_cuhk01),
+    Reproduction("gsm-cuhk01-deep", "GSM Fig. 4(b): DeepGSM on the CUHK01 images (device= "
+                 "option), beside GSM on the hand-crafted features", reproduce_gsm_cuhk01_deep),
 ]}
 
 
@@ -107,7 +114,9 @@ def _figure(result: ReproductionResult, out: str) -> list[str]:
         return cmml_cufs_figures(result, out)
     titles = {"pku-sketch": "PKU-Sketch: sketch probes vs photos",
               "cml-auc-cufs": "CUFS: sketch probes vs photos (CML-AUC protocol)",
-              "gsm-cufs": "CUFS test/: sketch probes vs photos (GSM Table II protocol)"}
+              "gsm-cufs": "CUFS test/: sketch probes vs photos (GSM Table II protocol)",
+              "gsm-cuhk01": "CUHK01 camera A -> B, hand-crafted features (GSM Fig. 6(b))",
+              "gsm-cuhk01-deep": "CUHK01 camera A -> B, DeepGSM (GSM Fig. 4(b))"}
     if name in titles and result.extra.get("cmc"):
         path = os.path.join(out, "cmc.png")
         plotting.plot_cmc(result.extra["cmc"], title=titles[name], path=path)

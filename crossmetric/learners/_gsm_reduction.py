@@ -1,0 +1,66 @@
+"""The fixed linear reduction of :class:`crossmetric.gsm.GSM`'s inputs (PCA or centring, then
+one scale), per modality or shared by both.
+
+A reducer is the tuple ``("pca", fitted PCA, scale)`` or ``("scale", mean, scale)`` and maps
+``Z`` to ``PCA(Z) / scale`` or ``(Z − mean) / scale`` (:func:`apply_reducer`); ``scale`` is a
+scalar, or per-feature standard deviations when whitening without a PCA.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from sklearn.decomposition import PCA
+
+from crossmetric._checks import check_n_components
+
+__all__ = ["fit_reducer", "apply_reducer", "global_scale", "fit_reducers"]
+
+
+def global_scale(Zc: np.ndarray, feature_norm: float) -> float:
+    """One scalar that sets the mean squared norm of the centred rows to ``feature_norm²``."""
+    rms = float(np.sqrt(np.mean(np.einsum("ij,ij->i", Zc, Zc))))
+    return rms / float(feature_norm) if rms > 0 else 1.0
+
+
+def fit_reducer(Z: np.ndarray, name: str, *, n_components, whiten: bool,
+                feature_norm: float, rng) -> tuple:
+    """Fit the fixed reduction of the rows ``Z``: ``(kind, pca_or_mean, scale)``."""
+    if n_components is None:
+        mean = Z.mean(axis=0)
+        if whiten:  # per-feature standardisation
+            scale = Z.std(axis=0)
+            return ("scale", mean, np.where(scale > 0, scale, 1.0))
+        return ("scale", mean, global_scale(Z - mean, feature_norm))
+    k = check_n_components(n_components, min(Z.shape),
+                           what=f"the number of distinct samples and features of {name}")
+    pca = PCA(n_components=k, whiten=bool(whiten), random_state=rng.randint(2**31 - 1))
+    Zr = pca.fit_transform(Z)
+    return ("pca", pca, 1.0 if whiten else global_scale(Zr, feature_norm))
+
+
+def apply_reducer(reducer: tuple, Z: np.ndarray) -> np.ndarray:
+    """``reduce(Z)`` of a reducer from :func:`fit_reducer`."""
+    kind, obj, scale = reducer
+    if kind == "pca":
+        return obj.transform(Z) / scale
+    return (Z - obj) / scale
+
+
+def fit_reducers(X: np.ndarray, Y: np.ndarray, *, joint: bool, n_components, whiten: bool,
+                 feature_norm: float, rng) -> tuple[tuple, tuple]:
+    """The reducers of both modalities, fitted on their training rows ``X`` and ``Y``.
+
+    ``joint=False``: one reduction per modality. ``joint=True`` (views of equal width, one
+    descriptor of both): one reduction fitted on the rows of both stacked, used for both --
+    coordinates that correspond between the modalities, as the paper's shared layer gives
+    and as the tied structures (``B = A``) assume.
+    """
+    kw = {"n_components": n_components, "whiten": whiten, "feature_norm": feature_norm,
+          "rng": rng}
+    if not joint:
+        return fit_reducer(X, "X", **kw), fit_reducer(Y, "Y", **kw)
+    if X.shape[1] != Y.shape[1]:
+        raise ValueError(f"joint_reduction needs both modalities to have the same number of "
+                         f"features, got {X.shape[1]} and {Y.shape[1]}.")
+    red = fit_reducer(np.vstack([X, Y]), "X and Y", **kw)
+    return red, red

@@ -1,0 +1,49 @@
+"""The fitted :class:`crossmetric.gsm.GSM`'s towers and inspection: the embeddings x̃, ỹ of
+eq. (10), the aggregation of eq. (12), the blocks of eq. (1) and the fixed reductions."""
+
+from __future__ import annotations
+
+import numpy as np
+from sklearn.utils.validation import check_is_fitted
+
+from crossmetric._gsm_measure import gsm_matrix, gsm_rowwise
+from crossmetric.learners._gsm_reduction import apply_reducer
+
+__all__ = ["GSMTowersMixin"]
+
+
+class GSMTowersMixin:
+    """Aggregation and inspection of a fitted GSM (``reducer_x_``, ``components_x_``, ``f_``);
+    the towers ``_embed_x`` / ``_embed_y`` stay on the class (:mod:`crossmetric.export` finds
+    a learner's graph form by the class that defines them)."""
+
+    def _rowwise_distance(self, FX: np.ndarray, FY: np.ndarray) -> np.ndarray:
+        return gsm_rowwise(FX, FY, self.f_)
+
+    def _matrix_distance(self, FX: np.ndarray, FY: np.ndarray) -> np.ndarray:
+        return gsm_matrix(FX, FY, self.f_)
+
+    def get_similarity_matrices(self) -> dict:
+        """The blocks of eq. (1) on the reduced features: ``A, B, C, d, e, f``.
+
+        ``A = L_Aᵀ L_A``, ``B = L_Bᵀ L_B``, ``C = −L_Cxᵀ L_Cy`` (eq. 2). Formed on request
+        only (p × p matrices); S of a pair equals ``[x̄ᵀ ȳᵀ 1] M [x̄; ȳ; 1]`` with
+        ``x̄ = reduce_x(x)``, ``ȳ = reduce_y(y)``.
+        """
+        check_is_fitted(self)
+        r = self.n_components_
+        Px, Py = self.components_x_, self.components_y_
+        LA, LCx, d = Px[:r], Px[r:2 * r], Px[-1]
+        LB, LCy, e = Py[:r], Py[r:2 * r], Py[-1]
+        return {"A": LA.T @ LA, "B": LB.T @ LB, "C": -(LCx.T @ LCy), "d": d.copy(),
+                "e": e.copy(), "f": self.f_}
+
+    def reduce_x(self, X) -> np.ndarray:
+        """The fixed linear reduction of the first modality (PCA or standardisation)."""
+        check_is_fitted(self)
+        return apply_reducer(self.reducer_x_, self._check_samples(X, "X", side="x"))
+
+    def reduce_y(self, Y) -> np.ndarray:
+        """The fixed linear reduction of the second modality (PCA or standardisation)."""
+        check_is_fitted(self)
+        return apply_reducer(self.reducer_y_, self._check_samples(Y, "Y", side="y"))

@@ -1,0 +1,93 @@
+"""GSM's plateau rule on the smoothed objective, the shared reduction and the rank option."""
+
+import warnings
+
+import numpy as np
+import pytest
+from sklearn.exceptions import ConvergenceWarning
+
+from crossmetric import GSM, make_pairs
+from crossmetric._solvers.epochs import WindowPlateau
+from crossmetric.datasets import make_cross_modal
+
+
+def run(rule, values):
+    """Epochs until ``rule`` stops, or None."""
+    for k, v in enumerate(values, 1):
+        if rule.update(v):
+            return k
+    return None
+
+
+def test_window_plateau_ignores_noise_and_slow_steady_decrease():
+    # 0.5 % lower every epoch: never a plateau at tol = 1 % per 10-epoch window
+    assert run(WindowPlateau(1e-2, 10), 0.995 ** np.arange(200)) is None
+    # a flat curve with noise larger than an absolute tol stops after two windows
+    noisy = 1.0 + 0.01 * np.random.RandomState(0).randn(100)
+    assert run(WindowPlateau(1e-2, 10), noisy) == 20
+    # a falling then flat curve stops at the first window boundary after it flattens
+    curve = np.r_[np.linspace(2.0, 1.0, 30), np.ones(40)]
+    assert run(WindowPlateau(1e-2, 10), curve) == 50
+    rule = WindowPlateau(1e-2, 3)
+    run(rule, [3.0, 1.0, 2.0])
+    assert rule.best == 1.0 and not rule.new_best
+
+
+@pytest.fixture(scope="module")
+def data():
+    d = make_cross_modal(120, n_classes=6, n_features_x=8, n_features_y=8, random_state=0)
+    pairs, y = make_pairs(d.labels, d.labels, max_positives=300, random_state=0)
+    return d, pairs, y
+
+
+def test_window_stopping_trains_longer_and_warns_at_max_iter(data):
+    d, pairs, y = data
+    kw = {"n_components": 4, "random_state": 0, "preprocessor": (d.X, d.Y)}
+    a = GSM(**kw).fit(pairs, y)
+    b = GSM(stopping="window", tol=1e-2, n_iter_no_change=10, **kw).fit(pairs, y)
+    assert b.n_iter_ % 10 == 0 and b.n_iter_ >= 20
+    last, prev = np.mean(b.loss_curve_[-10:]), np.mean(b.loss_curve_[-20:-10])
+    assert prev - last <= 1e-2 * prev  # stopped on the plateau
+    assert a.n_iter_ != b.n_iter_
+    with pytest.warns(ConvergenceWarning, match="max_iter=5"):
+        GSM(stopping="window", max_iter=5, **kw).fit(pairs, y)
+    with pytest.raises(ValueError, match="stopping must be one of"):
+        GSM(stopping="never", **kw).fit(pairs, y)
+
+
+def test_joint_reduction_is_one_pca_of_both_views(data):
+    d, pairs, y = data
+    m = GSM(n_components=4, joint_reduction=True, structure="ladf", max_iter=20,
+            random_state=0, preprocessor=(d.X, d.Y))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        m.fit(pairs, y)
+    assert m.reducer_x_ is m.reducer_y_
+    rows = np.unique(pairs[:, 0]), np.unique(pairs[:, 1])
+    Z = np.vstack([d.X[rows[0]], d.Y[rows[1]]])
+    np.testing.assert_allclose(m.reducer_x_[1].mean_, Z.mean(axis=0))
+    np.testing.assert_allclose(m.reduce_x(d.X[:3]), m.reduce_y(d.X[:3]))
+    wide = make_cross_modal(60, n_classes=6, n_features_x=8, n_features_y=5, random_state=0)
+    p2, y2 = make_pairs(wide.labels, wide.labels, max_positives=100, random_state=0)
+    with pytest.raises(ValueError, match="joint_reduction needs"):
+        GSM(joint_reduction=True, preprocessor=(wide.X, wide.Y)).fit(p2, y2)
+    with pytest.raises(ValueError, match="joint_reduction must be True or False"):
+        GSM(joint_reduction="yes", preprocessor=(d.X, d.Y)).fit(pairs, y)
+
+
+def test_rank_sets_the_rows_of_the_l_matrices(data):
+    d, pairs, y = data
+    m = GSM(n_components=6, rank=2, max_iter=20, random_state=0, preprocessor=(d.X, d.Y))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        m.fit(pairs, y)
+    assert m.n_components_ == 2 and m.components_x_.shape == (5, 6)
+    assert m.transform_x(d.X[:4]).shape == (4, 5)
+    D = m.cross_distance(d.X[:3], d.Y[:4])
+    M = m.get_similarity_matrices()  # the slow obvious S of eq. (1) on the reduced features
+    x, v = m.reduce_x(d.X[1:2])[0], m.reduce_y(d.Y[2:3])[0]
+    S = (x @ M["A"] @ x + v @ M["B"] @ v + 2 * x @ M["C"] @ v + 2 * M["d"] @ x
+         + 2 * M["e"] @ v + M["f"])
+    np.testing.assert_allclose(D[1, 2], S, rtol=1e-8, atol=1e-10)
+    with pytest.raises(ValueError, match="rank"):
+        GSM(rank=0, preprocessor=(d.X, d.Y)).fit(pairs, y)
