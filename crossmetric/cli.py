@@ -1348,8 +1348,16 @@ def build_parser() -> argparse.ArgumentParser:
                    help="print the results as JSON (rows of ours / paper / diff) instead of "
                         "the table")
     r.add_argument("--methods", default=None,
-                   help="comma list of the methods to run (pku-sketch only; default all: "
-                        "euclidean,cca,kcca,cmml,cmlauc,gsm,deepgsm)")
+                   help="comma list of the methods to run (pku-sketch only; "
+                        "pku-sketch: some of euclidean,euclidean-desc,cca,kcca,pcca,cmml,"
+                        "cmlauc,cmlpauc,gsm,clml,deepgsm, default all)")
+    r.add_argument("--setting", default=None, choices=("paper", "legacy"),
+                   help="pku-sketch: 'paper' (default) selects every method's paper grid on "
+                        "the training persons; 'legacy' the reproduction before issue 20 "
+                        "(HOG, registry defaults)")
+    r.add_argument("--descriptor", default=None,
+                   help="pku-sketch: hog, dense-sift, lbp, ltp, patch-color-sift or hog+ltp "
+                        "(default: the setting's)")
     r.add_argument("--deepgsm-members", type=int, default=None,
                    help="pku-sketch: DeepGSM seeds averaged (default 2; 1: the single model "
                         "only, half the time)")
@@ -1462,6 +1470,17 @@ def cmd_reproduce(args) -> int:
         if args.show_ranks < 1:
             raise CLIError(f"--show-ranks must be >= 1, got {args.show_ranks}")
         extra["show_ranks"] = args.show_ranks
+    for opt in ("setting", "descriptor"):
+        if getattr(args, opt) is not None:
+            if args.name != "pku-sketch":
+                raise CLIError(f"--{opt}: only pku-sketch takes it")
+            extra[opt] = getattr(args, opt)
+    if args.descriptor is not None:
+        from crossmetric.reproduce import PKU_DESCRIPTORS
+
+        if args.descriptor not in PKU_DESCRIPTORS:
+            raise CLIError(f"--descriptor: unknown {args.descriptor!r}; expected one of "
+                           f"{', '.join(PKU_DESCRIPTORS)}")
     out = args.out or os.path.join("crossmetric-reproduce", args.name)
     result = run_reproduction(args.name, args.data_home, n_splits=args.splits, out=out,
                               seed=args.seed, verbose=not args.quiet, n_jobs=args.n_jobs,
