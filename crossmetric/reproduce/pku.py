@@ -243,7 +243,7 @@ def pku_space(H_sketch, H_photo, n_components: int, center: bool):
 
 
 def pku_select(name, estimator, H, ids, tr_sk, tr_ph, *, n_components, center, n_negatives,
-               random_state):
+               random_state, grid=None, scoring: str = "rank1"):
     """Choose ``estimator``'s paper-grid parameters on the training persons only.
 
     The objects are the training photos, each with its person's sketch (row ``r`` of ``X`` the
@@ -252,12 +252,14 @@ def pku_select(name, estimator, H, ids, tr_sk, tr_ph, *, n_components, center, n
     the validation sketches among the validation photos, after :func:`pku_space` refitted on
     the inner training persons. Only rows ``tr_sk`` and ``tr_ph`` of ``H`` are read. Returns
     the :class:`~crossmetric.model_selection.SearchResult`, or ``None`` when the method has no
-    grid.
+    grid. ``grid``: stages to search instead of the paper grid (``[{}]``: the inner
+    cross-validation score of ``estimator`` as it is); ``scoring``: ``"rank1"`` or ``"map"``.
     """
     from crossmetric.model_selection import search_stages
     from crossmetric.registry import METHODS
 
-    grid = METHODS[name].search_grid("paper")
+    if grid is None:
+        grid = METHODS[name].search_grid("paper")
     if not grid:
         return None
     sketch_of = {p: i for i, p in zip(tr_sk, ids[tr_sk], strict=True)}
@@ -273,7 +275,7 @@ def pku_select(name, estimator, H, ids, tr_sk, tr_ph, *, n_components, center, n
         return project(X, "sketch"), project(Y, "photo")
 
     return search_stages(estimator, grid, X, Y, labels, n_splits=PKU_INNER_FOLDS,
-                         group="identity", scoring="rank1", n_negatives=n_negatives,
+                         group="identity", scoring=scoring, n_negatives=n_negatives,
                          max_positives=None, prepare=prepare, random_state=random_state)
 
 
