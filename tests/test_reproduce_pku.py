@@ -65,27 +65,29 @@ def _tiny_run(monkeypatch, n_splits, **kw):
     data = _toy()
     monkeypatch.setattr(P, "pku_features", lambda home, descriptor="hog": data)
     return P.reproduce_pku_sketch("unused", n_splits=n_splits, n_test=8, n_components=40,
-                                  verbose=False, methods=("euclidean", "euclidean-desc", "cca"),
+                                  n_negatives=2, verbose=False,
+                                  methods=("euclidean", "euclidean-desc", "cca"),
                                   **kw)
 
 
 def test_tiny_run_selects_per_split(monkeypatch):
     res = _tiny_run(monkeypatch, 1)
     per = res.extra["per_split"]
-    assert set(per) == {"Euclidean (HOG, centred PCA-40)", "Euclidean (HOG, no PCA)", "CCA"}
+    assert set(per) == {"Euclidean (ltp, centred PCA-40)", "Euclidean (ltp, no PCA)", "CCA"}
     chosen = res.extra["chosen"]["CCA"]
     assert len(chosen) == 1 and set(chosen[0]) == {"n_components", "reg"}
-    assert res.extra["setting"]["tune"] and res.extra["setting"]["descriptor"] == "hog"
+    assert res.extra["setting"]["tune"] and res.extra["setting"]["n_negatives"] == 2
+    assert P.PKU_SETTINGS["paper"]["n_negatives"] == 10
     # the toy sketches are a linear map of the photos: CCA learns it, Euclidean cannot
     r1 = {r["method"]: r["ours"] for r in res.rows if r["measure"] == "r1"}
-    assert r1["CCA"] > r1["Euclidean (HOG, no PCA)"]
+    assert r1["CCA"] > r1["Euclidean (ltp, no PCA)"]
 
 
 @pytest.mark.slow
 def test_tiny_run_parallel_splits_give_the_same(monkeypatch):
     data = _toy()
     monkeypatch.setattr(P, "pku_features", lambda home, descriptor="hog": data)
-    kw = dict(n_splits=2, n_test=8, n_components=40, verbose=False,
+    kw = dict(n_splits=2, n_test=8, n_negatives=2, n_components=40, verbose=False,
               methods=("euclidean", "euclidean-desc", "cca"))
     res = P.reproduce_pku_sketch("unused", **kw)
     assert all(len(v["r1"]) == 2 for v in res.extra["per_split"].values())
