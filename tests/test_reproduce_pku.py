@@ -126,3 +126,20 @@ def test_descriptors_give_finite_features_of_the_documented_size():
         if name != "hog":
             assert F.min() >= 0.0    # square-rooted histograms
     assert P.pku_descriptor(imgs, "hog+ltp").shape == (2, 4788 + 9440)
+
+
+def test_cca_default_ridge_scales_with_the_data():
+    """The default ridge (0.1, issue 20) is relative to each covariance's mean eigenvalue: the
+    same on any feature scale, and it shrinks the canonical correlations of a clean problem."""
+    from crossmetric import CCA, make_pairs
+
+    rng = np.random.RandomState(0)
+    Z = rng.randn(60, 3)
+    X, Y = Z @ rng.randn(3, 8), Z @ rng.randn(3, 5) + 0.1 * rng.randn(60, 5)
+    pairs, y = make_pairs(np.arange(60), np.arange(60), random_state=0)
+    assert CCA().reg == 0.1
+    a = CCA(3, scale=False, preprocessor=(X, Y)).fit(pairs, y)
+    b = CCA(3, scale=False, preprocessor=(1000.0 * X, 0.001 * Y)).fit(pairs, y)
+    np.testing.assert_allclose(a.correlations_, b.correlations_, rtol=1e-8)
+    weak = CCA(3, reg=1e-3, scale=False, preprocessor=(X, Y)).fit(pairs, y)
+    assert (a.correlations_ < weak.correlations_).all()

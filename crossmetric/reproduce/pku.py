@@ -498,7 +498,9 @@ def reproduce_pku_sketch(data_home, *, n_splits: int = 10, seed: int = 0, verbos
     for name in registry:
         count = sum(bool(run["unconverged"].get(name)) for run in runs)
         if count:   # recorded, not hidden
-            notes.setdefault(name, f"ConvergenceWarning in {count}/{n_splits} splits")
+            capped = any("max_iter" in run["chosen"].get(name, {}) for run in runs)
+            notes.setdefault(name, f"ConvergenceWarning in {count}/{n_splits} splits" + (
+                " (max_iter selected: early stopping as regularisation)" if capped else ""))
     if deepgsm_params and "deepgsm" in registry:
         notes["deepgsm"] = (notes.get("deepgsm", "") + " " if "deepgsm" in notes else "") + \
             f"PKU_DEEPGSM overridden: {deepgsm_params}"
