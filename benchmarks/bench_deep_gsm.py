@@ -164,7 +164,8 @@ def pku_accuracy(args) -> dict:
     overrides = {} if args.max_iter is None else {"max_iter": args.max_iter}
     with contextlib.redirect_stdout(sys.stderr):  # progress lines: stdout is the JSON
         res = reproduce_pku_sketch(str(DATA), n_splits=args.splits, methods=methods,
-                                   deepgsm_params=overrides, first_split=args.first_split)
+                                   deepgsm_params=overrides, first_split=args.first_split,
+                                   setting="legacy")
     mean = {}
     for r in res.rows:
         mean.setdefault(r["method"], {})[r["measure"]] = round(r["ours"], 2)

@@ -158,7 +158,7 @@ METHODS: dict[str, MethodSpec] = {s.name: s for s in [
                "shrinks with a time constant of ~10^4 rounds and no plateau is reached in "
                "this budget); max_iter is a cap, not a schedule; not tuned"),
     MethodSpec("cca", "CCA", "CCA", {"n_components": 10},
-               "CCA common space, 10 components (closed form, ridge 1e-3 of the mean "
+               "CCA common space, 10 components (closed form, ridge 0.1 of the mean "
                "eigenvalue)",
                grid={"n_components": [5, 10, 20]},
                # CMML §4: "For CCA and CDFE the regularization parameters are cross-validated"

@@ -23,7 +23,7 @@ def _views(n=90, dims=(7, 5, 6), noise=0.5, seed=0):
 def test_mcca_two_views_is_cca():
     X, Y = _views(dims=(8, 6))
     pairs, y = make_pairs(np.arange(90), np.arange(90), random_state=0)
-    cca = CCA(3, preprocessor=(X, Y)).fit(pairs, y)
+    cca = CCA(3, reg=1e-3, preprocessor=(X, Y)).fit(pairs, y)  # MCCA's ridge
     pair_fit = MCCA(3, preprocessor=(X, Y)).fit(pairs, y)
     view_fit = MCCA(3).fit_views([X, Y])
     np.testing.assert_allclose(pair_fit.eigenvalues_ - 1, cca.correlations_, atol=1e-10)
@@ -148,7 +148,7 @@ def test_mfeat_six_views():
     views = [V[rows] for V in data.views]
     two = MCCA(10).fit_views(views[:2])
     pairs, y = make_pairs(np.arange(rows.size), np.arange(rows.size), random_state=0)
-    cca = CCA(10, preprocessor=(views[0], views[1])).fit(pairs, y)
+    cca = CCA(10, reg=1e-3, preprocessor=(views[0], views[1])).fit(pairs, y)
     np.testing.assert_allclose(two.cross_distance(views[0][:50], views[1][:50]),
                                cca.cross_distance(views[0][:50], views[1][:50]), atol=1e-7)
     six = MCCA(10).fit_views(views)

@@ -102,7 +102,8 @@ def test_cli_reproduce_list_and_errors(capsys, tmp_path):
 @pytest.mark.skipif(not (DATA / "pku_sketch").is_dir(), reason="PKU-Sketch absent")
 def test_pku_sketch_one_split(tmp_path):
     res = run_reproduction("pku-sketch", DATA, n_splits=1, out=str(tmp_path), verbose=False,
-                           methods=("euclidean", "cca", "deepgsm"), deepgsm_members=1)
+                           methods=("euclidean", "cca", "deepgsm"), deepgsm_members=1,
+                           setting="legacy")
     r1 = {r["method"]: r["ours"] for r in res.rows if r["measure"] == "r1"}
     assert 0.0 <= r1["Euclidean (HOG)"] <= 100.0 and 0.0 <= r1["CCA"] <= 100.0
     # DeepGSM takes the (n, h, w, 3) RGB images and runs: a number, no "not run" note
@@ -169,9 +170,10 @@ def test_pku_methods_option_errors(capsys, tmp_path):
 def test_pku_first_split_runs_the_same_split():
     from crossmetric.reproduce import reproduce_pku_sketch
 
-    both = reproduce_pku_sketch(str(DATA), n_splits=2, methods=("euclidean",), verbose=False)
+    both = reproduce_pku_sketch(str(DATA), n_splits=2, methods=("euclidean",), verbose=False,
+                                setting="legacy")
     second = reproduce_pku_sketch(str(DATA), n_splits=1, first_split=1,
-                                  methods=("euclidean",), verbose=False)
+                                  methods=("euclidean",), verbose=False, setting="legacy")
     a, b = both.extra["per_split"]["Euclidean (HOG)"], second.extra["per_split"]["Euclidean (HOG)"]
     assert len(a["r1"]) == 2 and len(b["r1"]) == 1
     assert b["r1"][0] == a["r1"][1] and b["mAP"][0] == a["mAP"][1]

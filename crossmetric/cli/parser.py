@@ -308,9 +308,16 @@ def _add_reproduce(sub) -> None:
                    help="print the results as JSON (rows of ours / paper / diff) instead of "
                         "the table")
     r.add_argument("--methods", default=None,
-                   help="comma list of the methods to run (pku-sketch: default all of "
-                        "euclidean,cca,kcca,cmml,cmlauc,gsm,deepgsm; gsm-cufs: of "
-                        "euclidean,gsm,gsm-euclidean,deepgsm)")
+                   help="comma list of the methods to run (pku-sketch: some of euclidean,"
+                        "euclidean-desc,cca,kcca,pcca,cmml,cmlauc,cmlpauc,gsm,clml,deepgsm, "
+                        "default all; gsm-cufs: of euclidean,gsm,gsm-euclidean,deepgsm)")
+    r.add_argument("--setting", default=None, choices=("paper", "legacy"),
+                   help="pku-sketch: 'paper' (default) selects every method's paper grid on "
+                        "the training persons; 'legacy' the reproduction before issue 20 "
+                        "(HOG, registry defaults)")
+    r.add_argument("--descriptor", default=None,
+                   help="pku-sketch: hog, dense-sift, lbp, ltp, patch-color-sift or hog+ltp "
+                        "(default: the setting's)")
     r.add_argument("--deepgsm-members", type=int, default=None,
                    help="pku-sketch: DeepGSM seeds averaged (default 2; 1: the single model "
                         "only, half the time)")

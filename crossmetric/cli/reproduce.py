@@ -56,6 +56,8 @@ _OPTIONS = {
     "device": (("gsm-cufs", "gsm-cuhk01-deep"), "train DeepGSM with it", "device"),
     "epochs": (("gsm-cufs",), "trains DeepGSM with it", "epochs"),
     "feature_cache": (("gsm-cuhk01", "gsm-cuhk01-deep"), "cache their descriptors", "cache"),
+    "setting": (("pku-sketch",), "takes it", "setting"),
+    "descriptor": (("pku-sketch",), "takes it", "descriptor"),
 }
 
 
@@ -72,6 +74,12 @@ def _options(args) -> dict:
         if isinstance(value, int) and value < 1:
             raise CLIError(f"{flag} must be >= 1, got {value}")
         extra[keyword] = value
+    if "descriptor" in extra:
+        from crossmetric.reproduce import PKU_DESCRIPTORS
+
+        if extra["descriptor"] not in PKU_DESCRIPTORS:
+            raise CLIError(f"--descriptor: unknown {extra['descriptor']!r}; expected one of "
+                           f"{', '.join(PKU_DESCRIPTORS)}")
     return extra
 
 

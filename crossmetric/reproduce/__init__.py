@@ -39,12 +39,17 @@ Choices the papers leave open, and what we measured (details in the README)
   of them (by identity) is held out, the model is fitted on the others with ``max_iter`` in
   :data:`ITER_GRID`, and the count with the best validation CMC (mean over ranks 1-20) is used
   to refit on all training persons. The chosen counts are reported.
-* **PKU-Sketch** (no paper reports it): the descriptor methods run on HOG of the grey 64 × 160
-  image (:func:`pku_features`) reduced by a PCA-64 fitted on the split's training images;
+* **PKU-Sketch** (no paper reports it): setting ``paper`` (default) -- the descriptor methods
+  run on a :data:`PKU_DESCRIPTORS` descriptor (default LTP on a grid, the CMML paper's face
+  descriptor), each modality centred on its training mean, one PCA-128 of both fitted on
+  the split's training images, 10 negatives per positive, and every method's paper grid selected
+  per split by 3-fold inner cross-validation on the *training* persons (rank-1;
+  :func:`pku_select`); setting ``legacy`` is the former HOG run with the registry's defaults.
   DeepGSM trains end to end on the RGB images with :data:`PKU_DEEPGSM`, a recipe chosen on
   held-out *training* persons (its comment says how), from :data:`PKU_DEEPGSM_MEMBERS` seeds
   whose distances are averaged (the first seed is also reported alone); ``methods=`` (CLI
-  ``--methods``) runs a subset, ``first_split=`` a later part of the same split sequence.
+  ``--methods``) runs a subset, ``first_split=`` a later part of the same split sequence,
+  ``n_jobs=`` the splits in parallel.
 
 The package has one module per job: :mod:`.published` (the papers' numbers), :mod:`.results`
 (the result table and its files), one module per paper's data (:mod:`.viper`, :mod:`.pku`,
@@ -63,13 +68,19 @@ from crossmetric.reproduce.cufs import (
 from crossmetric.reproduce.pku import (
     PKU_DEEPGSM,
     PKU_DEEPGSM_MEMBERS,
+    PKU_DESCRIPTORS,
+    PKU_LEGACY_METHODS,
     PKU_METHODS,
+    PKU_SETTINGS,
     PKU_SIZE,
     _pku_methods,
     _pku_row,
     _torch_threads,
     pku_deepgsm,
+    pku_descriptor,
     pku_features,
+    pku_select,
+    pku_space,
     pku_splits,
     reproduce_pku_sketch,
 )

@@ -112,13 +112,23 @@ class CCA(_SklearnLatent):
 
     With few identities, choose ``reg`` (and ``n_components``) on the training identities
     (``--tune paper --tune-scoring rank1``): on CUFS (180 training persons) ``reg=0.1`` with 64
-    components took rank-1 from 87.4 % (defaults) to 96.2 %.
+    components took rank-1 from 87.4 % (``reg=1e-3``) to 96.2 %.
+
+    Few identities: the default ridge is 0.1 of each covariance's mean eigenvalue (it was
+    1e-3; it scales with the data, so it means the same on any feature scale). Measured
+    before / after (rank-1 / mAP %, same splits): PKU-Sketch (150 training persons, 3 splits)
+    HOG PCA-64 7.6 / 13.6 → 12.5 / 17.4, LTP centred PCA-128 4.9 / 10.6 → 7.6 / 15.3; the
+    inner cross-validation on training persons chose 0.1 in 4 of 5 PKU splits and on CUFS;
+    VIPeR camera A ↔ B (316, PCA-64, 3 splits) 13.5 / 26.4 → 12.3 / 25.7 (within a probe or
+    two per split); the default digits benchmark (1,797 objects, 10 identities) AUC 0.918 →
+    0.938, rank-1 86.6 → 88.0, mAP 69.1 → 74.6. Set ``reg`` near 1e-3 only when the pairs are
+    many and clean (the canonical correlations then stay near 1).
 
     Parameters
     ----------
     n_components : int, default=10
         Dimension of the latent space.
-    reg : float >= 0, default=1e-3
+    reg : float >= 0, default=0.1
         Ridge of the closed form, relative to each covariance's mean eigenvalue.
     solver : {"closed_form", "nipals"}, default="closed_form"
     distance : {"cosine", "euclidean"}, default="cosine"
@@ -152,14 +162,14 @@ class CCA(_SklearnLatent):
     >>> Z = rng.randn(60, 3)
     >>> X, Y = Z @ rng.randn(3, 8), Z @ rng.randn(3, 5)
     >>> pairs, y = make_pairs(np.arange(60), np.arange(60), random_state=0)
-    >>> cca = CCA(3, preprocessor=(X, Y)).fit(pairs, y)
+    >>> cca = CCA(3, reg=1e-3, preprocessor=(X, Y)).fit(pairs, y)
     >>> bool(cca.correlations_.min() > 0.99)
     True
     """
 
     _estimator_class = _SklearnCCA
 
-    def __init__(self, n_components: int = 10, *, reg: float = 1e-3,
+    def __init__(self, n_components: int = 10, *, reg: float = 0.1,
                  solver: str = "closed_form", distance: str = "cosine", scale: bool = True,
                  max_iter: int = 500, tol: float = 1e-6, preprocessor=None):
         super().__init__(n_components, distance=distance, scale=scale, max_iter=max_iter,
