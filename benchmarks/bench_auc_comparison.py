@@ -35,9 +35,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks._common import MFEAT_DIR, machine  # noqa: E402
 from crossmetric import metrics  # noqa: E402
-from crossmetric.auc import CMLAUC, MahaAUC  # noqa: E402
-from crossmetric.baselines import CCA, CDFE, KCCA, KISSME, PLS, Euclidean  # noqa: E402
 from crossmetric.datasets import load_digits_views, load_mfeat  # noqa: E402
+from crossmetric.learners.auc import CMLAUC, MahaAUC  # noqa: E402
+from crossmetric.learners.baselines import CCA, CDFE, KCCA, KISSME, PLS, Euclidean  # noqa: E402
 from crossmetric.pairs import make_pairs  # noqa: E402
 from crossmetric.protocols import CCAProjection  # noqa: E402
 
@@ -54,7 +54,7 @@ def methods() -> dict:
                                             random_state=s), False),
     }
     try:
-        from crossmetric.cmml import CMML
+        from crossmetric.learners.cmml import CMML
         out["CMML"] = (lambda s: CMML(n_components=30, random_state=s), False)
     except ImportError:  # pragma: no cover - lead's module not there
         pass
@@ -68,7 +68,7 @@ def methods() -> dict:
         "KISSME-C": (lambda s: KISSME(), True),
     })
     try:
-        from crossmetric.ldml import LDML
+        from crossmetric.learners.ldml import LDML
         out["LDML-C"] = (lambda s: LDML(random_state=s), True)
     except ImportError:  # pragma: no cover
         pass

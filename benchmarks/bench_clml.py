@@ -39,11 +39,11 @@ from sklearn.preprocessing import StandardScaler
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-from crossmetric.clml import CLML, CLMLCV  # noqa: E402
-from crossmetric.ldml import LDML  # noqa: E402
+from crossmetric.learners.clml import CLML, CLMLCV  # noqa: E402
+from crossmetric.learners.ldml import LDML  # noqa: E402
+from crossmetric.learners.pcca import PCCA  # noqa: E402
 from crossmetric.metrics import mean_average_precision, one_call_at_n  # noqa: E402
 from crossmetric.pairs import make_pairs  # noqa: E402
-from crossmetric.pcca import PCCA  # noqa: E402
 from crossmetric.retrieval import Index  # noqa: E402
 
 P = 32  # projection dimension of every learner (the paper's d = 32)

@@ -40,7 +40,7 @@ from crossmetric import (  # noqa: E402
     baselines,
     make_pairs,
 )
-from crossmetric.baselines import pca_basis  # noqa: E402
+from crossmetric.learners.baselines import pca_basis  # noqa: E402
 from crossmetric.protocols import CCAProjection, _pca_fit_views  # noqa: E402
 
 

@@ -40,8 +40,8 @@ from threadpoolctl import threadpool_limits
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks._common import MFEAT_DIR, emit, machine  # noqa: E402
-from crossmetric.auc import CMLAUC  # noqa: E402
 from crossmetric.datasets import load_mfeat  # noqa: E402
+from crossmetric.learners.auc import CMLAUC  # noqa: E402
 from crossmetric.metrics import roc_auc  # noqa: E402
 from crossmetric.pairs import make_pairs  # noqa: E402
 

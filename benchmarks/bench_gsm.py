@@ -33,7 +33,7 @@ from sklearn.exceptions import ConvergenceWarning
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from crossmetric.datasets import load_digits_views  # noqa: E402
-from crossmetric.gsm import GSM, STRUCTURES  # noqa: E402
+from crossmetric.learners.gsm import GSM, STRUCTURES  # noqa: E402
 from crossmetric.metrics import cmc  # noqa: E402
 from crossmetric.pairs import make_pairs  # noqa: E402
 
@@ -105,7 +105,7 @@ def main(argv=None) -> dict:
           f"photos, {args.n_test} sketch probes (chance rank-1 {100 / args.n_test:.1f}%)")
 
     if "euclidean" not in skip:
-        from crossmetric.baselines import Euclidean
+        from crossmetric.learners.baselines import Euclidean
 
         px = data.images_x.reshape(n, -1)
         py = data.images_y.reshape(n, -1)
@@ -113,14 +113,14 @@ def main(argv=None) -> dict:
             px[te], py[te], rows)
     X, Y = data.X, data.Y
     if "cca" not in skip:
-        from crossmetric.baselines import CCA
+        from crossmetric.learners.baselines import CCA
 
         for k in (10, 30):
             run(f"CCA (k={k}, features)", lambda k=k: CCA(k, preprocessor=(X[tr], Y[tr])),
                 pairs, y, X[te], Y[te], rows)
     if "cmml" not in skip:
         try:
-            from crossmetric.cmml import CMML
+            from crossmetric.learners.cmml import CMML
         except ImportError:  # pragma: no cover
             print("CMML not available")
         else:

@@ -42,7 +42,7 @@ from sklearn.decomposition import PCA
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks._common import MFEAT_DIR, emit, machine  # noqa: E402
 from crossmetric import make_pairs  # noqa: E402
-from crossmetric.itml import ITML, itml_bounds  # noqa: E402
+from crossmetric.learners.itml import ITML, itml_bounds  # noqa: E402
 from crossmetric.metrics import roc_auc  # noqa: E402
 
 _CHILD = r"""

@@ -19,9 +19,9 @@ import numpy as np
 from _common import MFEAT_DIR, emit, machine
 
 from crossmetric.datasets import load_mfeat
-from crossmetric.discriminant import MvDA
+from crossmetric.learners.discriminant import MvDA
+from crossmetric.learners.multiview import MCCA
 from crossmetric.metrics import rank_accuracy
-from crossmetric.multiview import MCCA
 
 SIX = ("fou", "pix", "fac", "kar", "zer", "mor")
 

@@ -32,8 +32,8 @@ from sklearn.exceptions import ConvergenceWarning
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 from benchmarks._common import emit, machine, peak_rss_mb  # noqa: E402
+from crossmetric.learners.pcca import PCCA  # noqa: E402
 from crossmetric.pairs import make_pairs  # noqa: E402
-from crossmetric.pcca import PCCA  # noqa: E402
 
 D = 64
 POSES = 1

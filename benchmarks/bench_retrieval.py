@@ -37,7 +37,7 @@ from sklearn.exceptions import ConvergenceWarning
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-from crossmetric.clml import CLML  # noqa: E402
+from crossmetric.learners.clml import CLML  # noqa: E402
 from crossmetric.pairs import make_pairs  # noqa: E402
 from crossmetric.retrieval import Index  # noqa: E402
 

@@ -27,8 +27,8 @@ CHILD = r"""
 import json, os, resource, sys, time, warnings
 import numpy as np
 sys.path.insert(0, {repo!r})
-from crossmetric.pcca import PCCA
-from crossmetric.cmml import CMML
+from crossmetric.learners.pcca import PCCA
+from crossmetric.learners.cmml import CMML
 n_pairs, n_samples, n_features, learner, iters = {args!r}
 rng = np.random.RandomState(0)
 n_ids = max(2, n_samples // 10)

@@ -39,8 +39,8 @@ from sklearn.exceptions import ConvergenceWarning
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 from benchmarks._common import machine, peak_rss_mb  # noqa: E402
-from crossmetric.cmml import CMML  # noqa: E402
-from crossmetric.pcca import PCCA  # noqa: E402
+from crossmetric.learners.cmml import CMML  # noqa: E402
+from crossmetric.learners.pcca import PCCA  # noqa: E402
 
 CODE = 32
 

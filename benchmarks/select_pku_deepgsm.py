@@ -71,7 +71,7 @@ def _scores(D, probe_ids, gallery_ids) -> dict:
 
 
 def run(data_home, splits, held_out, names, seed=0, verbose=True, members=1) -> dict:
-    from crossmetric.ensemble import SeedEnsemble
+    from crossmetric.learners.ensemble import SeedEnsemble
     from crossmetric.pairs import make_pairs
     from crossmetric.registry import make_estimator
 

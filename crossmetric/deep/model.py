@@ -40,7 +40,6 @@ from sklearn.utils.validation import check_is_fitted
 
 from crossmetric._base import CrossModalMixin, PairData
 from crossmetric._checks import user_stacklevel
-from crossmetric._gsm_measure import gsm_matrix, gsm_rowwise
 from crossmetric.deep import checkpoint, inference, inputs, params, training
 from crossmetric.deep.build import build_net
 from crossmetric.deep.data import is_file_list
@@ -51,6 +50,7 @@ from crossmetric.deep.networks import GSMNet, GSMTower
 from crossmetric.deep.objective import mined_weights, round_hinge
 from crossmetric.deep.params import check_params, resolve_device
 from crossmetric.deep.training import spawn_training, train
+from crossmetric.learners._gsm_measure import gsm_matrix, gsm_rowwise
 from crossmetric.persistence import atomic_path
 
 __all__ = ["DeepGSM"]

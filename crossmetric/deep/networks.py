@@ -32,8 +32,8 @@ import math
 import torch
 from torch import nn
 
-from crossmetric._gsm_measure import _NO_F, STRUCTURES
 from crossmetric._solvers.gsm_tying import tied_components
+from crossmetric.learners._gsm_measure import _NO_F, STRUCTURES
 
 __all__ = ["PAPER_MIN_SIDE", "conv_geometry", "DomainNet", "SharedNet", "SimilarityHead",
            "GSMNet", "NormalizedFeatures", "GSMTower"]

@@ -14,9 +14,9 @@ import numpy as np
 import torch
 
 from crossmetric._checks import check_positive_int, check_positive_scalar
-from crossmetric._gsm_measure import STRUCTURES
 from crossmetric.deep.augment import make_augmentation
 from crossmetric.deep.schedule import OPTIMIZERS, SCHEDULES
+from crossmetric.learners._gsm_measure import STRUCTURES
 
 __all__ = ["BATCH_MODES", "INITS", "RUN_ONLY", "check_params", "describe", "namespace",
            "named_backbone", "resolve_device", "settings", "use_amp"]

@@ -12,8 +12,8 @@ from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
 from crossmetric._checks import check_choice, check_positive_int
-from crossmetric._dense_sift import check_n_jobs, map_images
 from crossmetric.features import _to_gray, check_images, to_unit_float
+from crossmetric.features._dense_sift import check_n_jobs, map_images
 
 __all__ = ["LBPGrid", "pattern_labels", "ternary_codes"]
 

@@ -12,7 +12,8 @@ from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
 from crossmetric._checks import check_choice, check_positive_int, check_positive_scalar
-from crossmetric._dense_sift import (
+from crossmetric.features import _bin_index, check_images, to_unit_float
+from crossmetric.features._dense_sift import (
     check_float_dtype,
     check_n_jobs,
     grid_keypoints,
@@ -21,7 +22,6 @@ from crossmetric._dense_sift import (
     normalize_descriptors,
     sift_at,
 )
-from crossmetric.features import _bin_index, check_images, to_unit_float
 
 __all__ = ["PatchColorSIFT", "PATCH_COLOR_SPACES", "to_patch_color"]
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 from sklearn.utils.validation import check_is_fitted
 
-from crossmetric._gsm_measure import gsm_matrix, gsm_rowwise
+from crossmetric.learners._gsm_measure import gsm_matrix, gsm_rowwise
 from crossmetric.learners._gsm_reduction import apply_reducer
 
 __all__ = ["GSMTowersMixin"]

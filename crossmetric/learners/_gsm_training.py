@@ -17,11 +17,11 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import gen_batches
 
 from crossmetric._checks import check_positive_int, check_positive_scalar, user_stacklevel
-from crossmetric._gsm_measure import _NO_F, STRUCTURES, gsm_loss
 from crossmetric._solvers.epochs import EpochPlateau, WindowPlateau, run_epochs
 from crossmetric._solvers.optim import Adam
 from crossmetric._solvers.stochastic import PairBlocks
 from crossmetric.batches import balanced_weights, hardest_negatives, pair_completeness
+from crossmetric.learners._gsm_measure import _NO_F, STRUCTURES, gsm_loss
 
 
 def _check_choice(value, name: str, choices) -> None:

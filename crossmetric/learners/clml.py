@@ -35,12 +35,6 @@ from crossmetric._checks import (
     check_positive_int,
     check_positive_scalar,
 )
-from crossmetric._local_metrics import (  # noqa: F401  (former home of the helpers)
-    _local_backprop,
-    _local_embed,
-    _LocalMetricsModel,
-    sparsify_assignments,
-)
 from crossmetric._solvers.descent import fit_lbfgs
 from crossmetric._solvers.early_stopping import clear, split_pairs, vector_monitor
 from crossmetric._solvers.logistic import PairLogisticObjective
@@ -51,7 +45,13 @@ from crossmetric._solvers.stochastic import (
     refuse_early_stopping,
     stochastic_settings,
 )
-from crossmetric.ldml import LDML, _check_common
+from crossmetric.learners._local_metrics import (  # noqa: F401  (former home of the helpers)
+    _local_backprop,
+    _local_embed,
+    _LocalMetricsModel,
+    sparsify_assignments,
+)
+from crossmetric.learners.ldml import LDML, _check_common
 from crossmetric.pairs import group_pair_folds
 
 __all__ = ["CLML", "CLMLCV", "sparsify_assignments"]

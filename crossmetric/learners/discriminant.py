@@ -39,9 +39,9 @@ import scipy.linalg
 from crossmetric._base import PairData
 from crossmetric._checks import check_choice, check_n_components, check_positive_scalar
 from crossmetric._solvers.linalg import _from_span, _in_span, span_basis
-from crossmetric.baselines import LinearTowers
 from crossmetric.kernels import _KernelCoordinatesMixin
-from crossmetric.multiview import MultiViewMixin
+from crossmetric.learners.baselines import LinearTowers
+from crossmetric.learners.multiview import MultiViewMixin
 from crossmetric.pairs import identities_from_pairs
 
 __all__ = ["MvDA", "CSR", "KCSR", "mvda_scatter_matrices", "identity_samples"]
@@ -188,7 +188,7 @@ class MvDA(MultiViewMixin, LinearTowers):
 
     def _fit_views(self, views, codes):
         """``fit_views``' solve: the scatter matrices of eq. 7-8 for ``v`` views."""
-        from crossmetric.multiview import mvda_directions
+        from crossmetric.learners.multiview import mvda_directions
 
         check_choice(self.distance, "distance", ("euclidean", "cosine"))
         reg = check_positive_scalar(self.reg, "reg")

@@ -69,7 +69,9 @@ from sklearn.base import BaseEstimator
 from sklearn.utils import check_random_state
 
 from crossmetric._base import CrossModalMixin, PairData
-from crossmetric._gsm_measure import (  # noqa: F401 - re-exported: the measure's public names
+from crossmetric._solvers.early_stopping import validation_split
+from crossmetric.batches import IdentityRounds
+from crossmetric.learners._gsm_measure import (  # noqa: F401 - re-exported: the measure's public names
     _NO_F,
     _TIED,
     STRUCTURES,
@@ -80,7 +82,9 @@ from crossmetric._gsm_measure import (  # noqa: F401 - re-exported: the measure'
     gsm_matrix,
     gsm_rowwise,
 )
-from crossmetric._gsm_training import (
+from crossmetric.learners._gsm_reduction import apply_reducer, fit_reducers
+from crossmetric.learners._gsm_towers import GSMTowersMixin
+from crossmetric.learners._gsm_training import (
     check_params,
     full_pair_loss,
     init_params,
@@ -91,10 +95,6 @@ from crossmetric._gsm_training import (
     train_epochs,
     validation_loss,
 )
-from crossmetric._solvers.early_stopping import validation_split
-from crossmetric.batches import IdentityRounds
-from crossmetric.learners._gsm_reduction import apply_reducer, fit_reducers
-from crossmetric.learners._gsm_towers import GSMTowersMixin
 from crossmetric.pairs import identities_from_pairs
 
 __all__ = ["GSM", "STRUCTURES", "gsm_components", "gsm_rowwise", "gsm_matrix"]

@@ -41,7 +41,7 @@ from crossmetric._checks import (
     check_n_components,
     check_positive_scalar,
 )
-from crossmetric.baselines import LinearTowers, _positive_samples
+from crossmetric.learners.baselines import LinearTowers, _positive_samples
 
 __all__ = ["MultiViewMixin", "MCCA", "mcca_directions", "mvda_directions"]
 
@@ -108,7 +108,7 @@ def mvda_directions(views, codes, n_components: int, reg: float = 1e-3):
     eigenvalues : ndarray of shape (k,)
     directions : list of ndarray of shape (d_j, k)
     """
-    from crossmetric.discriminant import mvda_scatter_matrices
+    from crossmetric.learners.discriminant import mvda_scatter_matrices
 
     means = [V.mean(axis=0) for V in views]
     S, D = mvda_scatter_matrices([V - m for V, m in zip(views, means, strict=True)], codes)

@@ -38,7 +38,7 @@ class CCAProjection:
 
     def fit(self, X: np.ndarray, Y: np.ndarray) -> CCAProjection:
         """Fit on row-aligned views (row ``r`` of ``X`` and ``Y`` = one matching pair)."""
-        from crossmetric.baselines import cca_directions
+        from crossmetric.learners.baselines import cca_directions
 
         X = as_float_array(X, "X", ndim=2)
         Y = as_float_array(Y, "Y", ndim=2)
@@ -89,7 +89,7 @@ def fit_view_pca(V: np.ndarray, n_components: int, *, svd_solver: str | None = N
     ((20, 3), 3)
     """
     if svd_solver is None:
-        from crossmetric.baselines import fit_pca
+        from crossmetric.learners.baselines import fit_pca
 
         return fit_pca(V, n_components, random_state=random_state)
     from sklearn.decomposition import PCA

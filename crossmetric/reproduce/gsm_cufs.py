@@ -118,7 +118,7 @@ def cufs_fixed_split(labels, is_test, *, n_negatives: int = 10, random_state=Non
 def _joint_pca(k: int):
     """``prepare`` of :func:`crossmetric.model_selection.search_params`: one PCA of both
     modalities' training rows (same descriptor, so one basis keeps them comparable)."""
-    from crossmetric.baselines import fit_pca
+    from crossmetric.learners.baselines import fit_pca
 
     def prepare(X, Y, pairs, y, est):
         rows = np.unique(pairs[:, 0]), np.unique(pairs[:, 1])

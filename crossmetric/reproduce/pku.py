@@ -318,7 +318,7 @@ def _pku_row(D, probe_ids, gallery_ids, seconds) -> list:
 def _fit_score(name, est, V, ids, tr_sk, tr_ph, te_sk, te_ph, pairs, y, split_seed,
                n_members, flip_alt, out):
     """Fit ``est`` on the training pairs and score it on the test persons (into ``out``)."""
-    from crossmetric.ensemble import SeedEnsemble
+    from crossmetric.learners.ensemble import SeedEnsemble
 
     t0 = time.perf_counter()
     model = clone(est)

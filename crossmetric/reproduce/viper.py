@@ -136,7 +136,7 @@ def _itml_estimator():
     """``crossmetric.ITML`` when this installation has it (helper module ``itml``), else the
     reason it is missing."""
     try:
-        from crossmetric.itml import ITML  # noqa: F401 - optional until merged
+        from crossmetric.learners.itml import ITML  # noqa: F401 - optional until merged
     except ImportError as exc:
         return None, f"ITML not available in this installation ({exc})"
     return ITML, None

@@ -43,35 +43,35 @@ from crossmetric._solvers.linalg import (  # noqa: F401  (their former home: old
     pca_basis,
     span_basis,
 )
-from crossmetric.baselines import _cdfe, _common, _euclidean, _kcca, _kissme, _latent
-from crossmetric.baselines._cdfe import (  # noqa: F401
+from crossmetric.kernels import KernelCoordinates, _KernelCoordinatesMixin  # noqa: F401
+from crossmetric.learners.baselines import _cdfe, _common, _euclidean, _kcca, _kissme, _latent
+from crossmetric.learners.baselines._cdfe import (  # noqa: F401
     CDFE,
     KCDFE,
 )
-from crossmetric.baselines._common import (  # noqa: F401
+from crossmetric.learners.baselines._common import (  # noqa: F401
     _DISTANCES,
     LinearTowers,
     _check_distance,
     _l2_normalize,
     _positive_samples,
 )
-from crossmetric.baselines._euclidean import (  # noqa: F401
+from crossmetric.learners.baselines._euclidean import (  # noqa: F401
     Euclidean,
 )
-from crossmetric.baselines._kcca import (  # noqa: F401
+from crossmetric.learners.baselines._kcca import (  # noqa: F401
     KCCA,
 )
-from crossmetric.baselines._kissme import (  # noqa: F401
+from crossmetric.learners.baselines._kissme import (  # noqa: F401
     KISSME,
     _differing,
 )
-from crossmetric.baselines._latent import (  # noqa: F401
+from crossmetric.learners.baselines._latent import (  # noqa: F401
     CCA,
     KPLS,
     PLS,
     _SklearnLatent,
 )
-from crossmetric.kernels import KernelCoordinates, _KernelCoordinatesMixin  # noqa: F401
 
 __all__ = ["Euclidean", "CCA", "PLS", "KPLS", "KCCA", "CDFE", "KCDFE", "KISSME", "cca_directions",
            "span_basis"]

@@ -11,9 +11,9 @@ from sklearn.neighbors import NearestNeighbors
 from crossmetric._base import PairData
 from crossmetric._checks import check_n_components, check_positive_int, check_positive_scalar
 from crossmetric._solvers.linalg import _from_span, _in_span, span_basis
-from crossmetric.auc import weighted_pair_outer_sum
-from crossmetric.baselines._common import LinearTowers, _check_distance
 from crossmetric.kernels import _KernelCoordinatesMixin
+from crossmetric.learners.auc import weighted_pair_outer_sum
+from crossmetric.learners.baselines._common import LinearTowers, _check_distance
 
 __all__ = ["CDFE", "KCDFE"]
 

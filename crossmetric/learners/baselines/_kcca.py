@@ -10,8 +10,8 @@ from sklearn.utils import check_random_state
 from crossmetric._base import CrossModalMixin, PairData
 from crossmetric._checks import check_n_components, check_positive_scalar
 from crossmetric._checks import per_modality as _pair_param
-from crossmetric.baselines._common import _check_distance, _l2_normalize, _positive_samples
 from crossmetric.kernels import KernelMap, NystroemMap, check_kernel_approximation
+from crossmetric.learners.baselines._common import _check_distance, _l2_normalize, _positive_samples
 
 __all__ = ["KCCA"]
 

@@ -12,8 +12,8 @@ from sklearn.cross_decomposition import PLSCanonical as _SklearnPLSCanonical
 from crossmetric._base import CrossModalMixin, PairData
 from crossmetric._checks import check_choice, check_n_components, check_positive_scalar
 from crossmetric._solvers.linalg import _from_span, _in_span, cca_directions, span_basis
-from crossmetric.baselines._common import _check_distance, _l2_normalize, _positive_samples
 from crossmetric.kernels import _KernelCoordinatesMixin
+from crossmetric.learners.baselines._common import _check_distance, _l2_normalize, _positive_samples
 
 __all__ = ["CCA", "PLS", "KPLS"]
 
