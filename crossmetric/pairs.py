@@ -244,7 +244,7 @@ def group_pair_folds(groups_a, groups_b, n_folds: int = 3, *, random_state=None,
     names, codes = np.unique(np.r_[ga, gb], return_inverse=True)
     if names.size < n_folds:
         raise ValueError(f"n_folds={n_folds} exceeds the {names.size} groups of the pairs.")
-    from crossmetric.protocols.splits import deal_identities  # the one splitter's draw
+    from crossmetric._identity_draws import deal_identities  # the one splitter's draw
 
     rng = check_random_state(random_state)
     part = deal_identities(names.size, n_folds, rng)

@@ -96,7 +96,7 @@ def validation_split(ix: np.ndarray, iy: np.ndarray, y: np.ndarray, n_x: int, n_
     used[iy + offset] = True
     sizes = np.bincount(comp[used], minlength=n_comp)
     # the one splitter's draw: the groups (connected components) in random order
-    from crossmetric.protocols.splits import hold_out_identities
+    from crossmetric._identity_draws import hold_out_identities
 
     groups = np.flatnonzero(sizes)
     order, _ = hold_out_identities(groups, groups.size, rng)

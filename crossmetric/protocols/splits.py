@@ -22,43 +22,8 @@ __all__ = ["Split", "kfold_pairs", "verification_splits", "identification_splits
            "reid_splits"]
 
 
-# ------------------------------------------------------------- the shared random draws
-def deal_identities(n_identities: int, n_folds: int, rng) -> np.ndarray:
-    """The fold of every identity: a random permutation dealt round-robin into ``n_folds``
-    parts of (nearly) equal identity count -- one draw, ``rng.permutation(n_identities)``.
-
-    Used by :func:`verification_splits` (``split="identity"``) and
-    :func:`crossmetric.pairs.group_pair_folds`.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from crossmetric.protocols.splits import deal_identities
-    >>> np.bincount(deal_identities(7, 3, np.random.RandomState(0))).tolist()
-    [3, 2, 2]
-    """
-    return rng.permutation(int(n_identities)) % int(n_folds)
-
-
-def hold_out_identities(identities, n_test: int, rng) -> tuple[np.ndarray, np.ndarray]:
-    """``n_test`` identities drawn at random for testing and the others, in drawn order --
-    one draw, ``rng.permutation(len(identities))`` (the same as NumPy's legacy
-    ``rng.choice(identities, n_test, replace=False)``).
-
-    Used by :func:`identification_splits` (``split="identity"``), :func:`reid_splits` and
-    :func:`crossmetric.reproduce.pku.pku_splits`.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from crossmetric.protocols.splits import hold_out_identities
-    >>> test, train = hold_out_identities(np.arange(10), 3, np.random.RandomState(0))
-    >>> test.size, train.size, np.intersect1d(test, train).size
-    (3, 7, 0)
-    """
-    identities = np.asarray(identities)
-    perm = rng.permutation(identities.size)
-    return identities[perm[:n_test]], identities[perm[n_test:]]
+# the shared random draws live below the layers that use them (pairs, the solvers' hold-out)
+from crossmetric._identity_draws import deal_identities, hold_out_identities  # noqa: E402
 
 
 def _stratified_folds(codes: np.ndarray, n_folds: int, seed: int) -> list:
