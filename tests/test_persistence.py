@@ -431,8 +431,11 @@ def test_read_only_folder_gives_one_line(data, tmp_path):
 
 
 _WRITER = """
-import sys, numpy as np
+import signal, sys, numpy as np
 from crossmetric.persistence import atomic_path
+# Ctrl-C as in a terminal, also when this test runs in a background job (which starts its
+# children with SIGINT ignored)
+signal.signal(signal.SIGINT, signal.default_int_handler)
 path, n = sys.argv[1], int(sys.argv[2])
 print("ready", flush=True)
 for i in range(10**6):
@@ -447,10 +450,16 @@ def test_killed_writer_leaves_a_whole_file(tmp_path, sig):
     np.save(path, np.full(200_000, -1, dtype=np.int64))
     proc = subprocess.Popen([sys.executable, "-c", _WRITER, str(path), "200000"], cwd=ROOT,
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-    assert proc.stdout.readline().strip() == b"ready"
-    time.sleep(0.4)
-    proc.send_signal(sig)
-    proc.wait(30)
+    try:
+        assert proc.stdout.readline().strip() == b"ready"
+        time.sleep(0.4)
+        proc.send_signal(sig)
+        proc.wait(30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        proc.stdout.close()
     arr = np.load(path)  # a whole file: the last complete write (or the first one)
     assert arr.shape == (200_000,) and (arr == arr[0]).all()
     left = [n for n in _listing(tmp_path) if n != "a.npy"]
