@@ -73,3 +73,32 @@ def test_module_entry_point():
     proc = subprocess.run([sys.executable, "-m", "crossmetric", "--version"],
                           capture_output=True, text=True)
     assert proc.returncode == 0 and proc.stdout.startswith("crossmetric ")
+
+
+def test_reproduction_options_reach_their_reproduction_only(monkeypatch, capsys):
+    """Every reproduction-specific option (cli/reproduce._OPTIONS) is refused by the other
+    reproductions and reaches its own under the reproduction's keyword."""
+    from crossmetric.cli import main
+    from crossmetric.cli import reproduce as cli_reproduce
+
+    values = {"deepgsm_members": "2", "show_ranks": "3", "device": "cpu", "epochs": "4",
+              "feature_cache": "f.npz", "setting": "legacy", "descriptor": "hog"}
+    assert set(values) == set(cli_reproduce._OPTIONS)
+    seen = {}
+
+    class _Result:
+        seconds, files, table = 0.0, [], staticmethod(lambda: "")
+
+    def fake_run(name, data_home, **kw):
+        seen.update(kw, name=name)
+        return _Result()
+
+    monkeypatch.setattr("crossmetric.reproduce.run_reproduction", fake_run)
+    for opt, (names, _what, keyword) in cli_reproduce._OPTIONS.items():
+        flag = "--" + opt.replace("_", "-")
+        assert main(["reproduce", "pcca-viper", flag, values[opt]]) == 2
+        assert flag in capsys.readouterr().err
+        seen.clear()
+        assert main(["reproduce", names[0], flag, values[opt], "--out", "unused"]) == 0
+        capsys.readouterr()
+        assert seen["name"] == names[0] and str(seen[keyword]) == values[opt]
