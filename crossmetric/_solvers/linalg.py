@@ -16,7 +16,7 @@ from threadpoolctl import threadpool_limits
 
 from crossmetric._checks import check_n_components
 
-__all__ = ["span_basis", "fit_pca", "pca_basis", "cca_directions"]
+__all__ = ["span_basis", "span_coordinates", "fit_pca", "pca_basis", "cca_directions"]
 
 #: The closed forms below (CCA, PLS, MvDA, CDFE, CSR, KISSME, the PCA steps) are solved in the
 #: span of the samples when there are fewer samples than features (:func:`span_basis`): the
@@ -66,6 +66,38 @@ def span_basis(*rows: np.ndarray) -> np.ndarray | None:
     if V.shape[0] >= V.shape[1]:
         return None
     return _thin_qr(V.T)
+
+
+def span_coordinates(F: np.ndarray, *, block: int = 8192) -> np.ndarray:
+    """Coordinates of the rows of ``F`` in an orthonormal basis of their span.
+
+    ``Z = U √s`` with ``F Fᵀ = U diag(s) Uᵀ``, so ``Z Zᵀ = F Fᵀ``: every inner product and
+    distance between rows is kept, and a PCA fitted on any subset of rows (centred on that
+    subset) yields the same projections as on ``F`` (up to the sign of each component).
+    The Gram matrix is accumulated in float64 over column blocks of ``F`` (which may be
+    float32), so no float64 copy of ``F`` is made. The reproductions' descriptors pass through it
+    before their per-split PCAs (``gsm-cuhk01``: 129,024 features of 3,884 images;
+    ``cmml-cufs``): each PCA then costs O(n³) instead of O(n² d).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> F = np.random.RandomState(0).rand(5, 40)
+    >>> Z = span_coordinates(F)
+    >>> Z.shape[1] <= 5, np.allclose(Z @ Z.T, F @ F.T)
+    (True, True)
+    """
+    F = np.asarray(F)
+    if F.ndim != 2 or F.shape[0] == 0:
+        raise ValueError(f"F must be a non-empty 2-D array, got shape {F.shape}.")
+    n = F.shape[0]
+    G = np.zeros((n, n))
+    for start in range(0, F.shape[1], int(block)):
+        Fc = np.asarray(F[:, start:start + int(block)], dtype=np.float64)
+        G += Fc @ Fc.T
+    s, U = np.linalg.eigh(G)
+    keep = s > max(s[-1], 0.0) * 1e-12
+    return U[:, keep] * np.sqrt(s[keep])
 
 
 def _thin_qr(A: np.ndarray) -> np.ndarray:

@@ -19,10 +19,11 @@ chooses:
   *training* images of both cameras (``pca_joint``: one descriptor, one basis). The paper
   learns this 400-d layer jointly with the similarity (a fully connected layer); ours is
   fixed (see the README). To keep 3,884 × 129,024 values out of every worker, the features
-  are first rotated onto the span of all images (:func:`span_coordinates`: the Gram matrix's
-  eigenvectors). The rotation keeps every inner product, so the PCA fitted on any subset of
-  rows -- the training images -- gives exactly the projections it gives on the raw
-  descriptor; it discards nothing and selects nothing.
+  are first rotated onto the span of all images
+  (:func:`crossmetric._solvers.linalg.span_coordinates`: the Gram matrix's eigenvectors).
+  The rotation keeps every inner product, so the PCA fitted on any subset of rows -- the
+  training images -- gives exactly the projections it gives on the raw descriptor;
+  it discards nothing and selects nothing.
 * **Methods** (Fig. 6(b) names "Generalized" and the Mahalanobis learners ITML, LDM, LMNN,
   RANK; §5.5 (ii) the special cases): :class:`crossmetric.GSM` with each ``structure``
   (generalized, linear, LADF, joint Bayesian, affine Euclidean, affine inner product) and
@@ -44,6 +45,7 @@ import os
 
 import numpy as np
 
+from crossmetric._solvers.linalg import span_coordinates
 from crossmetric.reproduce.published import PUBLISHED
 from crossmetric.reproduce.results import ReproductionResult, _progress
 
@@ -71,36 +73,6 @@ CUHK01_GSM = {"n_components": None, "joint_reduction": True, "stopping": "window
 
 #: Fig. 6(b) / Fig. 4(b) baselines that crossmetric has (registry names)
 CUHK01_BASELINES = ("euclidean", "itml", "lmnn", "kissme")
-
-
-def span_coordinates(F: np.ndarray, *, block: int = 8192) -> np.ndarray:
-    """Coordinates of the rows of ``F`` in an orthonormal basis of their span.
-
-    ``Z = U √s`` with ``F Fᵀ = U diag(s) Uᵀ``, so ``Z Zᵀ = F Fᵀ``: every inner product and
-    distance between rows is kept, and a PCA fitted on any subset of rows (centred on that
-    subset) yields the same projections as on ``F`` (up to the sign of each component).
-    The Gram matrix is accumulated in float64 over column blocks of ``F`` (which may be
-    float32), so no float64 copy of ``F`` is made.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> F = np.random.RandomState(0).rand(5, 40)
-    >>> Z = span_coordinates(F)
-    >>> Z.shape[1] <= 5, np.allclose(Z @ Z.T, F @ F.T)
-    (True, True)
-    """
-    F = np.asarray(F)
-    if F.ndim != 2 or F.shape[0] == 0:
-        raise ValueError(f"F must be a non-empty 2-D array, got shape {F.shape}.")
-    n = F.shape[0]
-    G = np.zeros((n, n))
-    for start in range(0, F.shape[1], int(block)):
-        Fc = np.asarray(F[:, start:start + int(block)], dtype=np.float64)
-        G += Fc @ Fc.T
-    s, U = np.linalg.eigh(G)
-    keep = s > max(s[-1], 0.0) * 1e-12
-    return U[:, keep] * np.sqrt(s[keep])
 
 
 def cuhk01_features(data_home, *, cache: str | None = None, chunk: int = 256,
