@@ -14,21 +14,11 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from crossmetric.deep import DeepGSM  # noqa: E402
+from tests.test_deep_scale import rgb_people as _people  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 
 SMALL = dict(hidden_units=16, n_identities=8, max_iter=6, tol=None, random_state=0)
-
-
-def _people(n_ids=12, per=2, h=24, w=16, seed=0):
-    """Synthetic RGB 'photos' (uint8) and grey 'sketches' of n_ids identities."""
-    rng = np.random.RandomState(seed)
-    base = rng.rand(n_ids, h, w, 3)
-    ids = np.repeat(np.arange(n_ids), per)
-    photos = np.clip(base[ids] + 0.1 * rng.randn(ids.size, h, w, 3), 0, 1)
-    sketches = photos.mean(3) + 0.05 * rng.randn(ids.size, h, w)
-    return ((photos * 255).astype(np.uint8), ids,
-            (np.clip(sketches, 0, 1) * 255).astype(np.uint8), ids.copy())
 
 
 @pytest.fixture
