@@ -116,15 +116,13 @@ def cufs_fixed_split(labels, is_test, *, n_negatives: int = 10, random_state=Non
 
 
 def _joint_pca(k: int):
-    """``prepare`` of :func:`crossmetric.model_selection.search_params`: one PCA of both
-    modalities' training rows (same descriptor, so one basis keeps them comparable)."""
-    from crossmetric.learners.baselines import fit_pca
+    """``prepare`` of :func:`crossmetric.model_selection.search_params`: the view step's one
+    PCA of both modalities' training rows (same descriptor, so one basis keeps them
+    comparable; :func:`crossmetric.protocols.views.pca_views` with ``joint=True``)."""
+    from crossmetric.protocols.views import _pca_fit_views
 
     def prepare(X, Y, pairs, y, est):
-        rows = np.unique(pairs[:, 0]), np.unique(pairs[:, 1])
-        V = np.vstack([X[rows[0]], Y[rows[1]]])
-        pca = fit_pca(V, min(int(k), V.shape[0], V.shape[1]), random_state=0)
-        return pca.transform(X), pca.transform(Y)
+        return _pca_fit_views(X, Y, pairs, k, joint=True)
 
     return prepare
 
@@ -213,12 +211,13 @@ def reproduce_gsm_cufs(data_home, *, n_splits: int = 1, seed: int = 0, verbose: 
     scores = {m: [] for m in names}
     cmcs, tuned, notes, warned = {m: [] for m in names}, [], {}, {}
     ids = np.r_[labels, labels]
+    # the split is fixed (only the seeds vary): its training persons and their PCA once
+    tr = np.flatnonzero(~is_test)
+    prepare, Z = _joint_pca(pca_components), None
+    if Fx is not None:
+        Z = np.vstack(prepare(Fx, Fy, np.c_[tr, tr], None, None))
     for k in range(n_splits):
         split = cufs_fixed_split(labels, is_test, n_negatives=n_negatives, random_state=rng)
-        tr = np.flatnonzero(~is_test)
-        prepare, Z = _joint_pca(pca_components), None
-        if Fx is not None:
-            Z = np.vstack(prepare(Fx, Fy, np.c_[tr, tr], None, None))
         for name in names:
             if name == "euclidean":
                 est, V = None, Z
