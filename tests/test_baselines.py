@@ -150,6 +150,19 @@ def test_cdfe_minimises_its_objective_under_the_constraint(data):
     assert m.set_params(preprocessor=(Xt, Yt)).score(pt, yt) > 0.8
 
 
+def test_cdfe_large_ridge_drops_the_whitening(data):
+    """The docstring's claim: as ``reg`` grows, ``W`` tends to a scaled orthonormal basis."""
+    X, Y, pairs, y, *_ = data
+    m = CDFE(2, alpha=0.5, beta=0.3, reg=1e8, preprocessor=(X, Y)).fit(pairs, y)
+    W = np.r_[m.components_x_.T, m.components_y_.T]
+    G = W.T @ W
+    np.testing.assert_allclose(G / G[0, 0], np.eye(2), atol=1e-6)
+    small = CDFE(2, alpha=0.5, beta=0.3, preprocessor=(X, Y)).fit(pairs, y)
+    W = np.r_[small.components_x_.T, small.components_y_.T]
+    G = W.T @ W
+    assert np.abs(G / G[0, 0] - np.eye(2)).max() > 1e-3  # the default still whitens
+
+
 def test_kissme_is_psd_and_matches_formula():
     X, _, lab = cross_modal_data(seed=5, dx=5)
     pairs, y = make_pairs(lab, n_negatives=2, max_positives=300, random_state=0)

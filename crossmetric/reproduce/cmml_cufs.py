@@ -43,6 +43,7 @@ import os
 import numpy as np
 
 from crossmetric._solvers.linalg import span_coordinates
+from crossmetric.registry import CDFE_REG_GRID
 from crossmetric.reproduce.published import PUBLISHED
 from crossmetric.reproduce.results import ReproductionResult, _progress
 
@@ -57,7 +58,7 @@ CMML_CUFS_NEGATIVES = (1, 2, 5, 10, 20)
 CMML_CUFS_METHODS = ("cmml", "cca", "pls", "cdfe")
 
 #: what ``tune=True`` chooses on the training persons, per method (the swept dimension fixed)
-_SELECTION = {"cca": ({"reg": [1e-3, 1e-2, 1e-1]},), "cdfe": ({"reg": [1e-3, 1e-2, 1e-1]},)}
+_SELECTION = {"cca": ({"reg": [1e-3, 1e-2, 1e-1]},), "cdfe": ({"reg": list(CDFE_REG_GRID)},)}
 
 #: our measure name -> column
 _MEASURES = {"rank1": "rank-1", "one_minus_eer": "acc@EER"}
