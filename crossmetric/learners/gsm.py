@@ -386,19 +386,7 @@ class GSM(GSMTowersMixin, CrossModalMixin, BaseEstimator):
                                        lambda *a: loss_grad(*a, mu=0.0)[0],
                                        lambda yy: pair_weights(yy, self.class_weight), rng)
         train_epochs(self, params, epoch_step, val_loss)
-        LA, LB, LCx, LCy, d, e, f = gsm_components(params, self.structure, f0, r, p_x, p_y)
-        self.params_ = params
-        self.components_x_ = np.vstack([LA, LCx, d[None, :]])
-        self.components_y_ = np.vstack([LB, LCy, e[None, :]])
-        self.f_ = float(f)
-        self.n_components_ = r
-
-    def _similarity(self, params: dict, A: np.ndarray, B: np.ndarray, f0: float,
-                    r: int) -> np.ndarray:
-        """S of every pair of rows of ``A`` and ``B`` (reduced features) under ``params``."""
-        LA, LB, LCx, LCy, d, e, f = gsm_components(params, self.structure, f0, r,
-                                                   A.shape[1], B.shape[1])
-        return gsm_matrix(embed(A, LA, LCx, d), embed(B, LB, LCy, e), f)
+        self._set_components(params, f0, r, p_x, p_y)
 
     def _embed_x(self, X: np.ndarray) -> np.ndarray:
         return apply_reducer(self.reducer_x_, X) @ self.components_x_.T
