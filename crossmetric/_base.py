@@ -25,8 +25,13 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils import estimator_html_repr, gen_batches
 from sklearn.utils.validation import check_is_fitted
 
-from crossmetric._checks import check_pair_labels
-from crossmetric._pair_data import (  # noqa: F401 - defined there, kept importable here
+from crossmetric import _pair_data
+from crossmetric._aliases import forward_assignments
+
+# the pair form and the input checks moved to crossmetric._pair_data: their names (and those
+# the input checks read) stay importable from here, and patching one here reaches them there
+from crossmetric._checks import as_float_array, check_indices, check_pair_labels  # noqa: F401
+from crossmetric._pair_data import (  # noqa: F401
     _FORMS,
     _HASH_MULTIPLIERS,
     PairData,
@@ -473,3 +478,6 @@ class LinearSingleModalMixin(SingleModalMixin):
             return d if squared else float(np.sqrt(d))
 
         return metric
+
+
+forward_assignments(__name__, _pair_data)

@@ -36,12 +36,51 @@ from __future__ import annotations
 import numpy as np
 from sklearn.base import BaseEstimator
 
+from crossmetric._aliases import forward_assignments
 from crossmetric._base import CrossModalMixin
-from crossmetric.deep import checkpoint, inference, inputs, params, training
-from crossmetric.deep.embedding import EmbeddingMixin
-from crossmetric.deep.fitting import FittingMixin
+from crossmetric.deep import (
+    checkpoint,
+    embedding,
+    fitting,
+    inference,
+    inputs,
+    params,
+    saving,
+    training,
+)
+
+# the names the methods used here before they moved to the mixins' modules stay importable
+# from here, and assigning one here (monkeypatch) reaches the moved methods (see the end)
+from crossmetric.deep.embedding import (  # noqa: F401
+    EmbeddingMixin,
+    check_is_fitted,
+    embed_source,
+    forward_blocks,
+    gsm_matrix,
+    gsm_rowwise,
+    is_file_list,
+)
+from crossmetric.deep.fitting import (  # noqa: F401
+    ConvergenceWarning,
+    FittingMixin,
+    GSMNet,
+    PairData,
+    active_group,
+    build_net,
+    check_layout,
+    check_params,
+    check_random_state,
+    mined_weights,
+    pair_identities,
+    resolve_device,
+    round_hinge,
+    spawn_training,
+    train,
+    training_sources,
+    user_stacklevel,
+)
 from crossmetric.deep.inputs import check_images
-from crossmetric.deep.saving import SavingMixin
+from crossmetric.deep.saving import GSMTower, SavingMixin, atomic_path  # noqa: F401
 
 __all__ = ["DeepGSM"]
 
@@ -334,3 +373,7 @@ class DeepGSM(FittingMixin, EmbeddingMixin, SavingMixin, CrossModalMixin, BaseEs
         if side is not None:
             self._check_fitted_shape(arr, name, side)
         return arr
+
+
+# the methods live in the mixins' modules: patching a name they read here rebinds it there
+forward_assignments(__name__, fitting, embedding, saving)

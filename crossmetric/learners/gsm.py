@@ -68,9 +68,11 @@ import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.utils import check_random_state
 
+from crossmetric._aliases import forward_assignments
 from crossmetric._base import CrossModalMixin, PairData
 from crossmetric._solvers.early_stopping import validation_split
 from crossmetric.batches import IdentityRounds
+from crossmetric.learners import _gsm_towers
 from crossmetric.learners._gsm_measure import (  # noqa: F401 - re-exported: the measure's public names
     _NO_F,
     _TIED,
@@ -393,3 +395,8 @@ class GSM(GSMTowersMixin, CrossModalMixin, BaseEstimator):
 
     def _embed_y(self, Y: np.ndarray) -> np.ndarray:
         return apply_reducer(self.reducer_y_, Y) @ self.components_y_.T
+
+
+# _set_components and _similarity moved to GSMTowersMixin: patching the measure's functions here
+# (gsm_components, embed, gsm_matrix) still reaches them there
+forward_assignments(__name__, _gsm_towers)
