@@ -44,7 +44,6 @@ class FittingMixin:
     def _resolve_device(self, rank: int = 0) -> torch.device:
         return resolve_device(self, rank)
 
-
     def _build_net(self, input_shape, channels=(1, 1), *, seed: int = 0,
                    load: bool = False) -> GSMNet:
         """The network of these parameters (:func:`crossmetric.deep.build.build_net`)."""
@@ -52,7 +51,7 @@ class FittingMixin:
 
     # ----------------------------------------------------------------------------- fit
     def fit(self, pairs, y, groups=None):
-        """Train from pair constraints (see the class docstring for the input forms).
+        """Train from pair constraints (see DeepGSM's docstring for the input forms).
 
         Parameters
         ----------
