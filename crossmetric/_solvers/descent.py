@@ -4,7 +4,8 @@
 MCC, PRDC); :func:`minimize_lbfgs` and :func:`minimize_gd` work on the tower weights of a
 :class:`~crossmetric._solvers.logistic.TowerProblem` (PCCA, CMML), the latter with the
 K⁻¹-preconditioned direction of kernel towers (pcca eq. 9-10, cmml eq. 12). :func:`solve`
-picks one. All stop on a plateau of the best objective (:class:`_Plateau`) or when an
+picks one. All stop on a plateau of the best objective (:class:`_Plateau`, the
+:class:`~crossmetric._solvers.stopping.BestPlateau` rule) or when an
 :class:`~crossmetric._solvers.early_stopping.EarlyStopping` monitor says so.
 """
 
@@ -21,6 +22,7 @@ from threadpoolctl import threadpool_limits
 
 from crossmetric._checks import user_stacklevel
 from crossmetric._solvers.early_stopping import clear
+from crossmetric._solvers.stopping import BestPlateau
 
 if TYPE_CHECKING:  # pragma: no cover
     from crossmetric._solvers.logistic import TowerProblem
@@ -37,32 +39,14 @@ def _print_header(verbose: int, name: str) -> None:
         print(f"{'iter':>6} {'objective':>14} {'step':>10} {'time(s)':>9}")
 
 
+#: the full-batch solvers' rule (:class:`~crossmetric._solvers.stopping.BestPlateau`, ``tol`` per
+#: iteration over a window of 10); its former name here
+_Plateau = BestPlateau
+
+
 def _print_row(verbose: int, it: int, loss: float, step: float, t0: float) -> None:
     if verbose:
         print(f"{it:>6d} {loss:>14.6e} {step:>10.3g} {time.perf_counter() - t0:>9.3f}")
-
-
-class _Plateau:
-    """The stopping rule shared by the solvers: a *real* plateau, not one small step.
-
-    Stops once the best objective seen has decreased, over the last ``window`` iterations, by
-    less than ``tol`` per iteration relative to its value:
-    ``f_best[t − window] − f_best[t] <= window · tol · |f_best[t]|``. A single overshooting
-    step that barely lowers the objective therefore never ends a run.
-    """
-
-    def __init__(self, tol: float, window: int = 10):
-        self.tol = float(tol)
-        self.window = int(window)
-        self.best: list[float] = []
-
-    def update(self, loss: float) -> bool:
-        best = min(loss, self.best[-1]) if self.best else loss
-        self.best.append(best)
-        if len(self.best) <= self.window:
-            return False
-        old = self.best[-1 - self.window]
-        return old - best <= self.window * self.tol * max(abs(best), 1e-300)
 
 
 def _warn_not_converged(name: str, max_iter: int, loss: float) -> None:

@@ -10,7 +10,9 @@ Modules: :mod:`~crossmetric.deep.networks` (the architecture), :mod:`~crossmetri
 :mod:`~crossmetric.deep.data` (torch ``Dataset`` over arrays or image files and the epoch-based
 identity ``Sampler``), :mod:`~crossmetric.deep.augment` (re-id augmentation),
 :mod:`~crossmetric.deep.distributed` (DDP helpers), :mod:`~crossmetric.deep.losses` (sample-based
-and pair-based GSM hinge), :mod:`~crossmetric.deep.model` (the estimator's API).
+and pair-based GSM hinge), :mod:`~crossmetric.deep.model` (the estimator's API: its parameters,
+with its methods from :mod:`~crossmetric.deep.fitting`, :mod:`~crossmetric.deep.embedding` and
+:mod:`~crossmetric.deep.saving`).
 
 The estimator's work is done by: :mod:`~crossmetric.deep.params` (parameter checks, device,
 checkpointed settings), :mod:`~crossmetric.deep.inputs` (pairs → distinct images and
@@ -19,8 +21,8 @@ rounds, optimiser and schedule, mixed precision, averaging, early stopping, spaw
 :mod:`~crossmetric.deep.objective` (a round's balanced hinge and eq. 7's penalties),
 :mod:`~crossmetric.deep.checkpoint`, :mod:`~crossmetric.deep.build` (the network from the
 parameters) and :mod:`~crossmetric.deep.inference` (embedding in batches, held-out rank-1).
-Imports run one way: model → training → (inputs, objective, checkpoint, build, inference,
-distributed, params); nothing imports the estimator back.
+Imports run one way: model → (fitting, embedding, saving) → training → (inputs, objective,
+checkpoint, build, inference, distributed, params); nothing imports the estimator back.
 
 ``DeepGSM`` is imported lazily, so ``crossmetric.deep.sampler`` works without PyTorch.
 """

@@ -19,9 +19,13 @@ identity-labelled data, where the paper's n_x · n_y pairs per batch come from).
 positive pairs list only part of the same-identity pairs of those components, the components
 may be fragments of coarser classes and a ``UserWarning`` says so (pass ``groups``).
 
-This module is the estimator's API; the work is done by :mod:`~crossmetric.deep.params`
-(validation, device), :mod:`~crossmetric.deep.inputs` (pairs → images and identities, the
-rounds), :mod:`~crossmetric.deep.training` (the training loop),
+This module is the estimator's API: its parameters and their documentation. Its methods come
+from three mixins, one job each: :mod:`~crossmetric.deep.fitting` (``fit``,
+``fit_identities``, the training run and the fitted attributes),
+:mod:`~crossmetric.deep.embedding` (``transform_*``, ``features_*``, S̃) and
+:mod:`~crossmetric.deep.saving` (TorchScript export, pickling). The work is done by
+:mod:`~crossmetric.deep.params` (validation, device), :mod:`~crossmetric.deep.inputs` (pairs →
+images and identities, the rounds), :mod:`~crossmetric.deep.training` (the training loop),
 :mod:`~crossmetric.deep.checkpoint`, :mod:`~crossmetric.deep.build` (the network) and
 :mod:`~crossmetric.deep.inference` (embedding in batches). Their former private names here
 (``_read_checkpoint``, ``_dedupe``, ``_describe``, ...) remain importable from this module.
@@ -29,29 +33,54 @@ rounds), :mod:`~crossmetric.deep.training` (the training loop),
 
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
-import torch
 from sklearn.base import BaseEstimator
-from sklearn.exceptions import ConvergenceWarning
-from sklearn.utils import check_random_state
-from sklearn.utils.validation import check_is_fitted
 
-from crossmetric._base import CrossModalMixin, PairData
-from crossmetric._checks import user_stacklevel
-from crossmetric.deep import checkpoint, inference, inputs, params, training
-from crossmetric.deep.build import build_net
-from crossmetric.deep.data import is_file_list
-from crossmetric.deep.distributed import active_group
-from crossmetric.deep.inference import embed_source, forward_blocks
-from crossmetric.deep.inputs import check_images, check_layout, pair_identities, training_sources
-from crossmetric.deep.networks import GSMNet, GSMTower
-from crossmetric.deep.objective import mined_weights, round_hinge
-from crossmetric.deep.params import check_params, resolve_device
-from crossmetric.deep.training import spawn_training, train
-from crossmetric.learners._gsm_measure import gsm_matrix, gsm_rowwise
-from crossmetric.persistence import atomic_path
+from crossmetric._aliases import forward_assignments
+from crossmetric._base import CrossModalMixin
+from crossmetric.deep import (
+    checkpoint,
+    embedding,
+    fitting,
+    inference,
+    inputs,
+    params,
+    saving,
+    training,
+)
+
+# the names the methods used here before they moved to the mixins' modules stay importable
+# from here, and assigning one here (monkeypatch) reaches the moved methods (see the end)
+from crossmetric.deep.embedding import (  # noqa: F401
+    EmbeddingMixin,
+    check_is_fitted,
+    embed_source,
+    forward_blocks,
+    gsm_matrix,
+    gsm_rowwise,
+    is_file_list,
+)
+from crossmetric.deep.fitting import (  # noqa: F401
+    ConvergenceWarning,
+    FittingMixin,
+    GSMNet,
+    PairData,
+    active_group,
+    build_net,
+    check_layout,
+    check_params,
+    check_random_state,
+    mined_weights,
+    pair_identities,
+    resolve_device,
+    round_hinge,
+    spawn_training,
+    train,
+    training_sources,
+    user_stacklevel,
+)
+from crossmetric.deep.inputs import check_images
+from crossmetric.deep.saving import GSMTower, SavingMixin, atomic_path  # noqa: F401
 
 __all__ = ["DeepGSM"]
 
@@ -68,7 +97,7 @@ _deterministic = training.deterministic
 _ALIASES = (CHECKPOINT_FORMAT, CHECKPOINT_VERSION, _read_checkpoint, _Files, _batch_tensor,
             _dedupe, _BATCH_MODES, _INITS, _RUN_ONLY, _describe, _deterministic)
 
-class DeepGSM(CrossModalMixin, BaseEstimator):
+class DeepGSM(FittingMixin, EmbeddingMixin, SavingMixin, CrossModalMixin, BaseEstimator):
     """Deep generalized similarity model: CNN features and the measure of eq. (1), end to end.
 
     ``pair_distance`` returns S̃(x, y) of eq. (3) with the paper's sign (trained towards
@@ -337,13 +366,7 @@ class DeepGSM(CrossModalMixin, BaseEstimator):
         self.verbose = verbose
         self.preprocessor = preprocessor
 
-    # ------------------------------------------------------------------------- checks
-    def _check_params(self) -> None:
-        check_params(self)
-
-    def _resolve_device(self, rank: int = 0) -> torch.device:
-        return resolve_device(self, rank)
-
+    # ------------------------------------------------------------------------- input
     def _check_samples(self, A, name: str, side: str | None = None) -> np.ndarray:
         """Images ``(n, h, w)`` or ``(n, h, w, c)``; uint8 kept, other types as float."""
         arr = check_images(A, name)
@@ -351,240 +374,6 @@ class DeepGSM(CrossModalMixin, BaseEstimator):
             self._check_fitted_shape(arr, name, side)
         return arr
 
-    def _build_net(self, input_shape, channels=(1, 1), *, seed: int = 0,
-                   load: bool = False) -> GSMNet:
-        """The network of these parameters (:func:`crossmetric.deep.build.build_net`)."""
-        return build_net(self, input_shape, channels, seed=seed, load=load)
 
-    # ----------------------------------------------------------------------------- fit
-    def fit(self, pairs, y, groups=None):
-        """Train from pair constraints (see the class docstring for the input forms).
-
-        Parameters
-        ----------
-        pairs : array-like
-            Index pairs ``(n_pairs, 2)`` with ``preprocessor=(images_x, images_y)``, image
-            pairs ``(n_pairs, 2, h, w)``, or a tuple ``(Xp, Yp)`` of row-aligned images
-            (``(n, h, w)`` or ``(n, h, w, c)``).
-        y : array-like of shape (n_pairs,)
-            +1 same, -1 different.
-        groups : tuple (ids_x, ids_y) or None
-            Identity label of every image the pairs refer to: of every row of
-            ``images_x`` / ``images_y`` (index form), or of every row of ``Xp`` / ``Yp``.
-            ``None`` infers identities as the connected components of the positive pairs.
-
-        Returns
-        -------
-        self
-        """
-        self._groups = groups
-        try:
-            return super().fit(pairs, y)
-        finally:
-            del self._groups
-
-    def _canonical_pairs(self, data: PairData) -> PairData:
-        # ``_fit`` merges identical images itself (``deep.inputs.dedupe``: value-sorted
-        # distinct images, so the fit still does not depend on the input form) and keeps each
-        # image's row in the caller's arrays, which ``groups`` refers to.
-        return data
-
-    def _fit(self, data: PairData, y: np.ndarray) -> None:
-        self._check_params()
-        self._train_and_set(*pair_identities(data, y, getattr(self, "_groups", None)))
-
-    def fit_identities(self, X, ids_x, Y, ids_y):
-        """Train from identity-labelled images of the two domains (no pairs needed).
-
-        Parameters
-        ----------
-        X, Y : ndarray or list of str / os.PathLike
-            Images ``(n, h, w)`` or ``(n, h, w, c)``, or lists of image files read with Pillow
-            while training (grey files as one channel, others as RGB; resized to
-            ``input_shape``, default the size of the first file of ``X``) -- use
-            ``num_workers`` to decode them in parallel.
-        ids_x, ids_y : array-like of shape (n_x,), (n_y,)
-            Identity of every image; identities with images in both domains are trained on.
-
-        Returns
-        -------
-        self
-            ``threshold_`` is 0, the midpoint of the margins of eq. (5) (use
-            :meth:`calibrate_threshold` on pairs to choose another).
-        """
-        self._check_params()
-        srcs = training_sources(X, ids_x, Y, ids_y)
-        self._train_and_set(*srcs)
-        h, w = self.input_shape_
-        self._sample_shape_x_ = (h, w) if self.channels_[0] == 1 else (h, w, self.channels_[0])
-        self._sample_shape_y_ = (h, w) if self.channels_[1] == 1 else (h, w, self.channels_[1])
-        if not is_file_list(srcs[0]):
-            self._sample_shape_x_ = tuple(srcs[0].shape[1:])
-        if not is_file_list(srcs[2]):
-            self._sample_shape_y_ = tuple(srcs[2].shape[1:])
-        self.classes_ = np.array([-1, 1])
-        self.threshold_ = 0.0
-        return self
-
-    # ---------------------------------------------------------------------- training
-    def _train_and_set(self, x, ids_x, y, ids_y) -> None:
-        """Train (here, or on ``n_processes`` spawned processes) and set the attributes."""
-        shape, channels = check_layout(x, y, self.input_shape, self.backbone)
-        seed = int(check_random_state(self.random_state).randint(2**31 - 1))
-        rank, world = active_group()
-        args = (x, ids_x, y, ids_y, shape, channels, seed)
-        if int(self.n_processes) > 1:
-            if world > 1:
-                raise ValueError("n_processes > 1 cannot be used inside an initialised "
-                                 "torch.distributed process group (torchrun); leave it at 1.")
-            result = spawn_training(self.get_params(deep=False), args, int(self.n_processes),
-                                    self._resolve_device())
-        else:
-            result = self._train(*args, rank=rank, world=world)
-        net = self._build_net(shape, channels)
-        net.load_state_dict(result["state"])
-        device = self._resolve_device(rank)
-        self.net_ = net.to(device).eval()
-        self.device_ = device
-        self.input_shape_ = tuple(shape)
-        self.channels_ = tuple(channels)
-        self.loss_curve_ = result["curve"]
-        self.n_iter_ = len(result["curve"])
-        self.stop_reason_ = result["stop_reason"]
-        self.train_time_ = result["train_time"]
-        self.n_identities_ = result["n_identities"]
-        self.validation_scores_ = result["validation_scores"]
-        self.best_iteration_ = result["best_iteration"]
-        self.n_averaged_ = int(result.get("n_averaged", 0))
-        with torch.no_grad():
-            self.f_ = net.f_value()
-        if result["stop_reason"] == "max_iter" and not result["converged"] \
-                and self.tol is not None and self.n_iter_ > result["start"]:
-            warnings.warn(
-                f"DeepGSM: max_iter={self.max_iter} iterations reached before the objective "
-                f"levelled off (tol={self.tol}); increase max_iter.",
-                ConvergenceWarning, stacklevel=user_stacklevel(),
-            )
-
-    def _train(self, x, ids_x, y, ids_y, shape, channels, seed, *, rank=0, world=1) -> dict:
-        """Algorithm 2 on one process (:func:`crossmetric.deep.training.train`)."""
-        return train(self.get_params(deep=False), x, ids_x, y, ids_y, shape, channels, seed,
-                     rank=rank, world=world)
-
-    _mined_weights = staticmethod(mined_weights)
-
-    def _hinge(self, TX, TY, f, gx: np.ndarray, gy: np.ndarray, cache=None) -> torch.Tensor:
-        """The balanced GSM hinge of a round (:func:`crossmetric.deep.objective.round_hinge`)."""
-        return round_hinge(TX, TY, f, gx, gy, batch_mode=self.batch_mode,
-                           hard_negatives=self.hard_negatives, cache=cache)
-
-    # -------------------------------------------------------------------------- towers
-    def _forward_blocks(self, images: np.ndarray, fn) -> np.ndarray:
-        """``fn`` (a GSMNet ``embed_*`` / ``features_*``) in blocks, with ``test_flip``."""
-        return forward_blocks(images, fn, batch_size=int(self.eval_batch_size),
-                              flip=bool(self.test_flip), device=self.device_)
-
-    def _embed_x(self, X: np.ndarray) -> np.ndarray:
-        return self._forward_blocks(X, self.net_.embed_x)
-
-    def _embed_y(self, Y: np.ndarray) -> np.ndarray:
-        return self._forward_blocks(Y, self.net_.embed_y)
-
-    def _embed_files(self, paths, side: str) -> np.ndarray:
-        return embed_source(self.net_, paths, side, self.input_shape_, self.channels_,
-                            self.device_, flip=bool(self.test_flip),
-                            batch_size=int(self.eval_batch_size),
-                            num_workers=int(self.num_workers)).double().cpu().numpy()
-
-    def transform_x(self, X) -> np.ndarray:
-        """x̃ (eq. 10) of first-domain images: an array, or a list of image files."""
-        check_is_fitted(self)
-        if is_file_list(X):
-            return self._embed_files(X, "x")
-        return super().transform_x(X)
-
-    def transform_y(self, Y) -> np.ndarray:
-        """ỹ (eq. 10) of second-domain images: an array, or a list of image files."""
-        check_is_fitted(self)
-        if is_file_list(Y):
-            return self._embed_files(Y, "y")
-        return super().transform_y(Y)
-
-    def _rowwise_distance(self, FX: np.ndarray, FY: np.ndarray) -> np.ndarray:
-        return gsm_rowwise(FX, FY, self.f_)
-
-    def _matrix_distance(self, FX: np.ndarray, FY: np.ndarray) -> np.ndarray:
-        return gsm_matrix(FX, FY, self.f_)
-
-    def features_x(self, X) -> np.ndarray:
-        """The learned deep features f₁(x) (L2-normalised, r wide; mirror-averaged with
-        ``test_flip``)."""
-        check_is_fitted(self)
-        return self._forward_blocks(self._check_samples(X, "X", side="x"),
-                                    self.net_.features_x)
-
-    def features_y(self, Y) -> np.ndarray:
-        """The learned deep features f₂(y) (L2-normalised, r wide; mirror-averaged with
-        ``test_flip``)."""
-        check_is_fitted(self)
-        return self._forward_blocks(self._check_samples(Y, "Y", side="y"),
-                                    self.net_.features_y)
-
-    def export_torchscript(self, path, domain: str = "x") -> str:
-        """Save one trained tower as TorchScript: embed a gallery without crossmetric.
-
-        The saved module maps a float tensor of images ``(n, c, h, w)`` (values as in
-        training: ``uint8`` images divided by 255) to x̃ or ỹ ``(n, 2r + 1)``; its method
-        ``similarity(tx, ty)`` gives the matrix of S̃ (eq. 12) between the outputs of the
-        first-domain and second-domain towers, and its buffer ``f`` the constant. Load with
-        ``torch.jit.load(path)``. Paper networks are scripted; a user backbone that cannot
-        be scripted is traced on a zero batch instead.
-
-        Parameters
-        ----------
-        path : str or os.PathLike
-        domain : {"x", "y"}
-
-        Returns
-        -------
-        str
-            ``path``.
-        """
-        check_is_fitted(self)
-        if domain not in ("x", "y"):
-            raise ValueError(f"domain must be 'x' or 'y', got {domain!r}.")
-        tower = GSMTower(self.net_, domain, flip=bool(self.test_flip)).cpu().eval()
-        with warnings.catch_warnings():
-            # torch >= 2.10 marks TorchScript deprecated (in favour of torch.export); it still
-            # works and is what C++ / older runtimes load
-            warnings.simplefilter("ignore", DeprecationWarning)
-            try:
-                scripted = torch.jit.script(tower)
-            except Exception:  # noqa: BLE001 - torch raises many types for unscriptable code
-                c = self.channels_[0 if domain == "x" else 1]
-                scripted = torch.jit.trace(tower, torch.zeros(2, c, *self.input_shape_))
-            with atomic_path(path) as tmp:
-                scripted.save(tmp)
-        return str(path)
-
-    # ------------------------------------------------------------------------ pickling
-    def __getstate__(self):
-        state = self.__dict__.copy()
-        net = state.pop("net_", None)
-        if net is not None:
-            state["_net_state_"] = {k: v.detach().cpu() for k, v in net.state_dict().items()}
-            state["device_"] = str(self.device_)
-        return state
-
-    def __setstate__(self, state):
-        net_state = state.pop("_net_state_", None)
-        self.__dict__.update(state)
-        if net_state is not None:
-            dev = torch.device(state["device_"])
-            if dev.type == "cuda" and not torch.cuda.is_available():
-                dev = torch.device("cpu")
-            net = self._build_net(self.input_shape_, getattr(self, "channels_", (1, 1)))
-            net.load_state_dict(net_state)
-            net.to(dev).eval()
-            self.net_ = net
-            self.device_ = dev
+# the methods live in the mixins' modules: patching a name they read here rebinds it there
+forward_assignments(__name__, fitting, embedding, saving)

@@ -1,21 +1,41 @@
-"""The fitted :class:`crossmetric.gsm.GSM`'s towers and inspection: the embeddings x̃, ỹ of
-eq. (10), the aggregation of eq. (12), the blocks of eq. (1) and the fixed reductions."""
+"""The fitted :class:`crossmetric.gsm.GSM`'s towers and inspection: the components from the free
+parameters, S of reduced features under given parameters, the embeddings x̃, ỹ of eq. (10),
+the aggregation of eq. (12), the blocks of eq. (1) and the fixed reductions."""
 
 from __future__ import annotations
 
 import numpy as np
 from sklearn.utils.validation import check_is_fitted
 
-from crossmetric.learners._gsm_measure import gsm_matrix, gsm_rowwise
+from crossmetric.learners._gsm_measure import embed, gsm_components, gsm_matrix, gsm_rowwise
 from crossmetric.learners._gsm_reduction import apply_reducer
 
 __all__ = ["GSMTowersMixin"]
 
 
 class GSMTowersMixin:
-    """Aggregation and inspection of a fitted GSM (``reducer_x_``, ``components_x_``, ``f_``);
-    the towers ``_embed_x`` / ``_embed_y`` stay on the class (:mod:`crossmetric.export` finds
-    a learner's graph form by the class that defines them)."""
+    """The measure of GSM's free parameters (``structure``): the fitted components, S during
+    training, aggregation and inspection of a fitted GSM (``reducer_x_``, ``components_x_``,
+    ``f_``); the towers ``_embed_x`` / ``_embed_y`` stay on the class (:mod:`crossmetric.export`
+    finds a learner's graph form by the class that defines them)."""
+
+    def _set_components(self, params: dict, f0: float, r: int, p_x: int, p_y: int) -> None:
+        """The fitted attributes of the free parameters ``params``: ``params_``,
+        ``components_x_`` = ``[L_A; L_Cx; dᵀ]``, ``components_y_`` = ``[L_B; L_Cy; eᵀ]``,
+        ``f_`` and ``n_components_`` (``r``)."""
+        LA, LB, LCx, LCy, d, e, f = gsm_components(params, self.structure, f0, r, p_x, p_y)
+        self.params_ = params
+        self.components_x_ = np.vstack([LA, LCx, d[None, :]])
+        self.components_y_ = np.vstack([LB, LCy, e[None, :]])
+        self.f_ = float(f)
+        self.n_components_ = r
+
+    def _similarity(self, params: dict, A: np.ndarray, B: np.ndarray, f0: float,
+                    r: int) -> np.ndarray:
+        """S of every pair of rows of ``A`` and ``B`` (reduced features) under ``params``."""
+        LA, LB, LCx, LCy, d, e, f = gsm_components(params, self.structure, f0, r,
+                                                   A.shape[1], B.shape[1])
+        return gsm_matrix(embed(A, LA, LCx, d), embed(B, LB, LCy, e), f)
 
     def _rowwise_distance(self, FX: np.ndarray, FY: np.ndarray) -> np.ndarray:
         return gsm_rowwise(FX, FY, self.f_)

@@ -27,7 +27,9 @@ Three things around Algorithm 1 are ours (the paper leaves "converged" open):
   iteration with full batches, where it costs nothing extra because the step needs those
   distances anyway; every ``eval_every`` iterations with mini-batches). The fit stops when its
   best value has improved by less than a relative ``tol`` over the last ``n_iter_no_change``
-  evaluations, and returns the **best** evaluated iterate, not the last one.
+  evaluations (:class:`~crossmetric._solvers.stopping.BestPlateau`, the full-batch solvers'
+  rule with ``tol`` over the window), and returns the **best** evaluated iterate, not the last
+  one.
 * **A safeguarded step.** The paper's growing step ``η ← min(η ρ, τ)`` makes the (non-smooth)
   objective non-monotone and, with the pAUC window, lets it drift away (Maha_pAUC-C on digits:
   0.93 at iteration 50, 2.21 at 600, test AUC 0.929 → 0.887). Whenever the full objective
@@ -75,6 +77,7 @@ from crossmetric._checks import (
     user_stacklevel,
 )
 from crossmetric._solvers.proximal import phi_plus, ppa_step, prox_logdet
+from crossmetric._solvers.stopping import BestPlateau
 from crossmetric.losses import check_fpr_range, pauc_window, pauc_window_bounds
 
 __all__ = [
@@ -394,7 +397,10 @@ class _AUCMetricLearner:
         self.loss_curve_ = [obj]
         best_obj, best = obj, (M, w, U)
         last_obj, n_halved = obj, 0
-        best_curve = [obj]
+        # stopping rule: over the last n_iter_no_change evaluations the best full objective
+        # improved by less than a relative tol (the rule sees the best value, kept here too)
+        plateau = BestPlateau(tol, int(self.n_iter_no_change), per_update=False, floor=0.0)
+        plateau.update(best_obj)
         converged = False
         t_eig = 0.0
         t_start = time.perf_counter()
@@ -442,11 +448,7 @@ class _AUCMetricLearner:
             last_obj = obj
             if obj < best_obj:
                 best_obj, best = obj, (M, w, U)
-            best_curve.append(best_obj)
-            # stopping rule: over the last n_iter_no_change evaluations the best full
-            # objective improved by less than a relative tol
-            k = int(self.n_iter_no_change)
-            if len(best_curve) > k and best_curve[-k - 1] - best_obj <= tol * abs(best_obj):
+            if plateau.update(best_obj):
                 converged = True
                 break
         self.n_iter_ = it

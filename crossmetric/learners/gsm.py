@@ -68,9 +68,11 @@ import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.utils import check_random_state
 
+from crossmetric._aliases import forward_assignments
 from crossmetric._base import CrossModalMixin, PairData
 from crossmetric._solvers.early_stopping import validation_split
 from crossmetric.batches import IdentityRounds
+from crossmetric.learners import _gsm_towers
 from crossmetric.learners._gsm_measure import (  # noqa: F401 - re-exported: the measure's public names
     _NO_F,
     _TIED,
@@ -386,22 +388,15 @@ class GSM(GSMTowersMixin, CrossModalMixin, BaseEstimator):
                                        lambda *a: loss_grad(*a, mu=0.0)[0],
                                        lambda yy: pair_weights(yy, self.class_weight), rng)
         train_epochs(self, params, epoch_step, val_loss)
-        LA, LB, LCx, LCy, d, e, f = gsm_components(params, self.structure, f0, r, p_x, p_y)
-        self.params_ = params
-        self.components_x_ = np.vstack([LA, LCx, d[None, :]])
-        self.components_y_ = np.vstack([LB, LCy, e[None, :]])
-        self.f_ = float(f)
-        self.n_components_ = r
-
-    def _similarity(self, params: dict, A: np.ndarray, B: np.ndarray, f0: float,
-                    r: int) -> np.ndarray:
-        """S of every pair of rows of ``A`` and ``B`` (reduced features) under ``params``."""
-        LA, LB, LCx, LCy, d, e, f = gsm_components(params, self.structure, f0, r,
-                                                   A.shape[1], B.shape[1])
-        return gsm_matrix(embed(A, LA, LCx, d), embed(B, LB, LCy, e), f)
+        self._set_components(params, f0, r, p_x, p_y)
 
     def _embed_x(self, X: np.ndarray) -> np.ndarray:
         return apply_reducer(self.reducer_x_, X) @ self.components_x_.T
 
     def _embed_y(self, Y: np.ndarray) -> np.ndarray:
         return apply_reducer(self.reducer_y_, Y) @ self.components_y_.T
+
+
+# _set_components and _similarity moved to GSMTowersMixin: patching the measure's functions here
+# (gsm_components, embed, gsm_matrix) still reaches them there
+forward_assignments(__name__, _gsm_towers)
