@@ -470,8 +470,9 @@ def reproduce_pku_sketch(data_home, *, n_splits: int = 10, seed: int = 0, verbos
     so that splits ``first_split, ..., first_split + n_splits - 1`` of one sequence can run in
     separate processes. ``show_ranks`` > 0: the first split's rank lists of that many sketches
     (top 10 photos) for every method, written by :func:`run_reproduction` as ``ranks.html`` and
-    ``ranks_<method>.png``. ``n_jobs``: splits run in parallel (joblib processes; the same
-    numbers as one process).
+    ``ranks_<method>.png``. ``n_jobs``: splits run in parallel (each split one run of
+    :func:`crossmetric.protocols.batch.run_many`, gathered per method by
+    :func:`~crossmetric.protocols.batch.gather`; the same numbers as one process).
     """
     from crossmetric._checks import check_positive_int
     from crossmetric.protocols.batch import Run, gather, run_many
