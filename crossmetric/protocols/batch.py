@@ -32,6 +32,14 @@ class Run(NamedTuple):
         As :func:`~crossmetric.protocols.run_protocols` takes it.
     options : mapping, optional
         Keyword arguments of this run (they replace the batch's shared ones).
+
+    Examples
+    --------
+    >>> from crossmetric import Euclidean
+    >>> from crossmetric.protocols import Run
+    >>> run = Run({"split": 2}, {"Euclidean": Euclidean()}, {"X": None}, {"random_state": 7})
+    >>> run.tags, sorted(run.options)
+    ({'split': 2}, ['random_state'])
     """
 
     tags: dict
@@ -125,6 +133,12 @@ class Gathered:
         ``{method: {warning class name: number of fits that raised it}}``, summed.
     errors : dict
         ``{method: message}``: the first error of a method in run order.
+
+    Examples
+    --------
+    >>> from crossmetric.protocols import Gathered
+    >>> Gathered(values={"PCCA": {"rank1": [0.5, 0.7]}}).values["PCCA"]["rank1"]
+    [0.5, 0.7]
     """
 
     values: dict = field(default_factory=dict)
@@ -150,6 +164,15 @@ def gather(runs: Sequence[Run], results: Sequence, methods: Sequence[str] | None
     Returns
     -------
     Gathered
+
+    Examples
+    --------
+    >>> from crossmetric.protocols import BenchmarkResult, Run, gather
+    >>> res = BenchmarkResult(records=[{"method": "A", "measure": "rank1", "value": 0.5}],
+    ...                       info={"tuned": {"A": [{"params": {"mu": 1}, "split": 0}]}})
+    >>> got = gather([Run({"split": 4}, {}, {})], [res], methods=["A", "B"])
+    >>> got.values, got.tuned["A"][0]["split"]
+    ({'A': {'rank1': [0.5]}, 'B': {}}, 4)
     """
     out = Gathered()
     for m in methods or ():
