@@ -102,12 +102,14 @@ def test_gsm_cuhk01_selection_never_sees_a_test_person(monkeypatch):
     monkeypatch.setattr(ms, "search_stages", search)
     from crossmetric.reproduce.cuhk01 import reproduce_gsm_cuhk01
 
-    reproduce_gsm_cuhk01(str(DATA), n_splits=2, verbose=False, persons=14, n_test=4, n_negatives=2,
-                         pca_components=6, descriptor=tiny_descriptor(),
-                         structures=["Generalized"], baselines=[],
-                         gsm_params={"max_iter": 5, "n_identities": 4},
-                         grid=[{"n_components": [2, 3]}])
+    res = reproduce_gsm_cuhk01(str(DATA), n_splits=2, verbose=False, persons=14, n_test=4,
+                               n_negatives=2, pca_components=6, descriptor=tiny_descriptor(),
+                               structures=["Generalized"], baselines=[],
+                               gsm_params={"max_iter": 5, "n_identities": 4},
+                               grid=[{"n_components": [2, 3]}])
     assert len(tests) == 2 and len(searched) == 2
+    # each split's choice is tagged with that split (protocols.batch.gather)
+    assert [t["split"] for t in res.extra["tuned"]["Generalized"]] == [0, 1]
     for k, persons in searched:
         assert persons and not persons & tests[k - 1]
         assert len(persons) == 10  # all training persons, no test person

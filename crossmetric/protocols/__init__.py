@@ -23,12 +23,14 @@ so results do not depend on the joblib backend or the number of workers.
 The package is laid out by layer: :mod:`~crossmetric.protocols.splits` (the identity-grouped
 splitter), :mod:`~crossmetric.protocols.views` (the PCA / CCA step before a learner),
 :mod:`~crossmetric.protocols.evaluate` (fit on pairs, measure on a probe / gallery or pair set),
-:mod:`~crossmetric.protocols.runner` (:func:`run_protocols`, :func:`run_pair_folds`) and
-:mod:`~crossmetric.protocols.results` (:class:`BenchmarkResult`). Every name of the former
+:mod:`~crossmetric.protocols.runner` (:func:`run_protocols`, :func:`run_pair_folds`),
+:mod:`~crossmetric.protocols.batch` (many runs, one table: :func:`run_many`, :func:`gather`)
+and :mod:`~crossmetric.protocols.results` (:class:`BenchmarkResult`). Every name of the former
 module ``crossmetric/protocols.py`` is importable from here, private ones included.
 """
 
 
+from crossmetric.protocols.batch import Gathered, Run, gather, run_many
 from crossmetric.protocols.evaluate import (
     RANKS,
     ROC_GRID,  # noqa: F401 - old private path
@@ -105,4 +107,8 @@ __all__ = [
     "pca_views",
     "deal_identities",
     "hold_out_identities",
+    "Run",
+    "Gathered",
+    "run_many",
+    "gather",
 ]

@@ -67,8 +67,10 @@ def fit_on_pairs(estimator, pairs, y, *, preprocessor, seed: int | None = None,
     pairs : int array (n_pairs, 2)
         Rows of the views (column 0 of the first, column 1 of the second).
     y : array (n_pairs,) of +1 / -1
-    preprocessor : array or (array, array)
-        The views, set as the learner's ``preprocessor``.
+    preprocessor : array, (array, array) or None
+        The views, set as the learner's ``preprocessor``; ``None``: the estimator keeps its own
+        (a meta-estimator such as :class:`crossmetric.SeedEnsemble`, whose member holds the
+        views, with ``clone_estimator=False``).
     seed : int, optional
         Handed to the clone when its ``random_state`` is ``None``.
     groups : (array, array), optional
@@ -98,7 +100,8 @@ def fit_on_pairs(estimator, pairs, y, *, preprocessor, seed: int | None = None,
     if estimator is None:
         return Fitted(None, 0.0, [])
     est = seeded_clone(estimator, seed) if clone_estimator else estimator
-    est.set_params(preprocessor=preprocessor)
+    if preprocessor is not None:
+        est.set_params(preprocessor=preprocessor)
     kw = {} if groups is None else {"groups": groups}
     t0 = time.perf_counter()
     with warnings.catch_warnings(record=True) as caught:

@@ -29,7 +29,9 @@ and CDFE; Fig. 7 for CMML with n⁻ = 1 … k negatives per positive. What stand
   so that the many per-fold PCAs work on 836 columns instead of 13,696.
 * **Splits**: split ``k`` draws the same test persons for every n⁻ (each (n⁻, split) is one
   :func:`crossmetric.protocols.run_protocols` call seeded with split ``k``'s seed), so the
-  n⁻ curves compare the same persons; the calls run in parallel (``n_jobs``).
+  n⁻ curves compare the same persons; the calls run in parallel (``n_jobs``) and are gathered
+  per method by :func:`crossmetric.protocols.batch.run_many` /
+  :func:`~crossmetric.protocols.batch.gather`.
 
 The paper prints no values for these figures, and the figures are not in our copy of the
 text: no published number is used; the result's ``extra["claims"]`` checks the trends the text
@@ -102,10 +104,8 @@ def reproduce_cmml_cufs(data_home, *, n_splits: int = 10, seed: int = 0,
     -------
     ReproductionResult
     """
-    from joblib import Parallel, delayed
-
     from crossmetric._checks import check_positive_int
-    from crossmetric.protocols import run_protocols
+    from crossmetric.protocols.batch import Run, gather, run_many
     from crossmetric.registry import ITERATION_STAGE, METHODS, make_estimator
     from crossmetric.reproduce.cufs import N_TEST, cufs_features
 
@@ -152,22 +152,16 @@ def reproduce_cmml_cufs(data_home, *, n_splits: int = 10, seed: int = 0,
                        f"{len(dims)} dimensions, PCA-{pca_components}, {n_test} test persons"
                        + (", iterations / regularisers chosen on training persons"
                           if tune else ""))
-    jobs = (delayed(run_protocols)(
-        specs[n][0], data, protocols=("identification",), n_repeats=1, test_size=n_test,
-        n_negatives=n, max_train_positives=None, pca_components=pca_components,
-        pca_joint=True, pair_measures=True, random_state=seeds[k], on_error="record",
-        param_grids=specs[n][1], tune_scoring="rank1", max_rank=20) for n, k in calls)
-    results = Parallel(n_jobs=n_jobs)(jobs)
-    values: dict = {}           # label -> measure -> [value per split]
-    errors, tuned = {}, {}
-    for (_n, k), res in zip(calls, results, strict=True):
-        errors.update(res.errors)
-        for meth, ch in res.info.get("tuned", {}).items():
-            tuned.setdefault(meth, []).extend({**c, "split": k} for c in ch)
-        for r in res.records:
-            if r["measure"] in _MEASURES:
-                values.setdefault(r["method"], {}).setdefault(r["measure"], []).append(
-                    100 * r["value"])
+    runs = [Run({"split": k}, specs[n][0], data, {
+        "n_negatives": n, "random_state": seeds[k], "param_grids": specs[n][1]})
+        for n, k in calls]
+    got = gather(runs, run_many(runs, n_jobs=n_jobs, options={
+        "protocols": ("identification",), "n_repeats": 1, "test_size": n_test,
+        "max_train_positives": None, "pca_components": pca_components, "pca_joint": True,
+        "pair_measures": True, "on_error": "record", "tune_scoring": "rank1", "max_rank": 20}))
+    errors, tuned = got.errors, got.tuned
+    values = {lab: {meas: [100 * v for v in vals[meas]] for meas in _MEASURES if meas in vals}
+              for lab, vals in got.values.items()}   # label -> measure -> [% per split]
     out = ReproductionResult("cmml-cufs", PUBLISHED["cmml-cufs"]["source"])
     curves: dict = {"dims": dims, "fig6": {}, "fig7": {}}
     rows = [(m, 1) for m in names if 1 in negatives] + [("cmml", n) for n in negatives

@@ -8,9 +8,11 @@ chooses:
   the two domains (``X`` = camera A, ``Y`` = camera B); 100 test persons and 871 training
   persons per split, 10 random splits. Single shot, as the paper: for every person and split
   one image of each camera is drawn at random, so the test has 100 camera-A probes against a
-  gallery of 100 camera-B images (one per person). Every split is one call of
-  :func:`crossmetric.protocols.run_protocols` with its own seed, which draws the persons,
-  fits and measures every method (no loop of its own here). *Deviation*: the drawn image of
+  gallery of 100 camera-B images (one per person). Every (split, method) is one
+  :func:`crossmetric.protocols.run_protocols` call with the split's seed, which draws the
+  persons, fits and measures; the calls run and are gathered per method by
+  :func:`crossmetric.protocols.batch.run_many` and :func:`~crossmetric.protocols.batch.gather`
+  (no loop of its own here). *Deviation*: the drawn image of
   each camera is also the only one a training person contributes (one positive pair per
   training person; the paper builds its pairs from both images of each camera).
 * **Descriptor**: the paper's hand-crafted feature (Zhao et al. 2013: patch colour histograms
@@ -191,60 +193,39 @@ def _split_plan(data: dict, seed: int, first_split: int, n_splits: int):
             yield k, views, sd
 
 
-def _one_task(name: str, est, views: dict, seed: int, grid, options: dict) -> dict:
-    """One method on one split: :func:`crossmetric.protocols.run_protocols` does the work."""
-    from crossmetric.protocols import run_protocols
+def _runs(data_splits, estimators: dict, grids: dict) -> list:
+    """One :class:`~crossmetric.protocols.batch.Run` per (split, method): a method per run,
+    so that the (split, method) tasks spread over the workers."""
+    from crossmetric.protocols.batch import Run
+
+    return [Run({"split": k}, {m: est}, views,
+                {"random_state": sd, "param_grids": {m: grids[m]} if grids.get(m) else None})
+            for k, views, sd in data_splits for m, est in estimators.items()]
+
+
+def _run_and_gather(runs: list, methods: list, options: dict, n_jobs, verbose: bool):
+    """:func:`~crossmetric.protocols.batch.run_many` of the (split, method) runs, gathered
+    per method (:func:`~crossmetric.protocols.batch.gather`): ``(gathered, per)`` with
+    ``per[method]["rank{r}"]`` the CMC (%) at :data:`~crossmetric.reid.CMC_RANKS` per split."""
+    from crossmetric.protocols.batch import gather, run_many
     from crossmetric.reid import CMC_RANKS
 
-    res = run_protocols({name: est}, views, protocols=("identification",), n_repeats=1,
-                        test_size=options["test_size"], split="identity",
-                        n_negatives=options["n_negatives"], max_train_positives=None,
-                        pca_components=options["pca_components"], pca_joint=True,
-                        max_rank=max(CMC_RANKS), random_state=seed, n_jobs=1,
-                        on_error="record", param_grids={name: grid} if grid else None,
-                        tune_scoring=options["tune_scoring"])
-    if name in res.errors:
-        return {"error": res.errors[name]}
-    return {"cmc": 100 * np.asarray(res.curves[name]["cmc"]),
-            "tuned": res.info.get("tuned", {}).get(name, []),
-            "warnings": res.warnings.get(name, {})}
+    def show(run, res):
+        (m,) = run.estimators
+        if m not in res.errors:
+            cmc = 100 * np.asarray(res.curves[m]["cmc"])
+            _progress(verbose, f"  split {run.tags['split'] + 1} {m}: rank-1 {cmc[0]:.0f}, "
+                               f"rank-20 {cmc[19]:.0f}")
 
-
-def _run_tasks(tasks, options: dict, n_jobs, verbose: bool):
-    """Every (split, method) task in parallel (joblib); yields ``(split, method, output)``."""
-    from joblib import Parallel, delayed
-
-    outs = Parallel(n_jobs=n_jobs, return_as="generator")(
-        delayed(_one_task)(m, est, views, sd, grid, options)
-        for _, m, est, views, sd, grid in tasks)
-    for (k, m, *_), out in zip(tasks, outs, strict=True):
-        if "cmc" in out:
-            _progress(verbose, f"  split {k + 1} {m}: rank-1 {out['cmc'][0]:.0f}, "
-                               f"rank-20 {out['cmc'][19]:.0f}")
-        yield k, m, out
-
-
-def _gather(outputs, methods: list):
-    """Per-method per-split ranks, CMC curves, tuning choices, warnings and errors."""
-    from crossmetric.reid import CMC_RANKS
-
-    per: dict[str, dict] = {m: {} for m in methods}
-    cmc: dict[str, list] = {m: [] for m in methods}
-    tuned: dict[str, list] = {}
-    warns: dict[str, dict] = {}
-    errors: dict[str, str] = {}
-    for k, m, out in outputs:
-        if "error" in out:
-            errors.setdefault(m, out["error"])
-            continue
-        cmc[m].append(out["cmc"])
-        for r in CMC_RANKS:
-            per[m].setdefault(f"rank{r}", []).append(float(out["cmc"][r - 1]))
-        if out["tuned"]:
-            tuned.setdefault(m, []).extend({"split": k} | t for t in out["tuned"])
-        for cat, n in out["warnings"].items():
-            warns.setdefault(m, {})[cat] = warns.get(m, {}).get(cat, 0) + n
-    return per, cmc, tuned, warns, errors
+    shared = {"protocols": ("identification",), "n_repeats": 1, "split": "identity",
+              "max_train_positives": None, "pca_joint": True, "max_rank": max(CMC_RANKS),
+              "n_jobs": 1, "on_error": "record", **options}
+    results = run_many(runs, n_jobs=n_jobs, options=shared, on_result=show)
+    got = gather(runs, results, methods)
+    got.curves = {m: [100 * np.asarray(c) for c in cs] for m, cs in got.curves.items()}
+    per = {m: {f"rank{r}": [float(c[r - 1]) for c in got.curves[m]] for r in CMC_RANKS}
+           if got.curves[m] else {} for m in methods}
+    return got, per
 
 
 def reproduce_gsm_cuhk01(data_home, *, n_splits: int = 10, seed: int = 0,
@@ -310,11 +291,10 @@ def reproduce_gsm_cuhk01(data_home, *, n_splits: int = 10, seed: int = 0,
                        + (", paper grids tuned by rank-1 on training persons" if tune else ""))
     options = {"n_negatives": int(n_negatives), "pca_components": pca_components,
                "tune_scoring": "rank1", "test_size": int(n_test)}
-    tasks = [(k, m, est, views, sd, grids.get(m) if tune else None)
-             for k, views, sd in _split_plan(data, seed, first_split, n_splits)
-             for m, est in estimators.items()]
-    per, cmc, tuned, warns, errors = _gather(_run_tasks(tasks, options, n_jobs, verbose),
-                                             list(estimators))
+    runs = _runs(_split_plan(data, seed, first_split, n_splits), estimators,
+                 grids if tune else {})
+    got, per = _run_and_gather(runs, list(estimators), options, n_jobs, verbose)
+    errors = got.errors
     pub = PUBLISHED["gsm-cuhk01"]
     out = ReproductionResult("gsm-cuhk01", pub["source"])
     for m in estimators:
@@ -328,8 +308,8 @@ def reproduce_gsm_cuhk01(data_home, *, n_splits: int = 10, seed: int = 0,
                     note=pub["notes"]["special case" if special else m]
                     if special or m in pub["notes"] else "")
     out.extra.update({
-        "cmc": {m: np.mean(c, axis=0) for m, c in cmc.items() if c},
-        "per_split": {m: v for m, v in per.items()}, "tuned": tuned, "warnings": warns,
+        "cmc": {m: np.mean(c, axis=0) for m, c in got.curves.items() if c},
+        "per_split": per, "tuned": got.tuned, "warnings": got.warnings,
         "errors": errors, "pca_components": pca_components, "n_test": n_test,
         "n_features": data["n_features"]})
     return out
@@ -386,18 +366,19 @@ def reproduce_gsm_cuhk01_deep(data_home, *, n_splits: int = 10, seed: int = 0,
         est["Generalized (hand-crafted, PCA-400)"] = make_estimator("gsm", **CUHK01_GSM)
         feats = cuhk01_features(data_home, cache=cache, persons=persons)
     pub = PUBLISHED["gsm-cuhk01-deep"]
-    tasks = []
+    splits = []
     for k, views, sd in _split_plan(data, seed, first_split, n_splits):
         views["images_x"], views["images_y"] = views["X"], views["Y"]
         if with_gsm:
             views["X"], views["Y"] = feats["Z"][views["rows_x"]], feats["Z"][views["rows_y"]]
         else:
             views["X"] = views["Y"] = np.zeros((views["labels"].size, 1))
-        tasks += [(k, m, e, views, sd, None) for m, e in est.items()]
+        splits.append((k, views, sd))
     options = {"n_negatives": int(n_negatives), "pca_components": 400,
                "tune_scoring": "rank1", "test_size": int(n_test)}
-    # one task at a time: DeepGSM holds the device
-    per, cmc, _, _, errors = _gather(_run_tasks(tasks, options, 1, verbose), list(est))
+    # one run at a time: DeepGSM holds the device
+    got, per = _run_and_gather(_runs(splits, est, {}), list(est), options, 1, verbose)
+    errors = got.errors
     out = ReproductionResult("gsm-cuhk01-deep", pub["source"])
     for m in est:
         if m in errors:
@@ -406,6 +387,6 @@ def reproduce_gsm_cuhk01_deep(data_home, *, n_splits: int = 10, seed: int = 0,
         for r in CMC_RANKS:
             out.add("CUHK01", m, f"r{r}", per[m].get(f"rank{r}", []),
                     pub["rows"].get(m, {}).get(f"r{r}"))
-    out.extra.update({"cmc": {m: np.mean(c, axis=0) for m, c in cmc.items() if c},
+    out.extra.update({"cmc": {m: np.mean(c, axis=0) for m, c in got.curves.items() if c},
                       "per_split": per, "errors": errors, "device": device})
     return out

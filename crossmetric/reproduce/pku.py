@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import os
 import time
-import warnings
 
 import numpy as np
 from sklearn.base import clone
-from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 
 from crossmetric import metrics as M
@@ -317,23 +315,28 @@ def _pku_row(D, probe_ids, gallery_ids, seconds) -> list:
 
 def _fit_score(name, est, V, ids, tr_sk, tr_ph, te_sk, te_ph, pairs, y, split_seed,
                n_members, flip_alt, out):
-    """Fit ``est`` on the training pairs and score it on the test persons (into ``out``)."""
+    """Fit ``est`` on the training pairs and score it on the test persons (into ``out``).
+
+    The fit is the evaluation unit's (:func:`crossmetric.protocols.fit_on_pairs`: warnings
+    recorded, not shown), on a clone seeded with ``split_seed`` whenever it has a
+    ``random_state``; DeepGSM with ``n_members`` > 1 is a :class:`SeedEnsemble` of that clone
+    (member 0 = the single model), and its fitted models are also scored with ``test_flip``
+    switched (``flip_alt``)."""
     from crossmetric.learners.ensemble import SeedEnsemble
+    from crossmetric.protocols.evaluate import fit_on_pairs, seeded_clone
 
     t0 = time.perf_counter()
-    model = clone(est)
-    if "random_state" in model.get_params():
-        model.set_params(random_state=split_seed)
-    model.set_params(preprocessor=(V[tr_sk], V[tr_ph]))
+    model = seeded_clone(est, split_seed, force=True)
+    views = (V[tr_sk], V[tr_ph])
     # DeepGSM's batch generator takes the persons as identities
-    kw = {"groups": (ids[tr_sk], ids[tr_ph])} if name == "deepgsm" else {}
+    groups = (ids[tr_sk], ids[tr_ph]) if name == "deepgsm" else None
     ens = name == "deepgsm" and n_members > 1
     if ens:  # member 0 is ``model`` seeded with split_seed: the single model
-        model = SeedEnsemble(model, n_members=n_members, random_state=split_seed)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        model.fit(pairs, y, **kw)
-    out["unconverged"][name] = any(issubclass(w.category, ConvergenceWarning) for w in caught)
+        model = SeedEnsemble(model.set_params(preprocessor=views), n_members=n_members,
+                             random_state=split_seed)
+    fitted = fit_on_pairs(model, pairs, y, preprocessor=None if ens else views, groups=groups,
+                          clone_estimator=False)   # fits ``model`` itself
+    out["unconverged"][name] = "ConvergenceWarning" in fitted.warnings
     if ens:
         t1 = time.perf_counter()
         D_ens = model.cross_distance(V[te_sk], V[te_ph])
@@ -351,9 +354,16 @@ def _fit_score(name, est, V, ids, tr_sk, tr_ph, te_sk, te_ph, pairs, y, split_se
     return D, t0
 
 
-def _pku_split(k, test, pairs_seed, split_seed, data, registry, cfg, n_members, flip_alt,
+#: the measures of a PKU-Sketch row (:func:`_pku_row`), in its order
+_ROW = ("r1", "r5", "r10", "r20", "mAP", "seconds")
+
+
+def _pku_split(registry, data, *, test, pairs_seed, split_seed, cfg, n_members, flip_alt,
                show_ranks):
-    """One split of :func:`reproduce_pku_sketch`: every method's row, CMC and choices."""
+    """One split of :func:`reproduce_pku_sketch` (a run of
+    :func:`crossmetric.protocols.batch.run_many`): every method's row (records), CMC (curves),
+    convergence (warnings), choices (``info["tuned"]``) and notes (errors), as a
+    :class:`~crossmetric.protocols.BenchmarkResult`."""
     from sklearn.metrics.pairwise import euclidean_distances
 
     from crossmetric.pairs import make_pairs
@@ -399,7 +409,23 @@ def _pku_split(k, test, pairs_seed, split_seed, data, registry, cfg, n_members, 
                             "ids_q": ids[te_sk], "ids_g": ids[te_ph], "n": int(show_ranks)}
         out["cmc"][name] = M.cmc(D, ids[te_sk], ids[te_ph], max_rank=20)
         out["rows"][name] = _pku_row(D, ids[te_sk], ids[te_ph], time.perf_counter() - t0)
-    return out
+    return _as_result(out)
+
+
+def _as_result(out: dict):
+    """One split's rows, curves, choices and notes as a BenchmarkResult (for
+    :func:`crossmetric.protocols.batch.gather`)."""
+    from crossmetric.protocols import BenchmarkResult
+
+    res = BenchmarkResult(errors=dict(out["notes"]), methods=list(out["rows"]))
+    res.records = [{"method": m, "measure": meas, "value": v}
+                   for m, row in out["rows"].items() for meas, v in zip(_ROW, row, strict=True)]
+    res.curves = {m: {"cmc": c} for m, c in out["cmc"].items()}
+    res.warnings = {m: {"ConvergenceWarning": 1} for m, bad in out["unconverged"].items() if bad}
+    res.info["tuned"] = {m: [{"params": p}] for m, p in out["chosen"].items()}
+    if out["distances"]:
+        res.info["rank_lists"] = {"distances": out["distances"], **out["ranks"]}
+    return res
 
 
 def _display(cfg, flip_alt, n_members) -> dict:
@@ -444,12 +470,12 @@ def reproduce_pku_sketch(data_home, *, n_splits: int = 10, seed: int = 0, verbos
     so that splits ``first_split, ..., first_split + n_splits - 1`` of one sequence can run in
     separate processes. ``show_ranks`` > 0: the first split's rank lists of that many sketches
     (top 10 photos) for every method, written by :func:`run_reproduction` as ``ranks.html`` and
-    ``ranks_<method>.png``. ``n_jobs``: splits run in parallel (joblib processes; the same
-    numbers as one process).
+    ``ranks_<method>.png``. ``n_jobs``: splits run in parallel (each split one run of
+    :func:`crossmetric.protocols.batch.run_many`, gathered per method by
+    :func:`~crossmetric.protocols.batch.gather`; the same numbers as one process).
     """
-    from joblib import Parallel, delayed
-
     from crossmetric._checks import check_positive_int
+    from crossmetric.protocols.batch import Run, gather, run_many
 
     if setting not in PKU_SETTINGS:
         raise ValueError(f"setting must be one of {', '.join(PKU_SETTINGS)}, got {setting!r}.")
@@ -492,46 +518,45 @@ def reproduce_pku_sketch(data_home, *, n_splits: int = 10, seed: int = 0, verbos
     _progress(verbose, f"[pku-sketch] {len(splits)} splits, setting {setting!r}: "
                        f"{cfg['descriptor']}, PCA-{cfg['n_components']}"
                        + (", paper grids selected on training persons" if cfg["tune"] else ""))
-    runs = Parallel(n_jobs=n_jobs)(
-        delayed(_pku_split)(k, test, ps, ss, data, registry, cfg, n_members, flip_alt,
-                            show_ranks if k == 0 else 0)
-        for k, (test, ps, ss) in enumerate(splits))
+    runs = [Run({"split": first_split + k}, registry, data,
+                {"test": test, "pairs_seed": ps, "split_seed": ss,
+                 "show_ranks": show_ranks if k == 0 else 0})
+            for k, (test, ps, ss) in enumerate(splits)]
+    results = run_many(runs, n_jobs=n_jobs, evaluate=_pku_split,
+                       options={"cfg": cfg, "n_members": n_members, "flip_alt": flip_alt})
+    got = gather(runs, results)
     display = _display(cfg, flip_alt, n_members)
     order = [m for m in registry] + (["deepgsm_flip"] + (["deepgsm_ensemble"] if n_members > 1
                                                         else []) if flip_alt is not None else [])
-    notes = {}
-    for run in runs:
-        notes.update(run["notes"])
+    notes = dict(got.errors)
+    chosen = {m: [c["params"] for c in ch] for m, ch in got.tuned.items()}
     for name in registry:
-        count = sum(bool(run["unconverged"].get(name)) for run in runs)
+        count = got.warnings.get(name, {}).get("ConvergenceWarning", 0)
         if count:   # recorded, not hidden
-            capped = any("max_iter" in run["chosen"].get(name, {}) for run in runs)
+            capped = any("max_iter" in c for c in chosen.get(name, []))
             notes.setdefault(name, f"ConvergenceWarning in {count}/{n_splits} splits" + (
                 " (max_iter selected: early stopping as regularisation)" if capped else ""))
     if deepgsm_params and "deepgsm" in registry:
         notes["deepgsm"] = (notes.get("deepgsm", "") + " " if "deepgsm" in notes else "") + \
             f"PKU_DEEPGSM overridden: {deepgsm_params}"
     for name in order:
-        rows = [run["rows"][name] for run in runs if name in run["rows"]]
-        vals = np.array(rows) if rows else np.zeros((0, 6))
-        for j, meas in enumerate(("r1", "r5", "r10", "r20", "mAP")):
-            res.add(f"{n_test} test", display[name], meas, vals[:, j] if len(vals) else [],
-                    None, note=notes.get(name, ""))
-        if len(vals):
-            res.extra.setdefault("seconds", {})[name] = float(vals[:, 5].sum())
+        vals = got.values.get(name, {})
+        for meas in _ROW[:-1]:
+            res.add(f"{n_test} test", display[name], meas, vals.get(meas, []), None,
+                    note=notes.get(name, ""))
+        if vals:
+            res.extra.setdefault("seconds", {})[name] = float(np.sum(vals["seconds"]))
             res.extra.setdefault("per_split", {})[display[name]] = {
-                meas: [round(float(v), 2) for v in vals[:, j]]
-                for j, meas in enumerate(("r1", "r5", "r10", "r20", "mAP", "seconds"))}
-        chosen = [run["chosen"][name] for run in runs if name in run["chosen"]]
-        if chosen:
-            res.extra.setdefault("chosen", {})[display[name]] = chosen
-    if runs and runs[0]["distances"]:
-        res.rank_lists.update(runs[0]["ranks"])
-        res.rank_lists["distances"] = {display[m]: D for m, D in runs[0]["distances"].items()}
+                meas: [round(float(v), 2) for v in vals[meas]] for meas in _ROW}
+        if chosen.get(name):
+            res.extra.setdefault("chosen", {})[display[name]] = chosen[name]
+    shown = results[0].info.get("rank_lists") if results else None
+    if shown:
+        res.rank_lists.update(shown)
+        res.rank_lists["distances"] = {display[m]: D for m, D in shown["distances"].items()}
     res.extra["notes"] = notes
     res.extra["load_avg_end"] = round(os.getloadavg()[0], 2)
-    res.extra["cmc"] = {display[m]: np.mean([run["cmc"][m] for run in runs if m in run["cmc"]],
-                                            axis=0)
-                        for m in order if any(m in run["cmc"] for run in runs)}
+    res.extra["cmc"] = {display[m]: np.mean(got.curves[m], axis=0)
+                        for m in order if got.curves.get(m)}
     _progress(verbose, "[pku-sketch] done")
     return res
