@@ -283,8 +283,9 @@ def search_params(estimator, param_grid, X, Y, labels, *, n_splits: int = 3,
         single hold-out.
     patience : int, optional
         Scan the candidates in grid order and stop once ``patience`` consecutive candidates
-        have not beaten the best mean score so far (a failed candidate does not beat it).
-        ``None`` evaluates every candidate.
+        have not beaten the best mean score so far (ties do not beat it, so the first of
+        equal candidates wins; a failed candidate does not beat it, and failures before the
+        first scored candidate are not counted). ``None`` evaluates every candidate.
     evaluate : callable, optional
         ``evaluate(estimator, fold) -> float``: fits the unfitted candidate ``estimator``
         on ``fold`` (a :class:`~crossmetric.protocols.Split`) and returns its validation
@@ -408,7 +409,7 @@ def _run_grid(estimator, grid, splits, X, Y, *, prepare, patience, n_jobs, kw):
         mean = scores[c].mean()         # NaN when a fold failed: never an improvement
         if mean > best:
             best, worse = mean, 0
-        else:
+        elif np.isfinite(best):         # failures before the first score do not count
             worse += 1
             if worse >= patience:
                 return scores[:c + 1], errors
