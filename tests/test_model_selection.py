@@ -164,7 +164,7 @@ def test_search_stages_fixes_each_winner_for_the_next_stage():
         search_stages(CCA(), [], X, Y, labels)
 
 
-@pytest.mark.parametrize("scoring", ["auc", "rank1"])
+@pytest.mark.parametrize("scoring", ["auc", "rank1", "cmc20"])
 def test_benchmark_tuning_never_sees_a_test_object(scoring):
     """Leak test: every row the tuned learner is fitted on -- in the search and in the final
     fit -- belongs to the split's training objects."""
