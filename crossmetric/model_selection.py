@@ -128,9 +128,6 @@ def _validation_score(est, scoring, fold: Split, Xf, Yf, labels, cross_modal: bo
     :func:`search_params`)."""
     G = Yf if cross_modal else Xf
     if fold.test_pairs is None:  # an identification fold: its probe / gallery rows
-        if scoring == "auc" or callable(scoring):
-            raise ValueError("an identification fold (probe / gallery rows) needs scoring "
-                             "'rank1', 'map' or 'cmc20'; pair scorings need validation pairs.")
         p, g = fold.probe_rows, fold.gallery_rows
         return _identification_score(est, scoring, Xf[p], G[g], labels[p], labels[g],
                                      same_set=False)
@@ -344,6 +341,10 @@ def search_params(estimator, param_grid, X, Y, labels, *, n_splits: int = 3,
         # a seed is drawn only when a candidate will use it (a caller's RandomState stays put)
         seed = int(rng.randint(2**31 - 1)) if _unseeded(estimator, grid) else 0
         splits = _as_splits(folds, lambda: seed)
+        if evaluate is None and (scoring == "auc" or callable(scoring)) and any(
+                f.test_pairs is None for f in splits):
+            raise ValueError("an identification fold (probe / gallery rows) needs scoring "
+                             "'rank1', 'map' or 'cmc20'; pair scorings need validation pairs.")
     scores, errors = _run_grid(estimator, grid, splits, X, Y, prepare=prepare,
                                patience=patience, n_jobs=n_jobs,
                                kw=dict(scoring=scoring, labels=labels, cross_modal=cross_modal,

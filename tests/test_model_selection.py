@@ -349,8 +349,7 @@ def test_identification_split_folds_rank_their_probes_against_their_gallery():
         assert not (Xa[:, None, :] == X[held_out][None]).all(-1).any()
         assert not (Ya[:, None, :] == Y[held_out][None]).all(-1).any()
     with pytest.raises(ValueError, match="identification fold"):
-        search_params(SpyLearner(), {"scale": [1.0]}, X, Y, labels, folds=folds,
-                      scoring="auc", on_error="raise")
+        search_params(SpyLearner(), {"scale": [1.0]}, X, Y, labels, folds=folds)
 
 
 def test_precomputed_tuple_folds_give_the_drawn_search():
