@@ -59,6 +59,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
+from scipy.stats import rankdata
 from sklearn.base import clone
 from sklearn.model_selection import ParameterGrid
 from sklearn.utils import check_random_state
@@ -103,6 +104,42 @@ class SearchResult:
     candidates: list = field(default_factory=list)
     scoring: str | Callable = "auc"
     fold_scores: np.ndarray | None = None
+
+    def cv_results(self) -> dict:
+        """The candidates' scores as scikit-learn's ``GridSearchCV.cv_results_`` holds them.
+
+        ``params``, ``param_<name>`` (masked arrays: masked where a candidate lacks the
+        parameter), ``split<k>_test_score``, ``mean_test_score``, ``std_test_score`` and
+        ``rank_test_score`` (1 = best; ties share the smaller rank; failed candidates rank
+        last), computed as ``GridSearchCV`` computes them from the same fold scores.
+        """
+        S = np.asarray(self.fold_scores, dtype=np.float64)
+        params = [c["params"] for c in self.candidates]
+        out: dict = {}
+        for name in dict.fromkeys(k for p in params for k in p):
+            has = [name in p for p in params]
+            try:
+                arr = np.array([p[name] for p in params if name in p])
+                dtype = arr.dtype if arr.dtype.kind != "U" and arr.ndim == 1 else object
+            except ValueError:  # sequences of different lengths
+                dtype = np.dtype(object)
+            col = np.ma.MaskedArray(np.empty(len(params), dtype=dtype), mask=True)
+            for i, p in enumerate(params):
+                if has[i]:
+                    col[i] = p[name]
+            out[f"param_{name}"] = col
+        out["params"] = params
+        for f in range(S.shape[1]):
+            out[f"split{f}_test_score"] = S[:, f]
+        mean = np.average(S, axis=1)
+        out["mean_test_score"] = mean
+        out["std_test_score"] = np.sqrt(np.average((S - mean[:, None]) ** 2, axis=1))
+        if np.isnan(mean).all():
+            out["rank_test_score"] = np.ones(mean.size, dtype=np.int32)
+        else:
+            filled = np.where(np.isnan(mean), np.nanmin(mean) - 1, mean)
+            out["rank_test_score"] = rankdata(-filled, method="min").astype(np.int32)
+        return out
 
 
 def _identity(X, Y, pairs, y, estimator):

@@ -439,7 +439,7 @@ def test_callable_scorer_search_equals_gridsearchcv():
     pairs, y = make_pairs(labels, random_state=0)
     cv = group_pair_folds(pairs[:, 0], pairs[:, 1], 3, random_state=0, y=y)
     base = PCCA(n_components=2, max_iter=20, random_state=0, preprocessor=X)
-    grid = {"beta": [0.5, 3.0], "n_components": [1, 2]}
+    grid = [{"beta": [0.5, 3.0], "n_components": [1, 2]}, {"beta": [1.0]}]   # one masked
     gs = GridSearchCV(base, grid, cv=cv, scoring="roc_auc", refit=False,
                       error_score="raise").fit(pairs, y)
     folds = [(pairs[tr], y[tr], pairs[va], y[va]) for tr, va in cv]
@@ -451,6 +451,18 @@ def test_callable_scorer_search_equals_gridsearchcv():
                                   gs.cv_results_["mean_test_score"])
     assert [c["params"] for c in res.candidates] == gs.cv_results_["params"]
     assert res.best_params == gs.best_params_
+    ours = res.cv_results()
+    for key, want in gs.cv_results_.items():
+        if "time" in key:
+            continue
+        got = ours.pop(key)
+        if key.startswith("param_"):
+            assert got.dtype == want.dtype and got.tolist() == want.tolist()
+            np.testing.assert_array_equal(np.ma.getmaskarray(got), np.ma.getmaskarray(want))
+        elif key != "params":
+            np.testing.assert_array_equal(got, want)
+            assert got.dtype == want.dtype
+    assert not ours                       # no key GridSearchCV lacks
 
 
 def test_evaluate_hook_replaces_fit_and_measure_and_n_jobs_changes_nothing():

@@ -24,7 +24,6 @@ import numbers
 
 import numpy as np
 from scipy.special import expit
-from scipy.stats import rankdata
 from sklearn.base import BaseEstimator, clone, is_classifier
 from sklearn.metrics import check_scoring
 from sklearn.model_selection import check_cv
@@ -462,7 +461,7 @@ class CLMLCV(CLML):
         res = search_params(base, {"n_clusters": [int(g) for g in grid]}, Xu, None, None,
                             folds=folds, cross_modal=False, scoring=scorer, on_error="raise",
                             n_jobs=self.n_jobs, random_state=self.random_state)
-        self.cv_results_ = _cv_results(res, "n_clusters")
+        self.cv_results_ = res.cv_results()
         self.best_n_clusters_ = int(res.best_params["n_clusters"])
         best = clone(base).set_params(n_clusters=self.best_n_clusters_).fit(pairs, y)
         self.best_estimator_ = best
@@ -470,18 +469,3 @@ class CLMLCV(CLML):
                      "n_iter_", "loss_curve_"):
             setattr(self, name, getattr(best, name))
 
-
-def _cv_results(res, name: str) -> dict:
-    """A :class:`~crossmetric.model_selection.SearchResult` of one parameter ``name`` as
-    ``GridSearchCV.cv_results_``'s score entries (same means, standard deviations, ranks)."""
-    S = res.fold_scores
-    mean = np.average(S, axis=1)
-    out = {f"param_{name}": np.ma.MaskedArray([c["params"][name] for c in res.candidates],
-                                              mask=False),
-           "params": [c["params"] for c in res.candidates]}
-    for f in range(S.shape[1]):
-        out[f"split{f}_test_score"] = S[:, f]
-    out["mean_test_score"] = mean
-    out["std_test_score"] = np.sqrt(np.average((S - mean[:, None]) ** 2, axis=1))
-    out["rank_test_score"] = rankdata(-mean, method="min").astype(np.int32)
-    return out
