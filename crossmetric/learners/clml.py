@@ -468,4 +468,3 @@ class CLMLCV(CLML):
         for name in ("pca_", "gmm_", "local_components_", "local_offsets_", "bias_",
                      "n_iter_", "loss_curve_"):
             setattr(self, name, getattr(best, name))
-

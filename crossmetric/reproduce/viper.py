@@ -11,6 +11,7 @@ import numpy as np
 from sklearn.base import clone
 from sklearn.utils import check_random_state
 
+from crossmetric.model_selection import search_params
 from crossmetric.protocols.views import PCAThen
 from crossmetric.reid import CMC_RANKS, evaluate_reid, reid_splits
 from crossmetric.reproduce.published import PUBLISHED
@@ -73,8 +74,6 @@ def select_max_iter(estimator, X, ids, domains, split, *, n_negatives: int,
     (int, dict)
         The chosen ``max_iter`` and ``{max_iter: validation score}``.
     """
-    from crossmetric.model_selection import search_params
-
     ids = np.asarray(ids)
     rows = np.unique(split.train_pairs)
     persons = np.unique(ids[rows])
