@@ -503,12 +503,11 @@ def test_builtin_cmc20_on_the_reid_hold_out_equals_select_max_iter():
     from crossmetric import PCCA
     from crossmetric.protocols import reid_splits
     from crossmetric.reproduce import select_max_iter
+    from tests.test_reid import _two_cameras
 
-    rng = np.random.RandomState(0)
-    n = 50
-    ids = np.repeat(np.arange(n), 2)
-    cams = np.tile([1, 2], n)
-    X = rng.rand(n, 8)[ids] + 0.2 * rng.rand(2 * n, 8)
+    ids, cams = _two_cameras(50)
+    X = np.random.RandomState(0).rand(50, 8)[ids - 100] + 0.2 * np.random.RandomState(1).rand(
+        100, 8)
     split = reid_splits(ids, cams, 10, n_negatives=2, n_splits=1, random_state=0)[0]
     est = PCCA(n_components=4)
     m, scores = select_max_iter(est, X, ids, cams, split, n_negatives=2, grid=(1, 2, 4, 8, 16),
