@@ -112,6 +112,20 @@ class SearchResult:
         parameter), ``split<k>_test_score``, ``mean_test_score``, ``std_test_score`` and
         ``rank_test_score`` (1 = best; ties share the smaller rank; failed candidates rank
         last), computed as ``GridSearchCV`` computes them from the same fold scores.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from crossmetric import Euclidean
+        >>> from crossmetric.model_selection import search_params
+        >>> labels = np.repeat(np.arange(12), 3)
+        >>> noise = np.random.RandomState(0).normal(size=(36, 4)) * [0.1, 0.1, 4, 4]
+        >>> X = labels[:, None] * [0.05, 0.05, 3, 3] + noise
+        >>> res = search_params(Euclidean(), {"standardize": [False, True]}, X, X, labels,
+        ...                     random_state=0)
+        >>> cv = res.cv_results()
+        >>> cv["param_standardize"].tolist(), cv["rank_test_score"].tolist()
+        ([False, True], [1, 2])
         """
         S = np.asarray(self.fold_scores, dtype=np.float64)
         params = [c["params"] for c in self.candidates]
