@@ -85,7 +85,7 @@ BENCHMARK_OPTIONS: dict[str, _Option] = {
     # tune: "small" (the registry grid; true in a config file) or "paper" (the paper's grid)
     "tune": _Option((bool, str), False, (False, True, "small", "paper")),
     "tune_folds": _Option(int, 3),
-    "tune_scoring": _Option(str, "auc", ("auc", "rank1", "map")),
+    "tune_scoring": _Option(str, "auc", ("auc", "rank1", "map", "cmc20")),
     # output
     "out": _Option(str, "crossmetric-results"),
     "quiet": _Option(bool, False), "json": _Option(bool, False),

@@ -22,6 +22,25 @@ by inner cross-validation on the *objects* of one outer training split:
    identities);
 4. the candidate with the best mean validation score wins (ties: the first in grid order).
 
+The same routine serves selections that bring their own folds or measures:
+
+* ``folds=`` takes precomputed folds instead of drawing them: ``(train_pairs, train_y,
+  validation_pairs, validation_y)`` tuples (e.g. scikit-learn-style folds of a fixed pair
+  set) or :class:`~crossmetric.protocols.Split` objects -- a verification split validates on
+  its ``test_pairs``, an identification split (one hold-out of persons,
+  :func:`~crossmetric.protocols.reid_splits`) on its probe / gallery rows;
+* ``scoring="cmc20"`` is the validation CMC averaged over ranks 1-20 (the re-id selection
+  criterion); a callable ``scoring(estimator, pairs, y)`` -- any scikit-learn scorer -- scores
+  the validation pairs;
+* ``patience=N`` scans the candidates in grid order and stops once ``N`` in a row have not
+  beaten the best so far (an ordered grid of iteration counts, where overfitting sets in);
+* ``evaluate=`` replaces the built-in fit and measure by a protocol's own (the re-id
+  protocol's :func:`~crossmetric.reid.evaluate_reid`).
+
+:func:`crossmetric.reproduce.select_max_iter` (``max_iter`` of the PCCA reproductions) and
+:class:`crossmetric.learners.clml.CLMLCV` (``n_clusters``) are thin callers of
+:func:`search_params`.
+
 :func:`search_stages` runs several such searches one after the other, each with the winners of
 the stages before it fixed: the papers' sequential selections (CML-AUC §V-B: γ with μ = 1e-7,
 then μ with that γ). :data:`crossmetric.registry.METHODS` holds each learner's paper grid
@@ -40,18 +59,24 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
+from scipy.stats import rankdata
 from sklearn.base import clone
 from sklearn.model_selection import ParameterGrid
 from sklearn.utils import check_random_state
 
+from crossmetric._checks import check_positive_int
 from crossmetric.metrics import mean_average_precision, one_call_at_n, rank_accuracy, roc_auc
-from crossmetric.protocols.splits import inner_pair_splits, object_folds
+from crossmetric.protocols.evaluate import fit_on_pairs, measure_identification
+from crossmetric.protocols.splits import Split, inner_pair_splits, object_folds
 
-__all__ = ["SCORINGS", "SearchResult", "object_folds", "inner_pair_splits", "search_params",
-           "search_stages"]
+__all__ = ["SCORINGS", "CMC_SCORE_RANK", "SearchResult", "object_folds", "inner_pair_splits",
+           "search_params", "search_stages"]
 
-#: validation measures of :func:`search_params`
-SCORINGS = ("auc", "rank1", "map")
+#: validation measures of :func:`search_params` (besides a callable scorer)
+SCORINGS = ("auc", "rank1", "map", "cmc20")
+
+#: ``scoring="cmc20"`` averages the validation CMC over ranks 1 to this rank
+CMC_SCORE_RANK = 20
 
 
 @dataclass
@@ -68,39 +93,194 @@ class SearchResult:
         ``{"params", "mean_score", "std_score", "n_failed"}`` for every candidate, in grid
         order (``"stage"`` too with :func:`search_stages`); ``mean_auc`` / ``std_auc`` repeat
         the score under its former names when ``scoring="auc"``.
-    scoring : str
-        The validation measure (one of :data:`SCORINGS`).
+    scoring : str or callable
+        The validation measure (one of :data:`SCORINGS`, or the callable scorer).
+    fold_scores : ndarray of shape (n_candidates, n_folds) or None
+        Every candidate's score on every fold (NaN where it failed), rows as ``candidates``.
     """
 
     best_params: dict
     best_score: float
     candidates: list = field(default_factory=list)
-    scoring: str = "auc"
+    scoring: str | Callable = "auc"
+    fold_scores: np.ndarray | None = None
+
+    def cv_results(self) -> dict:
+        """The candidates' scores as scikit-learn's ``GridSearchCV.cv_results_`` holds them.
+
+        ``params``, ``param_<name>`` (masked arrays: masked where a candidate lacks the
+        parameter), ``split<k>_test_score``, ``mean_test_score``, ``std_test_score`` and
+        ``rank_test_score`` (1 = best; ties share the smaller rank; failed candidates rank
+        last), computed as ``GridSearchCV`` computes them from the same fold scores.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from crossmetric import Euclidean
+        >>> from crossmetric.model_selection import search_params
+        >>> labels = np.repeat(np.arange(12), 3)
+        >>> noise = np.random.RandomState(0).normal(size=(36, 4)) * [0.1, 0.1, 4, 4]
+        >>> X = labels[:, None] * [0.05, 0.05, 3, 3] + noise
+        >>> res = search_params(Euclidean(), {"standardize": [False, True]}, X, X, labels,
+        ...                     random_state=0)
+        >>> cv = res.cv_results()
+        >>> cv["param_standardize"].tolist(), cv["rank_test_score"].tolist()
+        ([False, True], [1, 2])
+        """
+        S = np.asarray(self.fold_scores, dtype=np.float64)
+        params = [c["params"] for c in self.candidates]
+        out: dict = {}
+        for name in dict.fromkeys(k for p in params for k in p):
+            has = [name in p for p in params]
+            try:
+                arr = np.array([p[name] for p in params if name in p])
+                dtype = arr.dtype if arr.dtype.kind != "U" and arr.ndim == 1 else object
+            except ValueError:  # sequences of different lengths
+                dtype = np.dtype(object)
+            col = np.ma.MaskedArray(np.empty(len(params), dtype=dtype), mask=True)
+            for i, p in enumerate(params):
+                if has[i]:
+                    col[i] = p[name]
+            out[f"param_{name}"] = col
+        out["params"] = params
+        for f in range(S.shape[1]):
+            out[f"split{f}_test_score"] = S[:, f]
+        mean = np.average(S, axis=1)
+        out["mean_test_score"] = mean
+        out["std_test_score"] = np.sqrt(np.average((S - mean[:, None]) ** 2, axis=1))
+        if np.isnan(mean).all():
+            out["rank_test_score"] = np.ones(mean.size, dtype=np.int32)
+        else:
+            filled = np.where(np.isnan(mean), np.nanmin(mean) - 1, mean)
+            out["rank_test_score"] = rankdata(-filled, method="min").astype(np.int32)
+        return out
 
 
 def _identity(X, Y, pairs, y, estimator):
     return X, Y
 
 
-def _validation_score(est, scoring: str, va_p: np.ndarray, va_y: np.ndarray, Xf, Yf,
-                      labels: np.ndarray, cross_modal: bool) -> float:
-    """One fitted candidate's score on its validation objects (see :func:`search_params`)."""
+def _identification_score(est, scoring: str, X, G, probe_labels, gallery_labels, *,
+                          same_set: bool) -> float:
+    """rank-1 / mAP / mean CMC over ranks 1-20 of probes ``X`` against gallery ``G``."""
+    if scoring == "cmc20":
+        n_gallery = len(gallery_labels) - (1 if same_set else 0)
+        rep, _ = measure_identification(est, X, G, probe_labels, gallery_labels, ranks=(1,),
+                                        same_set=same_set, blockwise=False,
+                                        max_rank=max(1, min(CMC_SCORE_RANK, n_gallery)))
+        return float(np.mean(rep["cmc"][:CMC_SCORE_RANK]))
+    rep, _ = measure_identification(est, X, G, probe_labels, gallery_labels, ranks=(1,),
+                                    same_set=same_set, blockwise=False)
+    return float(rep["rank1"] if scoring == "rank1" else rep["map"])
+
+
+def _validation_score(est, scoring, fold: Split, Xf, Yf, labels, cross_modal: bool) -> float:
+    """One fitted candidate's score on the validation side of ``fold`` (see
+    :func:`search_params`)."""
+    G = Yf if cross_modal else Xf
+    if fold.test_pairs is None:  # an identification fold: its probe / gallery rows
+        p, g = fold.probe_rows, fold.gallery_rows
+        return _identification_score(est, scoring, Xf[p], G[g], labels[p], labels[g],
+                                     same_set=False)
+    va_p, va_y = fold.test_pairs, fold.test_y
+    if callable(scoring):
+        return float(scoring(est, va_p, va_y))
     if scoring == "auc":
         return roc_auc(va_y, -est.pair_distance(va_p))
     rows = np.unique(va_p)          # the validation objects (their pairs span them all)
     lab = labels[rows]
-    D = est.cross_distance(Xf[rows], (Yf if cross_modal else Xf)[rows])
     # single-modal: each probe is also in the gallery and must not find itself (same_set)
+    if scoring == "cmc20":
+        return _identification_score(est, scoring, Xf[rows], G[rows], lab, lab,
+                                     same_set=not cross_modal)
+    D = est.cross_distance(Xf[rows], G[rows])
     if scoring == "rank1":
         return (rank_accuracy(D, lab, lab, rank=1) if cross_modal
                 else one_call_at_n(D, lab, lab, 1, same_set=True))
     return mean_average_precision(D, lab, lab, same_set=not cross_modal)
 
 
+def _as_splits(folds, draw_seed: Callable) -> list[Split]:
+    """Precomputed ``folds`` as :class:`Split` objects (a tuple fold gets ``draw_seed()``)."""
+    out = []
+    for k, fold in enumerate(folds):
+        if isinstance(fold, Split):
+            if fold.test_pairs is None and (fold.probe_rows is None
+                                            or fold.gallery_rows is None):
+                raise ValueError(f"folds[{k}] is a Split with neither test_pairs nor "
+                                 "probe_rows and gallery_rows to validate on.")
+            out.append(fold)
+            continue
+        try:
+            tr_p, tr_y, va_p, va_y = fold
+        except (TypeError, ValueError):
+            raise ValueError(f"folds must hold Split objects or (train_pairs, train_y, "
+                             f"validation_pairs, validation_y) tuples; folds[{k}] is "
+                             f"{type(fold).__name__}.") from None
+        out.append(Split("verification", k, np.asarray(tr_p), np.asarray(tr_y),
+                         test_pairs=np.asarray(va_p), test_y=np.asarray(va_y),
+                         seed=draw_seed()))
+    if not out:
+        raise ValueError("folds is empty.")
+    return out
+
+
+def _unseeded(estimator, grid) -> bool:
+    """Whether some candidate of ``grid`` would have ``random_state=None``."""
+    params = estimator.get_params(deep=False)
+    return "random_state" in params and any(
+        {**params, **cand}.get("random_state") is None for cand in grid)
+
+
+def _fit_and_score(estimator, params, fold: Split, views, *, scoring, labels, cross_modal,
+                   evaluate, on_error) -> tuple[float, str | None]:
+    """One candidate on one fold: ``(score, error)`` (``score`` NaN where it failed)."""
+    est = clone(estimator).set_params(**params)
+    try:
+        if evaluate is not None:
+            return float(evaluate(est, fold)), None
+        Xf, Yf = views
+        # the clone gets the fold's seed when its random_state is None; the inner fits'
+        # warnings are recorded, not shown (the outer fit reports its own)
+        model = fit_on_pairs(est, fold.train_pairs, fold.train_y,
+                             preprocessor=(Xf, Yf) if cross_modal else Xf, seed=fold.seed).model
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return _validation_score(model, scoring, fold, Xf, Yf, labels, cross_modal), None
+    except (ValueError, np.linalg.LinAlgError) as exc:  # e.g. n_components too large
+        if on_error == "raise":
+            raise
+        return float("nan"), f"{type(exc).__name__}: {exc}"
+
+
+def _check_search_args(grid, scoring, labels, folds, patience, on_error, evaluate, prepare):
+    if not grid:
+        raise ValueError("param_grid is empty.")
+    if not (callable(scoring) or scoring in SCORINGS):
+        raise ValueError(f"scoring must be one of {', '.join(SCORINGS)} or a callable "
+                         f"scorer(estimator, pairs, y), got {scoring!r}.")
+    if on_error not in ("record", "raise"):
+        raise ValueError(f"on_error must be 'record' or 'raise', got {on_error!r}.")
+    if patience is not None:
+        check_positive_int(patience, "patience")
+    if evaluate is not None and not callable(evaluate):
+        raise ValueError(f"evaluate must be a callable evaluate(estimator, fold) -> float, "
+                         f"got {evaluate!r}.")
+    if evaluate is not None and prepare is not None:
+        raise ValueError("prepare and evaluate cannot both be given: evaluate does its own "
+                         "fit and measure.")
+    needs_labels = folds is None or (evaluate is None and scoring in ("rank1", "map", "cmc20"))
+    if labels is None and needs_labels:
+        raise ValueError("labels must be given to draw folds or for an identification "
+                         "scoring (rank1, map, cmc20).")
+
+
 def search_params(estimator, param_grid, X, Y, labels, *, n_splits: int = 3,
                   group: str = "identity", cross_modal: bool = True, n_negatives: int = 1,
-                  max_positives: int | None = 1000, scoring: str = "auc",
-                  prepare: Callable | None = None, random_state=None) -> SearchResult:
+                  max_positives: int | None = 1000, scoring="auc",
+                  prepare: Callable | None = None, random_state=None, folds=None,
+                  patience: int | None = None, evaluate: Callable | None = None,
+                  on_error: str = "record", n_jobs: int | None = None) -> SearchResult:
     """Choose ``estimator``'s parameters from ``param_grid`` by inner cross-validation.
 
     Parameters
@@ -109,11 +289,14 @@ def search_params(estimator, param_grid, X, Y, labels, *, n_splits: int = 3,
         Unfitted; cloned for every fit, its ``preprocessor`` set to the (prepared) objects.
     param_grid : dict or list of dict
         As :class:`sklearn.model_selection.ParameterGrid` (small grids: every candidate costs
-        ``n_splits`` fits).
+        one fit per fold). For one parameter the candidates keep the order of its list.
     X, Y : ndarray of shape (n_objects, d_x), (n_objects, d_y)
-        The *training* objects only (row ``r`` of both is object ``r``).
-    labels : array-like of shape (n_objects,)
-        Identity of every object (forms the pairs and, with ``group="identity"``, the folds).
+        The *training* objects only (row ``r`` of both is object ``r``); ``Y`` may be
+        ``None`` with ``cross_modal=False``.
+    labels : array-like of shape (n_objects,) or None
+        Identity of every object (forms the pairs and, with ``group="identity"``, the folds;
+        names the probes and gallery items of the identification scorings). May be ``None``
+        with precomputed ``folds`` scored on their pairs.
     n_splits : int, default=3
     group : {"identity", "sample"}, default="identity"
         See :func:`object_folds`.
@@ -121,58 +304,104 @@ def search_params(estimator, param_grid, X, Y, labels, *, n_splits: int = 3,
         Pairs join a row of ``X`` and a row of ``Y``; ``False``: single-modal pairs of ``X``.
     n_negatives, max_positives :
         Passed to :func:`crossmetric.pairs.make_pairs` on every side of every fold.
-    scoring : {"auc", "rank1", "map"}, default="auc"
-        Validation measure: ROC AUC of the validation pairs, or rank-1 / mAP of the validation
-        objects' ``X`` rows (probes) against their ``Y`` rows (gallery; ``cross_modal=False``:
-        against the other validation objects). Identification scores need every validation
-        identity to have an object on both sides, as the outer identification protocols do.
+    scoring : {"auc", "rank1", "map", "cmc20"} or callable, default="auc"
+        Validation measure: ROC AUC of the validation pairs, or rank-1 / mAP / CMC averaged
+        over ranks 1-20 (:data:`CMC_SCORE_RANK`; over every rank when the gallery is smaller)
+        of the validation objects' ``X`` rows (probes) against their ``Y`` rows (gallery;
+        ``cross_modal=False``: against the other validation objects). Identification scores
+        need every validation identity to have an object on both sides, as the outer
+        identification protocols do. An identification fold (see ``folds``) ranks its own
+        probe rows against its gallery rows. A callable ``scoring(estimator, pairs, y) ->
+        float`` (any scikit-learn scorer, e.g. ``sklearn.metrics.get_scorer("roc_auc")``)
+        scores the validation pairs; higher is better.
     prepare : callable, optional
         ``prepare(X, Y, train_pairs, train_y, estimator) -> (X', Y')``: preprocessing fitted on
         the inner training pairs (the runner's PCA / CCA steps), applied to all objects.
     random_state : int, RandomState or None
-        Folds and pairs; an estimator whose ``random_state`` is ``None`` gets a drawn seed.
+        Folds and pairs (when ``folds`` is None), and the seed handed to a candidate whose
+        ``random_state`` is ``None`` (a :class:`~crossmetric.protocols.Split` fold hands its
+        own ``seed``).
+    folds : sequence, optional
+        Precomputed folds instead of drawn ones (``n_splits``, ``group``, ``n_negatives`` and
+        ``max_positives`` are then unused): ``(train_pairs, train_y, validation_pairs,
+        validation_y)`` tuples of index pairs into ``X`` / ``Y``, or
+        :class:`~crossmetric.protocols.Split` objects -- validated on their ``test_pairs``
+        when they have them, else on their ``probe_rows`` (of ``X``) against their
+        ``gallery_rows`` (of ``Y``, or of ``X`` with ``cross_modal=False``). One fold is a
+        single hold-out.
+    patience : int, optional
+        Scan the candidates in grid order and stop once ``patience`` consecutive candidates
+        have not beaten the best mean score so far (ties do not beat it, so the first of
+        equal candidates wins; a failed candidate does not beat it, and failures before the
+        first scored candidate are not counted). ``None`` evaluates every candidate.
+    evaluate : callable, optional
+        ``evaluate(estimator, fold) -> float``: fits the unfitted candidate ``estimator``
+        on ``fold`` (a :class:`~crossmetric.protocols.Split`) and returns its validation
+        score (higher is better), in place of the built-in fit and ``scoring`` -- for a
+        protocol with its own evaluation (:func:`crossmetric.reid.evaluate_reid`). It sees
+        the candidate's ``random_state`` as given and ``fold.seed`` to hand on.
+    on_error : {"record", "raise"}, default="record"
+        A ``ValueError`` / ``LinAlgError`` of a fit or score: ``"record"`` gives that
+        candidate a NaN score on the fold (counted in ``n_failed``); ``"raise"`` re-raises.
+    n_jobs : int, optional
+        Fits run in parallel through joblib (the candidates of a fold; with ``patience``, the
+        folds of a candidate). Results do not depend on it.
 
     Returns
     -------
     SearchResult
+        With ``patience``, ``candidates`` lists the candidates evaluated before the stop.
 
     Raises
     ------
     ValueError
         Empty grid; every candidate failed on some fold.
+
+    Examples
+    --------
+    An ordered scan of ``max_iter`` over one precomputed hold-out, stopped once two values
+    in a row do not beat the best:
+
+    >>> import numpy as np
+    >>> from crossmetric import PCCA, make_pairs
+    >>> from crossmetric.model_selection import search_params
+    >>> rng = np.random.RandomState(0)
+    >>> labels = np.repeat(np.arange(10), 4)
+    >>> X = np.c_[labels[:, None] + 0.6 * rng.normal(size=(40, 3)), rng.normal(size=(40, 5))]
+    >>> tr, va = np.arange(20), np.arange(20, 40)
+    >>> (tp, ty), (vp, vy) = (make_pairs(labels[r], random_state=0) for r in (tr, va))
+    >>> res = search_params(PCCA(n_components=2, random_state=0),
+    ...                     {"max_iter": [1, 2, 4, 8, 16, 32, 64]}, X, None, labels,
+    ...                     folds=[(tr[tp], ty, va[vp], vy)], cross_modal=False,
+    ...                     scoring="cmc20", patience=2)
+    >>> [c["params"]["max_iter"] for c in res.candidates], res.best_params
+    ([1, 2, 4, 8, 16], {'max_iter': 4})
     """
     grid = list(ParameterGrid(param_grid))
-    if not grid:
-        raise ValueError("param_grid is empty.")
-    if scoring not in SCORINGS:
-        raise ValueError(f"scoring must be one of {', '.join(SCORINGS)}, got {scoring!r}.")
-    labels = np.asarray(labels)
+    _check_search_args(grid, scoring, labels, folds, patience, on_error, evaluate, prepare)
+    labels = None if labels is None else np.asarray(labels)
     rng = check_random_state(random_state)
     prepare = prepare or _identity
-    folds = inner_pair_splits(labels, n_splits, group=group, cross_modal=cross_modal,
-                              n_negatives=n_negatives, max_positives=max_positives,
-                              random_state=rng)
-    seed = int(rng.randint(2**31 - 1))
-    scores = np.full((len(grid), len(folds)), np.nan)
-    errors: dict[int, str] = {}
-    for f, (tr_p, tr_y, va_p, va_y) in enumerate(folds):
-        Xf, Yf = prepare(X, Y, tr_p, tr_y, estimator)
-        for c, params in enumerate(grid):
-            est = clone(estimator).set_params(**params)
-            if "random_state" in est.get_params(deep=False) and est.random_state is None:
-                est.set_params(random_state=seed)
-            est.set_params(preprocessor=(Xf, Yf) if cross_modal else Xf)
-            try:
-                with warnings.catch_warnings():
-                    # the outer fit reports its own warnings; inner fits stay quiet
-                    warnings.simplefilter("ignore")
-                    est.fit(tr_p, tr_y)
-                    scores[c, f] = _validation_score(est, scoring, va_p, va_y, Xf, Yf,
-                                                     labels, cross_modal)
-            except (ValueError, np.linalg.LinAlgError) as exc:  # e.g. n_components too large
-                errors.setdefault(c, f"{type(exc).__name__}: {exc}")
+    if folds is None:
+        drawn = inner_pair_splits(labels, n_splits, group=group, cross_modal=cross_modal,
+                                  n_negatives=n_negatives, max_positives=max_positives,
+                                  random_state=rng)
+        seed = int(rng.randint(2**31 - 1))
+        splits = _as_splits(drawn, lambda: seed)
+    else:
+        # a seed is drawn only when a candidate will use it (a caller's RandomState stays put)
+        seed = int(rng.randint(2**31 - 1)) if _unseeded(estimator, grid) else 0
+        splits = _as_splits(folds, lambda: seed)
+        if evaluate is None and (scoring == "auc" or callable(scoring)) and any(
+                f.test_pairs is None for f in splits):
+            raise ValueError("an identification fold (probe / gallery rows) needs scoring "
+                             "'rank1', 'map' or 'cmc20'; pair scorings need validation pairs.")
+    scores, errors = _run_grid(estimator, grid, splits, X, Y, prepare=prepare,
+                               patience=patience, n_jobs=n_jobs,
+                               kw=dict(scoring=scoring, labels=labels, cross_modal=cross_modal,
+                                       evaluate=evaluate, on_error=on_error))
     candidates = []
-    for c, params in enumerate(grid):
+    for c, params in enumerate(grid[:scores.shape[0]]):
         ok = np.isfinite(scores[c])
         mean = float(scores[c].mean()) if ok.all() else float("nan")
         std = float(scores[c].std()) if ok.all() else float("nan")
@@ -186,7 +415,57 @@ def search_params(estimator, param_grid, X, Y, labels, *, n_splits: int = 3,
         raise ValueError(f"every candidate of param_grid failed on some inner fold; first "
                          f"error: {next(iter(errors.values()), 'unknown')}")
     best = int(np.nanargmax(means))
-    return SearchResult(dict(grid[best]), float(means[best]), candidates, scoring)
+    return SearchResult(dict(grid[best]), float(means[best]), candidates, scoring, scores)
+
+
+def _run_grid(estimator, grid, splits, X, Y, *, prepare, patience, n_jobs, kw):
+    """Scores ``(n_evaluated, n_folds)`` and the first error of each failed candidate.
+
+    Without ``patience`` fold by fold (each fold prepared once, then every candidate); with
+    it candidate by candidate, stopping after ``patience`` that do not improve."""
+    from joblib import Parallel, delayed
+
+    def run(tasks):  # n_jobs None / 1: in this process, whatever joblib's configuration
+        if n_jobs in (None, 1):
+            return [f(*args, **kwargs) for f, args, kwargs in tasks]
+        return Parallel(n_jobs=n_jobs)(tasks)
+
+    scores = np.full((len(grid), len(splits)), np.nan)
+    errors: dict[int, str] = {}
+
+    def views_of(fold):
+        if kw["evaluate"] is not None:
+            return None
+        return prepare(X, Y, fold.train_pairs, fold.train_y, estimator)
+
+    def record(c, f, out):
+        scores[c, f] = out[0]
+        if out[1] is not None:
+            errors.setdefault(c, out[1])
+
+    if patience is None:
+        for f, fold in enumerate(splits):
+            views = views_of(fold)
+            outs = run(delayed(_fit_and_score)(estimator, params, fold, views, **kw)
+                       for params in grid)
+            for c, out in enumerate(outs):
+                record(c, f, out)
+        return scores, errors
+    views = [views_of(fold) for fold in splits]
+    best, worse = -np.inf, 0
+    for c, params in enumerate(grid):
+        outs = run(delayed(_fit_and_score)(estimator, params, fold, v, **kw)
+                   for fold, v in zip(splits, views, strict=True))
+        for f, out in enumerate(outs):
+            record(c, f, out)
+        mean = scores[c].mean()         # NaN when a fold failed: never an improvement
+        if mean > best:
+            best, worse = mean, 0
+        elif np.isfinite(best):         # failures before the first score do not count
+            worse += 1
+            if worse >= patience:
+                return scores[:c + 1], errors
+    return scores, errors
 
 
 def search_stages(estimator, stages, X, Y, labels, *, random_state=None,

@@ -14,6 +14,7 @@ from crossmetric.model_selection import (
     search_params,
     search_stages,
 )
+from crossmetric.pairs import make_pairs
 from crossmetric.protocols import run_protocols, verification_splits
 
 
@@ -163,7 +164,7 @@ def test_search_stages_fixes_each_winner_for_the_next_stage():
         search_stages(CCA(), [], X, Y, labels)
 
 
-@pytest.mark.parametrize("scoring", ["auc", "rank1"])
+@pytest.mark.parametrize("scoring", ["auc", "rank1", "cmc20"])
 def test_benchmark_tuning_never_sees_a_test_object(scoring):
     """Leak test: every row the tuned learner is fitted on -- in the search and in the final
     fit -- belongs to the split's training objects."""
@@ -270,3 +271,256 @@ def test_cli_benchmark_tune_paper_runs_the_paper_stages(tmp_path, capsys):
     assert run["scoring"] == "rank1" and 0.0 <= run["cv_score"] <= 1.0
     assert set(run["params"]) == {"n_components", "reg"}
     assert main(["benchmark", "--tune", "huge"]) == 2
+
+
+# ------------------------------------------- one selection routine (issue 21): new options
+def _slow_mean_cmc(D, probe_labels, gallery_labels, *, exclude_self=False, max_rank=20):
+    """Mean over ranks 1..min(max_rank, gallery) of the fraction of probes whose first true
+    match sorts within that rank (no ties in continuous data)."""
+    n_gallery = D.shape[1] - (1 if exclude_self else 0)
+    ranks = []
+    for i in range(D.shape[0]):
+        order = [j for j in np.argsort(D[i]) if not (exclude_self and j == i)]
+        hits = [k for k, j in enumerate(order) if gallery_labels[j] == probe_labels[i]]
+        ranks.append(hits[0] + 1 if hits else np.inf)
+    ranks = np.array(ranks)
+    return float(np.mean([np.mean(ranks <= r) for r in range(1, min(max_rank, n_gallery) + 1)]))
+
+
+def _spy_distance(A, B, scale):
+    return ((A[:, None, :] - scale * B[None, :, :]) ** 2).sum(-1)
+
+
+@pytest.mark.parametrize("cross_modal", [True, False])
+def test_cmc20_scoring_is_the_slow_mean_cmc_of_the_validation_objects(cross_modal):
+    X, Y, labels = make_data(n_ids=30, per_id=3, dy=5)
+    Y = X + 0.5 * Y if cross_modal else X
+    res = search_params(SpyLearner(), {"scale": [0.5, 1.0]}, X, Y, labels, n_splits=3,
+                        cross_modal=cross_modal, scoring="cmc20", random_state=0)
+    folds = inner_pair_splits(labels, 3, cross_modal=cross_modal,
+                              random_state=np.random.RandomState(0))
+    for cand, fold_scores in zip(res.candidates, res.fold_scores, strict=True):
+        expected = []
+        for _, _, va_p, _ in folds:
+            rows = np.unique(va_p)
+            D = _spy_distance(X[rows], Y[rows], cand["params"]["scale"])
+            expected.append(_slow_mean_cmc(D, labels[rows], labels[rows],
+                                           exclude_self=not cross_modal))
+        np.testing.assert_allclose(fold_scores, expected, atol=1e-12)
+        assert cand["mean_score"] == pytest.approx(np.mean(expected), abs=1e-12)
+    assert res.scoring == "cmc20"
+    assert res.best_params == res.candidates[int(np.argmax(res.fold_scores.mean(1)))]["params"]
+
+
+def test_identification_split_folds_rank_their_probes_against_their_gallery():
+    """A Split hold-out (probe / gallery rows) is validated on exactly those rows, with its
+    own seed handed to the candidate; the gallery may be smaller than rank 20."""
+    from crossmetric.protocols import Split
+
+    X, Y, labels = make_data(n_ids=30, per_id=2, dy=5)
+    Y = X + 0.5 * Y
+    rng = np.random.RandomState(1)
+    folds = []
+    for k in range(2):
+        ids = rng.permutation(30)
+        val, tr = ids[:12], ids[12:]
+        rows = np.flatnonzero(np.isin(labels, tr))
+        pairs, y = make_pairs(labels[rows], labels[rows], random_state=k)
+        probe = np.flatnonzero(np.isin(labels, val))[::2]       # one object per identity
+        gallery = np.flatnonzero(np.isin(labels, val))[1::2]
+        folds.append(Split("identification", k, rows[pairs], y, probe_rows=probe,
+                           gallery_rows=gallery, seed=100 + k))
+    SpyLearner.seen = []
+    for scoring in ("cmc20", "rank1"):
+        res = search_params(SpyLearner(), {"scale": [0.3, 1.0]}, X, Y, labels, folds=folds,
+                            scoring=scoring)
+        for cand, fold_scores in zip(res.candidates, res.fold_scores, strict=True):
+            for f, fold in enumerate(folds):
+                p, g = fold.probe_rows, fold.gallery_rows
+                D = _spy_distance(X[p], Y[g], cand["params"]["scale"])
+                want = (_slow_mean_cmc(D, labels[p], labels[g]) if scoring == "cmc20"
+                        else np.mean(labels[g][np.argmin(D, axis=1)] == labels[p]))
+                assert fold_scores[f] == pytest.approx(want, abs=1e-12)
+    # fits fold by fold, candidate by candidate: never on a validation object of the fold
+    assert len(SpyLearner.seen) == 2 * 2 * 2
+    for i, (Xa, Ya, _) in enumerate(SpyLearner.seen):
+        fold = folds[(i // 2) % 2]
+        held_out = np.r_[fold.probe_rows, fold.gallery_rows]
+        assert not (Xa[:, None, :] == X[held_out][None]).all(-1).any()
+        assert not (Ya[:, None, :] == Y[held_out][None]).all(-1).any()
+    with pytest.raises(ValueError, match="identification fold"):
+        search_params(SpyLearner(), {"scale": [1.0]}, X, Y, labels, folds=folds)
+
+
+def test_precomputed_tuple_folds_give_the_drawn_search():
+    X, Y, labels = make_data(dy=5)
+    drawn = search_params(SpyLearner(), {"scale": [0.2, 1.0, 3.0]}, X, X + 0.3 * Y, labels,
+                          random_state=0)
+    folds = inner_pair_splits(labels, 3, random_state=np.random.RandomState(0))
+    given = search_params(SpyLearner(), {"scale": [0.2, 1.0, 3.0]}, X, X + 0.3 * Y, None,
+                          folds=folds)
+    assert given.candidates == drawn.candidates
+    np.testing.assert_array_equal(given.fold_scores, drawn.fold_scores)
+    with pytest.raises(ValueError, match="folds is empty"):
+        search_params(SpyLearner(), {"scale": [1.0]}, X, X, labels, folds=[])
+    with pytest.raises(ValueError, match=r"folds\[0\] is int"):
+        search_params(SpyLearner(), {"scale": [1.0]}, X, X, labels, folds=[3])
+    with pytest.raises(ValueError, match="labels must be given"):
+        search_params(SpyLearner(), {"scale": [1.0]}, X, X, None)
+    with pytest.raises(ValueError, match="labels must be given"):
+        search_params(SpyLearner(), {"scale": [1.0]}, X, X, None, folds=folds, scoring="map")
+
+
+def _slow_patience_scan(values, patience):
+    """The scan select_max_iter always did: the first best wins (NaN = failed, never best),
+    stop after ``patience`` candidates in a row that do not beat it once there is a best."""
+    best, worse, seen = None, 0, []
+    for k, v in enumerate(values):
+        seen.append(k)
+        if v == v and (best is None or v > values[best]):
+            best, worse = k, 0
+        elif best is not None:
+            worse += 1
+            if worse >= patience:
+                break
+    return best, seen
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("patience", [1, 2, 3])
+def test_patience_scan_matches_the_slow_scan(seed, patience):
+    """Scores drawn from a small set (so ties occur), some candidates failing (NaN)."""
+    rng = np.random.RandomState(seed)
+    values = rng.choice([0.1, 0.2, 0.3, 0.4], size=8).tolist()
+    values[rng.randint(8)] = float("nan")
+    if seed == 0:
+        values[:2] = [float("nan")] * 2      # failures before the first score do not count
+    calls = []
+
+    def scorer(est, pairs, y):
+        calls.append(est.scale)
+        v = values[int(est.scale)]
+        if v != v:
+            raise ValueError("this candidate fails")
+        return v
+
+    X, Y, labels = make_data(n_ids=12, per_id=3)
+    folds = inner_pair_splits(labels, 2, random_state=0)
+    res = search_params(SpyLearner(), {"scale": list(range(8))}, X, X, labels, folds=folds,
+                        scoring=scorer, patience=patience)
+    best, seen = _slow_patience_scan(values, patience)
+    assert best is not None
+    assert [c["params"]["scale"] for c in res.candidates] == seen
+    assert res.best_params == {"scale": best}
+    assert res.fold_scores.shape == (len(seen), 2)
+    assert calls == [s for s in seen for _ in range(2)]   # each seen candidate on each fold
+    full = search_params(SpyLearner(), {"scale": list(range(8))}, X, X, labels, folds=folds,
+                         scoring=scorer)
+    assert len(full.candidates) == 8
+    with pytest.raises(ValueError, match="patience"):
+        search_params(SpyLearner(), {"scale": [1]}, X, X, labels, folds=folds, patience=0)
+    with pytest.raises(ValueError, match="this candidate fails"):
+        search_params(SpyLearner(), {"scale": list(range(8))}, X, X, labels, folds=folds,
+                      scoring=scorer, on_error="raise")
+    with pytest.raises(ValueError, match="on_error"):
+        search_params(SpyLearner(), {"scale": [1]}, X, X, labels, on_error="ignore")
+
+
+def test_callable_scorer_search_equals_gridsearchcv():
+    """Precomputed folds of a fixed pair set + a scikit-learn scorer: the scores, their
+    mean / std and the choice of GridSearchCV on the same folds."""
+    from sklearn.metrics import get_scorer
+    from sklearn.model_selection import GridSearchCV
+
+    from crossmetric import PCCA
+    from crossmetric.pairs import group_pair_folds
+
+    X, _, labels = make_data(n_ids=20, per_id=4, dx=6)
+    pairs, y = make_pairs(labels, random_state=0)
+    cv = group_pair_folds(pairs[:, 0], pairs[:, 1], 3, random_state=0, y=y)
+    base = PCCA(n_components=2, max_iter=20, random_state=0, preprocessor=X)
+    grid = [{"beta": [0.5, 3.0], "n_components": [1, 2]}, {"beta": [1.0]}]   # one masked
+    gs = GridSearchCV(base, grid, cv=cv, scoring="roc_auc", refit=False,
+                      error_score="raise").fit(pairs, y)
+    folds = [(pairs[tr], y[tr], pairs[va], y[va]) for tr, va in cv]
+    res = search_params(base, grid, X, None, None, folds=folds, cross_modal=False,
+                        scoring=get_scorer("roc_auc"), on_error="raise")
+    for f in range(3):
+        np.testing.assert_array_equal(res.fold_scores[:, f], gs.cv_results_[f"split{f}_test_score"])
+    np.testing.assert_array_equal([c["mean_score"] for c in res.candidates],
+                                  gs.cv_results_["mean_test_score"])
+    assert [c["params"] for c in res.candidates] == gs.cv_results_["params"]
+    assert res.best_params == gs.best_params_
+    ours = res.cv_results()
+    for key, want in gs.cv_results_.items():
+        if "time" in key:
+            continue
+        got = ours.pop(key)
+        if key.startswith("param_"):
+            assert got.dtype == want.dtype and got.tolist() == want.tolist()
+            np.testing.assert_array_equal(np.ma.getmaskarray(got), np.ma.getmaskarray(want))
+        elif key != "params":
+            np.testing.assert_array_equal(got, want)
+            assert got.dtype == want.dtype
+    assert not ours                       # no key GridSearchCV lacks
+
+
+def test_evaluate_hook_replaces_fit_and_measure_and_n_jobs_changes_nothing():
+    from joblib import parallel_config
+
+    X, Y, labels = make_data(dy=5)
+    folds = inner_pair_splits(labels, 3, random_state=0)
+    got = []
+
+    def evaluate(est, fold):
+        assert not hasattr(est, "n_features_in_")        # an unfitted candidate
+        got.append((est.scale, fold.index))
+        return -abs(est.scale - 1.0) + 0.01 * fold.index
+
+    res = search_params(SpyLearner(), {"scale": [0.5, 1.0, 2.0]}, X, Y, None, folds=folds,
+                        evaluate=evaluate)
+    assert got == [(s, f) for f in range(3) for s in (0.5, 1.0, 2.0)]   # fold by fold
+    assert res.best_params == {"scale": 1.0}
+    assert res.best_score == pytest.approx(0.01)
+    with pytest.raises(ValueError, match="prepare and evaluate"):
+        search_params(SpyLearner(), {"scale": [1.0]}, X, Y, None, folds=folds,
+                      evaluate=evaluate, prepare=lambda *a: a[:2])
+    serial = search_params(SpyLearner(), {"scale": [0.5, 1.0]}, X, X + 0.3 * Y, labels,
+                           scoring="map", random_state=0)
+    with parallel_config(backend="threading"):
+        threaded = search_params(SpyLearner(), {"scale": [0.5, 1.0]}, X, X + 0.3 * Y, labels,
+                                 scoring="map", random_state=0, n_jobs=2)
+        scan = search_params(SpyLearner(), {"scale": [0.5, 1.0]}, X, X + 0.3 * Y, labels,
+                             scoring="map", random_state=0, n_jobs=2, patience=5)
+    assert threaded.candidates == serial.candidates == scan.candidates
+
+
+def test_builtin_cmc20_on_the_reid_hold_out_equals_select_max_iter():
+    """select_max_iter measures through evaluate_reid; the routine's own scoring="cmc20" on
+    the same hold-out gives bit-identical scores and the same choice."""
+    import warnings
+
+    from crossmetric import PCCA
+    from crossmetric.protocols import reid_splits
+    from crossmetric.reproduce import select_max_iter
+    from tests.test_reid import _two_cameras
+
+    ids, cams = _two_cameras(50)
+    X = np.random.RandomState(0).rand(50, 8)[ids - 100] + 0.2 * np.random.RandomState(1).rand(
+        100, 8)
+    split = reid_splits(ids, cams, 10, n_negatives=2, n_splits=1, random_state=0)[0]
+    est = PCCA(n_components=4)
+    m, scores = select_max_iter(est, X, ids, cams, split, n_negatives=2, grid=(1, 2, 4, 8, 16),
+                                random_state=3)
+    # the same hold-out, drawn as select_max_iter draws it
+    rows = np.unique(split.train_pairs)
+    inner = reid_splits(ids[rows], cams[rows], int(round(0.25 * 40)), n_negatives=2,
+                        n_splits=1, random_state=3)[0]
+    inner.train_pairs = rows[inner.train_pairs]
+    inner.probe_rows, inner.gallery_rows = rows[inner.probe_rows], rows[inner.gallery_rows]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = search_params(est, {"max_iter": [1, 2, 4, 8, 16]}, X, None, ids, folds=[inner],
+                            cross_modal=False, scoring="cmc20", patience=2)
+    assert {c["params"]["max_iter"]: c["mean_score"] for c in res.candidates} == scores
+    assert res.best_params == {"max_iter": m}

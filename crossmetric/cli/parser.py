@@ -181,9 +181,10 @@ def _benchmark_tune_options(r) -> None:
                         "describes (--tune paper, searched stage by stage; recommended on real "
                         "data); costs (grid size x tune folds + 1) fits per split, so it is "
                         "off by default")
-    r.add_argument("--tune-scoring", choices=("auc", "rank1", "map"), default=None,
-                   help="validation measure of --tune: pair AUC (default), or rank-1 / mAP "
-                        "of the validation identities (identification)")
+    r.add_argument("--tune-scoring", choices=("auc", "rank1", "map", "cmc20"), default=None,
+                   help="validation measure of --tune: pair AUC (default), or rank-1 / mAP / "
+                        "CMC averaged over ranks 1-20 of the validation identities "
+                        "(identification)")
     r.add_argument("--tune-folds", type=int, default=None,
                    help="inner cross-validation folds of --tune (default 3)")
 

@@ -24,8 +24,9 @@ import numbers
 
 import numpy as np
 from scipy.special import expit
-from sklearn.base import BaseEstimator, clone
-from sklearn.model_selection import GridSearchCV
+from sklearn.base import BaseEstimator, clone, is_classifier
+from sklearn.metrics import check_scoring
+from sklearn.model_selection import check_cv
 
 from crossmetric._base import PairData, SingleModalMixin
 from crossmetric._checks import (
@@ -354,13 +355,15 @@ class CLML(_LocalMetricsModel, SingleModalMixin, BaseEstimator):
 class CLMLCV(CLML):
     """CLML with the number of local metrics ``k`` chosen by cross-validation.
 
-    Runs scikit-learn's ``GridSearchCV`` over ``n_clusters`` in ``n_clusters_grid`` on the
-    training pairs, then refits a :class:`CLML` with the best ``k`` on all pairs. The folds
-    are folds of *samples* (:func:`crossmetric.pairs.group_pair_folds`): a validation fold
-    holds the pairs among its own samples only, and its model is trained on the pairs that
-    touch none of them. Folds of pairs would leak -- most samples of a validation pair also
-    appear in training pairs, so the criterion rewards memorising samples and picks the most
-    overfitting ``k`` (mfeat fou + pix: k = 32, test mAP 76.1, where k = 1 gives 94.7).
+    Searches ``n_clusters`` in ``n_clusters_grid`` on the training pairs with
+    :func:`crossmetric.model_selection.search_params` (the folds and scorer scikit-learn's
+    ``GridSearchCV`` would use, the same scores and choice), then refits a :class:`CLML`
+    with the best ``k`` on all pairs. The folds are folds of *samples*
+    (:func:`crossmetric.pairs.group_pair_folds`): a validation fold holds the pairs among its
+    own samples only, and its model is trained on the pairs that touch none of them. Folds of
+    pairs would leak -- most samples of a validation pair also appear in training pairs, so
+    the criterion rewards memorising samples and picks the most overfitting ``k`` (mfeat
+    fou + pix: k = 32, test mAP 76.1, where k = 1 gives 94.7).
     The default criterion is the held-out pair ROC AUC, the ranking the retrieval measures
     score. With sample-disjoint folds it picked k = 16 on mfeat fou + pix (test mAP 96.6; k = 32
     gives 97.1, k = 1 94.7) and k = 8 on digits (90.5; k = 32 93.0, k = 1 82.8), where LDML's
@@ -368,7 +371,7 @@ class CLMLCV(CLML):
     default) picked k = 1 and k = 8: the likelihood also punishes the over-confident
     probabilities of local metrics, which do not hurt the ranking
     (``benchmarks/bench_clml.py``). When the AUC saturates (1.0 for several k) the smallest
-    such k of the grid wins. Every other parameter is CLML's. The same as the recipe::
+    such k of the grid wins. Every other parameter is CLML's. It gives what the recipe::
 
         from crossmetric.pairs import group_pair_folds
         folds = group_pair_folds(pairs[:, 0], pairs[:, 1], 3, y=y)
@@ -383,13 +386,15 @@ class CLMLCV(CLML):
         Candidate values of ``k``.
     cv : int or iterable of (train, validation) pair indices, default=3
         An int: that many sample-disjoint folds (see above; seeded by ``random_state``).
-        Anything else is passed to ``GridSearchCV`` as is -- it must then keep the samples of
+        Anything else is read as ``GridSearchCV`` reads its ``cv``
+        (:func:`sklearn.model_selection.check_cv`) -- it must then keep the samples of
         validation pairs out of the training pairs itself.
     scoring : str or callable, optional
-        Passed to ``GridSearchCV``; ``None``: ``"roc_auc"`` (the pair ROC AUC);
+        A scikit-learn scorer or its name (:func:`sklearn.metrics.check_scoring`), called on
+        the validation pairs; ``None``: ``"roc_auc"`` (the pair ROC AUC);
         :func:`~crossmetric.ldml.pair_log_likelihood` scores LDML's held-out log-likelihood.
     n_jobs : int, optional
-        Passed to ``GridSearchCV``.
+        Parallel fits of the search (joblib).
     **CLML parameters
         See :class:`CLML` (``n_clusters`` is ignored: the grid decides).
 
@@ -397,7 +402,9 @@ class CLMLCV(CLML):
     ----------
     best_n_clusters_ : int
     cv_results_ : dict
-        ``GridSearchCV.cv_results_``.
+        The score entries of ``GridSearchCV.cv_results_``: ``param_n_clusters``, ``params``,
+        ``split{i}_test_score``, ``mean_test_score``, ``std_test_score``,
+        ``rank_test_score``.
     best_estimator_ : CLML
         The refitted model (a complete CLML whose preprocessor holds the distinct training
         samples); its fitted attributes are copied onto this object.
@@ -434,23 +441,28 @@ class CLMLCV(CLML):
                 f"n_clusters_grid must be a non-empty sequence of integers >= 1, "
                 f"got {self.n_clusters_grid!r}."
             )
+        # the selection layer sits above the learners: imported here, not at module level
+        from crossmetric.model_selection import search_params
+
         Xu, i, j = data.X, data.ix, data.iy
         params = {k: v for k, v in self.get_params(deep=False).items()
                   if k not in ("n_clusters_grid", "cv", "scoring", "n_jobs", "preprocessor")}
         base = CLML(preprocessor=Xu, **params)
-        scoring = "roc_auc" if self.scoring is None else self.scoring
+        pairs = np.column_stack([i, j])
         cv = self.cv
         if isinstance(cv, numbers.Integral) and not isinstance(cv, bool):
             # folds of samples, not of pairs: a validation pair never shares a sample with a
             # training pair (splitting pairs let the most overfitting k win, issue 10 item 7)
             cv = group_pair_folds(i, j, int(cv), random_state=self.random_state, y=y)
-        search = GridSearchCV(base, {"n_clusters": [int(g) for g in grid]}, cv=cv,
-                              scoring=scoring, n_jobs=self.n_jobs, refit=False,
-                              error_score="raise")
-        pairs = np.column_stack([i, j])
-        search.fit(pairs, y)
-        self.cv_results_ = search.cv_results_
-        self.best_n_clusters_ = int(search.best_params_["n_clusters"])
+        # the folds and scorer GridSearchCV would use; the scan is the one selection routine
+        splits = check_cv(cv, y, classifier=is_classifier(base)).split(pairs, y)
+        folds = [(pairs[tr], y[tr], pairs[va], y[va]) for tr, va in splits]
+        scorer = check_scoring(base, "roc_auc" if self.scoring is None else self.scoring)
+        res = search_params(base, {"n_clusters": [int(g) for g in grid]}, Xu, None, None,
+                            folds=folds, cross_modal=False, scoring=scorer, on_error="raise",
+                            n_jobs=self.n_jobs, random_state=self.random_state)
+        self.cv_results_ = res.cv_results()
+        self.best_n_clusters_ = int(res.best_params["n_clusters"])
         best = clone(base).set_params(n_clusters=self.best_n_clusters_).fit(pairs, y)
         self.best_estimator_ = best
         for name in ("pca_", "gmm_", "local_components_", "local_offsets_", "bias_",

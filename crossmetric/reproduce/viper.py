@@ -11,6 +11,7 @@ import numpy as np
 from sklearn.base import clone
 from sklearn.utils import check_random_state
 
+from crossmetric.model_selection import search_params
 from crossmetric.protocols.views import PCAThen
 from crossmetric.reid import CMC_RANKS, evaluate_reid, reid_splits
 from crossmetric.reproduce.published import PUBLISHED
@@ -64,6 +65,9 @@ def select_max_iter(estimator, X, ids, domains, split, *, n_negatives: int,
     :func:`crossmetric.reid.reid_splits`) with each ``max_iter`` of ``grid``, and the value
     with the highest validation CMC averaged over ranks 1-20 wins (the smaller on ties). The
     scan stops once two consecutive values score below the best so far (overfitting sets in).
+    The scan is :func:`crossmetric.model_selection.search_params` (``folds=`` that one
+    hold-out, ``patience=2``) measuring each value with
+    :func:`crossmetric.reid.evaluate_reid`.
 
     Returns
     -------
@@ -79,20 +83,18 @@ def select_max_iter(estimator, X, ids, domains, split, *, n_negatives: int,
     # back to row numbers of X
     inner.train_pairs = rows[inner.train_pairs]
     inner.probe_rows, inner.gallery_rows = rows[inner.probe_rows], rows[inner.gallery_rows]
-    scores, best, worse = {}, None, 0
-    for m in grid:
-        est = clone(estimator).set_params(max_iter=int(m))
+
+    def mean_cmc20(est, fold) -> float:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # capped runs warn by design
-            res = evaluate_reid(est, X, ids, inner, max_rank=20)
-        scores[int(m)] = float(np.mean(res["cmc"][:20]))
-        if best is None or scores[int(m)] > scores[best]:
-            best, worse = int(m), 0
-        else:
-            worse += 1
-            if worse >= 2:
-                break
-    return best, scores
+            res = evaluate_reid(est, X, ids, fold, max_rank=20)
+        return float(np.mean(res["cmc"][:20]))
+
+    res = search_params(estimator, {"max_iter": [int(m) for m in grid]}, X, None, ids,
+                        folds=[inner], cross_modal=False, patience=2, evaluate=mean_cmc20,
+                        on_error="raise")
+    scores = {int(c["params"]["max_iter"]): c["mean_score"] for c in res.candidates}
+    return int(res.best_params["max_iter"]), scores
 
 
 def _viper_split(estimator, X, ids, domains, split, n_negatives: int, select: bool,
