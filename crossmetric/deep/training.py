@@ -37,6 +37,7 @@ from crossmetric.deep.params import (
     settings,
     use_amp,
 )
+from crossmetric.deep.prefetch import Prefetch
 from crossmetric.deep.schedule import WindowedConvergence, make_optimizer
 from crossmetric.deep.threads import small_net_threads
 
@@ -168,8 +169,10 @@ class _Run:
                 return "early_stopping"
         return None
 
-    def loop(self, rounds, batches, sampler, ids_x, ids_y, score, every_val: int):
-        """Rounds ``start .. max_iter - 1``; returns ``(stop_reason, converged, done, t0)``."""
+    def loop(self, rounds, sampler, ids_x, ids_y, score, every_val: int):
+        """Rounds ``start .. max_iter - 1`` (``rounds`` yields each round's global rows and
+        this process's images, ``(ix, iy, xb, yb)``); returns ``(stop_reason, converged,
+        done, t0)``."""
         import torch.distributed as dist
 
         p, net, world = self.p, self.net, self.world
@@ -184,8 +187,8 @@ class _Run:
         tensors, weights_cache = penalised(net), {}
         every = int(p.checkpoint_every)
         net.train()
-        for t, (xb, yb) in zip(range(self.start, self.max_iter), rounds, strict=False):
-            ix, iy = batches.global_round(t)
+        for t, (ix, iy, xb, yb) in zip(range(self.start, self.max_iter), rounds,
+                                       strict=False):
             gathered = None
             if world > 1:
                 ix, iy, cx, cy = sampler.gathered_order(ix, iy)
@@ -235,13 +238,19 @@ class _Run:
 
 
 def _rounds(p, ds, batches, device):
-    """The rounds' image batches: the dataset's batch path on a CPU without workers (the
-    DataLoader's fetch without its machinery: the same batches), else a ``DataLoader``."""
+    """``(ix, iy, images_x, images_y)`` of every round: its global rows and this process's
+    images. On a CPU without workers the dataset's batch path (the DataLoader's fetch without
+    its machinery: the same batches), run one round ahead by a background thread
+    (:class:`~crossmetric.deep.prefetch.Prefetch`) when images are decoded from files; else a
+    ``DataLoader``."""
     if int(p.num_workers) == 0 and device.type == "cpu":
-        return (ds.domain_batches(keys) for keys in batches)
-    return torch.utils.data.DataLoader(
+        local = ((ix, iy, *ds.rows_batches(*rows)) for ix, iy, rows in batches.local_rounds())
+        return Prefetch(local) if ds.reads_files else local
+    loader = torch.utils.data.DataLoader(
         ds, batch_sampler=batches, num_workers=int(p.num_workers),
         collate_fn=collate_domains, pin_memory=device.type == "cuda")
+    return ((*batches.global_round(t), xb, yb)
+            for t, (xb, yb) in zip(range(batches.start, batches.stop), loader, strict=False))
 
 
 def train(params: dict, x, ids_x, y, ids_y, shape, channels, seed, *, rank=0,
@@ -276,7 +285,6 @@ def train(params: dict, x, ids_x, y, ids_y, shape, channels, seed, *, rank=0,
         run.restore(state)
     every_val = int(p.validation_every or len(sampler))
     batches = IterationBatches(sampler, run.start, run.max_iter)
-    rounds = _rounds(p, ds, batches, device)
     score = None
     if val is not None:
         score = functools.partial(_score, val=val, shape=shape, channels=channels,
@@ -284,8 +292,13 @@ def train(params: dict, x, ids_x, y, ids_y, shape, channels, seed, *, rank=0,
     n_images = 2 * int(n_pairs) if p.batch_mode == "pair" else k * (
         int(p.n_images_x) + int(p.n_images_y))
     with deterministic(device.type == "cpu"), small_net_threads(net, device, probe, n_images):
-        stop_reason, converged, done, t0 = run.loop(rounds, batches, sampler, ids_x, ids_y,
-                                                    score, every_val)
+        rounds = _rounds(p, ds, batches, device)
+        try:
+            stop_reason, converged, done, t0 = run.loop(rounds, sampler, ids_x, ids_y, score,
+                                                        every_val)
+        finally:
+            if hasattr(rounds, "close"):  # a prefetching thread stops, a generator ends
+                rounds.close()
     if stop_reason != "max_iter":
         run.save(done)
     state_out, n_averaged = run.final_state()
