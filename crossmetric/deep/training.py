@@ -142,12 +142,13 @@ class _Run:
                             hard_negatives=p.hard_negatives, cache=weights_cache)
         pen = penalty(net, p.weight_decay, p.mu, tensors)
         self.opt.zero_grad(set_to_none=True)
+        loss = (hinge if self.world == 1 else hinge * self.world) + pen  # (× 1 is exact)
         if self.amp:
-            self.scaler.scale(hinge * self.world + pen).backward()
+            self.scaler.scale(loss).backward()
             self.scaler.step(self.opt)
             self.scaler.update()
         else:
-            (hinge * self.world + pen).backward()
+            loss.backward()
             self.opt.step()
         self.rule.step_schedule()
         return hinge, pen
