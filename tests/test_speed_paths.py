@@ -279,3 +279,29 @@ def test_files_fit_with_cache_and_prefetch_equals_arrays(tmp_path):
             assert torch.equal(disk.net_.state_dict()[k], v)
     with pytest.raises(ValueError, match="image_cache_mb"):
         DeepGSM(**kw, image_cache_mb=-1).fit_identities(fx, ids, fy, ids)
+    # early stopping: the held-out files are kept in the cache between checks
+    es = dict(kw, early_stopping=True, validation_fraction=0.25, validation_every=2)
+    a = DeepGSM(**es).fit_identities(fx, ids, fy, ids)
+    b = DeepGSM(**es, image_cache_mb=0).fit_identities(fx, ids, fy, ids)
+    c = DeepGSM(**es).fit_identities(px, ids, sy, ids)
+    assert len(a.validation_scores_) >= 2
+    assert a.validation_scores_ == b.validation_scores_ == c.validation_scores_
+    assert a.loss_curve_ == b.loss_curve_ == c.loss_curve_
+
+
+def test_held_out_files_are_decoded_once_with_a_cache(tmp_path, monkeypatch):
+    from crossmetric.deep import inference
+    from crossmetric.deep.decoded import DecodedCache
+
+    rng = np.random.RandomState(1)
+    files = _pngs(tmp_path, (rng.rand(5, 8, 8) * 255).astype(np.uint8), "v")
+    calls = []
+    read = inference.read_image
+    monkeypatch.setattr(inference, "read_image",
+                        lambda *a, **k: calls.append(a[0]) or read(*a, **k))
+    plain = inference.FileImages(files, "L", (8, 8))
+    cached = inference.FileImages(files, "L", (8, 8), cache=DecodedCache(10**6), tag="v")
+    for _ in range(2):
+        for i in range(5):
+            assert torch.equal(cached[i], plain[i])
+    assert len(calls) == 5 * 2 + 5  # plain: every read; cached: once each

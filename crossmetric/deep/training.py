@@ -288,8 +288,10 @@ def train(params: dict, x, ids_x, y, ids_y, shape, channels, seed, *, rank=0,
     batches = IterationBatches(sampler, run.start, run.max_iter)
     score = None
     if val is not None:
+        # held-out files decoded once (in the training data's cache) when read in-process
         score = functools.partial(_score, val=val, shape=shape, channels=channels,
-                                  device=device, p=p)
+                                  device=device, p=p,
+                                  cache=ds.cache if int(p.num_workers) == 0 else None)
     n_images = 2 * int(n_pairs) if p.batch_mode == "pair" else k * (
         int(p.n_images_x) + int(p.n_images_y))
     with deterministic(device.type == "cpu"), small_net_threads(net, device, probe, n_images):
@@ -313,9 +315,10 @@ def train(params: dict, x, ids_x, y, ids_y, shape, channels, seed, *, rank=0,
             "n_averaged": n_averaged}
 
 
-def _score(net, *, val, shape, channels, device, p) -> float:
+def _score(net, *, val, shape, channels, device, p, cache=None) -> float:
     return held_out_rank1(net, val, shape, channels, device, flip=bool(p.test_flip),
-                          batch_size=int(p.eval_batch_size), num_workers=int(p.num_workers))
+                          batch_size=int(p.eval_batch_size), num_workers=int(p.num_workers),
+                          cache=cache)
 
 
 def _train_process(params: dict, train_args: tuple, rank: int, world: int) -> dict:
