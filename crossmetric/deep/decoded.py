@@ -2,7 +2,7 @@
 
 DeepGSM trained on lists of image files (:class:`crossmetric.deep.data.CrossDomainImages`)
 decodes each drawn file with Pillow, which costs far more CPU than a small network's round
-spends on it (80 PNG files of 16 × 16 pixels: about 12 ms against a 7 ms round). A
+spends on it (80 PNG files of 16 × 16 pixels: about 10 ms of CPU against a 7 ms round). A
 :class:`DecodedCache` keeps each decoded image -- ``uint8``, already converted and resized to
 the model's input, one byte per pixel and channel -- the first time it is read, until the
 budget (``DeepGSM(image_cache_mb=...)``) is used up; images read after that are decoded each
