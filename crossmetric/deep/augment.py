@@ -124,18 +124,18 @@ class SplitMixBatch:
 
     def random(self, k: int | None = None) -> np.ndarray:
         """One draw of each generator (shape ``(n,)``), or ``k`` draws in a row of each
-        (shape ``(k, n)``, row ``i`` the ``i``-th draw: one pass instead of ``k``)."""
-        with np.errstate(over="ignore"):
-            if k is None:
-                self.states += self._GAMMA
-                z = self.states.copy()
-            else:
-                z = self.states + self._GAMMA * np.arange(1, int(k) + 1,
-                                                          dtype=np.uint64)[:, None]
-                self.states = z[-1].copy()
-            z = (z ^ (z >> np.uint64(30))) * self._M1
-            z = (z ^ (z >> np.uint64(27))) * self._M2
-            z ^= z >> np.uint64(31)
+        (shape ``(k, n)``, row ``i`` the ``i``-th draw: one pass instead of ``k``).
+
+        ``uint64`` array arithmetic wraps around silently, as SplitMix64 needs."""
+        if k is None:
+            self.states += self._GAMMA
+            z = self.states.copy()
+        else:
+            z = self.states + self._GAMMA * np.arange(1, int(k) + 1, dtype=np.uint64)[:, None]
+            self.states = z[-1].copy()
+        z = (z ^ (z >> np.uint64(30))) * self._M1
+        z = (z ^ (z >> np.uint64(27))) * self._M2
+        z ^= z >> np.uint64(31)
         return (z >> np.uint64(11)).astype(np.float64) * (1.0 / (1 << 53))
 
     def integers(self, lo: int, hi: int) -> np.ndarray:
