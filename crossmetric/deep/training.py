@@ -266,8 +266,10 @@ def train(params: dict, x, ids_x, y, ids_y, shape, channels, seed, *, rank=0,
     check_params(p)
     device = resolve_device(p, rank)
     amp = use_amp(p, device)
-    conf, fp = settings(params), fingerprint(x, ids_x, y, ids_y)
     path = p.checkpoint_path
+    # the training set's digest (every array byte, or a stat of every file) only matters to
+    # checkpoints
+    conf, fp = settings(params), None if path is None else fingerprint(x, ids_x, y, ids_y)
     state = None
     if p.resume and path is not None and os.path.exists(path):
         state = read_checkpoint(path, device)
