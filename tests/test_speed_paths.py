@@ -305,3 +305,59 @@ def test_held_out_files_are_decoded_once_with_a_cache(tmp_path, monkeypatch):
         for i in range(5):
             assert torch.equal(cached[i], plain[i])
     assert len(calls) == 5 * 2 + 5  # plain: every read; cached: once each
+
+
+class _BatchMean:
+    """A user transform whose batch depends on the other images (not image by image)."""
+
+    takes_rng = True
+
+    def __call__(self, img, rng=None):
+        return img - img.mean()
+
+    def batch(self, images, rngs):
+        return images - images.mean()
+
+
+def test_image_by_image_transforms():
+    from crossmetric.deep.augment import Compose, image_by_image
+
+    assert image_by_image(None) and image_by_image(make_augmentation("reid", (16, 16)))
+    assert image_by_image(make_augmentation(2, (16, 16))) and image_by_image(lambda im: im)
+    assert not image_by_image(_BatchMean())
+    assert not image_by_image(Compose([make_augmentation(1, (16, 16)), _BatchMean()]))
+
+
+@pytest.mark.parametrize("augment", [None, 1, "reid", "batch-mean"])
+@pytest.mark.parametrize("max_bytes", [1, 20_000, 10**9])
+def test_round_batches_equal_round_by_round(tmp_path, augment, max_bytes):
+    from crossmetric.deep.data import round_batches
+
+    rng = np.random.RandomState(0)
+    x = (rng.rand(30, 12, 10) * 255).astype(np.uint8)
+    y = rng.rand(26, 12, 10, 3).astype(np.float32)
+    ids_x, ids_y = np.arange(30) % 7, np.arange(26) % 6
+    tf = _BatchMean() if augment == "batch-mean" else make_augmentation(augment, (12, 10))
+    sources = [(x, y)]
+    if max_bytes == 20_000:
+        sources.append((_pngs(tmp_path, x, "x"), y))
+    for sx, sy in sources:
+        ds = CrossDomainImages(sx, ids_x, sy, ids_y, size=(12, 10), transform_x=tf,
+                               transform_y=tf, cache_bytes=10**6)
+        sampler = CrossDomainIdentitySampler(ids_x, ids_y, 3, 2, 2, seed=1)
+        batches = IterationBatches(sampler, 2, 13)  # from round 2 (a resumed run)
+        calls = []
+        ds.rows_batches = lambda *a, _f=ds.rows_batches, _c=calls: _c.append(1) or _f(*a)
+        got = list(round_batches(ds, batches, max_rounds=4, max_bytes=max_bytes))
+        assert len(got) == 11
+        if max_bytes == 1 or augment == "batch-mean":  # one round at a time
+            assert len(calls) == 11
+        elif max_bytes == 10**9:  # rounds 1, then 4 + 4 + 2 together
+            assert len(calls) == 4
+        del ds.rows_batches
+        for t, (ix, iy, xb, yb) in zip(range(2, 13), got, strict=True):
+            gx, gy, rows = next(IterationBatches(sampler, t, t + 1).local_rounds())
+            assert np.array_equal(ix, gx) and np.array_equal(iy, gy)
+            ex, ey = ds.rows_batches(*rows)
+            assert torch.equal(xb, ex) and torch.equal(yb, ey)
+            assert xb.is_contiguous() and xb.storage_offset() == 0

@@ -43,7 +43,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-__all__ = ["SplitMix", "SplitMixBatch", "as_rng", "apply_batch", "Compose", "Resize",
+__all__ = ["SplitMix", "SplitMixBatch", "as_rng", "apply_batch", "image_by_image", "Compose",
+           "Resize",
            "RandomCrop", "RandomHorizontalFlip", "ColorJitter", "RandomGrayscale",
            "RandomErasing", "reid_augmentation", "make_augmentation"]
 
@@ -171,6 +172,20 @@ def apply_batch(transform, images: torch.Tensor, rngs) -> torch.Tensor:
     if hasattr(transform, "batch"):
         return transform.batch(images, rngs)
     return torch.stack([transform(img, rng) for img, rng in zip(images, rngs, strict=True)])
+
+
+def image_by_image(transform) -> bool:
+    """True when :func:`apply_batch` of ``transform`` treats each image alone (its result for
+    an image does not depend on the other images of the batch), so that any grouping of the
+    images into batches gives the same images: ``None``, the transforms of this module and
+    any callable without a ``batch`` method (run image by image), and a :class:`Compose` of
+    such. A user transform with its own ``batch`` method is not assumed to be.
+    """
+    if transform is None:
+        return True
+    if isinstance(transform, Compose):
+        return all(image_by_image(t) for t in transform.transforms)
+    return type(transform).__module__ == __name__ or not hasattr(transform, "batch")
 
 
 class Compose:

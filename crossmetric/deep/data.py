@@ -18,6 +18,7 @@
 from __future__ import annotations
 
 import hashlib
+import itertools
 import os
 import threading
 from collections.abc import Sequence
@@ -26,7 +27,7 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset, Sampler
 
-from crossmetric.deep.augment import SplitMix, SplitMixBatch, apply_batch
+from crossmetric.deep.augment import SplitMix, SplitMixBatch, apply_batch, image_by_image
 from crossmetric.deep.decoded import DecodedCache
 from crossmetric.deep.sampler import (
     CrossDomainBatchSampler,
@@ -35,7 +36,8 @@ from crossmetric.deep.sampler import (
 )
 
 __all__ = ["is_file_list", "image_layout", "read_image", "to_nchw", "to_chw",
-           "CrossDomainImages", "collate_domains", "CrossDomainIdentitySampler", "fingerprint"]
+           "CrossDomainImages", "collate_domains", "CrossDomainIdentitySampler",
+           "IterationBatches", "round_batches", "fingerprint"]
 
 
 def is_file_list(obj) -> bool:
@@ -434,6 +436,43 @@ class IterationBatches:
             e, pos = divmod(t, len(self.sampler))
             ix, iy = self.global_round(t)
             yield ix, iy, self.sampler.local_rows(e, pos, ix, iy)
+
+
+def round_batches(ds: CrossDomainImages, batches: IterationBatches, *, max_rounds: int = 32,
+                  max_bytes: int = 8 * 2**20):
+    """``(ix, iy, images_x, images_y)`` of every round of ``batches``: the round's global rows
+    and this process's images, :meth:`CrossDomainImages.rows_batches` of its
+    :meth:`IterationBatches.local_rounds`.
+
+    Several rounds are loaded and augmented together (up to ``max_rounds``, and about
+    ``max_bytes`` of images): one gather and one batch transform for all of them instead of a
+    few dozen small operations per round, then each round's images are copied out. The images
+    are the same as round by round (each image is augmented with its own per-draw generator,
+    by transforms that treat each image alone: :func:`~crossmetric.deep.augment.
+    image_by_image`; otherwise rounds are prepared one at a time).
+    """
+    rounds = batches.local_rounds()
+    together = all(image_by_image(tf) and getattr(tf, "takes_rng", True)
+                   for tf in ds.transforms)
+    n = 1
+    while True:
+        block = list(itertools.islice(rounds, n))
+        if not block:
+            return
+        if len(block) == 1:
+            ix, iy, rows = block[0]
+            xb, yb = ds.rows_batches(*rows)
+            if together:  # as many rounds next time as fit in max_bytes
+                per_round = max(1, xb.numel() * xb.element_size() + yb.numel() * yb.element_size())
+                n = int(min(max_rounds, max(1, max_bytes // per_round)))
+            yield ix, iy, xb, yb
+            continue
+        parts = [np.concatenate([b[2][i] for b in block]) for i in range(4)]
+        xs, ys = ds.rows_batches(*parts)
+        ox = np.cumsum([0] + [b[2][0].size for b in block]).tolist()
+        oy = np.cumsum([0] + [b[2][2].size for b in block]).tolist()
+        for j, (ix, iy, _) in enumerate(block):  # copies: each round's own tensors
+            yield ix, iy, xs[ox[j]:ox[j + 1]].clone(), ys[oy[j]:oy[j + 1]].clone()
 
 
 def fingerprint(x, ids_x, y, ids_y) -> str:

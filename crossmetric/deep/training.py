@@ -24,7 +24,12 @@ from tqdm.auto import tqdm
 from crossmetric.deep.averaging import WeightAverage, averaging_start
 from crossmetric.deep.build import build_net, load_backbone_file
 from crossmetric.deep.checkpoint import check_resume, read_checkpoint, write_checkpoint
-from crossmetric.deep.data import IterationBatches, collate_domains, fingerprint
+from crossmetric.deep.data import (
+    IterationBatches,
+    collate_domains,
+    fingerprint,
+    round_batches,
+)
 from crossmetric.deep.distributed import free_port, gather_rows, once, spawn_worker
 from crossmetric.deep.inference import held_out_rank1
 from crossmetric.deep.inputs import round_data
@@ -245,7 +250,7 @@ def _rounds(p, ds, batches, device):
     (:class:`~crossmetric.deep.prefetch.Prefetch`) when images are decoded from files; else a
     ``DataLoader``."""
     if int(p.num_workers) == 0 and device.type == "cpu":
-        local = ((ix, iy, *ds.rows_batches(*rows)) for ix, iy, rows in batches.local_rounds())
+        local = round_batches(ds, batches)
         return Prefetch(local) if ds.reads_files else local
     loader = torch.utils.data.DataLoader(
         ds, batch_sampler=batches, num_workers=int(p.num_workers),
