@@ -11,10 +11,12 @@
    CPU seconds of the calling (training) thread (``time.thread_time``) and wall seconds.
    Files (``num_workers=0``): each file is decoded once per fit into DeepGSM's decoded-image
    cache (``image_cache_mb``, default 1024 MiB; :mod:`crossmetric.deep.decoded`), by a
-   background thread of the training process that prepares the rounds one ahead
+   background thread of the training process that prepares the rounds ahead
    (:mod:`crossmetric.deep.prefetch`). Process CPU counts that thread, hence the decoding of
    every file once (``decode_ms_per_round``: Pillow's CPU time for all files, divided by the
-   rounds); training-thread CPU does not. The bare loop's process and thread CPU are the same.
+   rounds); training-thread CPU does not. In memory, the rounds are prepared in the training
+   thread, several at a time (:func:`crossmetric.deep.data.round_batches`). The bare loop's
+   process and thread CPU are the same.
 2. **CML-AUC proximal step vs ``numpy.linalg.eigh``.** One step of Algorithm 1
    (:func:`crossmetric._solvers.proximal.ppa_step`: ``φ⁺_{ημ}(M − ηG)``, the proximal map of
    the log-det term) against one ``numpy.linalg.eigh`` of the same matrix ``M − ηG`` -- its

@@ -205,7 +205,7 @@ class DeepGSM(CrossModalMixin, BaseEstimator):
     num_workers : int, default=0
         ``DataLoader`` worker processes that read (and decode / augment) training images.
         With 0 on a CPU, image files are read by a background thread of the training
-        process, one round ahead (:mod:`crossmetric.deep.prefetch`).
+        process, ahead of the training (:mod:`crossmetric.deep.prefetch`).
     image_cache_mb : float, default=1024
         Training images given as files: MiB of decoded images (``uint8`` at the input size,
         h · w · channels bytes each) kept in memory, so that each file is decoded once, the

@@ -245,8 +245,9 @@ class _Run:
 
 def _rounds(p, ds, batches, device):
     """``(ix, iy, images_x, images_y)`` of every round: its global rows and this process's
-    images. On a CPU without workers the dataset's batch path (the DataLoader's fetch without
-    its machinery: the same batches), run one round ahead by a background thread
+    images. On a CPU without workers the dataset's batch path, several rounds at a time
+    (:func:`~crossmetric.deep.data.round_batches`: the DataLoader's fetch without its
+    machinery, the same batches), run ahead by a background thread
     (:class:`~crossmetric.deep.prefetch.Prefetch`) when images are decoded from files; else a
     ``DataLoader``."""
     if int(p.num_workers) == 0 and device.type == "cpu":
