@@ -6,29 +6,44 @@
    penalties of eq. 7) and the same optimiser: forward, backward, optimiser step, nothing else.
    DeepGSM runs ``max_iter`` rounds of its real loop (batch generator, image loading and
    augmentation, hinge weights, schedule, convergence bookkeeping) from arrays in memory and
-   from PNG files on disk (``num_workers=0``: decoded in the training process).
-   ``ratio = DeepGSM seconds per round / bare seconds per round`` (target ≤ 1.15).
-   Both are timed in CPU seconds of this process (``time.process_time``) and wall seconds.
+   from PNG files on disk. ``ratio = DeepGSM seconds per round / bare seconds per round``
+   (target ≤ 1.15). Both are timed in CPU seconds of this process (``time.process_time``),
+   CPU seconds of the calling (training) thread (``time.thread_time``) and wall seconds.
+   Files (``num_workers=0``): each file is decoded once per fit into DeepGSM's decoded-image
+   cache (``image_cache_mb``, default 1024 MiB; :mod:`crossmetric.deep.decoded`), by a
+   background thread of the training process that prepares the rounds ahead
+   (:mod:`crossmetric.deep.prefetch`). Process CPU counts that thread, hence the decoding of
+   every file once (``decode_ms_per_round``: Pillow's CPU time for all files, divided by the
+   rounds); training-thread CPU does not. In memory, the rounds are prepared in the training
+   thread, several at a time (:func:`crossmetric.deep.data.round_batches`). The bare loop's
+   process and thread CPU are the same.
 2. **CML-AUC proximal step vs ``numpy.linalg.eigh``.** One step of Algorithm 1
    (:func:`crossmetric._solvers.proximal.ppa_step`: ``φ⁺_{ημ}(M − ηG)``, the proximal map of
    the log-det term) against one ``numpy.linalg.eigh`` of the same matrix ``M − ηG`` -- its
    floor: the step is that eigendecomposition plus an elementwise map and one ``W Wᵀ``.
 
-Run: ``python benchmarks/bench_deepgsm_overhead.py [--rounds 150] [--threads 1] [--repeats 2]``
-(prints JSON; the bare loop and DeepGSM alternate ``--repeats`` times, the fastest of each
-counts; the file variant runs once). ``--threads`` sets ``torch.set_num_threads`` (1: as
-every joblib worker of the default benchmark runs).
+Run: ``python benchmarks/bench_deepgsm_overhead.py [--rounds 150] [--threads 1] [--repeats 2]
+[--baseline DIR]`` (prints JSON; the bare loop and DeepGSM alternate ``--repeats`` times, the
+fastest of each counts). ``--threads`` sets ``torch.set_num_threads`` (1: as every joblib
+worker of the default benchmark runs). ``--baseline DIR`` first runs this script on the
+crossmetric of another checkout (``--code-root DIR``, in a subprocess) and reports its ratios
+beside these as ``before``.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+_ROOT = Path(__file__).resolve().parents[1]
+if "--code-root" in sys.argv:  # import crossmetric from another checkout (before / after)
+    _ROOT = Path(sys.argv[sys.argv.index("--code-root") + 1]).resolve()
+sys.path.insert(0, str(_ROOT))
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
@@ -39,11 +54,11 @@ from crossmetric.registry import make_estimator  # noqa: E402
 
 
 def _clock():
-    return time.process_time(), time.perf_counter()
+    return time.process_time(), time.perf_counter(), time.thread_time()
 
 
 def _since(c):
-    return time.process_time() - c[0], time.perf_counter() - c[1]
+    return time.process_time() - c[0], time.perf_counter() - c[1], time.thread_time() - c[2]
 
 
 def bare_loop(est, xb: torch.Tensor, yb: torch.Tensor, gx, gy, rounds: int) -> tuple:
@@ -78,19 +93,38 @@ def bare_loop(est, xb: torch.Tensor, yb: torch.Tensor, gx, gy, rounds: int) -> t
     c = _clock()
     for _ in range(rounds):
         step()
-    cpu, wall = _since(c)
+    cpu, wall, _ = _since(c)
     return cpu / rounds, wall / rounds
 
 
 def deepgsm_rounds(est, x, ids_x, y, ids_y, rounds: int) -> tuple:
-    """Seconds per round of DeepGSM's own loop (``max_iter=rounds``, no stopping test)."""
+    """Seconds per round of DeepGSM's own loop (``max_iter=rounds``, no stopping test):
+    ``(process CPU, wall, train_time, training-thread CPU)``."""
     est.set_params(max_iter=rounds + 10, tol=None)
     est.fit_identities(x[:40], ids_x[:40], y[:40], ids_y[:40])  # warm-up: imports, dispatch
     est.set_params(max_iter=rounds)
     c = _clock()
     est.fit_identities(x, ids_x, y, ids_y)
-    cpu, wall = _since(c)
-    return cpu / rounds, wall / rounds, est.train_time_ / rounds
+    cpu, wall, thread = _since(c)
+    return cpu / rounds, wall / rounds, est.train_time_ / rounds, thread / rounds
+
+
+def decode_seconds(paths) -> float:
+    """CPU seconds to decode every file once, as the training data reads them."""
+    from crossmetric.deep.data import read_image
+
+    c = time.process_time()
+    for p in paths:
+        read_image(p, "L", (16, 16))
+    return time.process_time() - c
+
+
+def _per_round(runs: list, bare_cpu: float, bare_wall: float) -> dict:
+    cpu, wall, train, thread = (min(o[i] for o in runs) for i in range(4))
+    return {"cpu": round(1e3 * cpu, 3), "thread_cpu": round(1e3 * thread, 3),
+            "wall": round(1e3 * wall, 3), "train_time": round(1e3 * train, 3),
+            "ratio_cpu": round(cpu / bare_cpu, 3), "ratio_thread_cpu": round(thread / bare_cpu, 3),
+            "ratio_wall": round(wall / bare_wall, 3)}
 
 
 def write_pngs(images: np.ndarray, folder: Path, tag: str) -> list:
@@ -181,7 +215,20 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--skip-files", action="store_true")
     parser.add_argument("--skip-proximal", action="store_true")
+    parser.add_argument("--code-root", default=None,
+                        help="checkout whose crossmetric is timed (default: this one)")
+    parser.add_argument("--baseline", default=None,
+                        help="checkout to time first, in a subprocess, as 'before'")
     args = parser.parse_args()
+    before = None
+    if args.baseline:
+        cmd = [sys.executable, str(Path(__file__).resolve()), "--code-root", args.baseline,
+               "--rounds", str(args.rounds), "--threads", str(args.threads),
+               "--repeats", str(args.repeats), "--skip-proximal"]
+        if args.skip_files:
+            cmd.append("--skip-files")
+        before = json.loads(subprocess.run(cmd, cwd=args.baseline, check=True,
+                                           capture_output=True, text=True).stdout)
     if args.threads:
         torch.set_num_threads(args.threads)
     d = load_digits_views()
@@ -192,8 +239,10 @@ def main() -> None:
     x, y = d.images_x[rows], d.images_y[rows]
     est = make_estimator("deepgsm")
     est.set_params(random_state=0)
+    import crossmetric
+
     out = {"machine": machine(), "torch_threads": torch.get_num_threads(),
-           "rounds": args.rounds}
+           "rounds": args.rounds, "crossmetric": str(Path(crossmetric.__file__).parent)}
     k, ox, oy = int(est.n_identities), int(est.n_images_x), int(est.n_images_y)
     sel_x = np.concatenate([np.flatnonzero(ids == i)[:ox] for i in np.unique(ids)[:k]])
     sel_y = np.concatenate([np.flatnonzero(ids == i)[:oy] for i in np.unique(ids)[:k]])
@@ -209,20 +258,21 @@ def main() -> None:
     out["batch"] = {"images_x": int(xb.shape[0]), "images_y": int(yb.shape[0]),
                     "shape": list(xb.shape[1:])}
     out["bare_ms_per_round"] = {"cpu": round(1e3 * bare_cpu, 3), "wall": round(1e3 * bare_wall, 3)}
-    cpu, wall, train = (min(o[i] for o in ours) for i in range(3))
-    out["memory_ms_per_round"] = {"cpu": round(1e3 * cpu, 3), "wall": round(1e3 * wall, 3),
-                                  "train_time": round(1e3 * train, 3),
-                                  "ratio_cpu": round(cpu / bare_cpu, 3),
-                                  "ratio_wall": round(wall / bare_wall, 3)}
+    out["memory_ms_per_round"] = _per_round(ours, bare_cpu, bare_wall)
     if not args.skip_files:
         with tempfile.TemporaryDirectory() as tmp:
             fx = write_pngs(x, Path(tmp), "x")
             fy = write_pngs(y, Path(tmp), "y")
-            cpu, wall, train = deepgsm_rounds(est, fx, ids, fy, ids, args.rounds)
-        out["files_ms_per_round"] = {"cpu": round(1e3 * cpu, 3), "wall": round(1e3 * wall, 3),
-                                     "train_time": round(1e3 * train, 3),
-                                     "ratio_cpu": round(cpu / bare_cpu, 3),
-                                     "ratio_wall": round(wall / bare_wall, 3)}
+            files = [deepgsm_rounds(est, fx, ids, fy, ids, args.rounds)
+                     for _ in range(args.repeats)]
+            decode = min(decode_seconds(fx + fy) for _ in range(2))
+        out["files_ms_per_round"] = _per_round(files, bare_cpu, bare_wall)
+        out["files_ms_per_round"]["decode_ms_per_round"] = round(1e3 * decode / args.rounds, 3)
+        out["files_ms_per_round"]["n_files"] = len(fx) + len(fy)
+    if before is not None:
+        out["before"] = {k: before[k] for k in ("crossmetric", "bare_ms_per_round",
+                                                "memory_ms_per_round", "files_ms_per_round")
+                         if k in before}
     if not args.skip_proximal:
         out["cmlauc_proximal_vs_eigh"] = proximal_vs_eigh()
     out["machine_after"] = machine()

@@ -11,7 +11,10 @@ Batches: :func:`apply_batch` runs a transform on a stack of images ``(n, c, h, w
 generator per image. Transforms with a ``batch`` method (resize, crop, flip, and a
 :class:`Compose` of them) do it in a few whole-batch operations; the others run image by
 image. Each image's generator is consumed in the same order either way, so a batch gives
-exactly the images that the transform gives one at a time (tested).
+exactly the images that the transform gives one at a time (tested). The generators may also
+come as one :class:`SplitMixBatch` (the training loop's per-draw seeds, without a Python
+object per image): the built-in batch transforms draw from it directly, any other transform
+gets one :class:`SplitMix` per image, whose states are read back after.
 
 The transforms are written with plain torch operations, and a ``torchvision`` pipeline (any
 callable on a ``(c, h, w)`` tensor) can be passed as ``DeepGSM(augment=...)``. torchvision's
@@ -40,7 +43,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-__all__ = ["SplitMix", "SplitMixBatch", "as_rng", "apply_batch", "Compose", "Resize",
+__all__ = ["SplitMix", "SplitMixBatch", "as_rng", "apply_batch", "image_by_image", "Compose",
+           "Resize",
            "RandomCrop", "RandomHorizontalFlip", "ColorJitter", "RandomGrayscale",
            "RandomErasing", "reid_augmentation", "make_augmentation"]
 
@@ -98,22 +102,53 @@ class SplitMixBatch:
             return None
         return cls(np.array([r.state for r in rngs], dtype=np.uint64))
 
+    @classmethod
+    def from_seeds(cls, seeds) -> SplitMixBatch:
+        """The generators ``SplitMix(s)`` of non-negative integer seeds ``s < 2**64``."""
+        return cls(seeds)
+
+    def __len__(self) -> int:
+        return int(self.states.shape[0])
+
+    def generators(self) -> list:
+        """One :class:`SplitMix` per generator, at its current state."""
+        return [SplitMix(s) for s in self.states.tolist()]
+
+    def read_back(self, rngs) -> None:
+        """Take the states of ``rngs`` (from :meth:`generators`, after their draws)."""
+        self.states = np.array([r.state for r in rngs], dtype=np.uint64)
+
     def write_back(self, rngs) -> None:
         """Leave each generator of ``rngs`` where its draws in this batch left it."""
         for r, st in zip(rngs, self.states.tolist(), strict=True):
             r.state = int(st)
 
-    def random(self) -> np.ndarray:
-        with np.errstate(over="ignore"):
+    def random(self, k: int | None = None) -> np.ndarray:
+        """One draw of each generator (shape ``(n,)``), or ``k`` draws in a row of each
+        (shape ``(k, n)``, row ``i`` the ``i``-th draw: one pass instead of ``k``).
+
+        ``uint64`` array arithmetic wraps around silently, as SplitMix64 needs."""
+        if k is None:
             self.states += self._GAMMA
             z = self.states.copy()
-            z = (z ^ (z >> np.uint64(30))) * self._M1
-            z = (z ^ (z >> np.uint64(27))) * self._M2
-            z ^= z >> np.uint64(31)
+        else:
+            z = self.states + self._GAMMA * np.arange(1, int(k) + 1, dtype=np.uint64)[:, None]
+            self.states = z[-1].copy()
+        z = (z ^ (z >> np.uint64(30))) * self._M1
+        z = (z ^ (z >> np.uint64(27))) * self._M2
+        z ^= z >> np.uint64(31)
         return (z >> np.uint64(11)).astype(np.float64) * (1.0 / (1 << 53))
 
     def integers(self, lo: int, hi: int) -> np.ndarray:
         return lo + (self.random() * (hi - lo)).astype(np.int64)
+
+
+def _batch_of(rngs) -> tuple[SplitMixBatch | None, bool]:
+    """``(generators as one SplitMixBatch or None, whether to write back to rngs)``."""
+    if isinstance(rngs, SplitMixBatch):
+        return rngs, False
+    g = SplitMixBatch.from_rngs(rngs)
+    return g, g is not None
 
 
 def as_rng(rng):
@@ -126,16 +161,38 @@ def apply_batch(transform, images: torch.Tensor, rngs) -> torch.Tensor:
 
     Uses the transform's whole-batch ``batch`` method when it has one, else calls it image by
     image (``transform(img, rng)``). The result equals the image-by-image one exactly.
+    ``rngs`` may be a :class:`SplitMixBatch`: the built-in transforms (``batch_rngs``) draw
+    from it as it is; another transform gets its generators one by one, read back after.
     """
+    if isinstance(rngs, SplitMixBatch) and not getattr(transform, "batch_rngs", False):
+        gens = rngs.generators()
+        out = apply_batch(transform, images, gens)
+        rngs.read_back(gens)
+        return out
     if hasattr(transform, "batch"):
         return transform.batch(images, rngs)
     return torch.stack([transform(img, rng) for img, rng in zip(images, rngs, strict=True)])
+
+
+def image_by_image(transform) -> bool:
+    """True when :func:`apply_batch` of ``transform`` treats each image alone (its result for
+    an image does not depend on the other images of the batch), so that any grouping of the
+    images into batches gives the same images: ``None``, the transforms of this module and
+    any callable without a ``batch`` method (run image by image), and a :class:`Compose` of
+    such. A user transform with its own ``batch`` method is not assumed to be.
+    """
+    if transform is None:
+        return True
+    if isinstance(transform, Compose):
+        return all(image_by_image(t) for t in transform.transforms)
+    return type(transform).__module__ == __name__ or not hasattr(transform, "batch")
 
 
 class Compose:
     """Apply transforms in order."""
 
     takes_rng = True
+    batch_rngs = True  # ``batch`` takes a SplitMixBatch (its parts get what they take)
 
     def __init__(self, transforms):
         self.transforms = list(transforms)
@@ -159,6 +216,8 @@ class Compose:
 class Resize:
     """Bilinear resize to ``size = (h, w)`` (no-op when already that size)."""
 
+    batch_rngs = True  # draws nothing
+
     def __init__(self, size):
         self.size = tuple(int(v) for v in size)
 
@@ -181,6 +240,7 @@ class RandomCrop:
     """Zero-pad by ``padding`` pixels on every side and crop ``size`` at a random position."""
 
     takes_rng = True
+    batch_rngs = True
 
     def __init__(self, size, padding: int = 0):
         self.size = tuple(int(v) for v in size)
@@ -203,27 +263,40 @@ class RandomCrop:
             images = F.pad(images, (p, p, p, p))
         n, c, h, w = images.shape
         th, tw = self.size
-        g = SplitMixBatch.from_rngs(rngs)
-        if g is not None:
-            off = np.stack([g.integers(0, h - th + 1), g.integers(0, w - tw + 1)], axis=1)
-            g.write_back(rngs)
+        g, back = _batch_of(rngs)
+        if g is not None:  # both draws of every generator in one pass, as integers() draws
+            u = g.random(2)
+            oi = (u[0] * (h - th + 1)).astype(np.int64)
+            oj = (u[1] * (w - tw + 1)).astype(np.int64)
+            if back:
+                g.write_back(rngs)
         else:
-            off = [(int(r.integers(0, h - th + 1)), int(r.integers(0, w - tw + 1)))
-                   for r in map(as_rng, rngs)]
-        off = np.asarray(off, dtype=np.int64).reshape(n, 2)
+            off = np.array([(int(r.integers(0, h - th + 1)), int(r.integers(0, w - tw + 1)))
+                            for r in map(as_rng, rngs)], dtype=np.int64).reshape(n, 2)
+            oi, oj = off[:, 0], off[:, 1]
         # one flat gather: pixel (a, k, i, j) of the crops is pixel
-        # ((a c + k) h + off_a,0 + i) w + off_a,1 + j of the padded batch
-        start = torch.as_tensor(off[:, 0] * w + off[:, 1])
-        window = (torch.arange(th)[:, None] * w + torch.arange(tw)).reshape(-1)
-        base = torch.arange(n * c).reshape(n, c) * (h * w) + start[:, None]
-        idx = (base[:, :, None] + window).reshape(-1)
+        # ((a c + k) h + oi_a + i) w + oj_a + j of the padded batch (index in NumPy: a few
+        # small torch operators cost more than the gather itself)
+        window = self._window(h, w)
+        base = np.arange(n * c).reshape(n, c) * (h * w) + (oi * w + oj)[:, None]
+        idx = torch.from_numpy((base[:, :, None] + window).reshape(-1))
         return images.reshape(-1).index_select(0, idx).reshape(n, c, th, tw)
+
+    def _window(self, h: int, w: int) -> np.ndarray:
+        """Flat offsets ``i w + j`` of a crop's pixels in an ``h × w`` image (kept)."""
+        cache = self.__dict__.setdefault("_windows", {})
+        if (h, w) not in cache:
+            th, tw = self.size
+            cache[h, w] = (np.arange(th)[:, None] * w + np.arange(tw)).reshape(-1)
+        return cache[h, w]
 
     def __repr__(self) -> str:
         return f"RandomCrop({self.size}, padding={self.padding})"
 
 
 class RandomHorizontalFlip:
+    batch_rngs = True
+
     def __init__(self, p: float = 0.5):
         self.p = float(p)
 
@@ -231,10 +304,11 @@ class RandomHorizontalFlip:
         return img.flip(-1) if as_rng(rng).random() < self.p else img
 
     def batch(self, images: torch.Tensor, rngs) -> torch.Tensor:
-        g = SplitMixBatch.from_rngs(rngs)
+        g, back = _batch_of(rngs)
         if g is not None:
             u = g.random()
-            g.write_back(rngs)
+            if back:
+                g.write_back(rngs)
         else:
             u = np.array([as_rng(rng).random() for rng in rngs])
         flip = torch.as_tensor(u < self.p)

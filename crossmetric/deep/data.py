@@ -18,14 +18,17 @@
 from __future__ import annotations
 
 import hashlib
+import itertools
 import os
+import threading
 from collections.abc import Sequence
 
 import numpy as np
 import torch
 from torch.utils.data import Dataset, Sampler
 
-from crossmetric.deep.augment import SplitMix, apply_batch
+from crossmetric.deep.augment import SplitMix, SplitMixBatch, apply_batch, image_by_image
+from crossmetric.deep.decoded import DecodedCache
 from crossmetric.deep.sampler import (
     CrossDomainBatchSampler,
     epoch_identity_batches,
@@ -33,7 +36,8 @@ from crossmetric.deep.sampler import (
 )
 
 __all__ = ["is_file_list", "image_layout", "read_image", "to_nchw", "to_chw",
-           "CrossDomainImages", "collate_domains", "CrossDomainIdentitySampler", "fingerprint"]
+           "CrossDomainImages", "collate_domains", "CrossDomainIdentitySampler",
+           "IterationBatches", "round_batches", "fingerprint"]
 
 
 def is_file_list(obj) -> bool:
@@ -112,11 +116,17 @@ class CrossDomainImages(Dataset):
         image.
     transform_x, transform_y : callable or None
         Applied to the ``(c, h, w)`` tensor of each item (augmentation).
+    cache_bytes : int, default=0
+        Files only: decoded images (``uint8``) kept in memory up to this many bytes, so that
+        each file is decoded once (:class:`~crossmetric.deep.decoded.DecodedCache`).
     """
 
     def __init__(self, x, ids_x, y, ids_y, *, size=None, channels=None, transform_x=None,
-                 transform_y=None):
+                 transform_y=None, cache_bytes: int = 0):
         self.sources = (x, y)
+        self.files = (is_file_list(x), is_file_list(y))
+        self.reads_files = any(self.files)
+        self.cache = DecodedCache(cache_bytes) if self.reads_files and cache_bytes > 0 else None
         self.ids = (np.asarray(ids_x, dtype=np.int64), np.asarray(ids_y, dtype=np.int64))
         self.n_x = len(x)
         for name, src, ids in (("x", x, self.ids[0]), ("y", y, self.ids[1])):
@@ -139,10 +149,17 @@ class CrossDomainImages(Dataset):
     def _load_rows(self, dom: int, rows: np.ndarray) -> torch.Tensor:
         """Rows of one domain as a float tensor ``(n, c, h, w)`` (an array: one gather)."""
         src = self.sources[dom]
-        if is_file_list(src):
-            mode = "L" if self.channels[dom] == 1 else "RGB"
-            return torch.stack([to_chw(read_image(src[r], mode, self.size))
-                                for r in rows.tolist()])
+        if self.files[dom]:
+            mode, cache, imgs = "L" if self.channels[dom] == 1 else "RGB", self.cache, []
+            for r in rows.tolist():
+                img = None if cache is None else cache.get((dom, r))
+                if img is None:
+                    img = read_image(src[r], mode, self.size)
+                    if cache is not None:
+                        cache.put((dom, r), img)
+                imgs.append(img)
+            # the uint8 images scaled together: the values of torch.stack(to_chw(...))
+            return to_nchw(np.stack(imgs))
         return to_nchw(src[rows])
 
     def __getitems__(self, keys) -> list:
@@ -182,16 +199,31 @@ class CrossDomainImages(Dataset):
         ``takes_rng`` goes through the items.
         """
         keys = [k if isinstance(k, tuple) else (k, None) for k in keys]
+        if any(tf is not None and not getattr(tf, "takes_rng", False)
+               for tf in self.transforms):
+            return collate_domains(self.__getitems__(keys))
+        flat = np.array([int(k) for k, _ in keys], dtype=np.int64)
+        seeds = np.array([0 if s is None else int(s) for _, s in keys], dtype=np.uint64)
+        mx = flat < self.n_x
+        return self.rows_batches(flat[mx], seeds[mx], flat[~mx] - self.n_x, seeds[~mx])
+
+    def rows_batches(self, rows_x, seeds_x, rows_y, seeds_y) -> tuple[torch.Tensor,
+                                                                     torch.Tensor]:
+        """The images of rows ``rows_x`` of the first domain and ``rows_y`` of the second,
+        augmented with their per-draw seeds (arrays; :meth:`domain_batches` of the keys
+        ``(row, seed)``, the training loop's path without a Python object per image).
+        """
+        if any(tf is not None and not getattr(tf, "takes_rng", False)
+               for tf in self.transforms):
+            keys = [(int(r), int(s)) for r, s in zip(rows_x, seeds_x, strict=True)]
+            keys += [(int(r) + self.n_x, int(s)) for r, s in zip(rows_y, seeds_y, strict=True)]
+            return collate_domains(self.__getitems__(keys))
         out = []
-        for dom in (0, 1):
+        for dom, rows, seeds in ((0, rows_x, seeds_x), (1, rows_y, seeds_y)):
+            imgs = self._load_rows(dom, np.asarray(rows, dtype=np.int64))
             tf = self.transforms[dom]
-            if tf is not None and not getattr(tf, "takes_rng", False):
-                return collate_domains(self.__getitems__(keys))
-            mine = [(int(k), s) for k, s in keys if (int(k) >= self.n_x) == bool(dom)]
-            rows = np.array([k - dom * self.n_x for k, _ in mine], dtype=np.int64)
-            imgs = self._load_rows(dom, rows)
             if tf is not None:
-                imgs = apply_batch(tf, imgs, [SplitMix(0 if s is None else s) for _, s in mine])
+                imgs = apply_batch(tf, imgs, SplitMixBatch.from_seeds(seeds))
             out.append(imgs)
         return out[0], out[1]
 
@@ -282,7 +314,17 @@ class CrossDomainIdentitySampler(Sampler):
         self.epoch = int(epoch)
 
     def _rng(self, *key) -> np.random.RandomState:
-        return np.random.RandomState(np.random.SeedSequence([self.seed, *key]).generate_state(1))
+        """``RandomState(SeedSequence([seed, *key]).generate_state(1))``, valid until the next
+        call from the same thread: one generator per thread is re-seeded (``RandomState.seed``
+        seeds as the constructor does), since creating one costs ~0.1 ms."""
+        state = np.random.SeedSequence([self.seed, *key]).generate_state(1)
+        rngs = self.__dict__.setdefault("_rngs", {})
+        rs = rngs.get(threading.get_ident())
+        if rs is None:
+            rs = rngs[threading.get_ident()] = np.random.RandomState(state)
+        else:
+            rs.seed(state)
+        return rs
 
     def epoch_rounds(self, epoch: int) -> list[tuple[np.ndarray, np.ndarray]]:
         """The global rounds ``(ix, iy)`` of an epoch (all processes)."""
@@ -319,16 +361,29 @@ class CrossDomainIdentitySampler(Sampler):
         own_y = np.array([pos[c] for c in self.ids_y[iy].tolist()]) % self.world_size
         return own_x, own_y
 
+    def local_rows(self, epoch: int, pos: int, ix: np.ndarray, iy: np.ndarray) -> tuple:
+        """This process's part of a round as arrays ``(rows_x, seeds_x, rows_y, seeds_y)``:
+        rows of each domain and their per-draw seeds (0 without ``with_seeds``), the
+        entries of :meth:`keys` without a Python object per image."""
+        n = ix.size + iy.size
+        if self.with_seeds:
+            seeds = np.random.SeedSequence([self.seed, epoch, pos, 1]).generate_state(n)
+        else:
+            seeds = np.zeros(n, dtype=np.uint32)
+        sx, sy = seeds[:ix.size], seeds[ix.size:]
+        if self.world_size == 1:
+            return ix, sx, iy, sy
+        own_x, own_y = self.split(ix, iy)
+        mx, my = own_x == self.rank, own_y == self.rank
+        return ix[mx], sx[mx], iy[my], sy[my]
+
     def keys(self, epoch: int, pos: int, ix: np.ndarray, iy: np.ndarray) -> list:
         """This process's keys of a round (with per-draw seeds when ``with_seeds``)."""
-        own_x, own_y = self.split(ix, iy)
-        flat = np.r_[ix, iy + self.n_x]
-        own = np.r_[own_x, own_y]
+        rx, sx, ry, sy = self.local_rows(epoch, pos, ix, iy)
+        flat = np.r_[rx, ry + self.n_x].tolist()
         if not self.with_seeds:
-            return flat[own == self.rank].tolist()
-        seeds = np.random.SeedSequence([self.seed, epoch, pos, 1]).generate_state(flat.size)
-        keep = np.flatnonzero(own == self.rank)
-        return [(int(flat[i]), int(seeds[i])) for i in keep]
+            return flat
+        return list(zip(flat, np.r_[sx, sy].tolist(), strict=True))
 
     def __iter__(self):
         for pos, (ix, iy) in enumerate(self.epoch_rounds(self.epoch)):
@@ -373,6 +428,51 @@ class IterationBatches:
             e, pos = divmod(t, len(self.sampler))
             ix, iy = self.global_round(t)
             yield self.sampler.keys(e, pos, ix, iy)
+
+    def local_rounds(self):
+        """``(ix, iy, local)`` of every round: its global rows and this process's
+        :meth:`CrossDomainIdentitySampler.local_rows` (the keys of :meth:`__iter__`)."""
+        for t in range(self.start, self.stop):
+            e, pos = divmod(t, len(self.sampler))
+            ix, iy = self.global_round(t)
+            yield ix, iy, self.sampler.local_rows(e, pos, ix, iy)
+
+
+def round_batches(ds: CrossDomainImages, batches: IterationBatches, *, max_rounds: int = 32,
+                  max_bytes: int = 8 * 2**20):
+    """``(ix, iy, images_x, images_y)`` of every round of ``batches``: the round's global rows
+    and this process's images, :meth:`CrossDomainImages.rows_batches` of its
+    :meth:`IterationBatches.local_rounds`.
+
+    Several rounds are loaded and augmented together (up to ``max_rounds``, and about
+    ``max_bytes`` of images): one gather and one batch transform for all of them instead of a
+    few dozen small operations per round, then each round's images are copied out. The images
+    are the same as round by round (each image is augmented with its own per-draw generator,
+    by transforms that treat each image alone: :func:`~crossmetric.deep.augment.
+    image_by_image`; otherwise rounds are prepared one at a time).
+    """
+    rounds = batches.local_rounds()
+    together = all(image_by_image(tf) and getattr(tf, "takes_rng", True)
+                   for tf in ds.transforms)
+    n = 1
+    while True:
+        block = list(itertools.islice(rounds, n))
+        if not block:
+            return
+        if len(block) == 1:
+            ix, iy, rows = block[0]
+            xb, yb = ds.rows_batches(*rows)
+            if together:  # as many rounds next time as fit in max_bytes
+                per_round = max(1, xb.numel() * xb.element_size() + yb.numel() * yb.element_size())
+                n = int(min(max_rounds, max(1, max_bytes // per_round)))
+            yield ix, iy, xb, yb
+            continue
+        parts = [np.concatenate([b[2][i] for b in block]) for i in range(4)]
+        xs, ys = ds.rows_batches(*parts)
+        ox = np.cumsum([0] + [b[2][0].size for b in block]).tolist()
+        oy = np.cumsum([0] + [b[2][2].size for b in block]).tolist()
+        for j, (ix, iy, _) in enumerate(block):  # copies: each round's own tensors
+            yield ix, iy, xs[ox[j]:ox[j + 1]].clone(), ys[oy[j]:oy[j + 1]].clone()
 
 
 def fingerprint(x, ids_x, y, ids_y) -> str:

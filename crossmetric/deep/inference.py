@@ -25,16 +25,28 @@ def batch_tensor(images: np.ndarray) -> torch.Tensor:
 
 
 class FileImages(torch.utils.data.Dataset):
-    """Image files read with Pillow (``mode`` "L" or "RGB", resized to ``size``)."""
+    """Image files read with Pillow (``mode`` "L" or "RGB", resized to ``size``).
 
-    def __init__(self, paths, mode, size):
+    ``cache``: a :class:`~crossmetric.deep.decoded.DecodedCache` that keeps the decoded
+    images under the keys ``(tag, i)`` (the held-out images of early stopping, embedded at
+    every check, are then decoded once per fit).
+    """
+
+    def __init__(self, paths, mode, size, cache=None, tag=None):
         self.paths, self.mode, self.size = list(paths), mode, size
+        self.cache, self.tag = cache, tag
 
     def __len__(self):
         return len(self.paths)
 
     def __getitem__(self, i):
-        return to_chw(read_image(self.paths[i], self.mode, self.size))
+        if self.cache is None:
+            return to_chw(read_image(self.paths[i], self.mode, self.size))
+        img = self.cache.get((self.tag, i))
+        if img is None:
+            img = read_image(self.paths[i], self.mode, self.size)
+            self.cache.put((self.tag, i), img)
+        return to_chw(img)
 
 
 def forward_blocks(images: np.ndarray, fn, *, batch_size: int, flip: bool,
@@ -49,15 +61,17 @@ def forward_blocks(images: np.ndarray, fn, *, batch_size: int, flip: bool,
 
 
 def embed_source(net: GSMNet, source, side: str, shape, channels, device, *,
-                 flip: bool, batch_size: int, num_workers: int) -> torch.Tensor:
-    """x̃ or ỹ (a float32 tensor on ``device``) of an image array or file list."""
+                 flip: bool, batch_size: int, num_workers: int, cache=None,
+                 tag=None) -> torch.Tensor:
+    """x̃ or ỹ (a float32 tensor on ``device``) of an image array or file list (decoded
+    images kept in ``cache`` under ``(tag, i)``, see :class:`FileImages`)."""
     fn = net.embed_x if side == "x" else net.embed_y
     out = []
     with torch.no_grad():
         if is_file_list(source):
             c = channels[0] if side == "x" else channels[1]
             loader = torch.utils.data.DataLoader(
-                FileImages(source, "L" if c == 1 else "RGB", shape),
+                FileImages(source, "L" if c == 1 else "RGB", shape, cache=cache, tag=tag),
                 batch_size=int(batch_size), num_workers=int(num_workers))
             for b in loader:
                 out.append(fn(b.to(device), flip=flip).float())
@@ -71,12 +85,15 @@ def held_out_rank1(net, val, shape, channels, device, **embed_options) -> float:
     """Rank-1 of held-out second-domain probes against the first-domain gallery.
 
     ``val`` is ``(images_x, ids_x, images_y, ids_y)``; ties count as misses. ``net`` is put
-    in eval mode to embed and back in training mode after.
+    in eval mode to embed and back in training mode after. ``embed_options`` go to
+    :func:`embed_source` (a ``cache`` keeps held-out files under ``("val", side, i)``).
     """
     vx, vix, vy, viy = val
     net.eval()
-    TX = embed_source(net, vx, "x", shape, channels, device, **embed_options)
-    TY = embed_source(net, vy, "y", shape, channels, device, **embed_options)
+    TX = embed_source(net, vx, "x", shape, channels, device, tag=("val", "x"),
+                      **embed_options)
+    TY = embed_source(net, vy, "y", shape, channels, device, tag=("val", "y"),
+                      **embed_options)
     net.train()
     S = similarity_matrix(TX, TY, net.head.components()[2].detach().float()).cpu().numpy()
     same = vix[:, None] == viy[None, :]

@@ -187,7 +187,8 @@ def round_data(p, x, ids_x, y, ids_y, shape, channels, seed: int, rank: int, wor
                                              seed)
     tf = make_augmentation(p.augment, shape)
     ds = CrossDomainImages(x, ids_x, y, ids_y, size=shape, channels=channels,
-                           transform_x=tf, transform_y=tf)
+                           transform_x=tf, transform_y=tf,
+                           cache_bytes=int(float(p.image_cache_mb) * 2**20))
     k = min(int(p.n_identities), np.intersect1d(ids_x, ids_y).size)
     n_pairs = p.n_pairs
     if n_pairs is None:

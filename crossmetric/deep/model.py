@@ -233,6 +233,14 @@ class DeepGSM(FittingMixin, EmbeddingMixin, SavingMixin, CrossModalMixin, BaseEs
         ``if __name__ == "__main__":`` (code piped to ``python -`` cannot be re-imported).
     num_workers : int, default=0
         ``DataLoader`` worker processes that read (and decode / augment) training images.
+        With 0 on a CPU, image files are read by a background thread of the training
+        process, ahead of the training (:mod:`crossmetric.deep.prefetch`).
+    image_cache_mb : float, default=1024
+        Training images given as files: MiB of decoded images (``uint8`` at the input size,
+        h · w · channels bytes each) kept in memory, so that each file is decoded once, the
+        first time it is drawn (:mod:`crossmetric.deep.decoded`); files beyond the budget are
+        decoded each time. 0 decodes every draw. Per process (each ``DataLoader`` worker
+        keeps its own). Arrays are not copied. Changes no result.
     device : {"auto", "cpu", "cuda", ...}, default="auto"
         ``"auto"`` uses CUDA when ``torch.cuda.is_available()``, else the CPU. Results are
         bit-for-bit reproducible for a fixed ``random_state`` on the CPU (deterministic
@@ -317,7 +325,7 @@ class DeepGSM(FittingMixin, EmbeddingMixin, SavingMixin, CrossModalMixin, BaseEs
                  validation_fraction: float = 0.2, validation_every: int | None = None,
                  patience: int = 5, tol: float | None = 1e-4, n_iter_no_change: int = 200,
                  backbone=None, weights=None, amp="auto", n_processes: int = 1,
-                 num_workers: int = 0,
+                 num_workers: int = 0, image_cache_mb: float = 1024,
                  device: str = "auto", checkpoint_path: str | None = None,
                  checkpoint_every: int = 100, resume: bool = False, progress: bool = False,
                  eval_batch_size: int = 512, random_state=None, verbose: int = 0,
@@ -356,6 +364,7 @@ class DeepGSM(FittingMixin, EmbeddingMixin, SavingMixin, CrossModalMixin, BaseEs
         self.amp = amp
         self.n_processes = n_processes
         self.num_workers = num_workers
+        self.image_cache_mb = image_cache_mb
         self.device = device
         self.checkpoint_path = checkpoint_path
         self.checkpoint_every = checkpoint_every

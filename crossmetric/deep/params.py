@@ -26,7 +26,7 @@ INITS = ("default", "paper")
 #: parameters that do not change what a training run computes (free to differ on resume)
 RUN_ONLY = ("checkpoint_path", "checkpoint_every", "resume", "progress", "verbose",
             "eval_batch_size", "max_time", "device", "n_processes", "num_workers",
-            "preprocessor", "test_flip")
+            "image_cache_mb", "preprocessor", "test_flip")
 
 
 def namespace(params: dict) -> SimpleNamespace:
@@ -78,6 +78,7 @@ def check_params(p) -> None:
     check_positive_int(p.eval_batch_size, "eval_batch_size")
     check_positive_int(p.n_processes, "n_processes")
     check_positive_int(p.num_workers, "num_workers", minimum=0)
+    check_positive_scalar(p.image_cache_mb, "image_cache_mb", allow_zero=True)
     if p.amp not in ("auto", True, False):
         raise ValueError(f"amp must be 'auto', True or False, got {p.amp!r}.")
     if isinstance(p.f, bool) or not isinstance(p.f, (int, float, np.floating)) \

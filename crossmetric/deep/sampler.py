@@ -194,7 +194,14 @@ def epoch_identity_batches(ids_x, ids_y, n_identities: int, n_images_x: int = 1,
 
     def draw(order, lo, hi, c, o):
         rows = order[lo[c]:hi[c]]
-        return rows if rows.size <= o else rng.choice(rows, o, replace=False)
+        if rows.size <= o:
+            return rows
+        # = rng.choice(rows, o, replace=False), which takes the first o of
+        # rows[rng.permutation(rows.size)]: shuffling a copy of rows makes the same swaps
+        # (the same draws), without choice's argument handling
+        rows = rows.copy()
+        rng.shuffle(rows)
+        return rows[:o]
 
     out = []
     for chosen in rounds:

@@ -24,7 +24,12 @@ from tqdm.auto import tqdm
 from crossmetric.deep.averaging import WeightAverage, averaging_start
 from crossmetric.deep.build import build_net, load_backbone_file
 from crossmetric.deep.checkpoint import check_resume, read_checkpoint, write_checkpoint
-from crossmetric.deep.data import IterationBatches, collate_domains, fingerprint
+from crossmetric.deep.data import (
+    IterationBatches,
+    collate_domains,
+    fingerprint,
+    round_batches,
+)
 from crossmetric.deep.distributed import free_port, gather_rows, once, spawn_worker
 from crossmetric.deep.inference import held_out_rank1
 from crossmetric.deep.inputs import round_data
@@ -37,6 +42,7 @@ from crossmetric.deep.params import (
     settings,
     use_amp,
 )
+from crossmetric.deep.prefetch import Prefetch
 from crossmetric.deep.schedule import WindowedConvergence, make_optimizer
 from crossmetric.deep.threads import small_net_threads
 
@@ -141,12 +147,13 @@ class _Run:
                             hard_negatives=p.hard_negatives, cache=weights_cache)
         pen = penalty(net, p.weight_decay, p.mu, tensors)
         self.opt.zero_grad(set_to_none=True)
+        loss = (hinge if self.world == 1 else hinge * self.world) + pen  # (× 1 is exact)
         if self.amp:
-            self.scaler.scale(hinge * self.world + pen).backward()
+            self.scaler.scale(loss).backward()
             self.scaler.step(self.opt)
             self.scaler.update()
         else:
-            (hinge * self.world + pen).backward()
+            loss.backward()
             self.opt.step()
         self.rule.step_schedule()
         return hinge, pen
@@ -168,8 +175,10 @@ class _Run:
                 return "early_stopping"
         return None
 
-    def loop(self, rounds, batches, sampler, ids_x, ids_y, score, every_val: int):
-        """Rounds ``start .. max_iter - 1``; returns ``(stop_reason, converged, done, t0)``."""
+    def loop(self, rounds, sampler, ids_x, ids_y, score, every_val: int):
+        """Rounds ``start .. max_iter - 1`` (``rounds`` yields each round's global rows and
+        this process's images, ``(ix, iy, xb, yb)``); returns ``(stop_reason, converged,
+        done, t0)``."""
         import torch.distributed as dist
 
         p, net, world = self.p, self.net, self.world
@@ -184,8 +193,8 @@ class _Run:
         tensors, weights_cache = penalised(net), {}
         every = int(p.checkpoint_every)
         net.train()
-        for t, (xb, yb) in zip(range(self.start, self.max_iter), rounds, strict=False):
-            ix, iy = batches.global_round(t)
+        for t, (ix, iy, xb, yb) in zip(range(self.start, self.max_iter), rounds,
+                                       strict=False):
             gathered = None
             if world > 1:
                 ix, iy, cx, cy = sampler.gathered_order(ix, iy)
@@ -235,13 +244,20 @@ class _Run:
 
 
 def _rounds(p, ds, batches, device):
-    """The rounds' image batches: the dataset's batch path on a CPU without workers (the
-    DataLoader's fetch without its machinery: the same batches), else a ``DataLoader``."""
+    """``(ix, iy, images_x, images_y)`` of every round: its global rows and this process's
+    images. On a CPU without workers the dataset's batch path, several rounds at a time
+    (:func:`~crossmetric.deep.data.round_batches`: the DataLoader's fetch without its
+    machinery, the same batches), run ahead by a background thread
+    (:class:`~crossmetric.deep.prefetch.Prefetch`) when images are decoded from files; else a
+    ``DataLoader``."""
     if int(p.num_workers) == 0 and device.type == "cpu":
-        return (ds.domain_batches(keys) for keys in batches)
-    return torch.utils.data.DataLoader(
+        local = round_batches(ds, batches)
+        return Prefetch(local) if ds.reads_files else local
+    loader = torch.utils.data.DataLoader(
         ds, batch_sampler=batches, num_workers=int(p.num_workers),
         collate_fn=collate_domains, pin_memory=device.type == "cuda")
+    return ((*batches.global_round(t), xb, yb)
+            for t, (xb, yb) in zip(range(batches.start, batches.stop), loader, strict=False))
 
 
 def train(params: dict, x, ids_x, y, ids_y, shape, channels, seed, *, rank=0,
@@ -256,8 +272,10 @@ def train(params: dict, x, ids_x, y, ids_y, shape, channels, seed, *, rank=0,
     check_params(p)
     device = resolve_device(p, rank)
     amp = use_amp(p, device)
-    conf, fp = settings(params), fingerprint(x, ids_x, y, ids_y)
     path = p.checkpoint_path
+    # the training set's digest (every array byte, or a stat of every file) only matters to
+    # checkpoints
+    conf, fp = settings(params), None if path is None else fingerprint(x, ids_x, y, ids_y)
     state = None
     if p.resume and path is not None and os.path.exists(path):
         state = read_checkpoint(path, device)
@@ -276,16 +294,22 @@ def train(params: dict, x, ids_x, y, ids_y, shape, channels, seed, *, rank=0,
         run.restore(state)
     every_val = int(p.validation_every or len(sampler))
     batches = IterationBatches(sampler, run.start, run.max_iter)
-    rounds = _rounds(p, ds, batches, device)
     score = None
     if val is not None:
+        # held-out files decoded once (in the training data's cache) when read in-process
         score = functools.partial(_score, val=val, shape=shape, channels=channels,
-                                  device=device, p=p)
+                                  device=device, p=p,
+                                  cache=ds.cache if int(p.num_workers) == 0 else None)
     n_images = 2 * int(n_pairs) if p.batch_mode == "pair" else k * (
         int(p.n_images_x) + int(p.n_images_y))
     with deterministic(device.type == "cpu"), small_net_threads(net, device, probe, n_images):
-        stop_reason, converged, done, t0 = run.loop(rounds, batches, sampler, ids_x, ids_y,
-                                                    score, every_val)
+        rounds = _rounds(p, ds, batches, device)
+        try:
+            stop_reason, converged, done, t0 = run.loop(rounds, sampler, ids_x, ids_y, score,
+                                                        every_val)
+        finally:
+            if hasattr(rounds, "close"):  # a prefetching thread stops, a generator ends
+                rounds.close()
     if stop_reason != "max_iter":
         run.save(done)
     state_out, n_averaged = run.final_state()
@@ -299,9 +323,10 @@ def train(params: dict, x, ids_x, y, ids_y, shape, channels, seed, *, rank=0,
             "n_averaged": n_averaged}
 
 
-def _score(net, *, val, shape, channels, device, p) -> float:
+def _score(net, *, val, shape, channels, device, p, cache=None) -> float:
     return held_out_rank1(net, val, shape, channels, device, flip=bool(p.test_flip),
-                          batch_size=int(p.eval_batch_size), num_workers=int(p.num_workers))
+                          batch_size=int(p.eval_batch_size), num_workers=int(p.num_workers),
+                          cache=cache)
 
 
 def _train_process(params: dict, train_args: tuple, rank: int, world: int) -> dict:
