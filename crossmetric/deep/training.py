@@ -243,16 +243,28 @@ class _Run:
         return state_out, n_averaged
 
 
+def own_generators(ds) -> bool:
+    """True when every transform of ``ds`` is ``None`` or takes its own generator: preparing
+    rounds then never touches torch's global generator (safe in a background thread)."""
+    return all(tf is None or getattr(tf, "takes_rng", False) for tf in ds.transforms)
+
+
 def _rounds(p, ds, batches, device):
     """``(ix, iy, images_x, images_y)`` of every round: its global rows and this process's
     images. On a CPU without workers the dataset's batch path, several rounds at a time
     (:func:`~crossmetric.deep.data.round_batches`: the DataLoader's fetch without its
     machinery, the same batches), run ahead by a background thread
-    (:class:`~crossmetric.deep.prefetch.Prefetch`) when images are decoded from files; else a
-    ``DataLoader``."""
+    (:class:`~crossmetric.deep.prefetch.Prefetch`) when images are decoded from files and every
+    transform is ``None`` or draws from its own generator (``takes_rng``); else a
+    ``DataLoader``.
+
+    A transform without ``takes_rng`` (a torchvision pipeline) draws from torch's process-wide
+    generator, seeded per image under ``torch.random.fork_rng``; in a background thread that
+    would reseed and restore the generator while the training thread draws from it (dropout),
+    so such rounds are prepared in the training thread."""
     if int(p.num_workers) == 0 and device.type == "cpu":
         local = round_batches(ds, batches)
-        return Prefetch(local) if ds.reads_files else local
+        return Prefetch(local) if ds.reads_files and own_generators(ds) else local
     loader = torch.utils.data.DataLoader(
         ds, batch_sampler=batches, num_workers=int(p.num_workers),
         collate_fn=collate_domains, pin_memory=device.type == "cuda")
