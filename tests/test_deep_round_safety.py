@@ -50,3 +50,25 @@ def test_prefetch_only_with_transforms_that_own_their_generator(tmp_path):
         rounds.close()
     arrays = CrossDomainImages(imgs, ids, imgs, ids)  # in memory: never a thread
     assert not isinstance(_rounds(p, arrays, IterationBatches(sampler, 0, 3), cpu), Prefetch)
+
+
+def test_a_model_pickled_before_a_parameter_existed_gets_its_default():
+    import pickle
+
+    from sklearn.base import clone
+
+    from crossmetric.deep import DeepGSM
+
+    rng = np.random.RandomState(0)
+    x, ids = rng.rand(12, 8, 8).astype(np.float32), np.arange(12) % 4
+    model = DeepGSM(hidden_units=4, n_identities=2, max_iter=2, tol=None, device="cpu",
+                    image_cache_mb=5, random_state=0).fit_identities(x, ids, x, ids)
+    state = model.__getstate__()
+    del state["image_cache_mb"], state["num_workers"]  # as saved by an older version
+    old = DeepGSM.__new__(DeepGSM)
+    old.__setstate__(state)
+    assert old.get_params()["image_cache_mb"] == 1024 and old.num_workers == 0
+    assert "DeepGSM" in repr(old) and clone(old).image_cache_mb == 1024
+    np.testing.assert_array_equal(old.transform_x(x), model.transform_x(x))
+    again = pickle.loads(pickle.dumps(old))
+    assert again.get_params() == old.get_params()

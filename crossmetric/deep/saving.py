@@ -8,6 +8,7 @@ before load from.
 
 from __future__ import annotations
 
+import inspect
 import warnings
 
 import torch
@@ -74,6 +75,10 @@ class SavingMixin:
 
     def __setstate__(self, state):
         net_state = state.pop("_net_state_", None)
+        # a model pickled before a parameter existed gets its default (get_params, clone)
+        for name, par in inspect.signature(type(self).__init__).parameters.items():
+            if name not in state and par.default is not inspect.Parameter.empty:
+                state[name] = par.default
         self.__dict__.update(state)
         if net_state is not None:
             dev = torch.device(state["device_"])
