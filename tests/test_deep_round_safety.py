@@ -72,3 +72,38 @@ def test_a_model_pickled_before_a_parameter_existed_gets_its_default():
     np.testing.assert_array_equal(old.transform_x(x), model.transform_x(x))
     again = pickle.loads(pickle.dumps(old))
     assert again.get_params() == old.get_params()
+
+
+def test_round_batches_rejects_max_rounds_below_one():
+    from crossmetric.deep.data import round_batches
+
+    ids = np.arange(12) % 4
+    x = np.zeros((12, 4, 4), np.float32)
+    ds = CrossDomainImages(x, ids, x, ids)
+    batches = IterationBatches(CrossDomainIdentitySampler(ids, ids, 2, seed=0), 0, 4)
+    for bad in (0, -1, 2.0, True):
+        with pytest.raises(ValueError, match="max_rounds"):
+            list(round_batches(ds, batches, max_rounds=bad))
+    assert len(list(round_batches(ds, batches, max_rounds=1))) == 4
+
+
+def test_prefetch_raises_when_its_thread_dies_without_posting(monkeypatch):
+    import threading
+
+    monkeypatch.setattr(Prefetch, "_run", lambda self: None)  # ends, posts nothing
+    it, got = Prefetch(iter(range(3))), []
+
+    def consume():
+        try:
+            next(it)
+        except BaseException as exc:  # noqa: BLE001 - checked below
+            got.append(exc)
+
+    t = threading.Thread(target=consume, daemon=True)
+    t.start()
+    t.join(timeout=10)  # the consumer used to wait for ever
+    assert len(got) == 1 and isinstance(got[0], RuntimeError)
+    assert "prefetching thread" in str(got[0])
+    with pytest.raises(StopIteration):
+        next(it)
+    it.close()

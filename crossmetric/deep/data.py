@@ -27,6 +27,7 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset, Sampler
 
+from crossmetric._checks import check_positive_int
 from crossmetric.deep.augment import SplitMix, SplitMixBatch, apply_batch, image_by_image
 from crossmetric.deep.decoded import DecodedCache
 from crossmetric.deep.sampler import (
@@ -448,9 +449,11 @@ def round_batches(ds: CrossDomainImages, batches: IterationBatches, *, max_round
     ``max_bytes`` of images): one gather and one batch transform for all of them instead of a
     few dozen small operations per round, then each round's images are copied out. The images
     are the same as round by round (each image is augmented with its own per-draw generator,
-    by transforms that treat each image alone: :func:`~crossmetric.deep.augment.
-    image_by_image`; otherwise rounds are prepared one at a time).
+    by transforms that treat each image alone:
+    :func:`~crossmetric.deep.augment.image_by_image`; otherwise rounds are prepared one at a
+    time).
     """
+    max_rounds = check_positive_int(max_rounds, "max_rounds")
     rounds = batches.local_rounds()
     together = all(image_by_image(tf) and getattr(tf, "takes_rng", True)
                    for tf in ds.transforms)

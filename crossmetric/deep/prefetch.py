@@ -70,7 +70,15 @@ class Prefetch:
             self._thread = threading.Thread(target=self._run, name="crossmetric-prefetch",
                                             daemon=True)
             self._thread.start()
-        ok, item = self._queue.get()
+        while True:
+            try:
+                ok, item = self._queue.get(timeout=0.1)
+                break
+            except queue.Empty:
+                if not self._thread.is_alive() and self._queue.empty():
+                    self._done = True
+                    raise RuntimeError("the prefetching thread ended without handing over "
+                                       "its next item or an error") from None
         if not ok:
             self._done = True
             raise item
