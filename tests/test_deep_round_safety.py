@@ -107,3 +107,59 @@ def test_prefetch_raises_when_its_thread_dies_without_posting(monkeypatch):
     with pytest.raises(StopIteration):
         next(it)
     it.close()
+
+
+@pytest.mark.parametrize("augment", [None, 1, "reid", "torch-global"])
+@pytest.mark.parametrize("files", [False, True])
+def test_batch_paths_equal_item_by_item(tmp_path, augment, files):
+    from crossmetric.deep.data import collate_domains
+
+    rng = np.random.RandomState(0)
+    x = (rng.rand(20, 12, 10) * 255).astype(np.uint8)
+    y = rng.rand(16, 12, 10, 3).astype(np.float32)
+    ids_x, ids_y = np.arange(20) % 5, np.arange(16) % 4
+    tf = _torch_flip if augment == "torch-global" else make_augmentation(augment, (12, 10))
+    sx = _pngs(tmp_path, x, "x") if files else x
+    ds = CrossDomainImages(sx, ids_x, y, ids_y, size=(12, 10), transform_x=tf, transform_y=tf)
+    for with_seeds in (True, False):
+        sampler = CrossDomainIdentitySampler(ids_x, ids_y, 3, 2, 2, seed=2,
+                                             with_seeds=with_seeds)
+        for keys in IterationBatches(sampler, 0, 3):
+            torch.manual_seed(7)  # (unseeded torch-global draws: the same stream each time)
+            slow = collate_domains([ds[k] for k in keys])
+            torch.manual_seed(7)
+            items = ds.__getitems__(keys)
+            assert [(i, d) for _, i, d in items] == [ds[k][1:] for k in keys]
+            batched = collate_domains(items)
+            torch.manual_seed(7)
+            again = ds.domain_batches(keys)
+            for fast, ref, other in zip(batched, slow, again, strict=True):
+                assert torch.equal(fast, other)
+                # a batched transform may round differently from image by image (~1 ulp)
+                torch.testing.assert_close(fast, ref, rtol=0, atol=1e-6)
+                if augment in (None, "torch-global"):  # the same operations
+                    assert torch.equal(fast, ref)
+
+
+@pytest.mark.parametrize("world", [1, 2])
+def test_without_seeds_rows_batches_draw_as_the_keys(world):
+    """with_seeds=False: an image is not augmented with torch seed 0 but from the global
+    stream, as the DataLoader path of the keys (bare indices) does."""
+    rng = np.random.RandomState(0)
+    x = rng.rand(32, 6, 6).astype(np.float32)
+    ids = np.arange(32) % 8
+    ds = CrossDomainImages(x, ids, x, ids, transform_x=_torch_flip, transform_y=_torch_flip)
+    for rank in range(world):
+        sampler = CrossDomainIdentitySampler(ids, ids, 8, 2, 2, seed=0, with_seeds=False,
+                                             rank=rank, world_size=world)
+        batches = IterationBatches(sampler, 0, 2)
+        for keys, (_, _, rows) in zip(batches, batches.local_rounds(), strict=True):
+            assert rows[1] is None and rows[3] is None
+            torch.manual_seed(3)
+            fast = ds.rows_batches(*rows)
+            torch.manual_seed(3)
+            slow = [ds[k][0] for k in keys]
+            flipped = [not torch.equal(a, b) for a, b in zip(slow, ds._load_rows(
+                0, np.r_[rows[0], rows[2]]), strict=True)]
+            assert 0 < sum(flipped) < len(flipped)  # not one seed for every image
+            assert torch.equal(torch.cat(fast), torch.stack(slow))

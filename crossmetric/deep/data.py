@@ -166,67 +166,70 @@ class CrossDomainImages(Dataset):
     def __getitems__(self, keys) -> list:
         """A batch of items, as ``DataLoader`` asks for them: the items of :meth:`__getitem__`.
 
-        Each domain's images are loaded together (an in-memory array in one gather) and
-        augmented with :func:`~crossmetric.deep.augment.apply_batch`, each with its own
-        per-draw generator -- the same images as item by item, in far fewer operations. A
-        transform without ``takes_rng`` runs item by item.
+        Each domain's images are loaded together and augmented by :meth:`rows_batches` --
+        the same images as item by item, in far fewer operations.
         """
-        keys = [k if isinstance(k, tuple) else (k, None) for k in keys]
-        out: list = [None] * len(keys)
-        for dom in (0, 1):
-            pos = [i for i, (k, _) in enumerate(keys) if (int(k) >= self.n_x) == bool(dom)]
-            tf = self.transforms[dom]
-            if not pos:
-                continue
-            if tf is not None and not getattr(tf, "takes_rng", False):
-                for i in pos:
-                    out[i] = self[keys[i] if keys[i][1] is not None else keys[i][0]]
-                continue
-            rows = np.array([int(keys[i][0]) - dom * self.n_x for i in pos], dtype=np.int64)
-            imgs = self._load_rows(dom, rows)
-            if tf is not None:
-                imgs = apply_batch(tf, imgs, [SplitMix(0 if keys[i][1] is None else keys[i][1])
-                                              for i in pos])
+        (pos_x, rows_x, seeds_x), (pos_y, rows_y, seeds_y) = self._split_keys(keys)
+        out: list = [None] * (pos_x.size + pos_y.size)
+        imgs = self.rows_batches(rows_x, seeds_x, rows_y, seeds_y)
+        for dom, pos, rows in ((0, pos_x, rows_x), (1, pos_y, rows_y)):
             ids = self.ids[dom][rows]
-            for j, i in enumerate(pos):
-                out[i] = (imgs[j], int(ids[j]), dom)
+            for j, i in enumerate(pos.tolist()):
+                out[i] = (imgs[dom][j], int(ids[j]), dom)
         return out
 
     def domain_batches(self, keys) -> tuple[torch.Tensor, torch.Tensor]:
-        """``collate_domains(self.__getitems__(keys))`` without the per-item detour.
+        """``collate_domains(self.__getitems__(keys))`` without the per-item detour: each
+        domain's images in the order of ``keys`` (:meth:`rows_batches` of their rows)."""
+        (_, rows_x, seeds_x), (_, rows_y, seeds_y) = self._split_keys(keys)
+        return self.rows_batches(rows_x, seeds_x, rows_y, seeds_y)
 
-        Each domain's images, in the order of ``keys``, loaded and augmented as
-        :meth:`__getitems__` does (the same tensors, tested); a transform without
-        ``takes_rng`` goes through the items.
-        """
+    def _split_keys(self, keys) -> tuple:
+        """``(positions, rows, seeds)`` of each domain's keys (``k`` or ``(k, seed)``);
+        ``seeds`` is ``None`` when no key has one, else a list (``None`` for a bare key)."""
         keys = [k if isinstance(k, tuple) else (k, None) for k in keys]
-        if any(tf is not None and not getattr(tf, "takes_rng", False)
-               for tf in self.transforms):
-            return collate_domains(self.__getitems__(keys))
         flat = np.array([int(k) for k, _ in keys], dtype=np.int64)
-        seeds = np.array([0 if s is None else int(s) for _, s in keys], dtype=np.uint64)
-        mx = flat < self.n_x
-        return self.rows_batches(flat[mx], seeds[mx], flat[~mx] - self.n_x, seeds[~mx])
+        out = []
+        for dom, pos in enumerate((np.flatnonzero(flat < self.n_x),
+                                   np.flatnonzero(flat >= self.n_x))):
+            seeds = [keys[i][1] for i in pos.tolist()]
+            out.append((pos, flat[pos] - dom * self.n_x,
+                        None if all(v is None for v in seeds) else seeds))
+        return out[0], out[1]
 
     def rows_batches(self, rows_x, seeds_x, rows_y, seeds_y) -> tuple[torch.Tensor,
                                                                      torch.Tensor]:
         """The images of rows ``rows_x`` of the first domain and ``rows_y`` of the second,
-        augmented with their per-draw seeds (arrays; :meth:`domain_batches` of the keys
-        ``(row, seed)``, the training loop's path without a Python object per image).
+        augmented with their per-draw seeds: every batch path of the dataset (the training
+        loop's, without a Python object per image; :meth:`__getitems__`;
+        :meth:`domain_batches`).
+
+        ``seeds_x``, ``seeds_y`` are arrays or lists of seeds, or ``None`` (unseeded draws:
+        generators of seed 0 for a transform with ``takes_rng``, torch's global generator
+        as it stands for one without, as :meth:`__getitem__` of a bare index). A transform
+        with ``takes_rng`` augments the domain's images in one batch
+        (:func:`~crossmetric.deep.augment.apply_batch`, a generator per image); one without
+        runs image by image, under ``torch.random.fork_rng`` seeded by each image's seed.
         """
-        if any(tf is not None and not getattr(tf, "takes_rng", False)
-               for tf in self.transforms):
-            keys = [(int(r), int(s)) for r, s in zip(rows_x, seeds_x, strict=True)]
-            keys += [(int(r) + self.n_x, int(s)) for r, s in zip(rows_y, seeds_y, strict=True)]
-            return collate_domains(self.__getitems__(keys))
-        out = []
-        for dom, rows, seeds in ((0, rows_x, seeds_x), (1, rows_y, seeds_y)):
-            imgs = self._load_rows(dom, np.asarray(rows, dtype=np.int64))
-            tf = self.transforms[dom]
-            if tf is not None:
-                imgs = apply_batch(tf, imgs, SplitMixBatch.from_seeds(seeds))
-            out.append(imgs)
-        return out[0], out[1]
+        return (self._domain_rows(0, rows_x, seeds_x), self._domain_rows(1, rows_y, seeds_y))
+
+    def _domain_rows(self, dom: int, rows, seeds) -> torch.Tensor:
+        rows = np.asarray(rows, dtype=np.int64)
+        if rows.size == 0:  # (a batch without an image of this domain)
+            hw = self.size or image_layout(self.sources[dom], "xy"[dom])[0]
+            return torch.empty((0, self.channels[dom], *hw))
+        imgs = self._load_rows(dom, rows)
+        tf = self.transforms[dom]
+        if tf is None:
+            return imgs
+        if getattr(tf, "takes_rng", False):
+            if seeds is None:
+                seeds = np.zeros(rows.size, dtype=np.uint64)
+            elif not isinstance(seeds, np.ndarray):
+                seeds = np.array([0 if v is None else int(v) for v in seeds], dtype=np.uint64)
+            return apply_batch(tf, imgs, SplitMixBatch.from_seeds(seeds))
+        seeds = [None] * rows.size if seeds is None else list(seeds)
+        return torch.stack([_torch_seeded(tf, imgs[j], seeds[j]) for j in range(rows.size)])
 
     def __getitem__(self, key):
         seed = None
@@ -237,13 +240,19 @@ class CrossDomainImages(Dataset):
         if tf is not None:
             if getattr(tf, "takes_rng", False):
                 img = tf(img, rng=SplitMix(0 if seed is None else seed))
-            elif seed is None:
-                img = tf(img)
             else:
-                with torch.random.fork_rng(devices=[]):
-                    torch.manual_seed(int(seed))
-                    img = tf(img)
+                img = _torch_seeded(tf, img, seed)
         return img, ident, dom
+
+
+def _torch_seeded(tf, img: torch.Tensor, seed) -> torch.Tensor:
+    """``tf(img)`` for a transform drawing from torch's global generator: as it stands when
+    ``seed`` is None, else seeded by ``seed`` within ``fork_rng`` (restored after)."""
+    if seed is None:
+        return tf(img)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(int(seed))
+        return tf(img)
 
 
 def collate_domains(batch):
@@ -364,19 +373,19 @@ class CrossDomainIdentitySampler(Sampler):
 
     def local_rows(self, epoch: int, pos: int, ix: np.ndarray, iy: np.ndarray) -> tuple:
         """This process's part of a round as arrays ``(rows_x, seeds_x, rows_y, seeds_y)``:
-        rows of each domain and their per-draw seeds (0 without ``with_seeds``), the
+        rows of each domain and their per-draw seeds (``None`` without ``with_seeds``), the
         entries of :meth:`keys` without a Python object per image."""
-        n = ix.size + iy.size
-        if self.with_seeds:
-            seeds = np.random.SeedSequence([self.seed, epoch, pos, 1]).generate_state(n)
+        if not self.with_seeds:  # unseeded draws, as the keys (bare indices)
+            sx = sy = None
         else:
-            seeds = np.zeros(n, dtype=np.uint32)
-        sx, sy = seeds[:ix.size], seeds[ix.size:]
+            seeds = np.random.SeedSequence([self.seed, epoch, pos, 1]).generate_state(
+                ix.size + iy.size)
+            sx, sy = seeds[:ix.size], seeds[ix.size:]
         if self.world_size == 1:
             return ix, sx, iy, sy
         own_x, own_y = self.split(ix, iy)
         mx, my = own_x == self.rank, own_y == self.rank
-        return ix[mx], sx[mx], iy[my], sy[my]
+        return ix[mx], None if sx is None else sx[mx], iy[my], None if sy is None else sy[my]
 
     def keys(self, epoch: int, pos: int, ix: np.ndarray, iy: np.ndarray) -> list:
         """This process's keys of a round (with per-draw seeds when ``with_seeds``)."""
@@ -470,7 +479,8 @@ def round_batches(ds: CrossDomainImages, batches: IterationBatches, *, max_round
                 n = int(min(max_rounds, max(1, max_bytes // per_round)))
             yield ix, iy, xb, yb
             continue
-        parts = [np.concatenate([b[2][i] for b in block]) for i in range(4)]
+        parts = [None if block[0][2][i] is None else np.concatenate([b[2][i] for b in block])
+                 for i in range(4)]
         xs, ys = ds.rows_batches(*parts)
         ox = np.cumsum([0] + [b[2][0].size for b in block]).tolist()
         oy = np.cumsum([0] + [b[2][2].size for b in block]).tolist()
