@@ -234,13 +234,17 @@ class DeepGSM(FittingMixin, EmbeddingMixin, SavingMixin, CrossModalMixin, BaseEs
     num_workers : int, default=0
         ``DataLoader`` worker processes that read (and decode / augment) training images.
         With 0 on a CPU, image files are read by a background thread of the training
-        process, ahead of the training (:mod:`crossmetric.deep.prefetch`).
+        process, ahead of the training (:mod:`crossmetric.deep.prefetch`), when ``augment``
+        draws from its own generator (None, an int, ``"reid"``, a callable with
+        ``takes_rng``); a callable drawing from torch's global generator (a torchvision
+        pipeline) is run in the training thread.
     image_cache_mb : float, default=1024
         Training images given as files: MiB of decoded images (``uint8`` at the input size,
         h · w · channels bytes each) kept in memory, so that each file is decoded once, the
         first time it is drawn (:mod:`crossmetric.deep.decoded`); files beyond the budget are
-        decoded each time. 0 decodes every draw. Per process (each ``DataLoader`` worker
-        keeps its own). Arrays are not copied. Changes no result.
+        decoded each time. 0 decodes every draw. Per process: each ``DataLoader`` worker
+        keeps its own, ``num_workers × image_cache_mb`` MiB in all. Arrays are not copied.
+        Changes no result.
     device : {"auto", "cpu", "cuda", ...}, default="auto"
         ``"auto"`` uses CUDA when ``torch.cuda.is_available()``, else the CPU. Results are
         bit-for-bit reproducible for a fixed ``random_state`` on the CPU (deterministic

@@ -5,7 +5,9 @@ in the training process. When the images are decoded from files, :class:`Prefetc
 work (drawing the round, decoding, augmenting) to a background thread, so that it overlaps
 the training thread's forward and backward passes (PyTorch's operators and Pillow's decoders
 release the GIL while they compute). Nothing else changes: the items are produced by the same
-code in the same order, so training gives the same numbers with or without it. The CPU time
+code in the same order, so training gives the same numbers with or without it -- provided
+the iterable does not draw from torch's global generator (which the training thread's dropout
+draws from): DeepGSM uses it only when every transform takes its own generator. The CPU time
 of the thread is still the training process's: on a machine with no idle core it is not
 saved, only moved (the decoded-image cache of :mod:`crossmetric.deep.data` is what saves it).
 """
