@@ -74,14 +74,27 @@ from crossmetric.metrics import mean_average_precision, one_call_at_n, rank_accu
 from crossmetric.protocols.evaluate import fit_on_pairs, measure_identification
 from crossmetric.protocols.splits import Split, inner_pair_splits, object_folds
 
-__all__ = ["SCORINGS", "CMC_SCORE_RANK", "SearchResult", "object_folds", "inner_pair_splits",
-           "search_params", "search_stages"]
+__all__ = ["SCORINGS", "CMC_SCORE_RANK", "mean_cmc", "SearchResult", "object_folds",
+           "inner_pair_splits", "search_params", "search_stages"]
 
 #: validation measures of :func:`search_params` (besides a callable scorer)
 SCORINGS = ("auc", "rank1", "map", "cmc20")
 
 #: ``scoring="cmc20"`` averages the validation CMC over ranks 1 to this rank
 CMC_SCORE_RANK = 20
+
+
+def mean_cmc(cmc) -> float:
+    """The CMC curve ``cmc`` (``cmc[r - 1]``: the rate at rank ``r``) averaged over ranks 1 to
+    :data:`CMC_SCORE_RANK` (over every rank when it is shorter): ``scoring="cmc20"`` and the
+    re-id reproductions' ``max_iter`` selection.
+
+    Examples
+    --------
+    >>> mean_cmc([0.5, 0.75, 1.0])
+    0.75
+    """
+    return float(np.mean(np.asarray(cmc)[:CMC_SCORE_RANK]))
 
 
 @dataclass
@@ -158,7 +171,7 @@ def _identification_score(est, scoring: str, X, G, probe_labels, gallery_labels,
         rep, _ = measure_identification(est, X, G, probe_labels, gallery_labels, ranks=(1,),
                                         same_set=same_set, blockwise=False,
                                         max_rank=max(1, min(CMC_SCORE_RANK, n_gallery)))
-        return float(np.mean(rep["cmc"][:CMC_SCORE_RANK]))
+        return mean_cmc(rep["cmc"])
     rep, _ = measure_identification(est, X, G, probe_labels, gallery_labels, ranks=(1,),
                                     same_set=same_set, blockwise=False)
     return float(rep["rank1"] if scoring == "rank1" else rep["map"])
