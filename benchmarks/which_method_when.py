@@ -186,13 +186,10 @@ def run_dataset(name: str, root: str, methods, *, n_splits: int, tune: str | Non
         if grid:
             grids[spec.display] = grid
     # as `crossmetric benchmark`: a registry n_components above the narrowest view is capped
-    from crossmetric.registry import cap_n_components
+    from crossmetric.registry import cap_n_components_to_views
 
-    Y = data.get("Y")
-    cap = data["X"].shape[1] if Y is None else min(data["X"].shape[1], Y.shape[1])
-    for shown, (k, new) in cap_n_components(estimators, cap).items():
-        print(f"crossmetric: {shown}: n_components {k} -> {new} (the data has {new} features)",
-              file=sys.stderr)
+    for note in cap_n_components_to_views(estimators, data["X"], data.get("Y")):
+        print(note, file=sys.stderr)
     opts = protocol_options(name, methods)
     t0 = time.perf_counter()
     res = run_protocols(estimators, data, protocols=("identification",), n_repeats=n_splits,

@@ -37,9 +37,12 @@ The same routine serves selections that bring their own folds or measures:
 * ``evaluate=`` replaces the built-in fit and measure by a protocol's own (the re-id
   protocol's :func:`~crossmetric.reid.evaluate_reid`).
 
-:func:`crossmetric.reproduce.select_max_iter` (``max_iter`` of the PCCA reproductions) and
-:class:`crossmetric.learners.clml.CLMLCV` (``n_clusters``) are thin callers of
-:func:`search_params`.
+:func:`crossmetric.reproduce.select_max_iter` (``max_iter`` of the PCCA reproductions) is a
+thin caller of :func:`search_params`. The scan itself -- candidates × folds, ``patience``, the
+tie and failure rules, the aggregation and ``cv_results()`` -- is
+:func:`crossmetric._selection_scan.scan_candidates`, which imports nothing from the protocols,
+so the learner :class:`crossmetric.learners.clml.CLMLCV` (``n_clusters``) calls it directly
+with its own fit and scorer.
 
 :func:`search_stages` runs several such searches one after the other, each with the winners of
 the stages before it fixed: the papers' sequential selections (CML-AUC §V-B: γ with μ = 1e-7,
@@ -54,29 +57,44 @@ are declared in :mod:`crossmetric.registry`.
 
 from __future__ import annotations
 
+import time
 import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 
 import numpy as np
-from scipy.stats import rankdata
 from sklearn.base import clone
 from sklearn.model_selection import ParameterGrid
 from sklearn.utils import check_random_state
 
-from crossmetric._checks import check_positive_int
+from crossmetric._checks import check_indices, check_positive_int
+from crossmetric._selection_scan import cv_results, scan_candidates
 from crossmetric.metrics import mean_average_precision, one_call_at_n, rank_accuracy, roc_auc
 from crossmetric.protocols.evaluate import fit_on_pairs, measure_identification
 from crossmetric.protocols.splits import Split, inner_pair_splits, object_folds
 
-__all__ = ["SCORINGS", "CMC_SCORE_RANK", "SearchResult", "object_folds", "inner_pair_splits",
-           "search_params", "search_stages"]
+__all__ = ["SCORINGS", "CMC_SCORE_RANK", "mean_cmc", "SearchResult", "object_folds",
+           "inner_pair_splits", "search_params", "search_stages"]
 
 #: validation measures of :func:`search_params` (besides a callable scorer)
 SCORINGS = ("auc", "rank1", "map", "cmc20")
 
 #: ``scoring="cmc20"`` averages the validation CMC over ranks 1 to this rank
 CMC_SCORE_RANK = 20
+
+
+def mean_cmc(cmc) -> float:
+    """The CMC curve ``cmc`` (``cmc[r - 1]``: the rate at rank ``r``) averaged over ranks 1 to
+    :data:`CMC_SCORE_RANK` (over every rank when it is shorter): ``scoring="cmc20"`` and the
+    re-id reproductions' ``max_iter`` selection.
+
+    Examples
+    --------
+    >>> mean_cmc([0.5, 0.75, 1.0])
+    0.75
+    """
+    return float(np.mean(np.asarray(cmc)[:CMC_SCORE_RANK]))
 
 
 @dataclass
@@ -97,6 +115,9 @@ class SearchResult:
         The validation measure (one of :data:`SCORINGS`, or the callable scorer).
     fold_scores : ndarray of shape (n_candidates, n_folds) or None
         Every candidate's score on every fold (NaN where it failed), rows as ``candidates``.
+    fit_times, score_times : ndarray of shape (n_candidates, n_folds) or None
+        Seconds of every fit and of every validation score (NaN score time where the fit
+        failed, or with ``evaluate=``, whose whole call counts as fit time).
     """
 
     best_params: dict
@@ -104,14 +125,18 @@ class SearchResult:
     candidates: list = field(default_factory=list)
     scoring: str | Callable = "auc"
     fold_scores: np.ndarray | None = None
+    fit_times: np.ndarray | None = None
+    score_times: np.ndarray | None = None
 
     def cv_results(self) -> dict:
         """The candidates' scores as scikit-learn's ``GridSearchCV.cv_results_`` holds them.
 
+        ``mean_fit_time``, ``std_fit_time``, ``mean_score_time``, ``std_score_time``,
         ``params``, ``param_<name>`` (masked arrays: masked where a candidate lacks the
         parameter), ``split<k>_test_score``, ``mean_test_score``, ``std_test_score`` and
         ``rank_test_score`` (1 = best; ties share the smaller rank; failed candidates rank
-        last), computed as ``GridSearchCV`` computes them from the same fold scores.
+        last), computed as ``GridSearchCV`` computes them from the same fold scores
+        (:func:`crossmetric._selection_scan.cv_results`).
 
         Examples
         --------
@@ -127,33 +152,11 @@ class SearchResult:
         >>> cv["param_standardize"].tolist(), cv["rank_test_score"].tolist()
         ([False, True], [1, 2])
         """
-        S = np.asarray(self.fold_scores, dtype=np.float64)
-        params = [c["params"] for c in self.candidates]
-        out: dict = {}
-        for name in dict.fromkeys(k for p in params for k in p):
-            has = [name in p for p in params]
-            try:
-                arr = np.array([p[name] for p in params if name in p])
-                dtype = arr.dtype if arr.dtype.kind != "U" and arr.ndim == 1 else object
-            except ValueError:  # sequences of different lengths
-                dtype = np.dtype(object)
-            col = np.ma.MaskedArray(np.empty(len(params), dtype=dtype), mask=True)
-            for i, p in enumerate(params):
-                if has[i]:
-                    col[i] = p[name]
-            out[f"param_{name}"] = col
-        out["params"] = params
-        for f in range(S.shape[1]):
-            out[f"split{f}_test_score"] = S[:, f]
-        mean = np.average(S, axis=1)
-        out["mean_test_score"] = mean
-        out["std_test_score"] = np.sqrt(np.average((S - mean[:, None]) ** 2, axis=1))
-        if np.isnan(mean).all():
-            out["rank_test_score"] = np.ones(mean.size, dtype=np.int32)
-        else:
-            filled = np.where(np.isnan(mean), np.nanmin(mean) - 1, mean)
-            out["rank_test_score"] = rankdata(-filled, method="min").astype(np.int32)
-        return out
+        if self.fold_scores is None:
+            raise ValueError("cv_results needs fold_scores, which this SearchResult lacks "
+                             "(built without them).")
+        return cv_results([c["params"] for c in self.candidates], self.fold_scores,
+                          self.fit_times, self.score_times)
 
 
 def _identity(X, Y, pairs, y, estimator):
@@ -168,7 +171,7 @@ def _identification_score(est, scoring: str, X, G, probe_labels, gallery_labels,
         rep, _ = measure_identification(est, X, G, probe_labels, gallery_labels, ranks=(1,),
                                         same_set=same_set, blockwise=False,
                                         max_rank=max(1, min(CMC_SCORE_RANK, n_gallery)))
-        return float(np.mean(rep["cmc"][:CMC_SCORE_RANK]))
+        return mean_cmc(rep["cmc"])
     rep, _ = measure_identification(est, X, G, probe_labels, gallery_labels, ranks=(1,),
                                     same_set=same_set, blockwise=False)
     return float(rep["rank1"] if scoring == "rank1" else rep["map"])
@@ -200,8 +203,34 @@ def _validation_score(est, scoring, fold: Split, Xf, Yf, labels, cross_modal: bo
     return mean_average_precision(D, lab, lab, same_set=not cross_modal)
 
 
-def _as_splits(folds, draw_seed: Callable) -> list[Split]:
-    """Precomputed ``folds`` as :class:`Split` objects (a tuple fold gets ``draw_seed()``)."""
+def _check_fold_rows(k: int, fold: Split, n_x: int, n_y: int) -> None:
+    """Every pair / probe / gallery row of a precomputed fold indexes ``X`` / ``Y``."""
+    def rows(a, size, what):
+        a = np.asarray(a)
+        if a.dtype.kind not in "iu":
+            raise ValueError(f"folds[{k}] {what} must be integer row indices, got dtype "
+                             f"{a.dtype}.")
+        check_indices(a, size, f"folds[{k}] {what}")
+
+    for what, pairs in (("training pairs", fold.train_pairs),
+                        ("validation pairs", fold.test_pairs)):
+        if pairs is None:
+            continue
+        pairs = np.asarray(pairs)
+        if pairs.ndim != 2 or pairs.shape[1] != 2:
+            raise ValueError(f"folds[{k}] {what} must have shape (n_pairs, 2), got "
+                             f"{pairs.shape}.")
+        rows(pairs[:, 0], n_x, f"{what} (column 0, rows of X)")
+        rows(pairs[:, 1], n_y, f"{what} (column 1, rows of the second side)")
+    if fold.test_pairs is None:
+        rows(fold.probe_rows, n_x, "probe_rows (rows of X)")
+        rows(fold.gallery_rows, n_y, "gallery_rows (rows of the gallery side)")
+
+
+def _as_splits(folds, draw_seed: Callable, n_x: int | None = None,
+               n_y: int | None = None) -> list[Split]:
+    """Precomputed ``folds`` as :class:`Split` objects (a tuple fold gets ``draw_seed()``),
+    their rows checked against ``n_x`` / ``n_y`` when given."""
     out = []
     for k, fold in enumerate(folds):
         if isinstance(fold, Split):
@@ -209,17 +238,21 @@ def _as_splits(folds, draw_seed: Callable) -> list[Split]:
                                             or fold.gallery_rows is None):
                 raise ValueError(f"folds[{k}] is a Split with neither test_pairs nor "
                                  "probe_rows and gallery_rows to validate on.")
-            out.append(fold)
-            continue
-        try:
-            tr_p, tr_y, va_p, va_y = fold
-        except (TypeError, ValueError):
-            raise ValueError(f"folds must hold Split objects or (train_pairs, train_y, "
-                             f"validation_pairs, validation_y) tuples; folds[{k}] is "
-                             f"{type(fold).__name__}.") from None
-        out.append(Split("verification", k, np.asarray(tr_p), np.asarray(tr_y),
-                         test_pairs=np.asarray(va_p), test_y=np.asarray(va_y),
-                         seed=draw_seed()))
+            split = fold
+        else:
+            try:
+                tr_p, tr_y, va_p, va_y = fold
+            except (TypeError, ValueError):
+                raise ValueError(f"folds must hold Split objects or (train_pairs, train_y, "
+                                 f"validation_pairs, validation_y) tuples; folds[{k}] is "
+                                 f"{type(fold).__name__}.") from None
+            split = Split("verification", k, np.asarray(tr_p), np.asarray(tr_y),
+                          test_pairs=np.asarray(va_p), test_y=np.asarray(va_y), seed=None)
+        if n_x is not None:
+            _check_fold_rows(k, split, n_x, n_y)
+        if not isinstance(fold, Split):
+            split.seed = draw_seed()
+        out.append(split)
     if not out:
         raise ValueError("folds is empty.")
     return out
@@ -232,25 +265,25 @@ def _unseeded(estimator, grid) -> bool:
         {**params, **cand}.get("random_state") is None for cand in grid)
 
 
-def _fit_and_score(estimator, params, fold: Split, views, *, scoring, labels, cross_modal,
-                   evaluate, on_error) -> tuple[float, str | None]:
-    """One candidate on one fold: ``(score, error)`` (``score`` NaN where it failed)."""
+def _fit_and_score(params, f, *, estimator, splits, views, scoring, labels, cross_modal,
+                   evaluate) -> float | tuple[float, float, float]:
+    """Candidate ``params`` on fold ``f``: its score, or ``(score, fit_seconds,
+    score_seconds)`` (the ``fit_and_score`` of :func:`~crossmetric._selection_scan.
+    scan_candidates`, which records a ``ValueError`` / ``LinAlgError`` as a failure)."""
     est = clone(estimator).set_params(**params)
-    try:
-        if evaluate is not None:
-            return float(evaluate(est, fold)), None
-        Xf, Yf = views
-        # the clone gets the fold's seed when its random_state is None; the inner fits'
-        # warnings are recorded, not shown (the outer fit reports its own)
-        model = fit_on_pairs(est, fold.train_pairs, fold.train_y,
-                             preprocessor=(Xf, Yf) if cross_modal else Xf, seed=fold.seed).model
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            return _validation_score(model, scoring, fold, Xf, Yf, labels, cross_modal), None
-    except (ValueError, np.linalg.LinAlgError) as exc:  # e.g. n_components too large
-        if on_error == "raise":
-            raise
-        return float("nan"), f"{type(exc).__name__}: {exc}"
+    fold = splits[f]
+    if evaluate is not None:
+        return float(evaluate(est, fold))
+    Xf, Yf = views[f]
+    # the clone gets the fold's seed when its random_state is None; the inner fits'
+    # warnings are recorded, not shown (the outer fit reports its own)
+    fitted = fit_on_pairs(est, fold.train_pairs, fold.train_y,
+                          preprocessor=(Xf, Yf) if cross_modal else Xf, seed=fold.seed)
+    t0 = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        score = _validation_score(fitted.model, scoring, fold, Xf, Yf, labels, cross_modal)
+    return score, fitted.fit_seconds, time.perf_counter() - t0
 
 
 def _check_search_args(grid, scoring, labels, folds, patience, on_error, evaluate, prepare):
@@ -380,6 +413,9 @@ def search_params(estimator, param_grid, X, Y, labels, *, n_splits: int = 3,
     grid = list(ParameterGrid(param_grid))
     _check_search_args(grid, scoring, labels, folds, patience, on_error, evaluate, prepare)
     labels = None if labels is None else np.asarray(labels)
+    if Y is None and cross_modal and evaluate is None:
+        raise ValueError("Y must be given with cross_modal=True (pairs join a row of X and "
+                         "a row of Y); pass cross_modal=False for single-modal pairs of X.")
     rng = check_random_state(random_state)
     prepare = prepare or _identity
     if folds is None:
@@ -389,83 +425,38 @@ def search_params(estimator, param_grid, X, Y, labels, *, n_splits: int = 3,
         seed = int(rng.randint(2**31 - 1))
         splits = _as_splits(drawn, lambda: seed)
     else:
-        # a seed is drawn only when a candidate will use it (a caller's RandomState stays put)
-        seed = int(rng.randint(2**31 - 1)) if _unseeded(estimator, grid) else 0
-        splits = _as_splits(folds, lambda: seed)
+        # a seed is drawn only when a tuple fold's candidate will use it (a caller's
+        # RandomState, or NumPy's global one, stays put); a Split brings its own seed
+        drawn_seed: list[int] = []
+
+        def draw_seed() -> int:
+            if not drawn_seed:
+                drawn_seed.append(int(rng.randint(2**31 - 1))
+                                  if _unseeded(estimator, grid) else 0)
+            return drawn_seed[0]
+
+        n_x = len(X)
+        n_y = len(Y) if cross_modal and Y is not None else n_x
+        splits = _as_splits(folds, draw_seed, n_x, n_y)
         if evaluate is None and (scoring == "auc" or callable(scoring)) and any(
                 f.test_pairs is None for f in splits):
             raise ValueError("an identification fold (probe / gallery rows) needs scoring "
                              "'rank1', 'map' or 'cmc20'; pair scorings need validation pairs.")
-    scores, errors = _run_grid(estimator, grid, splits, X, Y, prepare=prepare,
-                               patience=patience, n_jobs=n_jobs,
-                               kw=dict(scoring=scoring, labels=labels, cross_modal=cross_modal,
-                                       evaluate=evaluate, on_error=on_error))
-    candidates = []
-    for c, params in enumerate(grid[:scores.shape[0]]):
-        ok = np.isfinite(scores[c])
-        mean = float(scores[c].mean()) if ok.all() else float("nan")
-        std = float(scores[c].std()) if ok.all() else float("nan")
-        cand = {"params": params, "mean_score": mean, "std_score": std,
-                "n_failed": int((~ok).sum())}
-        if scoring == "auc":
-            cand.update(mean_auc=mean, std_auc=std)
-        candidates.append(cand)
-    means = np.array([cd["mean_score"] for cd in candidates])
-    if not np.isfinite(means).any():
-        raise ValueError(f"every candidate of param_grid failed on some inner fold; first "
-                         f"error: {next(iter(errors.values()), 'unknown')}")
-    best = int(np.nanargmax(means))
-    return SearchResult(dict(grid[best]), float(means[best]), candidates, scoring, scores)
-
-
-def _run_grid(estimator, grid, splits, X, Y, *, prepare, patience, n_jobs, kw):
-    """Scores ``(n_evaluated, n_folds)`` and the first error of each failed candidate.
-
-    Without ``patience`` fold by fold (each fold prepared once, then every candidate); with
-    it candidate by candidate, stopping after ``patience`` that do not improve."""
-    from joblib import Parallel, delayed
-
-    def run(tasks):  # n_jobs None / 1: in this process, whatever joblib's configuration
-        if n_jobs in (None, 1):
-            return [f(*args, **kwargs) for f, args, kwargs in tasks]
-        return Parallel(n_jobs=n_jobs)(tasks)
-
-    scores = np.full((len(grid), len(splits)), np.nan)
-    errors: dict[int, str] = {}
-
-    def views_of(fold):
-        if kw["evaluate"] is not None:
-            return None
-        return prepare(X, Y, fold.train_pairs, fold.train_y, estimator)
-
-    def record(c, f, out):
-        scores[c, f] = out[0]
-        if out[1] is not None:
-            errors.setdefault(c, out[1])
-
-    if patience is None:
-        for f, fold in enumerate(splits):
-            views = views_of(fold)
-            outs = run(delayed(_fit_and_score)(estimator, params, fold, views, **kw)
-                       for params in grid)
-            for c, out in enumerate(outs):
-                record(c, f, out)
-        return scores, errors
-    views = [views_of(fold) for fold in splits]
-    best, worse = -np.inf, 0
-    for c, params in enumerate(grid):
-        outs = run(delayed(_fit_and_score)(estimator, params, fold, v, **kw)
-                   for fold, v in zip(splits, views, strict=True))
-        for f, out in enumerate(outs):
-            record(c, f, out)
-        mean = scores[c].mean()         # NaN when a fold failed: never an improvement
-        if mean > best:
-            best, worse = mean, 0
-        elif np.isfinite(best):         # failures before the first score do not count
-            worse += 1
-            if worse >= patience:
-                return scores[:c + 1], errors
-    return scores, errors
+    # each fold's views prepared once, on its inner training pairs
+    views = (None if evaluate is not None else
+             [prepare(X, Y, fold.train_pairs, fold.train_y, estimator) for fold in splits])
+    fit_and_score = partial(_fit_and_score, estimator=estimator, splits=splits, views=views,
+                            scoring=scoring, labels=labels, cross_modal=cross_modal,
+                            evaluate=evaluate)
+    scan = scan_candidates(grid, len(splits), fit_and_score, patience=patience,
+                           n_jobs=n_jobs, on_error=on_error)
+    candidates = scan.candidates()
+    if scoring == "auc":
+        for cand in candidates:
+            cand.update(mean_auc=cand["mean_score"], std_auc=cand["std_score"])
+    best = scan.best_index
+    return SearchResult(dict(grid[best]), candidates[best]["mean_score"], candidates, scoring,
+                        scan.scores, scan.fit_times, scan.score_times)
 
 
 def search_stages(estimator, stages, X, Y, labels, *, random_state=None,
@@ -492,7 +483,9 @@ def search_stages(estimator, stages, X, Y, labels, *, random_state=None,
     -------
     SearchResult
         ``best_params`` merges every stage's choice; ``best_score`` is the last stage's;
-        ``candidates`` lists every stage's candidates with their ``"stage"`` index.
+        ``candidates`` lists every stage's candidates with their ``"stage"`` index, and
+        ``fold_scores`` / ``fit_times`` / ``score_times`` their rows (the stages share their
+        folds), so ``cv_results()`` covers every stage.
 
     Examples
     --------
@@ -514,14 +507,19 @@ def search_stages(estimator, stages, X, Y, labels, *, random_state=None,
     seed = int(check_random_state(random_state).randint(2**31 - 1))
     chosen: dict = {}
     candidates: list = []
-    result = None
+    results = []
     for k, grid in enumerate(stage_list):
         est = clone(estimator).set_params(**chosen)
         result = search_params(est, grid, X, Y, labels, random_state=seed, **search_kw)
         candidates += [{**cd, "params": {**chosen, **cd["params"]}, "stage": k}
                        for cd in result.candidates]
         chosen.update(result.best_params)
-    return SearchResult(chosen, result.best_score, candidates, result.scoring)
+        results.append(result)
+    # every stage scores on the same folds: the rows stack as ``candidates`` do
+    stacked = [np.vstack([getattr(r, name) for r in results])
+               for name in ("fold_scores", "fit_times", "score_times")]
+    return SearchResult(chosen, results[-1].best_score, candidates, results[-1].scoring,
+                        *stacked)
 
 
 def describe_choices(choices: list[Mapping]) -> str:

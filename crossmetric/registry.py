@@ -29,7 +29,8 @@ import importlib
 from dataclasses import dataclass, field
 
 __all__ = ["MethodSpec", "METHODS", "make_estimator", "available_class", "method_status",
-           "available_methods", "select_methods", "method_kind", "cap_n_components"]
+           "available_methods", "select_methods", "method_kind", "cap_n_components",
+           "cap_n_components_to_views", "CDFE_REG_GRID"]
 
 
 #: CDFE's ridge (relative to the covariance's mean eigenvalue) as the cmml paper's selection
@@ -430,3 +431,35 @@ def cap_n_components(estimators, n_features: int) -> dict:
             est.set_params(n_components=n_features)
             changed[name] = (k, n_features)
     return changed
+
+
+def cap_n_components_to_views(estimators, X, Y=None) -> list[str]:
+    """:func:`cap_n_components` at the narrowest view of ``X`` / ``Y``; one note per change.
+
+    What ``crossmetric benchmark`` (and ``benchmarks/which_method_when.py``) do with the
+    registry's estimators on the user's data, the notes being the lines they print on stderr.
+
+    Parameters
+    ----------
+    estimators : dict of str to estimator
+        Capped in place.
+    X : ndarray of shape (n_samples, d_x)
+    Y : ndarray of shape (n_samples, d_y), optional
+
+    Returns
+    -------
+    list of str
+        ``"crossmetric: NAME: n_components K -> NEW (the data has NEW features)"`` for every
+        estimator changed.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from crossmetric import PCCA
+    >>> cap_n_components_to_views({"PCCA": PCCA(n_components=32)}, np.zeros((3, 8)),
+    ...                           np.zeros((3, 5)))
+    ['crossmetric: PCCA: n_components 32 -> 5 (the data has 5 features)']
+    """
+    cap = X.shape[1] if Y is None else min(X.shape[1], Y.shape[1])
+    return [f"crossmetric: {name}: n_components {k} -> {new} (the data has {new} features)"
+            for name, (k, new) in cap_n_components(estimators, cap).items()]

@@ -316,3 +316,35 @@ def test_gmm_pca_auto_default():
         assert small.pca_ is None
     with pytest.raises(ValueError, match="gmm_pca_components"):
         CLML(3, n_components=4, gmm_pca_components="pca", preprocessor=X).fit(pairs, y)
+
+
+def test_clmlcv_cv_results_equal_gridsearchcv(digits):
+    """CLMLCV's scan on explicit folds: GridSearchCV's keys (times included, in its order),
+    fold scores, ranks and choice, and the same refitted distances."""
+    from sklearn.model_selection import GridSearchCV
+
+    from crossmetric.pairs import group_pair_folds
+
+    X, lab, pairs, y = digits
+    X, keep = X[:120], (pairs < 120).all(1)
+    pairs, y = pairs[keep], y[keep]
+    folds = group_pair_folds(pairs[:, 0], pairs[:, 1], 2, random_state=0, y=y)
+    kw = dict(n_components=4, max_iter=30, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        cv = CLMLCV((1, 2, 3), cv=folds, preprocessor=X, **kw).fit(pairs, y)
+        gs = GridSearchCV(CLML(preprocessor=X, **kw), {"n_clusters": [1, 2, 3]}, cv=folds,
+                          scoring="roc_auc", error_score="raise").fit(pairs, y)
+    ours = dict(cv.cv_results_)
+    assert list(ours) == list(gs.cv_results_)
+    for key, want in gs.cv_results_.items():
+        got = ours[key]
+        if "time" in key:
+            assert got.shape == want.shape and (got >= 0).all()
+        elif key == "params":
+            assert got == want
+        else:
+            np.testing.assert_array_equal(got, want)
+    assert cv.best_n_clusters_ == gs.best_params_["n_clusters"]
+    np.testing.assert_array_equal(cv.pair_distance(pairs),
+                                  gs.best_estimator_.pair_distance(pairs))

@@ -17,7 +17,9 @@ LOWER = {
     "metrics": ("protocols", "cli", "reproduce", "learners", "deep", "registry"),
     "pairs.py": ("protocols", "cli", "reproduce", "learners", "registry"),
     "_identity_draws.py": ("protocols", "cli", "reproduce", "learners", "pairs"),
-    "learners": ("protocols", "cli", "reproduce"),
+    "learners": ("protocols", "cli", "reproduce", "model_selection"),
+    "_selection_scan.py": ("protocols", "cli", "reproduce", "model_selection", "learners",
+                           "registry"),
     "protocols": ("cli", "reproduce"),
 }
 

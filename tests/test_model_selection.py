@@ -452,10 +452,12 @@ def test_callable_scorer_search_equals_gridsearchcv():
     assert [c["params"] for c in res.candidates] == gs.cv_results_["params"]
     assert res.best_params == gs.best_params_
     ours = res.cv_results()
+    assert list(ours) == list(gs.cv_results_)             # the same keys in the same order
     for key, want in gs.cv_results_.items():
-        if "time" in key:
-            continue
         got = ours.pop(key)
+        if "time" in key:                                 # measured: shape and sign only
+            assert got.shape == want.shape and (got >= 0).all()
+            continue
         if key.startswith("param_"):
             assert got.dtype == want.dtype and got.tolist() == want.tolist()
             np.testing.assert_array_equal(np.ma.getmaskarray(got), np.ma.getmaskarray(want))
@@ -524,3 +526,89 @@ def test_builtin_cmc20_on_the_reid_hold_out_equals_select_max_iter():
                             cross_modal=False, scoring="cmc20", patience=2)
     assert {c["params"]["max_iter"]: c["mean_score"] for c in res.candidates} == scores
     assert res.best_params == {"max_iter": m}
+
+
+# ------------------------------------------------------- review of the selection refactor
+def test_search_stages_cv_results_cover_every_stage():
+    """search_stages stacks its stages' fold scores (shared folds); cv_results works."""
+    from crossmetric import CCA
+    from crossmetric.model_selection import SearchResult
+
+    X, Y, labels = make_data(n_ids=12, per_id=3)
+    stages = [{"n_components": [1, 2]}, {"reg": [1e-3, 1e-1, 1.0]}]
+    res = search_stages(CCA(), stages, X, Y, labels, scoring="rank1", random_state=0)
+    cv = res.cv_results()
+    assert cv["params"] == [c["params"] for c in res.candidates]
+    assert res.fold_scores.shape == (5, 3) == res.fit_times.shape == res.score_times.shape
+    np.testing.assert_array_equal(cv["mean_test_score"],
+                                  [c["mean_score"] for c in res.candidates])
+    # the rows are the stages' own searches (one seed drawn as search_stages draws it)
+    seed = int(np.random.RandomState(0).randint(2**31 - 1))
+    first = search_params(CCA(), stages[0], X, Y, labels, scoring="rank1", random_state=seed)
+    second = search_params(CCA(**first.best_params), stages[1], X, Y, labels,
+                           scoring="rank1", random_state=seed)
+    np.testing.assert_array_equal(res.fold_scores,
+                                  np.vstack([first.fold_scores, second.fold_scores]))
+    with pytest.raises(ValueError, match="fold_scores"):
+        SearchResult({"reg": 1.0}, 0.5, res.candidates).cv_results()
+
+
+def test_precomputed_folds_are_checked_against_the_objects():
+    from crossmetric.protocols import Split
+
+    X, Y, labels = make_data(n_ids=12, per_id=3)
+    (tr_p, tr_y, va_p, va_y), = inner_pair_splits(labels, 2, random_state=0)[:1]
+    n = len(X)
+
+    def search(folds, **kw):
+        return search_params(SpyLearner(), {"scale": [1.0]}, X, Y, labels, folds=folds, **kw)
+
+    bad_neg = va_p.copy()
+    bad_neg[0, 0] = -1                               # wrapped to the last row before
+    with pytest.raises(ValueError, match=r"folds\[0\] validation pairs.*negative index -1"):
+        search([(tr_p, tr_y, bad_neg, va_y)])
+    bad_hi = tr_p.copy()
+    bad_hi[3, 1] = n                                 # a bare IndexError before
+    with pytest.raises(ValueError, match=rf"folds\[1\] training pairs.*index {n}"):
+        search([(tr_p, tr_y, va_p, va_y), (bad_hi, tr_y, va_p, va_y)])
+    with pytest.raises(ValueError, match=r"folds\[0\].*shape \(n_pairs, 2\)"):
+        search([(tr_p[:, :1], tr_y, va_p, va_y)])
+    with pytest.raises(ValueError, match=r"folds\[0\].*integer"):
+        search([(tr_p.astype(float), tr_y, va_p, va_y)])
+    probe = np.unique(va_p[:, 0])
+    ident = Split("identification", 0, tr_p, tr_y, probe_rows=probe,
+                  gallery_rows=np.r_[np.unique(va_p[:, 1]), n + 5], seed=1)
+    with pytest.raises(ValueError, match=r"folds\[0\] gallery_rows.*index"):
+        search([ident], scoring="rank1")
+    # single-modal: the second column indexes X as well
+    short = X[:n - 1]
+    with pytest.raises(ValueError, match=r"folds\[0\].*column 1"):
+        search_params(SpyLearner(), {"scale": [1.0]}, short, None, labels[:n - 1],
+                      folds=[(tr_p, tr_y, np.array([[0, n - 1]]), np.array([1]))],
+                      cross_modal=False)
+
+
+def test_missing_y_for_cross_modal_pairs_is_named_upfront():
+    X, _, labels = make_data(n_ids=12, per_id=3)
+    with pytest.raises(ValueError, match="^Y must be given with cross_modal=True"):
+        search_params(SpyLearner(), {"scale": [1.0]}, X, None, labels, random_state=0)
+
+
+def test_split_folds_leave_the_global_random_state_alone():
+    """Split folds bring their own seed: random_state=None draws nothing from NumPy's global
+    generator; tuple folds of an unseeded candidate still draw their one seed."""
+    from crossmetric.protocols import Split
+
+    X, Y, labels = make_data(n_ids=12, per_id=3)
+    tuples = inner_pair_splits(labels, 2, random_state=0)
+    splits = [Split("verification", k, tp, ty, test_pairs=vp, test_y=vy, seed=5 + k)
+              for k, (tp, ty, vp, vy) in enumerate(tuples)]
+    np.random.seed(123)
+    before = np.random.get_state()[1].copy(), np.random.get_state()[2]
+    res = search_params(SpyLearner(), {"scale": [0.5, 1.0]}, X, X, labels, folds=splits)
+    after = np.random.get_state()
+    np.testing.assert_array_equal(after[1], before[0])
+    assert after[2] == before[1]
+    assert res.best_params == {"scale": 1.0}
+    search_params(SpyLearner(), {"scale": [0.5, 1.0]}, X, X, labels, folds=tuples)
+    assert np.random.get_state()[2] != before[1]       # the tuple folds' seed was drawn

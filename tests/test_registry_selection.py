@@ -2,6 +2,7 @@
 
 import importlib.util
 
+import numpy as np
 import pytest
 
 import crossmetric
@@ -63,3 +64,24 @@ def test_cap_n_components():
     assert cap_n_components(ests, 5) == {"PCCA": (32, 5)}
     assert ests["PCCA"].n_components == 5 and ests["CMML"].n_components == 3
     assert cap_n_components(ests, 5) == {}
+
+
+def test_cap_n_components_to_views_is_the_clis_note(capsys):
+    """One function caps at the narrowest view and words the note; the CLI prints it."""
+    import crossmetric.registry as registry
+    from crossmetric.cli.benchmark import _cap_components
+
+    assert "CDFE_REG_GRID" in registry.__all__
+    X, Y = np.zeros((4, 8)), np.zeros((4, 6))
+    ests = {"PCCA": make_estimator("pcca", n_components=32),
+            "CMML": make_estimator("cmml", n_components=7)}
+    notes = registry.cap_n_components_to_views(ests, X, Y)
+    assert notes == ["crossmetric: PCCA: n_components 32 -> 6 (the data has 6 features)",
+                     "crossmetric: CMML: n_components 7 -> 6 (the data has 6 features)"]
+    assert registry.cap_n_components_to_views(ests, X[:, :5]) == [
+        f"crossmetric: {n}: n_components 6 -> 5 (the data has 5 features)"
+        for n in ("PCCA", "CMML")]
+    ests = {"PCCA": make_estimator("pcca", n_components=32)}
+    _cap_components(ests, X, None)
+    assert capsys.readouterr().err == (
+        "crossmetric: PCCA: n_components 32 -> 8 (the data has 8 features)\n")

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from crossmetric.cli import main
+from crossmetric.model_selection import search_params
 from crossmetric.reid import reid_splits
 from crossmetric.reproduce import (
     PUBLISHED,
@@ -78,6 +79,38 @@ def test_select_max_iter_uses_training_persons_only(monkeypatch):
     for rows in seen:  # every fit and validation image is a training image of the split
         assert np.intersect1d(rows, test_rows).size == 0
         assert np.isin(rows, split.train_pairs).all()
+
+
+def test_select_max_iter_and_cmc20_scoring_share_mean_cmc(monkeypatch):
+    """One definition of "CMC averaged over ranks 1-20": select_max_iter and
+    search_params(scoring="cmc20") both score through model_selection.mean_cmc."""
+    from crossmetric import PCCA
+    from crossmetric import model_selection as MS
+    from crossmetric.reproduce import viper as R
+
+    assert MS.mean_cmc(np.arange(30) / 30) == np.mean((np.arange(30) / 30)[:20])
+    assert MS.mean_cmc([0.2, 0.4]) == pytest.approx(0.3)     # shorter curve: every rank
+    rng = np.random.RandomState(0)
+    ids = np.repeat(np.arange(40), 2)
+    cams = np.tile([1, 2], 40)
+    X = rng.rand(40, 8)[ids] + 0.1 * rng.rand(80, 8)
+    split = reid_splits(ids, cams, 10, n_negatives=2, n_splits=1, random_state=0)[0]
+    calls = []
+
+    def spy(cmc):
+        calls.append(len(cmc))
+        return -1.0 if len(calls) == 1 else 0.5          # the first value never wins
+
+    monkeypatch.setattr(R, "mean_cmc", spy)
+    monkeypatch.setattr(MS, "mean_cmc", spy)
+    m, scores = select_max_iter(PCCA(n_components=4), X, ids, cams, split, n_negatives=2,
+                                grid=(2, 4), random_state=0)
+    assert len(calls) == 2 and scores == {2: -1.0, 4: 0.5} and m == 4
+    calls.clear()
+    inner = [(split.train_pairs, split.train_y, split.train_pairs[:30], split.train_y[:30])]
+    res = search_params(PCCA(n_components=4, max_iter=3), {"beta": [1.0, 3.0]}, X, None, ids,
+                        folds=inner, cross_modal=False, scoring="cmc20")
+    assert len(calls) == 2 and res.best_params == {"beta": 3.0}
 
 
 def test_run_reproduction_errors():

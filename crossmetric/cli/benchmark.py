@@ -61,13 +61,11 @@ def _print_method_list() -> None:
 
 def _cap_components(estimators: dict, X: np.ndarray, Y: np.ndarray | None) -> None:
     """The registry's ``n_components`` capped at the narrowest view of the user's data
-    (:func:`crossmetric.registry.cap_n_components`), each change noted on stderr."""
-    from crossmetric.registry import cap_n_components
+    (:func:`crossmetric.registry.cap_n_components_to_views`), each change noted on stderr."""
+    from crossmetric.registry import cap_n_components_to_views
 
-    cap = X.shape[1] if Y is None else min(X.shape[1], Y.shape[1])
-    for name, (k, new) in cap_n_components(estimators, cap).items():
-        print(f"crossmetric: {name}: n_components {k} -> {new} (the data has {new} "
-              "features)", file=sys.stderr)
+    for note in cap_n_components_to_views(estimators, X, Y):
+        print(note, file=sys.stderr)
 
 
 def _check_data_source(args) -> None:

@@ -21,12 +21,16 @@ not with k.
 from __future__ import annotations
 
 import numbers
+import time
+import warnings
+from functools import partial
 
 import numpy as np
 from scipy.special import expit
 from sklearn.base import BaseEstimator, clone, is_classifier
 from sklearn.metrics import check_scoring
 from sklearn.model_selection import check_cv
+from sklearn.utils import check_random_state
 
 from crossmetric._base import PairData, SingleModalMixin
 from crossmetric._checks import (
@@ -36,6 +40,7 @@ from crossmetric._checks import (
     check_positive_int,
     check_positive_scalar,
 )
+from crossmetric._selection_scan import scan_candidates
 from crossmetric._solvers.descent import fit_lbfgs
 from crossmetric._solvers.early_stopping import clear, split_pairs, vector_monitor
 from crossmetric._solvers.logistic import PairLogisticObjective
@@ -351,12 +356,32 @@ class CLML(_LocalMetricsModel, SingleModalMixin, BaseEstimator):
         return expit(self.bias_ - self.pair_distance(pairs))
 
 
+def _fold_score(params, f, *, base, folds, scorer, seed):
+    """CLMLCV's ``fit_and_score`` of the scan: a clone of ``base`` with ``params`` (and
+    ``random_state=seed`` when given) fitted on fold ``f``'s training pairs, its
+    ``(validation score, fit seconds, score seconds)``. The inner fits' warnings are
+    swallowed, as ``GridSearchCV`` users see them only from the refit."""
+    est = clone(base).set_params(**params)
+    if seed is not None:
+        est.set_params(random_state=seed)
+    tr_p, tr_y, va_p, va_y = folds[f]
+    t0 = time.perf_counter()
+    with warnings.catch_warnings(record=True):
+        warnings.simplefilter("always")
+        est.fit(tr_p, tr_y)
+    t1 = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        score = float(scorer(est, va_p, va_y))
+    return score, t1 - t0, time.perf_counter() - t1
+
 
 class CLMLCV(CLML):
     """CLML with the number of local metrics ``k`` chosen by cross-validation.
 
-    Searches ``n_clusters`` in ``n_clusters_grid`` on the training pairs with
-    :func:`crossmetric.model_selection.search_params` (the folds and scorer scikit-learn's
+    Searches ``n_clusters`` in ``n_clusters_grid`` on the training pairs with the candidate
+    scan of :func:`crossmetric.model_selection.search_params`
+    (:func:`crossmetric._selection_scan.scan_candidates`; the folds and scorer scikit-learn's
     ``GridSearchCV`` would use, the same scores and choice), then refits a :class:`CLML`
     with the best ``k`` on all pairs. The folds are folds of *samples*
     (:func:`crossmetric.pairs.group_pair_folds`): a validation fold holds the pairs among its
@@ -402,7 +427,8 @@ class CLMLCV(CLML):
     ----------
     best_n_clusters_ : int
     cv_results_ : dict
-        The score entries of ``GridSearchCV.cv_results_``: ``param_n_clusters``, ``params``,
+        The entries of ``GridSearchCV.cv_results_``: ``mean_fit_time``, ``std_fit_time``,
+        ``mean_score_time``, ``std_score_time``, ``param_n_clusters``, ``params``,
         ``split{i}_test_score``, ``mean_test_score``, ``std_test_score``,
         ``rank_test_score``.
     best_estimator_ : CLML
@@ -441,9 +467,6 @@ class CLMLCV(CLML):
                 f"n_clusters_grid must be a non-empty sequence of integers >= 1, "
                 f"got {self.n_clusters_grid!r}."
             )
-        # the selection layer sits above the learners: imported here, not at module level
-        from crossmetric.model_selection import search_params
-
         Xu, i, j = data.X, data.ix, data.iy
         params = {k: v for k, v in self.get_params(deep=False).items()
                   if k not in ("n_clusters_grid", "cv", "scoring", "n_jobs", "preprocessor")}
@@ -458,11 +481,16 @@ class CLMLCV(CLML):
         splits = check_cv(cv, y, classifier=is_classifier(base)).split(pairs, y)
         folds = [(pairs[tr], y[tr], pairs[va], y[va]) for tr, va in splits]
         scorer = check_scoring(base, "roc_auc" if self.scoring is None else self.scoring)
-        res = search_params(base, {"n_clusters": [int(g) for g in grid]}, Xu, None, None,
-                            folds=folds, cross_modal=False, scoring=scorer, on_error="raise",
-                            n_jobs=self.n_jobs, random_state=self.random_state)
+        # unseeded: every candidate gets the same drawn seed, so they differ only in k
+        seed = (None if self.random_state is not None
+                else int(check_random_state(None).randint(2**31 - 1)))
+        grid = [{"n_clusters": int(g)} for g in grid]
+        res = scan_candidates(grid, len(folds),
+                              partial(_fold_score, base=base, folds=folds, scorer=scorer,
+                                      seed=seed),
+                              n_jobs=self.n_jobs, on_error="raise")
         self.cv_results_ = res.cv_results()
-        self.best_n_clusters_ = int(res.best_params["n_clusters"])
+        self.best_n_clusters_ = int(res.params[res.best_index]["n_clusters"])
         best = clone(base).set_params(n_clusters=self.best_n_clusters_).fit(pairs, y)
         self.best_estimator_ = best
         for name in ("pca_", "gmm_", "local_components_", "local_offsets_", "bias_",

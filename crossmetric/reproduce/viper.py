@@ -11,7 +11,7 @@ import numpy as np
 from sklearn.base import clone
 from sklearn.utils import check_random_state
 
-from crossmetric.model_selection import search_params
+from crossmetric.model_selection import CMC_SCORE_RANK, mean_cmc, search_params
 from crossmetric.protocols.views import PCAThen
 from crossmetric.reid import CMC_RANKS, evaluate_reid, reid_splits
 from crossmetric.reproduce.published import PUBLISHED
@@ -87,8 +87,8 @@ def select_max_iter(estimator, X, ids, domains, split, *, n_negatives: int,
     def mean_cmc20(est, fold) -> float:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # capped runs warn by design
-            res = evaluate_reid(est, X, ids, fold, max_rank=20)
-        return float(np.mean(res["cmc"][:20]))
+            res = evaluate_reid(est, X, ids, fold, max_rank=CMC_SCORE_RANK)
+        return mean_cmc(res["cmc"])
 
     res = search_params(estimator, {"max_iter": [int(m) for m in grid]}, X, None, ids,
                         folds=[inner], cross_modal=False, patience=2, evaluate=mean_cmc20,
