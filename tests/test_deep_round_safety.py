@@ -74,6 +74,22 @@ def test_a_model_pickled_before_a_parameter_existed_gets_its_default():
     assert again.get_params() == old.get_params()
 
 
+def test_a_model_pickled_with_tuple_validation_scores_reads_as_floats():
+    """Before validation_scores_ had one meaning, DeepGSM stored (iteration, rank-1) pairs."""
+    from crossmetric.deep import DeepGSM
+
+    rng = np.random.RandomState(0)
+    x, ids = rng.rand(12, 8, 8).astype(np.float32), np.arange(12) % 4
+    model = DeepGSM(hidden_units=4, n_identities=2, max_iter=2, tol=None, device="cpu",
+                    random_state=0).fit_identities(x, ids, x, ids)
+    state = model.__getstate__()
+    state["validation_scores_"] = [(5, 0.25), (10, 0.5)]
+    state.pop("validation_iterations_", None)
+    old = DeepGSM.__new__(DeepGSM)
+    old.__setstate__(state)
+    assert old.validation_scores_ == [0.25, 0.5] and old.validation_iterations_ == [5, 10]
+
+
 def test_round_batches_rejects_max_rounds_below_one():
     from crossmetric.deep.data import round_batches
 

@@ -401,11 +401,14 @@ def test_early_stopping_on_held_out_rank1(digits):
                 early_stopping=True, validation_fraction=0.25, validation_every=5, patience=2,
                 preprocessor=(X[:120], Y[:120])).fit(pairs, y)
     assert m.n_identities_ == 90  # 30 of the 120 held out
-    scores = [s for _, s in m.validation_scores_]
+    scores = m.validation_scores_
+    assert all(type(s) is float for s in scores)
+    assert len(m.validation_iterations_) == len(scores)
+    assert m.validation_iterations_ == sorted(m.validation_iterations_)
     assert m.stop_reason_ == "early_stopping" and m.n_iter_ < 400
     assert len(scores) >= 3 and all(0.0 <= s <= 1.0 for s in scores)
     best = int(np.argmax(scores))
-    assert m.best_iteration_ == m.validation_scores_[best][0]
+    assert m.best_iteration_ == m.validation_iterations_[best]
     assert len(scores) - 1 - best == 2  # stopped after `patience` checks without progress
     with pytest.raises(ValueError, match="validation"):
         DeepGSM(**SMALL, early_stopping=True, validation_fraction=0.9,

@@ -517,6 +517,7 @@ def test_early_stopping_keeps_the_best_validation_epoch():
                 random_state=0, preprocessor=(X, Y)).fit(pairs, y)
     assert len(m.validation_scores_) == m.n_iter_ == len(m.loss_curve_)
     assert m.best_validation_score_ == max(m.validation_scores_)
+    np.testing.assert_array_equal(m.validation_scores_, -np.asarray(m.validation_loss_curve_))
     # it stopped n_iter_no_change epochs after the best one
     assert int(np.argmax(m.validation_scores_)) + 1 + 3 >= m.n_iter_
     with pytest.raises(ValueError, match="validation_fraction"):

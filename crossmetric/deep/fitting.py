@@ -146,7 +146,9 @@ class FittingMixin:
         self.stop_reason_ = result["stop_reason"]
         self.train_time_ = result["train_time"]
         self.n_identities_ = result["n_identities"]
-        self.validation_scores_ = result["validation_scores"]
+        # one meaning across learners: a float per validation check, higher is better
+        self.validation_scores_ = [float(s) for _, s in result["validation_scores"]]
+        self.validation_iterations_ = [int(i) for i, _ in result["validation_scores"]]
         self.best_iteration_ = result["best_iteration"]
         self.n_averaged_ = int(result.get("n_averaged", 0))
         with torch.no_grad():

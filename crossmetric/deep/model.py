@@ -290,8 +290,12 @@ class DeepGSM(FittingMixin, EmbeddingMixin, SavingMixin, CrossModalMixin, BaseEs
         Training identities (with images in both domains; without the held-out ones).
     channels_ : tuple (c_x, c_y)
     stop_reason_ : {"max_iter", "tol", "max_time", "early_stopping"}
-    validation_scores_ : list of (int, float)
-        ``(iteration, rank-1)`` of every validation check (``early_stopping=True``).
+    validation_scores_ : list of float
+        Validation rank-1 of every check (``early_stopping=True``; else empty): as in every
+        crossmetric learner, one float per check, higher is better, the quantity whose best
+        check is kept.
+    validation_iterations_ : list of int
+        The training round of each check.
     best_iteration_ : int or None
     n_averaged_ : int
         Rounds whose weights make up the model (``average_from``); 0 without averaging.

@@ -79,6 +79,11 @@ class SavingMixin:
         for name, par in inspect.signature(type(self).__init__).parameters.items():
             if name not in state and par.default is not inspect.Parameter.empty:
                 state[name] = par.default
+        scores = state.get("validation_scores_")
+        if scores and isinstance(scores[0], (tuple, list)):
+            # pickled before validation_scores_ held floats: (iteration, rank-1) pairs
+            state["validation_scores_"] = [float(s) for _, s in scores]
+            state["validation_iterations_"] = [int(i) for i, _ in scores]
         self.__dict__.update(state)
         if net_state is not None:
             dev = torch.device(state["device_"])

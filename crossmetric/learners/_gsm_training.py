@@ -235,7 +235,8 @@ def train_epochs(est, params: dict, epoch_step, val_loss) -> None:
     its rule are the stochastic solvers' (:func:`crossmetric._solvers.epochs.run_epochs`,
     absolute ``tol``, no rate decay), the optimiser the one Adam
     (:class:`crossmetric._solvers.optim.Adam`, ε on ``√v̂`` as in Kingma & Ba's Algorithm 1).
-    Sets ``loss_curve_``, ``validation_scores_`` (minus the validation loss of each epoch),
+    Sets ``loss_curve_``, ``validation_loss_curve_``, ``validation_scores_`` (minus the
+    validation loss of each epoch: higher is better, as every learner's),
     ``best_validation_score_`` and ``n_iter_`` on ``est``; warns when ``max_iter`` ends it.
     """
     opt = Adam(float(est.learning_rate))
@@ -246,6 +247,7 @@ def train_epochs(est, params: dict, epoch_step, val_loss) -> None:
     run = run_epochs(lambda: epoch_step(opt), rule, int(est.max_iter), val_loss=val_loss,
                      params=params, verbose=est.verbose, name="GSM")
     est.loss_curve_ = run.curve
+    est.validation_loss_curve_ = list(run.val_curve)
     est.validation_scores_ = [-v for v in run.val_curve]
     est.n_iter_ = run.n_epochs
     if run.best_params is not None:

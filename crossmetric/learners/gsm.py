@@ -257,7 +257,11 @@ class GSM(GSMTowersMixin, CrossModalMixin, BaseEstimator):
     n_identities_ : int
         Identities the sample-based batches drew from (``"sample"`` only).
     validation_scores_ : list of float
-        Minus the validation loss after each epoch (``early_stopping`` only; else empty).
+        Minus the validation loss after each epoch (``early_stopping`` only; else empty): as in
+        every crossmetric learner, one float per check, higher is better, the quantity whose
+        best check is kept (GSM monitors its loss; PCCA, CMML, LDML and CLML their AUC).
+    validation_loss_curve_ : list of float
+        The validation loss after each epoch (``early_stopping`` only; else empty).
     best_validation_score_ : float
         Its best value, whose parameters were kept (``early_stopping`` only).
     n_iter_ : int
