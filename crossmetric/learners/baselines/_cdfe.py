@@ -55,7 +55,7 @@ class CDFE(LinearTowers):
         (:func:`~crossmetric.model_selection.search_params`; the registry's paper grid tries
         1e-3 … 100). With few identities per dimension the default can collapse: on CUFS
         (180 training persons, joint PCA-200, 238 test persons, one split) rank-1 is 0.8-3.4 %
-        at 1e-3, 13-38 % at 1, 37-63 % at 100 (d = 10-100, one negative per positive); on the
+        at 1e-3, 13-38 % at 1, 41-63 % at 100 (d = 10-100, one negative per positive); on the
         embedded digits it rises from 82.6 % (1e-3) to 86.6 % (10); but on mfeat fou ↔ pix it
         falls from 68.9 % (1e-3) to 10 % (≥ 1), and on VIPeR it is best at 1e-3 (11.2 % against
         7.8 % at 10). A user with 50-500 identities should select it, not keep the default.
