@@ -91,3 +91,50 @@ def test_rank_sets_the_rows_of_the_l_matrices(data):
     np.testing.assert_allclose(D[1, 2], S, rtol=1e-8, atol=1e-10)
     with pytest.raises(ValueError, match="rank"):
         GSM(rank=0, preprocessor=(d.X, d.Y)).fit(pairs, y)
+
+
+@pytest.mark.parametrize("structure", ["generalized", "linear", "ladf", "joint_bayesian",
+                                       "euclidean", "inner_product"])
+def test_identity_init_starts_at_the_scaled_untrained_distance(structure):
+    from crossmetric.learners._gsm_measure import embed, gsm_components, gsm_rowwise
+    from crossmetric.learners._gsm_training import init_params
+
+    rng = np.random.RandomState(0)
+    X, Y = rng.randn(30, 6), rng.randn(30, 6)
+    est = GSM(structure=structure, init="identity", learn_f=True)
+    r = 4
+    params = init_params(est, r, 6, 6, rng, sq_dist=2.5)
+    f0 = float(est.f)
+    LA, LB, LCx, LCy, d, e, f = gsm_components(params, structure, f0, r, 6, 6)
+    S = gsm_rowwise(embed(X, LA, LCx, d), embed(Y, LB, LCy, e), f)
+    has_f = structure not in ("linear", "joint_bayesian")
+    alpha2 = (abs(f0) if has_f else 1.0) / 2.5
+    if structure == "inner_product":
+        want = -2 * alpha2 * np.sum(X[:, :r] * Y[:, :r], axis=1)
+    else:
+        want = alpha2 * np.sum((X[:, :r] - Y[:, :r]) ** 2, axis=1)
+    np.testing.assert_allclose(S, want + (f0 if has_f else 0.0), atol=1e-12)
+
+
+def test_identity_init_ranks_as_the_untrained_distance_before_training():
+    # one epoch at a negligible learning rate: the ranking is the reduced features' distance
+    b = make_cross_modal(n_samples=80, n_classes=40, n_features_x=12, n_features_y=12,
+                         random_state=0)
+    pairs, y = make_pairs(b.labels, b.labels, n_negatives=3, random_state=0)
+    est = GSM(n_components=8, init="identity", joint_reduction=True, learning_rate=1e-12,
+              max_iter=1, random_state=0, preprocessor=(b.X, b.Y))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        est.fit(pairs, y)
+    kind, pca, scale = est.reducer_x_
+    Rx, Ry = pca.transform(b.X) / scale, pca.transform(b.Y) / scale
+    E = ((Rx[:, None, :] - Ry[None, :, :]) ** 2).sum(-1)
+    np.testing.assert_array_equal(np.argsort(est.cross_distance(b.X, b.Y), axis=1),
+                                  np.argsort(E, axis=1))
+
+
+def test_init_rejects_unknown_values():
+    b = make_cross_modal(n_samples=20, n_classes=10, random_state=0)
+    pairs, y = make_pairs(b.labels, b.labels, n_negatives=1, random_state=0)
+    with pytest.raises(ValueError, match="init must be one of"):
+        GSM(init="eye", preprocessor=(b.X, b.Y)).fit(pairs, y)

@@ -88,7 +88,8 @@ def test_gsm_cufs_selection_and_fit_never_see_a_test_person(monkeypatch):
     assert 0.0 <= r1["GSM affine Euclidean case (dense SIFT, PCA)"] <= 100.0
     assert [t["method"] for t in res.extra["tuned"]] == ["gsm", "gsm-euclidean"]
     assert r1["Euclidean (dense SIFT, PCA)"] > 50.0   # the fake persons are easy
-    assert res.extra["tuned"][0]["params"]["n_components"] == 16  # 32, 64 > PCA-20: failed
+    # 32 and 64 > PCA-20 fail; 16 and the identity start (no reduction of its own) remain
+    assert res.extra["tuned"][0]["params"]["n_components"] in (16, None)
     assert res.extra["n_train"] == 24 and res.extra["n_test"] == 16
 
 

@@ -44,7 +44,7 @@ def check_params(est) -> None:
     check_positive_scalar(est.tol, "tol", allow_zero=True)
     check_positive_scalar(est.init_scale, "init_scale")
     check_positive_scalar(est.feature_norm, "feature_norm")
-    _check_choice(est.init, "init", ("euclidean", "random"))
+    _check_choice(est.init, "init", ("euclidean", "identity", "random"))
     _check_choice(est.class_weight, "class_weight", ("balanced", None))
     _check_choice(est.batch_mode, "batch_mode", ("auto", "sample", "pair"))
     _check_choice(est.stopping, "stopping", ("window", "patience"))
@@ -67,17 +67,24 @@ def check_params(est) -> None:
     check_positive_int(est.n_iter_no_change, "n_iter_no_change")
 
 
-def init_params(est, r: int, p_x: int, p_y: int, rng) -> dict:
+def init_params(est, r: int, p_x: int, p_y: int, rng, sq_dist: float | None = None) -> dict:
     """The starting parameters of ``est.structure`` (L rows ``r``, input widths ``p_x, p_y``).
 
     Entries of the L matrices are N(0, init_scale² / (r·p)); vectors start at 0;
-    ``init="euclidean"`` copies L_A, L_B into the cross terms.
+    ``init="euclidean"`` copies L_A, L_B into the cross terms. ``init="identity"`` sets every
+    L to ``α [I_r 0]`` (the first ``r`` reduced coordinates), so that S starts as the scaled
+    untrained squared distance ``α² ‖x_r − y_r‖² + f`` (the inner product ``−2α² x_rᵀy_r + f``
+    for ``"inner_product"``), with ``α² = init_scale² · |f| / sq_dist`` (``|f|`` taken as 1 for
+    the structures without f): the mean training-pair distance ``sq_dist`` lands on the
+    margin's centre ``S = 0``.
     """
     sx = est.init_scale / np.sqrt(r * p_x)
     sy = est.init_scale / np.sqrt(r * p_y)
     shapes = {"LA": (r, p_x), "LB": (r, p_y), "LCx": (r, p_x), "LCy": (r, p_y),
               "U": (r, p_x), "V": (r, p_y), "d": (p_x,), "e": (p_y,),
               "c": (r,), "a": (r,), "b": (r,)}
+    if est.init == "identity":
+        return _identity_params(est, r, p_x, p_y, sq_dist)
     params = {}
     for k in STRUCTURES[est.structure]:
         shape = shapes[k]
@@ -90,6 +97,22 @@ def init_params(est, r: int, p_x: int, p_y: int, rng) -> dict:
         # start at the affine Euclidean special case: C = −L_Aᵀ L_B
         params["LCx"] = params["LA"].copy()
         params["LCy"] = (params["LB"] if "LB" in params else params["LA"]).copy()
+    if est.learn_f and est.structure not in _NO_F:
+        params["f"] = np.asarray(float(est.f))
+    return params
+
+
+def _identity_params(est, r: int, p_x: int, p_y: int, sq_dist: float | None) -> dict:
+    """``init="identity"`` of :func:`init_params` (see there)."""
+    f_abs = abs(float(est.f)) if est.structure not in _NO_F else 0.0
+    f_abs = f_abs if f_abs > 0 else 1.0
+    sq = float(sq_dist) if sq_dist is not None and sq_dist > 0 else 1.0
+    alpha = float(est.init_scale) * np.sqrt(f_abs / sq)
+    eye = {"x": alpha * np.eye(r, p_x), "y": alpha * np.eye(r, p_y)}
+    side = {"LA": "x", "LCx": "x", "U": "x", "LB": "y", "LCy": "y", "V": "y"}
+    shapes = {"d": (p_x,), "e": (p_y,), "c": (r,), "a": (r,), "b": (r,)}
+    params = {k: eye[side[k]].copy() if k in side else np.zeros(shapes[k])
+              for k in STRUCTURES[est.structure]}
     if est.learn_f and est.structure not in _NO_F:
         params["f"] = np.asarray(float(est.f))
     return params

@@ -19,9 +19,11 @@ from the paper and what stands in:
 * **GSM on features** (the paper's §5.5 (i) model on fixed features): the dense SIFT of the
   160 × 160 face (:func:`crossmetric.reproduce.cufs.cufs_features`, the CML-AUC descriptor),
   one PCA of both modalities fitted on the training images (``pca_components``), the
-  registry's paper grid (``MethodSpec.paper_grid``: GSM's dimension, then μ) chosen by
-  3-fold inner cross-validation on the training persons (rank-1 of the held-out training
-  persons; the PCA refitted on each inner training side) -- never on a test person.
+  registry's paper grid (``MethodSpec.paper_grid``: GSM's dimension, then μ, with our start
+  at the untrained distance, ``init="identity"``, as one more candidate:
+  :data:`crossmetric.registry.GSM_PAPER_GRID`) chosen by 3-fold inner cross-validation on the
+  training persons (rank-1 of the held-out training persons; the PCA refitted on each inner
+  training side) -- never on a test person.
 * **GSM's affine Euclidean special case** (``structure="euclidean"``, the paper's Baseline-1,
   §5.5 (ii)), trained and selected the same way: the paper's claim that the generalized form
   beats its special cases, checked here.
