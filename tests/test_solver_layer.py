@@ -148,3 +148,45 @@ def test_old_private_names_stay_importable():
     from crossmetric.ldml import _initial_projection, _used_samples  # noqa: F401
 
     assert OldAdam is Adam
+
+
+def test_identity_start_is_the_first_coordinates_and_refuses_kernel_towers():
+    from crossmetric._solvers.starting import initial_weights
+
+    rng = np.random.RandomState(0)
+    Phi = rng.randn(20, 5)
+    np.testing.assert_array_equal(initial_weights(Phi, 3, "identity", rng, False), np.eye(3, 5))
+    W = initial_weights(Phi, 7, "identity", rng, False)   # more rows than features
+    np.testing.assert_array_equal(W[:5], np.eye(5))
+    assert np.abs(W[5:]).max() < 1e-2
+    with pytest.raises(ValueError, match="init='identity' needs linear towers"):
+        initial_weights(Phi @ Phi.T, 3, "identity", rng, True)
+
+
+def test_cmml_identity_start_is_the_first_coordinates_of_both_views(monkeypatch):
+    import warnings
+
+    from crossmetric import CMML, make_pairs
+    from crossmetric._solvers import towers
+    from crossmetric.datasets import make_cross_modal
+
+    b = make_cross_modal(n_samples=120, n_classes=60, n_features_x=10, n_features_y=10,
+                         random_state=0)
+    pairs, y = make_pairs(b.labels, b.labels, n_negatives=3, random_state=0)
+    seen, real = {}, towers.solve
+
+    def spy(problem, W0, **kw):
+        seen["W0"] = [w.copy() for w in W0]
+        return real(problem, W0, **kw)
+
+    monkeypatch.setattr(towers, "solve", spy)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        CMML(n_components=4, init="identity", max_iter=2, random_state=0,
+             preprocessor=(b.X, b.Y)).fit(pairs, y)
+    for W in seen["W0"]:   # each tower a positive multiple of the first 4 coordinates
+        assert W[0, 0] > 0
+        np.testing.assert_allclose(W / W[0, 0], np.eye(4, 10), atol=1e-12)
+    with pytest.raises(ValueError, match="init='identity' needs linear towers"):
+        CMML(n_components=4, kernel="rbf", init="identity",
+             preprocessor=(b.X, b.Y)).fit(pairs, y)

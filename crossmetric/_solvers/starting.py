@@ -25,7 +25,7 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["INITS", "PROJECTION_INITS", "initial_weights", "rescale_to_unit_distance",
            "initial_projection"]
 
-INITS = ("pca", "random")
+INITS = ("pca", "random", "identity")
 #: the named starting projections of :func:`initial_projection`
 PROJECTION_INITS = ("auto", "pca", "identity", "random")
 
@@ -37,12 +37,22 @@ def initial_weights(Phi: np.ndarray, k: int, init: str, rng: np.random.RandomSta
     ``"pca"``: for a linear tower the top-k principal axes of the samples (randomized SVD, so
     no d × d matrix is formed); for a kernel tower the top-k eigenvectors of ``K``, i.e. the
     embeddings start as uncentred kernel-PCA coordinates. Components beyond the rank of the
-    data are filled with small random rows. ``"random"``: Gaussian entries. Either is rescaled
-    afterwards by :func:`rescale_to_unit_distance`.
+    data are filled with small random rows. ``"random"``: Gaussian entries. ``"identity"``
+    (linear towers only): the first k input coordinates, so that two towers on views in shared
+    coordinates (one descriptor and one PCA of both) start at their untrained distance; rows
+    beyond the number of features are small random ones. Each is rescaled afterwards by
+    :func:`rescale_to_unit_distance`.
     """
     n, p = Phi.shape
     if init == "random":
         return rng.standard_normal((k, p)) / np.sqrt(p)
+    if init == "identity":
+        if is_kernel:
+            raise ValueError("init='identity' needs linear towers (kernel='linear'): a kernel "
+                             "tower's coordinates are its training samples.")
+        W = np.eye(k, p)
+        W[min(k, p):] = rng.standard_normal((max(k - p, 0), p)) * (1e-3 / np.sqrt(p))
+        return W
     if is_kernel:
         W = np.zeros((k, p))
         r = min(k, n - 1) if n > 1 else 0

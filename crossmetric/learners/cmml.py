@@ -60,10 +60,15 @@ class CMML(CrossModalMixin, BaseEstimator):
         ``batch_size`` pairs (and only their samples) at a time, for linear or Nyström towers.
     preconditioned : bool, default=True
         Use eq. (12)'s K⁻¹-preconditioned direction for kernel towers (``solver="gd"``).
-    init : {"random", "pca"}, default="random"
+    init : {"random", "pca", "identity"}, default="random"
         Starting point, rescaled so that the mean training ``D²`` is 1. ``"pca"`` starts each
         tower on its own modality's principal axes (or kernel-PCA coordinates), which are not
         aligned across modalities; ``"random"`` (Gaussian) is the neutral default.
+        ``"identity"`` (linear towers) starts both towers on the first ``n_components`` input
+        coordinates: for two views of one descriptor in shared coordinates (one PCA fitted on
+        both), CMML then starts at their untrained distance (each tower scaled to unit spread)
+        and only has to correct it -- with a few hundred identities, where a random start
+        must learn the whole alignment from a few hundred positive pairs.
     max_iter : int, default=1000
     tol : float, default=1e-4
         Stop on a plateau: when the objective has decreased by less than ``tol`` relative to

@@ -67,9 +67,10 @@ class PCCA(LinearSingleModalMixin, BaseEstimator):
         Kernel PCCA with ``solver="gd"`` only: descend along ``∇_A K⁻¹`` (eq. 9-10), where each
         pair touches two columns. ``False`` descends along the plain gradient ``∇_A`` (the
         paper's Fig. 3 comparison).
-    init : {"pca", "random"}, default="pca"
-        Starting point (PCA axes, or kernel-PCA coordinates), rescaled so that the mean training
-        ``D²`` is 1.
+    init : {"pca", "random", "identity"}, default="pca"
+        Starting point (PCA axes, or kernel-PCA coordinates; ``"identity"``: the first
+        ``n_components`` input coordinates, linear kernel only), rescaled so that the mean
+        training ``D²`` is 1.
     max_iter : int, default=1000
     tol : float, default=1e-4
         Stop on a plateau: when the objective has decreased by less than ``tol`` relative to
