@@ -56,7 +56,8 @@ def _candidates():
         "long6000": {"max_iter": 6000},
         "lr3e-4": {"learning_rate": 3e-4},
         "lr3e-3": {"learning_rate": 3e-3},
-        # the paper's crop size (its images: 250 x 100 resized, 230 x 80 crops)
+        # the paper's crop size (its images: 250 x 100 resized, 230 x 80 crops): the images
+        # are resized to 80 x 230 (w x h, see _image_size) for training and testing
         "size230": {"input_shape": (230, 80)},
         # the paper's r = 400 units
         "hidden400": {"hidden_units": 400},
@@ -83,12 +84,13 @@ def _scores(D, probe_ids, gallery_ids) -> dict:
             "mAP": 100 * rep["map"]}
 
 
-def cuhk01_images(data_home, persons=None) -> dict:
+def cuhk01_images(data_home, persons=None, size=None) -> dict:
     """The CUHK01 images (uint8) with ``ids`` and ``domains``, as the reproduction loads them
-    (``persons``: only the first ones, as its ``persons=``)."""
+    (``persons``: only the first ones, as its ``persons=``; ``size``: (width, height) to
+    resize to, as ``load_cuhk01``)."""
     from crossmetric.datasets import load_cuhk01
 
-    b = load_cuhk01(data_home)
+    b = load_cuhk01(data_home, size=size)
     rows = np.arange(b.ids.size)
     if persons is not None:
         rows = np.flatnonzero(np.isin(b.ids, np.unique(b.ids)[:int(persons)]))
@@ -111,6 +113,13 @@ def split_draws(data: dict, seed: int, n_splits: int, n_test: int = N_TEST,
                                    n_negatives=n_negatives, max_train_positives=None,
                                    split="identity", random_state=sd)[0]
         yield k, views, sd, np.unique(labels[sp.probe_rows])
+
+
+def _image_size(params: dict):
+    """``(width, height)`` to load the images at for ``params``: ``None`` (as stored, 60 x
+    160) unless its ``input_shape`` (h x w) differs from that."""
+    h, w = params.get("input_shape", CUHK01_DEEPGSM["input_shape"])
+    return None if (h, w) == (160, 60) else (int(w), int(h))
 
 
 def _training_rows(data, views, fit_p, both_shots):
@@ -163,6 +172,7 @@ def run(data_home, splits, held_out, names, *, seed=0, n_test=N_TEST, persons=No
         if (old.get("held_out"), old.get("seed"), old.get("n_test")) == (held_out, seed, n_test):
             out["per_split"] = old["per_split"]  # resume: fits already done are kept
     images = data["Z"]
+    resized = {}  # (width, height) -> the images at that size (the same rows)
     for k, views, sd, test in split_draws(data, seed, splits, n_test, n_negatives):
         train = np.setdiff1d(views["labels"], test)
         val, fit_p = hold_out_identities(train, held_out, np.random.RandomState(sd))
@@ -187,10 +197,17 @@ def run(data_home, splits, held_out, names, *, seed=0, n_test=N_TEST, persons=No
             if trained & (set(test) | set(val)):  # never a test or held-out person
                 raise RuntimeError(f"split {k}: {name} would train on a test or held-out "
                                    "person")
-            model, secs = _fit_one(params[name], data, rx, ry, sd, sd + 1, device)
+            size = _image_size(params[name])
+            fit_data = data
+            if size is not None:
+                if size not in resized:
+                    resized[size] = cuhk01_images(data_home, persons, size)["Z"]
+                fit_data = {**data, "Z": resized[size]}
+            model, secs = _fit_one(params[name], fit_data, rx, ry, sd, sd + 1, device)
             for flip, tag in ((True, ""), (False, "+noflip")):
                 model.set_params(test_flip=flip)
-                row[name + tag] = _scores(model.cross_distance(images[vx], images[vy]), vl, vl)
+                im = fit_data["Z"]
+                row[name + tag] = _scores(model.cross_distance(im[vx], im[vy]), vl, vl)
             row[name]["seconds"] = secs
             row[name]["rounds"] = int(model.get_params()["max_iter"])
             if json_path:

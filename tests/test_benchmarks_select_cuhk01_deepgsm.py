@@ -29,7 +29,15 @@ def sel(monkeypatch):
     dom = np.tile([1, 1, 2, 2], n)
     fake = Bunch(images=rng.randint(0, 256, (4 * n, 160, 60, 3)).astype(np.uint8), ids=ids,
                  domains=dom, shots=np.tile([1, 2, 3, 4], n))
-    monkeypatch.setattr(datasets, "load_cuhk01", lambda *a, **k: fake)
+
+    def load(data_home, size=None):
+        if size is None:
+            return fake
+        w, h = size  # nearest-neighbour resize of the same rows
+        rows, cols = np.arange(h) * 160 // h, np.arange(w) * 60 // w
+        return Bunch(**{**fake, "images": fake.images[:, rows][:, :, cols]})
+
+    monkeypatch.setattr(datasets, "load_cuhk01", load)
     spec = importlib.util.spec_from_file_location("select_cuhk01_deepgsm", SCRIPT)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
@@ -94,6 +102,21 @@ def test_smoke_trains_on_neither_test_nor_held_out_persons_and_resumes(sel, monk
     assert len(fits) == 4
     assert sel.table(again) == sel.table(out)
     assert "smoke+noflip" in sel.table(out) and "euclid" in sel.table(out)
+
+
+def test_paper_input_size_trains_and_ranks_resized_images(sel, monkeypatch):
+    shapes = []
+    fit_one = sel._fit_one
+
+    def record(params, data, *a):
+        shapes.append((params.get("input_shape"), data["Z"].shape[1:3]))
+        return fit_one(params, data, *a)
+
+    monkeypatch.setattr(sel, "_fit_one", record)
+    out = sel.run("unused", 1, 4, ["size230", "smoke"], n_test=5, n_negatives=2,
+                  verbose=False, overrides={**TINY, "max_iter": 2})
+    assert shapes == [((230, 80), (230, 80)), (None, (160, 60))]
+    assert 0 <= out["per_split"][0]["size230"]["mAP"] <= 100
 
 
 def test_unknown_candidate_is_refused(sel, capsys):
