@@ -118,14 +118,10 @@ class GSM(GSMTowersMixin, CrossModalMixin, BaseEstimator):
     (``tol=1e-4`` absolute over ``n_iter_no_change=5`` epochs) can end while the objective still
     falls (VIPeR: epoch 79, 23 % lower 40 epochs later); ``stopping="window", tol=1e-2,
     n_iter_no_change=10`` trains to a plateau of the smoothed objective (CUHK01, 871 persons,
-    PatchColorSIFT + PCA-64: rank-1 49 → 53 %). Two views of one descriptor: set
-    ``joint_reduction=True``, and consider ``init="identity"``: the views then share
-    coordinates, S starts at their untrained distance and training only corrects it, where
-    the random start must relearn that distance from a few hundred pairs. On CUFS (180
-    training persons, dense SIFT, one PCA-100 of both views, ``n_components=None``) it took
-    sketch → photo rank-1 on the 238 test persons from 64.3 % to 95.8 % (affine Euclidean
-    86.1 → 95.8 %; the untrained distance 83.6 %); the registry's paper grid offers it as a
-    candidate. Compare ``structure`` values on the training identities.
+    PatchColorSIFT + PCA-64: rank-1 49 → 53 %). Two views of one descriptor share
+    coordinates: set ``joint_reduction=True`` and try ``init="identity"`` (S starts at their
+    untrained distance; CUFS, 180 training persons, ``n_components=None`` on one PCA-100 of
+    both: test rank-1 64.3 → 95.8 %). Compare ``structure`` values on the training identities.
 
     Parameters
     ----------
@@ -192,11 +188,9 @@ class GSM(GSMTowersMixin, CrossModalMixin, BaseEstimator):
         ``"balanced"``: positives and negatives weigh equally in the hinge (see Notes);
         ``None``: every pair weighs the same.
     init : {"random", "euclidean", "identity"}, default="random"
-        ``"euclidean"`` starts the structures with a cross term at the affine Euclidean special
-        case (``L_Cx = L_A``, ``L_Cy = L_B``, so ``S`` starts as a distance); ``"random"`` draws
-        every L independently. ``"identity"`` starts every L at ``α [I_r 0]``: S starts as
-        the untrained squared distance of the first ``r`` reduced coordinates (PCA order),
-        scaled so that the mean training pair sits at ``S = 0`` (``init_scale`` multiplies α).
+        ``"random"``: independent L; ``"euclidean"``: ``L_Cx = L_A``, ``L_Cy = L_B`` (S starts
+        as a distance); ``"identity"``: every L at ``α [I_r 0]``, S at the scaled distance of
+        the first ``r`` coordinates, the mean training pair at ``S = 0``.
     batch_mode : {"auto", "sample", "pair"}, default="auto"
         ``"sample"``: the paper's sample-based batches (§4.2, eq. 14-18) -- each round takes
         ``n_identities`` identities with up to ``n_images_x`` / ``n_images_y`` samples each
