@@ -31,5 +31,16 @@ def machine() -> dict:
             "python": sys.version.split()[0]}
 
 
+def identification_percent(D, probe_ids, gallery_ids) -> dict:
+    """Rank-1 / 5 / 20 and mAP (%) of the probe × gallery distances ``D``
+    (:func:`crossmetric.protocols.measure_identification` on a given distance matrix)."""
+    from crossmetric.protocols import measure_identification
+
+    rep, _ = measure_identification(None, None, None, probe_ids, gallery_ids, distance=D,
+                                    blockwise=False)
+    return {"r1": 100 * rep["rank1"], "r5": 100 * rep["rank5"], "r20": 100 * rep["rank20"],
+            "mAP": 100 * rep["map"]}
+
+
 def emit(result: dict) -> None:
     print(json.dumps(result, indent=2, default=float))

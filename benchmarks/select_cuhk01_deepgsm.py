@@ -38,6 +38,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
+from benchmarks._common import identification_percent  # noqa: E402
 from crossmetric.protocols import (  # noqa: E402
     hold_out_identities,
     identification_splits,
@@ -75,13 +76,6 @@ def _candidates():
 
 #: name -> overrides of the reproduction's DeepGSM (CUHK01_DEEPGSM on PKU_DEEPGSM)
 CANDIDATES = _candidates()
-
-
-def _scores(D, probe_ids, gallery_ids) -> dict:
-    rep, _ = measure_identification(None, None, None, probe_ids, gallery_ids, distance=D,
-                                    blockwise=False)
-    return {"r1": 100 * rep["rank1"], "r5": 100 * rep["rank5"], "r20": 100 * rep["rank20"],
-            "mAP": 100 * rep["map"]}
 
 
 def cuhk01_images(data_home, persons=None, size=None) -> dict:
@@ -207,7 +201,8 @@ def run(data_home, splits, held_out, names, *, seed=0, n_test=N_TEST, persons=No
             for flip, tag in ((True, ""), (False, "+noflip")):
                 model.set_params(test_flip=flip)
                 im = fit_data["Z"]
-                row[name + tag] = _scores(model.cross_distance(im[vx], im[vy]), vl, vl)
+                row[name + tag] = identification_percent(
+                    model.cross_distance(im[vx], im[vy]), vl, vl)
             row[name]["seconds"] = secs
             row[name]["rounds"] = int(model.get_params()["max_iter"])
             if json_path:

@@ -33,11 +33,8 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from crossmetric.protocols import (  # noqa: E402
-    fit_view_pca,
-    hold_out_identities,
-    measure_identification,
-)
+from benchmarks._common import identification_percent  # noqa: E402
+from crossmetric.protocols import fit_view_pca, hold_out_identities  # noqa: E402
 from crossmetric.reproduce import PKU_SIZE, pku_deepgsm, pku_features, pku_splits  # noqa: E402
 
 
@@ -63,13 +60,6 @@ def _candidates():
 CANDIDATES = _candidates()
 
 
-def _scores(D, probe_ids, gallery_ids) -> dict:
-    rep, _ = measure_identification(None, None, None, probe_ids, gallery_ids, distance=D,
-                                    blockwise=False)
-    return {"r1": 100 * rep["rank1"], "r5": 100 * rep["rank5"], "r20": 100 * rep["rank20"],
-            "mAP": 100 * rep["map"]}
-
-
 def run(data_home, splits, held_out, names, seed=0, verbose=True, members=1) -> dict:
     from crossmetric.learners.ensemble import SeedEnsemble
     from crossmetric.pairs import make_pairs
@@ -92,7 +82,8 @@ def run(data_home, splits, held_out, names, seed=0, verbose=True, members=1) -> 
         gsm = make_estimator("gsm").set_params(random_state=split_seed,
                                                preprocessor=(Z[f_sk], Z[f_ph]))
         gsm.fit(pairs, y)
-        row["gsm"] = _scores(gsm.cross_distance(Z[v_sk], Z[v_ph]), ids[v_sk], ids[v_ph])
+        v_ids = (ids[v_sk], ids[v_ph])
+        row["gsm"] = identification_percent(gsm.cross_distance(Z[v_sk], Z[v_ph]), *v_ids)
         Xv, Yv = images[v_sk], images[v_ph]
         for name in names:
             t0 = time.perf_counter()
@@ -106,11 +97,11 @@ def run(data_home, splits, held_out, names, seed=0, verbose=True, members=1) -> 
                 for m in ens.estimators_:
                     m.set_params(test_flip=flip)
                 tag = "+flip" if flip else ""
-                row[name + tag] = _scores(ens.estimators_[0].cross_distance(Xv, Yv),
-                                          ids[v_sk], ids[v_ph])
+                row[name + tag] = identification_percent(
+                    ens.estimators_[0].cross_distance(Xv, Yv), *v_ids)
                 if members > 1:
-                    row[f"{name}x{members}{tag}"] = _scores(ens.cross_distance(Xv, Yv),
-                                                            ids[v_sk], ids[v_ph])
+                    row[f"{name}x{members}{tag}"] = identification_percent(
+                        ens.cross_distance(Xv, Yv), *v_ids)
             row[name]["seconds"] = secs / members
         out["per_split"].append(row)
         if verbose:
