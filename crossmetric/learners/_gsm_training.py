@@ -83,16 +83,17 @@ def init_params(est, r: int, p_x: int, p_y: int, rng, sq_dist: float | None = No
     shapes = {"LA": (r, p_x), "LB": (r, p_y), "LCx": (r, p_x), "LCy": (r, p_y),
               "U": (r, p_x), "V": (r, p_y), "d": (p_x,), "e": (p_y,),
               "c": (r,), "a": (r,), "b": (r,)}
-    if est.init == "identity":
-        return _identity_params(est, r, p_x, p_y, sq_dist)
+    alpha = _identity_scale(est, sq_dist) if est.init == "identity" else None
     params = {}
     for k in STRUCTURES[est.structure]:
         shape = shapes[k]
-        if len(shape) == 2:
+        if len(shape) != 2:
+            params[k] = np.zeros(shape)
+        elif alpha is not None:
+            params[k] = alpha * np.eye(*shape)
+        else:
             scale = sx if k in ("LA", "LCx", "U") else sy
             params[k] = rng.normal(0.0, scale, size=shape)
-        else:
-            params[k] = np.zeros(shape)
     if est.init == "euclidean" and "LCx" in params:
         # start at the affine Euclidean special case: C = −L_Aᵀ L_B
         params["LCx"] = params["LA"].copy()
@@ -102,20 +103,12 @@ def init_params(est, r: int, p_x: int, p_y: int, rng, sq_dist: float | None = No
     return params
 
 
-def _identity_params(est, r: int, p_x: int, p_y: int, sq_dist: float | None) -> dict:
-    """``init="identity"`` of :func:`init_params` (see there)."""
+def _identity_scale(est, sq_dist: float | None) -> float:
+    """α of ``init="identity"`` (see :func:`init_params`)."""
     f_abs = abs(float(est.f)) if est.structure not in _NO_F else 0.0
     f_abs = f_abs if f_abs > 0 else 1.0
     sq = float(sq_dist) if sq_dist is not None and sq_dist > 0 else 1.0
-    alpha = float(est.init_scale) * np.sqrt(f_abs / sq)
-    eye = {"x": alpha * np.eye(r, p_x), "y": alpha * np.eye(r, p_y)}
-    side = {"LA": "x", "LCx": "x", "U": "x", "LB": "y", "LCy": "y", "V": "y"}
-    shapes = {"d": (p_x,), "e": (p_y,), "c": (r,), "a": (r,), "b": (r,)}
-    params = {k: eye[side[k]].copy() if k in side else np.zeros(shapes[k])
-              for k in STRUCTURES[est.structure]}
-    if est.learn_f and est.structure not in _NO_F:
-        params["f"] = np.asarray(float(est.f))
-    return params
+    return float(est.init_scale) * np.sqrt(f_abs / sq)
 
 
 def pair_weights(y: np.ndarray, class_weight) -> np.ndarray:
