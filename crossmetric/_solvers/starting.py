@@ -46,15 +46,14 @@ def initial_weights(Phi: np.ndarray, k: int, init: str, rng: np.random.RandomSta
     n, p = Phi.shape
     if init == "random":
         return rng.standard_normal((k, p)) / np.sqrt(p)
+    W = np.zeros((k, p))
     if init == "identity":
         if is_kernel:
             raise ValueError("init='identity' needs linear towers (kernel='linear'): a kernel "
                              "tower's coordinates are its training samples.")
-        W = np.eye(k, p)
-        W[min(k, p):] = rng.standard_normal((max(k - p, 0), p)) * (1e-3 / np.sqrt(p))
-        return W
-    if is_kernel:
-        W = np.zeros((k, p))
+        r = min(k, p)
+        W[:r] = np.eye(r, p)
+    elif is_kernel:
         r = min(k, n - 1) if n > 1 else 0
         if r > 0:
             if n > 600 and r < n // 4:
@@ -63,17 +62,16 @@ def initial_weights(Phi: np.ndarray, k: int, init: str, rng: np.random.RandomSta
             else:
                 vals, vecs = scipy.linalg.eigh(Phi, subset_by_index=[n - r, n - 1])
             W[:r] = vecs[:, ::-1].T
-        W[r:] = rng.standard_normal((k - r, p)) * (1e-3 / np.sqrt(p))
-        return W
-    W = np.zeros((k, p))
-    r = min(k, n - 1, p)
-    if r > 0:
-        centered = Phi - Phi.mean(axis=0)
-        if min(n, p) <= max(256, 4 * k):  # exact thin SVD is cheap here
-            Vt = np.linalg.svd(centered, full_matrices=False)[2][:r]
-        else:  # randomized SVD: O(n·p·k) time, O((n + p)·k) extra memory, no p × p matrix
-            Vt = randomized_svd(centered, r, random_state=rng)[2]
-        W[:r] = Vt
+    else:
+        r = min(k, n - 1, p)
+        if r > 0:
+            centered = Phi - Phi.mean(axis=0)
+            if min(n, p) <= max(256, 4 * k):  # exact thin SVD is cheap here
+                Vt = np.linalg.svd(centered, full_matrices=False)[2][:r]
+            else:  # randomized SVD: O(n·p·k) time, O((n + p)·k) extra memory, no p × p matrix
+                Vt = randomized_svd(centered, r, random_state=rng)[2]
+            W[:r] = Vt
+    # rows beyond the leading r: small random ones
     W[r:] = rng.standard_normal((k - r, p)) * (1e-3 / np.sqrt(p))
     return W
 
