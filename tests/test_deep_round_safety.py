@@ -14,17 +14,7 @@ from crossmetric.deep.data import (  # noqa: E402
     IterationBatches,
 )
 from crossmetric.deep.prefetch import Prefetch  # noqa: E402
-
-
-def _pngs(folder, images, tag):
-    from PIL import Image
-
-    paths = []
-    for i, im in enumerate(images):
-        p = folder / f"{tag}{i}.png"
-        Image.fromarray(im).save(p)
-        paths.append(str(p))
-    return paths
+from tests._images import write_pngs  # noqa: E402
 
 
 def _torch_flip(img):
@@ -37,7 +27,7 @@ def test_prefetch_only_with_transforms_that_own_their_generator(tmp_path):
 
     rng = np.random.RandomState(0)
     imgs = (rng.rand(12, 8, 8) * 255).astype(np.uint8)
-    files, ids = _pngs(tmp_path, imgs, "a"), np.arange(12) % 4
+    files, ids = write_pngs(tmp_path, imgs, "a"), np.arange(12) % 4
     sampler = CrossDomainIdentitySampler(ids, ids, 2, 1, 1, seed=0)
     p, cpu = types.SimpleNamespace(num_workers=0), torch.device("cpu")
     for tf, threaded in ((None, True), (make_augmentation("reid", (8, 8)), True),
@@ -135,7 +125,7 @@ def test_batch_paths_equal_item_by_item(tmp_path, augment, files):
     y = rng.rand(16, 12, 10, 3).astype(np.float32)
     ids_x, ids_y = np.arange(20) % 5, np.arange(16) % 4
     tf = _torch_flip if augment == "torch-global" else make_augmentation(augment, (12, 10))
-    sx = _pngs(tmp_path, x, "x") if files else x
+    sx = write_pngs(tmp_path, x, "x") if files else x
     ds = CrossDomainImages(sx, ids_x, y, ids_y, size=(12, 10), transform_x=tf, transform_y=tf)
     for with_seeds in (True, False):
         sampler = CrossDomainIdentitySampler(ids_x, ids_y, 3, 2, 2, seed=2,

@@ -33,6 +33,7 @@ from crossmetric.deep.data import (  # noqa: E402
 )
 from crossmetric.deep.networks import GSMNet  # noqa: E402
 from crossmetric.deep.sampler import epoch_identity_batches  # noqa: E402
+from tests._images import write_pngs  # noqa: E402
 
 torch.set_num_threads(1)
 
@@ -179,20 +180,9 @@ def test_rgb_and_grey_domains_with_uint8(tmp_path):
     assert m2.n_identities_ == 12
 
 
-def _write_pngs(tmp_path, images, prefix):
-    from PIL import Image
-
-    paths = []
-    for i, im in enumerate(images):
-        p = tmp_path / f"{prefix}{i}.png"
-        Image.fromarray(im).save(p)
-        paths.append(str(p))
-    return paths
-
-
 def test_streaming_from_files_equals_in_memory(tmp_path):
     px, ix, sy, iy = rgb_people()
-    fx, fy = _write_pngs(tmp_path, px, "p"), _write_pngs(tmp_path, sy, "s")
+    fx, fy = write_pngs(tmp_path, px, "p"), write_pngs(tmp_path, sy, "s")
     kw = {**SMALL, "augment": "reid"}
     mem = DeepGSM(**kw).fit_identities(px, ix, sy, iy)
     disk = DeepGSM(**kw).fit_identities(fx, ix, fy, iy)  # PNG is lossless
@@ -213,7 +203,7 @@ def test_streaming_from_files_equals_in_memory(tmp_path):
 @pytest.mark.slow
 def test_streaming_with_dataloader_workers(tmp_path):
     px, ix, sy, iy = rgb_people()
-    fx, fy = _write_pngs(tmp_path, px, "p"), _write_pngs(tmp_path, sy, "s")
+    fx, fy = write_pngs(tmp_path, px, "p"), write_pngs(tmp_path, sy, "s")
     a = DeepGSM(**SMALL, augment="reid").fit_identities(fx, ix, fy, iy)
     b = DeepGSM(**SMALL, augment="reid", num_workers=2).fit_identities(fx, ix, fy, iy)
     np.testing.assert_allclose(a.loss_curve_, b.loss_curve_, rtol=1e-6)
@@ -354,7 +344,7 @@ def test_batched_items_equal_single_items(tmp_path, augment):
     px, ix, sy, iy = rgb_people(n_ids=5)
     tf = make_augmentation(augment, (24, 16))
     keys = [(3, 11), (0, 12), (12, 13), (1, 14), (10, 15), (15, 16)]
-    for x, y in ((px, sy), (_write_pngs(tmp_path, px, "p"), _write_pngs(tmp_path, sy, "s"))):
+    for x, y in ((px, sy), (write_pngs(tmp_path, px, "p"), write_pngs(tmp_path, sy, "s"))):
         ds = CrossDomainImages(x, ix, y, iy, size=(24, 16), transform_x=tf, transform_y=tf)
         fast = ds.__getitems__(keys)
         slow = [ds[k] for k in keys]
@@ -518,7 +508,7 @@ def test_test_flip_averages_each_image_with_its_mirror(tmp_path):
     with torch.no_grad():
         ex = tx(torch.tensor(px[:6]).permute(0, 3, 1, 2).float() / 255)
     np.testing.assert_allclose(ex.numpy(), m.transform_x(px[:6]), rtol=1e-5, atol=1e-5)
-    files = _write_pngs(tmp_path, sy[:5], "s")
+    files = write_pngs(tmp_path, sy[:5], "s")
     np.testing.assert_allclose(m.transform_y(files), m.transform_y(sy[:5]), atol=1e-5)
 
 

@@ -14,6 +14,7 @@ from crossmetric.deep.data import (  # noqa: E402
     collate_domains,
 )
 from crossmetric.deep.threads import SMALL_ROUND_FLOPS, round_flops, small_net_threads  # noqa: E402
+from tests._images import write_pngs  # noqa: E402
 
 
 @pytest.mark.parametrize("structure", ["generalized", "euclidean", "inner_product", "ladf"])
@@ -200,24 +201,13 @@ def test_splitmix_batch_through_per_image_transforms_keeps_the_states():
     assert g.states.tolist() == [r.state for r in gens]
 
 
-def _pngs(folder, images, tag):
-    from PIL import Image
-
-    paths = []
-    for i, im in enumerate(images):
-        p = folder / f"{tag}{i}.png"
-        Image.fromarray(im).save(p)
-        paths.append(str(p))
-    return paths
-
-
 def test_decoded_cache_decodes_each_file_once_within_its_budget(tmp_path, monkeypatch):
     from crossmetric.deep import data as data_mod
     from crossmetric.deep.data import read_image, to_chw
 
     rng = np.random.RandomState(0)
     imgs = (rng.rand(10, 8, 6, 3) * 255).astype(np.uint8)
-    files = _pngs(tmp_path, imgs, "a")
+    files = write_pngs(tmp_path, imgs, "a")
     calls = []
 
     def counted(path, mode, size=None):
@@ -268,7 +258,7 @@ def test_files_fit_with_cache_and_prefetch_equals_arrays(tmp_path):
     px = (rng.rand(24, 16, 16) * 255).astype(np.uint8)
     sy = (rng.rand(24, 16, 16) * 255).astype(np.uint8)
     ids = np.arange(24) % 8
-    fx, fy = _pngs(tmp_path, px, "x"), _pngs(tmp_path, sy, "y")
+    fx, fy = write_pngs(tmp_path, px, "x"), write_pngs(tmp_path, sy, "y")
     kw = dict(hidden_units=8, n_identities=4, n_images_x=2, n_images_y=2, max_iter=8,
               tol=None, device="cpu", random_state=0)
     mem = DeepGSM(**kw).fit_identities(px, ids, sy, ids)
@@ -294,7 +284,7 @@ def test_held_out_files_are_decoded_once_with_a_cache(tmp_path, monkeypatch):
     from crossmetric.deep.decoded import DecodedCache
 
     rng = np.random.RandomState(1)
-    files = _pngs(tmp_path, (rng.rand(5, 8, 8) * 255).astype(np.uint8), "v")
+    files = write_pngs(tmp_path, (rng.rand(5, 8, 8) * 255).astype(np.uint8), "v")
     calls = []
     read = inference.read_image
     monkeypatch.setattr(inference, "read_image",
@@ -340,7 +330,7 @@ def test_round_batches_equal_round_by_round(tmp_path, augment, max_bytes):
     tf = _BatchMean() if augment == "batch-mean" else make_augmentation(augment, (12, 10))
     sources = [(x, y)]
     if max_bytes == 20_000:
-        sources.append((_pngs(tmp_path, x, "x"), y))
+        sources.append((write_pngs(tmp_path, x, "x"), y))
     for sx, sy in sources:
         ds = CrossDomainImages(sx, ids_x, sy, ids_y, size=(12, 10), transform_x=tf,
                                transform_y=tf, cache_bytes=10**6)
