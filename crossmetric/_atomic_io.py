@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import signal
 import tempfile
 from collections.abc import Iterator
 
@@ -91,15 +90,12 @@ def atomic_path(path) -> Iterator[str]:
     """
     path = os.fspath(path)
     folder, name = os.path.split(os.path.abspath(path))
-    held = _hold_sigint()   # a Ctrl-C waits until the temporary file is under the guard below
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=folder)
         os.close(fd)
     except OSError as exc:
-        _release_sigint(held)
         raise write_error(path, exc) from None
     try:
-        _release_sigint(held)   # a held Ctrl-C is raised here, and removes the file
         yield tmp
         try:   # an existing file keeps its mode; a new one gets open()'s default
             mode = os.stat(path).st_mode & 0o7777
@@ -185,23 +181,6 @@ def _locked(lock_path: str):
         yield
     finally:
         os.close(fd)  # releases the lock
-
-
-def _hold_sigint():
-    """Block SIGINT for this thread (POSIX); the previous mask, or None where unsupported.
-
-    Between ``mkstemp`` creating the temporary file and the ``try`` that removes it, a Ctrl-C
-    would leave the file behind; blocked, the signal stays pending until
-    :func:`_release_sigint`, which runs inside that ``try``."""
-    if not hasattr(signal, "pthread_sigmask"):  # pragma: no cover - Windows
-        return None
-    return signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-
-
-def _release_sigint(held) -> None:
-    """Restore the mask :func:`_hold_sigint` returned (a pending Ctrl-C is delivered now)."""
-    if held is not None:
-        signal.pthread_sigmask(signal.SIG_SETMASK, held)
 
 
 def _remove(path: str) -> None:

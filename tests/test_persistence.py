@@ -632,25 +632,3 @@ def test_json_ready_turns_every_non_finite_number_into_null():
     obj = {"a": np.array([1.0, np.nan, np.inf]), "b": (np.float32("nan"), 2), 3: -np.inf}
     text = json.dumps(json_ready(obj), allow_nan=False)
     assert json.loads(text) == {"a": [1.0, None, None], "b": [None, 2], "3": None}
-
-
-def test_ctrl_c_right_after_the_temporary_file_is_made_leaves_nothing(tmp_path, monkeypatch):
-    """A Ctrl-C between mkstemp and the guard that removes the file (it used to leak it)."""
-    import tempfile
-
-    real_mkstemp = tempfile.mkstemp
-
-    def mkstemp_then_ctrl_c(*args, **kwargs):
-        made = real_mkstemp(*args, **kwargs)
-        os.kill(os.getpid(), signal.SIGINT)
-        return made
-
-    monkeypatch.setattr(tempfile, "mkstemp", mkstemp_then_ctrl_c)
-    old = signal.signal(signal.SIGINT, signal.default_int_handler)
-    try:
-        with pytest.raises(KeyboardInterrupt):
-            with atomic_path(tmp_path / "a.npy") as tmp:
-                np.save(tmp, np.zeros(3))
-    finally:
-        signal.signal(signal.SIGINT, old)
-    assert _listing(tmp_path) == []
