@@ -16,7 +16,9 @@ checkpoints, the model files of :mod:`crossmetric.persistence`); their public im
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
+import secrets
 import tempfile
 from collections.abc import Iterator
 
@@ -90,12 +92,19 @@ def atomic_path(path) -> Iterator[str]:
     """
     path = os.fspath(path)
     folder, name = os.path.split(os.path.abspath(path))
+    # The name is chosen before the file is made and the guard below covers the making, so a
+    # Ctrl-C at any point (even just after the file appears) leaves no temporary file behind;
+    # with ``tempfile.mkstemp`` the name was known only once the call returned.
+    tmp = _temp_name(folder, name)
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=folder)
-        os.close(fd)
-    except OSError as exc:
-        raise write_error(path, exc) from None
-    try:
+        for _ in range(100):
+            try:
+                os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+                break
+            except FileExistsError:  # another writer's file: not ours to remove, so the
+                tmp = _temp_name(folder, name)  # guard only ever holds an untried name
+        else:
+            raise FileExistsError(errno.EEXIST, "no free temporary file name")
         yield tmp
         try:   # an existing file keeps its mode; a new one gets open()'s default
             mode = os.stat(path).st_mode & 0o7777
@@ -181,6 +190,11 @@ def _locked(lock_path: str):
         yield
     finally:
         os.close(fd)  # releases the lock
+
+
+def _temp_name(folder: str, name: str) -> str:
+    """A hidden, random name beside ``name`` (``.NAME.<random>.tmp``) for one write."""
+    return os.path.join(folder, f".{name}.{secrets.token_hex(6)}.tmp")
 
 
 def _remove(path: str) -> None:

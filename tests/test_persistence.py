@@ -444,6 +444,37 @@ for i in range(10**6):
 """
 
 
+def test_ctrl_c_just_after_the_temporary_file_appears_leaves_nothing(tmp_path, monkeypatch):
+    """The race a Ctrl-C could hit: the temporary file exists but its name is not yet known
+    to the guard that removes it (with ``tempfile.mkstemp`` the name came back only once the
+    call returned). Also: an existing file of that name is never taken over or removed."""
+    path = tmp_path / "a.npy"
+    path.write_text("old")
+    real_open = os.open
+
+    def open_then_interrupt(file, flags, *args, **kwargs):
+        fd = real_open(file, flags, *args, **kwargs)
+        if str(file).endswith(".tmp"):
+            os.close(fd)
+            raise KeyboardInterrupt
+        return fd
+
+    monkeypatch.setattr(os, "open", open_then_interrupt)
+    with pytest.raises(KeyboardInterrupt), atomic_path(path):
+        pass
+    monkeypatch.setattr(os, "open", real_open)
+    assert _listing(tmp_path) == ["a.npy"] and path.read_text() == "old"
+
+    names = iter([str(tmp_path / ".a.npy.taken.tmp"), str(tmp_path / ".a.npy.free.tmp")])
+    (tmp_path / ".a.npy.taken.tmp").write_text("someone else's")
+    monkeypatch.setattr("crossmetric._atomic_io._temp_name", lambda folder, name: next(names))
+    with atomic_path(path) as tmp:
+        assert tmp.endswith(".a.npy.free.tmp")
+        Path(tmp).write_text("new")
+    assert path.read_text() == "new"
+    assert (tmp_path / ".a.npy.taken.tmp").read_text() == "someone else's"
+
+
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM, signal.SIGINT])
 def test_killed_writer_leaves_a_whole_file(tmp_path, sig):
     path = tmp_path / "a.npy"
