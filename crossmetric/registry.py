@@ -100,7 +100,18 @@ ITERATION_STAGE = {"max_iter": [10, 20, 40, 80, 160, 1000]}
 
 #: CML-AUC §V-B: "γ was firstly tuned by fixing μ to a small value 10^-7 and selected from
 #: [0.1, 0.5, 1, 1.5, 2, 3, 4, 5]. Then γ was fixed and μ was selected from [10^-3 … 10^-7]".
-CMLAUC_PAPER_GRID = ({"gamma": [0.1, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 5.0], "mu": [1e-7]},
+#: The first stage has one choice of ours beside γ: the preconditioning. Our default whitens
+#: each view (fast convergence), which weighs every PCA direction alike -- also the noisy ones
+#: of a PCA fitted on a few hundred images; ``standardize="scale"`` keeps the descriptor's own
+#: variance weighting, as the paper's raw PCA features do (slower: ``max_iter=1000``).
+#: Measured on CUFS's 180 training persons (dense SIFT, joint PCA-100, 3 inner folds by person,
+#: rank-1 of the held-out persons, best of this first stage): CML_AUC 0.967 whitened, 0.994
+#: scaled (1.0 after the μ stage); CML_pAUC 0.939 and 0.989; Maha_AUC 0.967 and 0.989; the
+#: untrained distance 0.90.
+_AUC_GAMMAS = [0.1, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 5.0]
+CMLAUC_PAPER_GRID = ([{"gamma": _AUC_GAMMAS, "mu": [1e-7]},
+                      {"gamma": _AUC_GAMMAS, "mu": [1e-7], "standardize": ["scale"],
+                       "max_iter": [1000]}],
                      {"mu": [1e-3, 1e-4, 1e-5, 1e-6, 1e-7]})
 
 #: GSM §5.5 (i): the reduced dimension, then the weight μ of eq. (7). The dimension stage has

@@ -256,6 +256,13 @@ def test_cli_benchmark_tune_paper_runs_the_paper_stages(tmp_path, capsys):
     from crossmetric.registry import CMLAUC_PAPER_GRID, METHODS
 
     assert METHODS["cmlauc"].search_grid("paper") == list(CMLAUC_PAPER_GRID)
+    # γ with μ = 1e-7 under both preconditionings (ours: whitened, and the paper's scale),
+    # then μ
+    first, second = CMLAUC_PAPER_GRID
+    assert [g.get("standardize", ["default"]) for g in first] == [["default"], ["scale"]]
+    assert all(g["gamma"] == [0.1, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 5.0] and g["mu"] == [1e-7]
+               for g in first)
+    assert second == {"mu": [1e-3, 1e-4, 1e-5, 1e-6, 1e-7]}
     assert METHODS["euclidean"].search_grid("paper") == {}
     with pytest.raises(ValueError, match="which must be"):
         METHODS["cca"].search_grid("large")
