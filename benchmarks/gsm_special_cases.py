@@ -43,8 +43,7 @@ def run_structure(structure: str, data: dict, dataset: str, *, n_splits: int, se
                         param_grids={structure: METHODS["gsm"].search_grid("paper")},
                         tune_scoring="rank1", **protocol_options(dataset, ["gsm"]))
     per = {m: [100 * r["value"] for r in res.records if r["measure"] == m]
-           for m in ("rank1", "map")}
-    per["rank20"] = [100 * r["value"] for r in res.records if r["measure"] == "rank20"]
+           for m in ("rank1", "map", "rank20")}
     return {"per_split": per, "mean": {k: float(np.mean(v)) for k, v in per.items() if v},
             "chosen": [t["params"] for t in res.info["tuned"][structure]],
             "seconds": time.perf_counter() - t0}
