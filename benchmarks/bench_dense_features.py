@@ -4,7 +4,8 @@
   :class:`~crossmetric.features.DenseSIFT` (CML-AUC: 160 × 160 faces, 3 scales),
   :class:`~crossmetric.features.LBPGrid` (CMML: uniform LTP, 10 × 8 cells = 9,440 features; and
   plain LBP), :class:`~crossmetric.features.PatchColorSIFT` (GSM / Zhao et al.: 128 × 48
-  pedestrians) and, for reference, ``HOG`` and ``StripHistograms``, on real CUFS and CUHK01
+  pedestrians), :class:`~crossmetric.features.LOMO` (Liao et al., same pedestrians, with and
+  without Retinex) and, for reference, ``HOG`` and ``StripHistograms``, on real CUFS and CUHK01
   images.
 * Sanity check on CUFS (the literature's split: PCA fitted on the 180 training persons' photos
   and sketches, tested on the 238 others): rank-1 of sketch → photo matching by Euclidean
@@ -75,7 +76,14 @@ def main(argv=None):
     from threadpoolctl import threadpool_limits
 
     from crossmetric.datasets import load_cufs, load_cuhk01
-    from crossmetric.features import HOG, DenseSIFT, LBPGrid, PatchColorSIFT, StripHistograms
+    from crossmetric.features import (
+        HOG,
+        LOMO,
+        DenseSIFT,
+        LBPGrid,
+        PatchColorSIFT,
+        StripHistograms,
+    )
 
     data = REPO.parent / "shared" / "data"
     if not (data / "cufs").is_dir() or not (data / "cuhk01").is_dir():
@@ -106,6 +114,7 @@ def main(argv=None):
                             "features": int(est.n_features_out_)}
         for name, est in [("patch_color_sift", PatchColorSIFT()),
                           ("patch_color_only", PatchColorSIFT(sift=False)),
+                          ("lomo", LOMO()), ("lomo_retinex", LOMO(retinex=True)),
                           ("strip_histograms", StripHistograms())]:
             ms = _best_per_image(est, people[:100], args.repeat)
             timing[name] = {"image": "128x48 RGB", "ms_per_image": ms,

@@ -34,6 +34,8 @@ Data sets (:data:`DATASETS`):
   :func:`crossmetric.reproduce.viper.viper_features`), square-rooted, then one PCA-64 fitted on
   the split's training images of both cameras (``pca_joint``), for every feature learner;
   n⁻ = 10, all training positives. DeepGSM: the RGB images scaled to [0, 1].
+* ``viper-lomo`` (only by name): the same persons and splits with the LOMO descriptor
+  (:class:`crossmetric.features.LOMO`, its defaults, 26,960 features) and a joint PCA-100.
 * ``pku-sketch``: sketch (probe) → photo (gallery); the ``pku-sketch`` reproduction's HOG of the
   grey 64 × 160 image (:func:`crossmetric.reproduce.pku.pku_features`) and a joint PCA-64 on the
   training images; 50 test persons per split. Each of the 197 sketches is row-aligned with each
@@ -71,28 +73,38 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's crossmetric
 from _common import machine  # noqa: E402
 
-DATASETS = ("viper", "pku-sketch", "mfeat", "digits")
-TITLES = {"viper": "VIPeR cam A → B", "pku-sketch": "PKU-Sketch sketch → photo",
+DATASETS = ("viper", "pku-sketch", "mfeat", "digits", "viper-lomo")
+#: what a run without --datasets covers (the README table); viper-lomo is asked for by name
+DEFAULT_DATASETS = DATASETS[:4]
+TITLES = {"viper": "VIPeR cam A → B", "viper-lomo": "VIPeR cam A → B (LOMO)",
+          "pku-sketch": "PKU-Sketch sketch → photo",
           "mfeat": "mfeat fou ↔ pix", "digits": "digits photo ↔ sketch"}
 DEFAULT_ROOT = "/work/shared/data"
 SUMMARY_JSON, TABLE_MD = "which_method_when.json", "which_method_when.md"
 #: test identities per split (VIPeR: the PCCA paper's p = 316; PKU: Pang et al.'s 50)
-N_TEST = {"viper": 316, "pku-sketch": 50}
+N_TEST = {"viper": 316, "viper-lomo": 316, "pku-sketch": 50}
 #: joint PCA of the image descriptors, for every feature learner
-PCA_DIMS = {"viper": 64, "pku-sketch": 64}
-N_NEGATIVES = {"viper": 10, "pku-sketch": 10}
+PCA_DIMS = {"viper": 64, "viper-lomo": 100, "pku-sketch": 64}
+N_NEGATIVES = {"viper": 10, "viper-lomo": 10, "pku-sketch": 10}
 
 
 # ----------------------------------------------------------------------------- data
-def _viper(root: str, images: bool) -> tuple[dict, str]:
-    from crossmetric.reproduce.viper import viper_features
-
-    d = viper_features(root)
-    ids, dom = np.asarray(d["ids"]), np.asarray(d["domains"])
+def _camera_rows(ids, dom) -> tuple[np.ndarray, np.ndarray]:
+    """VIPeR's camera A and camera B rows, both in person order."""
+    ids, dom = np.asarray(ids), np.asarray(dom)
     a, b = np.flatnonzero(dom == 1), np.flatnonzero(dom == 2)
     a, b = a[np.argsort(ids[a], kind="stable")], b[np.argsort(ids[b], kind="stable")]
     if not np.array_equal(ids[a], ids[b]):
         raise ValueError("VIPeR: every person needs one image from each camera.")
+    return a, b
+
+
+def _viper(root: str, images: bool) -> tuple[dict, str]:
+    from crossmetric.reproduce.viper import viper_features
+
+    d = viper_features(root)
+    ids = np.asarray(d["ids"])
+    a, b = _camera_rows(ids, d["domains"])
     X = np.sqrt(d["X"])
     data = {"X": X[a], "Y": X[b], "labels": ids[a]}
     if images:
@@ -102,6 +114,22 @@ def _viper(root: str, images: bool) -> tuple[dict, str]:
         data["images_x"], data["images_y"] = img[a], img[b]
     return data, (f"VIPeR camera A → B, {a.size} persons, sqrt StripHistograms "
                   f"({X.shape[1]} features), joint PCA-{PCA_DIMS['viper']}")
+
+
+def _viper_lomo(root: str, images: bool) -> tuple[dict, str]:
+    from crossmetric.datasets import load_viper
+    from crossmetric.features import LOMO
+
+    b_ = load_viper(root)
+    ids = np.asarray(b_.ids)
+    a, b = _camera_rows(ids, b_.domains)
+    X = LOMO().fit_transform(b_.images)
+    data = {"X": X[a], "Y": X[b], "labels": ids[a]}
+    if images:
+        img = b_.images.astype(np.float32) / 255.0
+        data["images_x"], data["images_y"] = img[a], img[b]
+    return data, (f"VIPeR camera A → B, {a.size} persons, LOMO ({X.shape[1]} features), "
+                  f"joint PCA-{PCA_DIMS['viper-lomo']}")
 
 
 def _pku(root: str, images: bool) -> tuple[dict, str]:
@@ -142,7 +170,8 @@ def _digits(root: str, images: bool) -> tuple[dict, str]:
     return data, "digits photo pixels ↔ sketch HOG (embedded), 1,797 objects, 10 classes"
 
 
-LOADERS = {"viper": _viper, "pku-sketch": _pku, "mfeat": _mfeat, "digits": _digits}
+LOADERS = {"viper": _viper, "pku-sketch": _pku, "mfeat": _mfeat, "digits": _digits,
+           "viper-lomo": _viper_lomo}
 
 
 def load_dataset(name: str, root: str, *, images: bool = True) -> tuple[dict, str]:
@@ -437,7 +466,8 @@ def main(argv=None) -> dict:
     from crossmetric.registry import METHODS, method_status
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--datasets", default=",".join(DATASETS))
+    ap.add_argument("--datasets", default=",".join(DEFAULT_DATASETS),
+                    help=f"some of {','.join(DATASETS)} (default: the first four)")
     ap.add_argument("--methods", default="all",
                     help="registry names, comma-separated, or 'all' (every registry learner)")
     ap.add_argument("--n-splits", type=int, default=3)

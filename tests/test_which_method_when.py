@@ -112,6 +112,16 @@ def test_real_sets_are_row_aligned(wmw):
     v, _ = wmw.load_dataset("viper", str(DATA), images=True)
     assert v["X"].shape == (632, 924) and np.array_equal(np.sort(v["labels"]), np.arange(1, 633))
     assert v["images_x"].shape == (632, 128, 48, 3) and v["images_x"].max() <= 1.0
+    # the LOMO variant: same persons in the same rows, the descriptor of those images
+    from crossmetric.features import LOMO
+
+    lomo, _ = wmw.load_dataset("viper-lomo", str(DATA), images=False)
+    assert lomo["X"].shape == (632, 26960) and np.array_equal(lomo["labels"], v["labels"])
+    u8 = {k: np.round(v[k] * 255).astype(np.uint8) for k in ("images_x", "images_y")}
+    np.testing.assert_allclose(lomo["X"][[0, 631]], LOMO().fit_transform(u8["images_x"][[0, 631]]),
+                               atol=1e-6)
+    np.testing.assert_allclose(lomo["Y"][[5]], LOMO().fit_transform(u8["images_y"][[5]]),
+                               atol=1e-6)
 
 
 def test_choices_text_shows_split_votes(wmw):

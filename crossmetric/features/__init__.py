@@ -13,8 +13,11 @@
 * :class:`PatchColorSIFT` -- dense patches, each described by LAB colour histograms at three
   downsampling levels and SIFT in each LAB channel (Zhao et al. CVPR 2013, the hand-crafted
   re-id feature of the GSM paper §5.5).
+* :class:`LOMO` -- local maximal occurrence of joint HSV and SILTP codes along each row of
+  blocks, at three scales, after Retinex (Liao et al. CVPR 2015): the hand-crafted re-id
+  descriptor most later re-id metric learners are measured on.
 
-The last three live in their own modules and are imported on first use (OpenCV is optional:
+The last four live in their own modules and are imported on first use (OpenCV is optional:
 ``pip install opencv-python-headless``, the ``images`` extra). All take uint8 images (values
 0-255) or float images in [0, 1], RGB ``(n, h, w, 3)`` or grey ``(n, h, w)`` (PatchColorSIFT: RGB
 only). Colour conversions, LBP and HOG come from scikit-image, SIFT from OpenCV; histograms are
@@ -31,7 +34,7 @@ from crossmetric._checks import check_choice, check_positive_int
 
 #: public name -> module that defines it (imported on first use)
 _LAZY = {"DenseSIFT": "crossmetric._dense_sift", "LBPGrid": "crossmetric._local_patterns",
-         "PatchColorSIFT": "crossmetric._patch_color_sift"}
+         "PatchColorSIFT": "crossmetric._patch_color_sift", "LOMO": "crossmetric.features._lomo"}
 
 __all__ = ["StripHistograms", "HOG", *_LAZY, "COLOR_SPACES", "check_images"]
 
