@@ -173,3 +173,11 @@ def test_lomo_bad_images_and_unfitted():
     lomo = LOMO(n_scales=1).fit(SMALL)
     with pytest.raises(ValueError, match="fitted on"):
         lomo.transform(SMALL[:, :40])
+
+
+def test_lomo_colour_only_is_the_hsv_part():
+    full = LOMO(n_scales=2, dtype=np.float64).fit(SMALL)
+    colour = clone(full).set_params(radii=()).fit(SMALL)
+    n = sum(full.n_rows_) * 512
+    assert colour.n_features_out_ == n
+    np.testing.assert_array_equal(colour.transform(SMALL), full.transform(SMALL)[:, :n])

@@ -255,7 +255,7 @@ class LOMO(TransformerMixin, BaseEstimator):
         bins, radii, _ = self._check_params()
         images = check_images(images, allow_gray=False)
         h, w = images.shape[1:3]
-        need = max(self.block_size, *(2 * r + 1 for r in radii))
+        need = max([self.block_size, *(2 * r + 1 for r in radii)])
         n_rows = []
         for s in range(self.n_scales):
             if min(h, w) < need:
