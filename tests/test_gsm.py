@@ -527,3 +527,54 @@ def test_early_stopping_keeps_the_best_validation_epoch():
         GSM(4, batch_mode="identity", preprocessor=(X, Y)).fit(pairs, y)
     with pytest.raises(ValueError, match="hard_negatives"):
         GSM(4, hard_negatives=0, preprocessor=(X, Y)).fit(pairs, y)
+
+
+def test_penalty_towards_the_start_gradient_and_effect():
+    """``penalty="start"``: μ‖Φ − Φ₀‖², its gradient against finite differences; with a huge
+    μ the identity start stays put (the untrained distance), with ``"zero"`` it shrinks."""
+    from crossmetric.learners._gsm_measure import gsm_loss
+
+    rng = np.random.RandomState(0)
+    X, Y = rng.normal(size=(6, 4)), rng.normal(size=(5, 3))
+    ix, iy = rng.randint(0, 6, 12), rng.randint(0, 5, 12)
+    ell, w = rng.choice([-1.0, 1.0], 12), rng.uniform(0.5, 1.5, 12)
+    params = {"LA": rng.normal(size=(2, 4)), "LB": rng.normal(size=(2, 3)),
+              "LCx": rng.normal(size=(2, 4)), "LCy": rng.normal(size=(2, 3)),
+              "d": rng.normal(size=4), "e": rng.normal(size=3)}
+    anchor = {k: rng.normal(size=v.shape) for k, v in params.items()}
+    loss, grad = gsm_loss_grad(params, "generalized", -1.9, X, Y, ix, iy, ell, w, 0.3, anchor)
+    assert loss == pytest.approx(gsm_loss(params, "generalized", -1.9, X, Y, ix, iy, ell, w,
+                                          0.3, anchor))
+    h = 1e-6
+    for k, v in params.items():
+        for idx in np.ndindex(v.shape):
+            up = {**params, k: v.copy()}
+            up[k][idx] += h
+            dn = {**params, k: v.copy()}
+            dn[k][idx] -= h
+            fd = (gsm_loss(up, "generalized", -1.9, X, Y, ix, iy, ell, w, 0.3, anchor)
+                  - gsm_loss(dn, "generalized", -1.9, X, Y, ix, iy, ell, w, 0.3, anchor))
+            fd /= 2 * h
+            assert grad[k][idx] == pytest.approx(fd, rel=1e-5, abs=1e-6)
+    # at the anchor the penalty and its gradient vanish
+    base = gsm_loss_grad(anchor, "generalized", -1.9, X, Y, ix, iy, ell, w, 0.0)
+    at = gsm_loss_grad(anchor, "generalized", -1.9, X, Y, ix, iy, ell, w, 5.0, anchor)
+    assert at[0] == pytest.approx(base[0])
+
+    from crossmetric.datasets import make_cross_modal
+
+    d = make_cross_modal(120, n_classes=12, n_features_x=6, n_features_y=6, random_state=1)
+    pairs, y = make_pairs(d.labels, n_negatives=2, random_state=0)
+    kw = dict(init="identity", n_components=None, mu=100.0, max_iter=30, random_state=0,
+              preprocessor=(d.X, d.Y), tol=0.0)
+    # the start itself: a step too small to move it
+    with warnings.catch_warnings():  # 30 epochs, tol=0: stopped by max_iter on purpose
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        D0 = GSM(learning_rate=1e-12, **kw).fit(pairs, y).cross_distance(d.X, d.Y)
+        D = GSM(penalty="start", **kw).fit(pairs, y).cross_distance(d.X, d.Y)
+        shrunk = GSM(penalty="zero", **kw).fit(pairs, y).cross_distance(d.X, d.Y)
+    # the penalty towards the start holds S there; towards zero it pulls S away
+    assert np.abs(D - D0).max() < 0.02 * np.abs(D0).max()
+    assert np.abs(shrunk - D0).max() > 0.3 * np.abs(D0).max()
+    with pytest.raises(ValueError, match="penalty"):
+        GSM(penalty="one", preprocessor=(d.X, d.Y)).fit(pairs, y)

@@ -133,27 +133,37 @@ def _embed_margins(params, structure, f0, X, Y, ix, iy, ell, weight):
 
 def gsm_loss(params: dict, structure: str, f0: float, X: np.ndarray, Y: np.ndarray,
              ix: np.ndarray, iy: np.ndarray, ell: np.ndarray, weight: np.ndarray,
-             mu: float) -> float:
+             mu: float, anchor: dict | None = None) -> float:
     """The objective of :func:`gsm_loss_grad` alone (the same number, without the gradient).
 
     GSM's pair batches report the full objective after each epoch: with this it costs one
     embedding and one hinge, not a second backward pass over every training pair.
     """
     loss = _embed_margins(params, structure, f0, X, Y, ix, iy, ell, weight)[4]
+    return loss + _penalty(params, mu, anchor)[0]
+
+
+def _penalty(params: dict, mu: float, anchor: dict | None) -> tuple[float, dict]:
+    """``μ Σ_θ ‖θ − θ₀‖²`` over the parameters but ``f`` and its gradient (θ₀ = 0, eq. 7's
+    penalty, or the ``anchor`` values)."""
+    value, grad = 0.0, {}
     for k, v in params.items():
         if k != "f":
-            loss += mu * float(np.sum(v * v))
-    return loss
+            d = v if anchor is None else v - anchor[k]
+            value += mu * float(np.sum(d * d))
+            grad[k] = 2.0 * mu * d
+    return value, grad
 
 
 def gsm_loss_grad(params: dict, structure: str, f0: float, X: np.ndarray, Y: np.ndarray,
                   ix: np.ndarray, iy: np.ndarray, ell: np.ndarray, weight: np.ndarray,
-                  mu: float) -> tuple[float, dict]:
+                  mu: float, anchor: dict | None = None) -> tuple[float, dict]:
     """Objective of eq. (7) on fixed features and its gradient, in the sample-based form.
 
     ``J = Σ_p w_p (1 − ℓ_p S(x_{ix[p]}, y_{iy[p]}))₊ + μ Σ_θ ‖θ‖²`` where θ runs over the free
-    parameters except ``f``. Each row of ``X`` and ``Y`` is embedded once (eq. 10); the gradient
-    of each embedded sample is the sum over its pairs (eq. 17-18):
+    parameters except ``f`` (with ``anchor``: ``μ Σ_θ ‖θ − θ₀‖²``, θ₀ its values). Each row
+    of ``X`` and ``Y`` is embedded once (eq. 10); the gradient of each embedded sample is the
+    sum over its pairs (eq. 17-18):
     ``∂J/∂x̃ = Σ_q g_q (2 P₁ᵀP₁ x̃ − 2 P₂ᵀP₂ ỹ_q + 2 p₃)`` with ``g_q = −w_q ℓ_q 1[1 − ℓ_q S_q > 0]``,
     then ``∂J/∂L_A = (∂J/∂(L_A X))ᵀ X`` and so on. Cost O((n_x + n_y) r p + n_pairs r).
 
@@ -173,6 +183,8 @@ def gsm_loss_grad(params: dict, structure: str, f0: float, X: np.ndarray, Y: np.
         Non-negative weight of each pair's hinge term.
     mu : float
         μ of eq. (7).
+    anchor : dict of ndarray, optional
+        Values the penalty pulls the parameters towards (default: zero, as eq. 7).
 
     Returns
     -------
@@ -195,8 +207,7 @@ def gsm_loss_grad(params: dict, structure: str, f0: float, X: np.ndarray, Y: np.
         "f": float(g.sum()),
     }
     grad = _components_backward(params, structure, gc)
-    for k, v in params.items():
-        if k != "f":
-            loss += mu * float(np.sum(v * v))
-            grad[k] = grad[k] + 2.0 * mu * v
-    return loss, grad
+    value, pgrad = _penalty(params, mu, anchor)
+    for k, g in pgrad.items():
+        grad[k] = grad[k] + g
+    return loss + value, grad

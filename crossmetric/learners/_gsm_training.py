@@ -45,6 +45,7 @@ def check_params(est) -> None:
     check_positive_scalar(est.init_scale, "init_scale")
     check_positive_scalar(est.feature_norm, "feature_norm")
     _check_choice(est.init, "init", ("euclidean", "identity", "random"))
+    _check_choice(est.penalty, "penalty", ("zero", "start"))
     _check_choice(est.class_weight, "class_weight", ("balanced", None))
     _check_choice(est.batch_mode, "batch_mode", ("auto", "sample", "pair"))
     _check_choice(est.stopping, "stopping", ("window", "patience"))
@@ -157,9 +158,11 @@ def pair_epoch(params, loss_grad, X, Y, ix, iy, y, weight, batch_size: int, rng,
     return epoch_step
 
 
-def full_pair_loss(structure: str, f0: float, X, Y, ix, iy, weight, mu: float):
+def full_pair_loss(structure: str, f0: float, X, Y, ix, iy, weight, mu: float,
+                   anchor: dict | None = None):
     """The full pair objective as a function of ``(params, ell)``."""
-    return lambda params, ell: gsm_loss(params, structure, f0, X, Y, ix, iy, ell, weight, mu)
+    return lambda params, ell: gsm_loss(params, structure, f0, X, Y, ix, iy, ell, weight, mu,
+                                        anchor)
 
 
 def all_pairs(same: np.ndarray, keep: np.ndarray | None = None):

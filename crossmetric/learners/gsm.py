@@ -149,6 +149,8 @@ class GSM(GSMTowersMixin, CrossModalMixin, BaseEstimator):
         Learn f by gradient descent instead of fixing it (initialised at ``f``).
     mu : float, default=1e-4
         Weight μ of the penalty ``μ‖Φ‖²`` of eq. (7) on the similarity parameters (f excluded).
+    penalty : {"zero", "start"}, default="zero"
+        What μ pulls the parameters towards: zero (eq. 7) or, ours, their start (README).
     batch_size : int, default=512
         Pairs per mini-batch of ``batch_mode="pair"``.
     learning_rate : float, default=1e-3
@@ -174,11 +176,9 @@ class GSM(GSMTowersMixin, CrossModalMixin, BaseEstimator):
         Samples that integer index pairs refer to.
     whiten : bool, default=False
         ``True``: per-direction unit variance (PCA whitening, or per-feature standardisation
-        when ``n_components=None``) -- the former default. ``False``: the centred (PCA)
-        features keep their relative variances and are divided by one scalar per modality
-        (see ``feature_norm``). Whitening gives the low-variance directions (image borders,
-        small PCA components: mostly noise) the same weight as the informative ones, and the
-        model fits that noise.
+        when ``n_components=None``). ``False``: centred (PCA) features keep their relative
+        variances, one scalar per modality (``feature_norm``); whitening would weigh the noisy
+        low-variance directions like the informative ones.
     feature_norm : float, default=2.0
         With ``whiten=False`` each modality is scaled so that the mean squared norm of its
         centred training samples is ``feature_norm²``, so that an L of norm of order 1 moves S
@@ -214,14 +214,11 @@ class GSM(GSMTowersMixin, CrossModalMixin, BaseEstimator):
         smallest S, most violating ``S >= 1``; the union over rows and columns), re-balanced
         to half the weight.
     early_stopping : bool, default=False
-        Hold out ``validation_fraction`` of the identities (of the samples when there are
-        fewer than 20 identities), with every pair that touches them, so that no validation
-        sample is trained on; after each epoch measure the balanced hinge on the held-out
-        pairs (sample-based: every cross pair of the held-out samples), stop when it has not
-        improved by ``tol`` for ``n_iter_no_change`` epochs and keep the best epoch's
-        parameters. Use it when the training objective keeps falling while held-out
-        matching gets worse (many epochs, small data, large ``learning_rate``); it costs the
-        held-out data.
+        Hold out ``validation_fraction`` of the identities (of the samples with fewer than 20
+        identities) and every pair touching them; after each epoch measure the balanced hinge
+        on the held-out pairs, stop when it has not improved by ``tol`` for
+        ``n_iter_no_change`` epochs and keep the best epoch. For small data where the
+        training objective keeps falling while held-out matching gets worse.
     validation_fraction : float in (0, 1), default=0.2
         Share of identities (or samples) held out by ``early_stopping``.
     rank : int or None, default=None
@@ -307,12 +304,13 @@ class GSM(GSMTowersMixin, CrossModalMixin, BaseEstimator):
                  n_images_y: int = 2, hard_negatives: int | None = None,
                  early_stopping: bool = False, validation_fraction: float = 0.2,
                  rank: int | None = None, joint_reduction: bool = False,
-                 stopping: str = "patience"):
+                 stopping: str = "patience", penalty: str = "zero"):
         self.n_components = n_components
         self.structure = structure
         self.f = f
         self.learn_f = learn_f
         self.mu = mu
+        self.penalty = penalty
         self.batch_size = batch_size
         self.learning_rate = learning_rate
         self.max_iter = max_iter
@@ -374,12 +372,13 @@ class GSM(GSMTowersMixin, CrossModalMixin, BaseEstimator):
             k = min(r, p_x, p_y)
             sq_dist = float(np.mean(np.sum((X[ix, :k] - Y[iy, :k]) ** 2, axis=1)))
         params = init_params(self, r, p_x, p_y, rng, sq_dist)
+        anchor = {k: np.copy(v) for k, v in params.items()} if self.penalty == "start" else None
         self.batch_mode_ = resolve_batch_mode(self.batch_mode, ids_x, ids_y, ix, iy, y,
                                               n_conflicts)
         mu, f0 = float(self.mu), float(self.f)
 
         def loss_grad(prm, Xb, Yb, bix, biy, ell, w, mu=mu):
-            return gsm_loss_grad(prm, self.structure, f0, Xb, Yb, bix, biy, ell, w, mu)
+            return gsm_loss_grad(prm, self.structure, f0, Xb, Yb, bix, biy, ell, w, mu, anchor)
 
         if self.batch_mode_ == "sample":
             rounds = IdentityRounds(ids_x[rx], ids_y[ry], int(self.n_identities),
@@ -393,7 +392,7 @@ class GSM(GSMTowersMixin, CrossModalMixin, BaseEstimator):
             epoch_step = pair_epoch(params, loss_grad, X, Y, ix, iy, y, weight,
                                     int(self.batch_size), rng,
                                     full_pair_loss(self.structure, f0, X, Y, ix, iy, weight,
-                                                   mu))
+                                                   mu, anchor))
         val_loss = None
         if val is not None:
             val_loss = validation_loss(self.batch_mode_, val, ids_x, ids_y, X, Y,
