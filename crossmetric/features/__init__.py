@@ -36,7 +36,8 @@ from crossmetric._checks import check_choice, check_positive_int
 _LAZY = {"DenseSIFT": "crossmetric._dense_sift", "LBPGrid": "crossmetric._local_patterns",
          "PatchColorSIFT": "crossmetric._patch_color_sift", "LOMO": "crossmetric.features._lomo"}
 
-__all__ = ["StripHistograms", "HOG", *_LAZY, "COLOR_SPACES", "check_images"]
+__all__ = ["StripHistograms", "HOG", *_LAZY, "COLOR_SPACES", "check_images",
+           "check_images_as_fitted"]
 
 
 def __getattr__(name: str):
@@ -92,6 +93,16 @@ def check_images(images, name: str = "images", *, allow_gray: bool = True) -> np
         raise ValueError(f"{name}: float images must have values in [0, 1], got "
                          f"[{arr.min():.4g}, {arr.max():.4g}] (pass uint8 images for 0-255).")
     return arr
+
+
+def check_images_as_fitted(est, images, *, allow_gray: bool = True) -> np.ndarray:
+    """:func:`check_images`, then the per-image shape that the fitted descriptor ``est``
+    recorded in ``image_shape_`` (one message for every descriptor of this package)."""
+    images = check_images(images, allow_gray=allow_gray)
+    if images.shape[1:] != est.image_shape_:
+        raise ValueError(f"images have shape {images.shape[1:]} per image, but "
+                         f"{type(est).__name__} was fitted on {est.image_shape_}.")
+    return images
 
 
 def to_unit_float(images: np.ndarray) -> np.ndarray:
@@ -302,10 +313,7 @@ class StripHistograms(TransformerMixin, BaseEstimator):
         ndarray of shape (n, n_features_out_), float64, non-negative
         """
         check_is_fitted(self)
-        images = check_images(images)
-        if images.shape[1:] != self.image_shape_:
-            raise ValueError(f"images have shape {images.shape[1:]} per image, but "
-                             f"StripHistograms was fitted on {self.image_shape_}.")
+        images = check_images_as_fitted(self, images)
         spaces = self._spaces(images.ndim == 3)
         n, h, w = images.shape[:3]
         S = self.n_strips
@@ -460,8 +468,5 @@ class HOG(TransformerMixin, BaseEstimator):
     def transform(self, images) -> np.ndarray:
         """HOG vectors, shape (n, n_features_out_)."""
         check_is_fitted(self)
-        images = check_images(images)
-        if images.shape[1:] != self.image_shape_:
-            raise ValueError(f"images have shape {images.shape[1:]} per image, but HOG was "
-                             f"fitted on {self.image_shape_}.")
+        images = check_images_as_fitted(self, images)
         return self._batch(images)

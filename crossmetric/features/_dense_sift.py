@@ -14,7 +14,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from crossmetric._checks import check_choice, check_positive_int
 from crossmetric._image_folder import _check_size
-from crossmetric.features import _to_gray, check_images, to_unit_float
+from crossmetric.features import _to_gray, check_images, check_images_as_fitted, to_unit_float
 
 __all__ = ["DenseSIFT"]
 
@@ -246,10 +246,7 @@ class DenseSIFT(TransformerMixin, BaseEstimator):
     def transform(self, images) -> np.ndarray:
         """Descriptors of ``images``, shape (n, n_features_out_)."""
         check_is_fitted(self)
-        images = check_images(images)
-        if images.shape[1:] != self.image_shape_:
-            raise ValueError(f"images have shape {images.shape[1:]} per image, but DenseSIFT "
-                             f"was fitted on {self.image_shape_}.")
+        images = check_images_as_fitted(self, images)
         fn = functools.partial(_dense_sift_rows,
                                base=_check_size(self.image_size, "image_size"),
                                sizes=self.scaled_sizes_, patch=self.patch_size, step=self.step,

@@ -12,7 +12,7 @@ from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
 from crossmetric._checks import check_choice, check_positive_int
-from crossmetric.features import _to_gray, check_images, to_unit_float
+from crossmetric.features import _to_gray, check_images, check_images_as_fitted, to_unit_float
 from crossmetric.features._dense_sift import check_n_jobs, map_images
 
 __all__ = ["LBPGrid", "pattern_labels", "ternary_codes"]
@@ -241,10 +241,7 @@ class LBPGrid(TransformerMixin, BaseEstimator):
         """Histograms of ``images``, shape (n, n_features_out_), float64."""
         check_is_fitted(self)
         rows, cols = self._check_params()
-        images = check_images(images)
-        if images.shape[1:] != self.image_shape_:
-            raise ValueError(f"images have shape {images.shape[1:]} per image, but LBPGrid was "
-                             f"fitted on {self.image_shape_}.")
+        images = check_images_as_fitted(self, images)
         h, w = images.shape[1:3]
         fn = functools.partial(
             _lbp_rows, cell_rows=(np.arange(h) * rows) // h, cell_cols=(np.arange(w) * cols) // w,

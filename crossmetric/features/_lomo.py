@@ -12,7 +12,7 @@ from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
 from crossmetric._checks import check_positive_int, check_positive_scalar
-from crossmetric.features import _to_gray, check_images, to_unit_float
+from crossmetric.features import _to_gray, check_images, check_images_as_fitted, to_unit_float
 from crossmetric.features._dense_sift import (
     check_float_dtype,
     check_n_jobs,
@@ -273,10 +273,7 @@ class LOMO(TransformerMixin, BaseEstimator):
         """Descriptors of ``images``, shape (n, n_features_out_)."""
         check_is_fitted(self)
         bins, radii, sigmas = self._check_params()
-        images = check_images(images, allow_gray=False)
-        if images.shape[1:] != self.image_shape_:
-            raise ValueError(f"images have shape {images.shape[1:]} per image, but LOMO was "
-                             f"fitted on {self.image_shape_}.")
+        images = check_images_as_fitted(self, images, allow_gray=False)
         dtype = np.dtype(self.dtype)
         fn = functools.partial(_lomo_rows, block_size=self.block_size, step=self.step,
                                n_scales=self.n_scales, hsv_bins=bins, tau=float(self.tau),

@@ -12,7 +12,7 @@ from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
 from crossmetric._checks import check_choice, check_positive_int, check_positive_scalar
-from crossmetric.features import _bin_index, check_images, to_unit_float
+from crossmetric.features import _bin_index, check_images, check_images_as_fitted, to_unit_float
 from crossmetric.features._dense_sift import (
     check_float_dtype,
     check_n_jobs,
@@ -243,10 +243,7 @@ class PatchColorSIFT(TransformerMixin, BaseEstimator):
     def transform(self, images) -> np.ndarray:
         """Descriptors of ``images``, shape (n, n_features_out_)."""
         check_is_fitted(self)
-        images = check_images(images, allow_gray=False)
-        if images.shape[1:] != self.image_shape_:
-            raise ValueError(f"images have shape {images.shape[1:]} per image, but "
-                             f"PatchColorSIFT was fitted on {self.image_shape_}.")
+        images = check_images_as_fitted(self, images, allow_gray=False)
         dtype = np.dtype(self.dtype)
         fn = functools.partial(_patch_rows, space=self.color_space, levels=self.levels_,
                                n_bins=self.n_bins, sigma=float(self.sigma), clip=float(self.clip),
