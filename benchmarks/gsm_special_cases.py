@@ -5,8 +5,10 @@ Run: ``python benchmarks/gsm_special_cases.py [--dataset viper] [--n-splits 3]
 [--data-root /work/shared/data] [--out gsm_special_cases.json]``
 
 Each structure is ``GSM(structure=...)`` with the registry's GSM paper grid
-(:data:`crossmetric.registry.GSM_PAPER_GRID`: dimension and start, then μ) selected per split by
-3-fold inner cross-validation on the split's training persons (validation rank-1), exactly as
+(:func:`crossmetric.registry.gsm_paper_grid`: dimension and start -- for the generalized form
+also the start from its fitted affine Euclidean case --, then μ and what it pulls towards)
+selected per split by 3-fold inner cross-validation on the split's training persons
+(validation rank-1), exactly as
 ``benchmarks/which_method_when.py`` runs the ``gsm`` row: the same loader, protocol options and
 seed, so the same splits, and the ``generalized`` row equals that script's GSM row. Every number
 comes from one :func:`crossmetric.protocols.run_protocols` call per structure (no loop of its
@@ -34,13 +36,13 @@ from crossmetric.learners.gsm import STRUCTURES  # noqa: E402
 def run_structure(structure: str, data: dict, dataset: str, *, n_splits: int, seed: int) -> dict:
     """One structure on ``n_splits`` splits with its paper grid selected on training persons."""
     from crossmetric.protocols import run_protocols
-    from crossmetric.registry import METHODS, make_estimator
+    from crossmetric.registry import gsm_paper_grid, make_estimator
 
     t0 = time.perf_counter()
     res = run_protocols({structure: make_estimator("gsm", structure=structure)}, data,
                         protocols=("identification",), n_repeats=n_splits, max_rank=20,
                         random_state=seed, n_jobs=1, on_error="raise",
-                        param_grids={structure: METHODS["gsm"].search_grid("paper")},
+                        param_grids={structure: gsm_paper_grid(structure)},
                         tune_scoring="rank1", **protocol_options(dataset, ["gsm"]))
     per = {m: [100 * r["value"] for r in res.records if r["measure"] == m]
            for m in ("rank1", "map", "rank20")}

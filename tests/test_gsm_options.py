@@ -138,3 +138,54 @@ def test_init_rejects_unknown_values():
     pairs, y = make_pairs(b.labels, b.labels, n_negatives=1, random_state=0)
     with pytest.raises(ValueError, match="init must be one of"):
         GSM(init="eye", preprocessor=(b.X, b.Y)).fit(pairs, y)
+
+
+@pytest.mark.parametrize("special", ["euclidean", "linear", "ladf", "joint_bayesian",
+                                     "inner_product"])
+def test_start_params_give_the_special_case_measure_exactly(data, special):
+    from crossmetric.learners._gsm_training import start_params
+
+    d, pairs, y = data
+    for learn_f in (False, True):
+        start = GSM(n_components=4, structure=special, max_iter=5, learn_f=learn_f,
+                    random_state=0, preprocessor=(d.X, d.Y))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            start.fit(pairs, y)
+        est = GSM(n_components=4, learn_f=learn_f)
+        params, f0 = start_params(est, start)
+        assert set(params) == {"LA", "LB", "LCx", "LCy", "d", "e"} | ({"f"} if learn_f else set())
+        Rx, Ry = start.reduce_x(d.X[:20]), start.reduce_y(d.Y[:25])
+        S = est._similarity(params, Rx, Ry, f0, 4)
+        np.testing.assert_allclose(S, start.cross_distance(d.X[:20], d.Y[:25]), atol=1e-10)
+
+
+def test_start_from_trains_the_generalized_form_from_the_fitted_special_case(data):
+    d, pairs, y = data
+    kw = dict(n_components=4, init="identity", joint_reduction=True, random_state=3,
+              preprocessor=(d.X, d.Y))
+    # a negligible step: the generalized form stays at the special case the fit made first,
+    # which is GSM(structure=special) with the seed drawn from random_state
+    est = GSM(start_from="euclidean", learning_rate=1e-12, max_iter=2, **kw)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        est.fit(pairs, y)
+        seed = int(np.random.RandomState(3).randint(np.iinfo(np.int32).max))
+        ref = GSM(structure="euclidean", learning_rate=1e-12, max_iter=2,
+                  **{**kw, "random_state": seed}).fit(pairs, y)
+        # trained for real, it moves away from the start; the same seed, the same model
+        a = GSM(start_from="euclidean", max_iter=30, **kw).fit(pairs, y)
+        b = GSM(start_from="euclidean", max_iter=30, **kw).fit(pairs, y)
+    assert est.structure == "generalized" and set(est.params_) >= {"LA", "LCx", "d", "e"}
+    np.testing.assert_allclose(est.cross_distance(d.X, d.Y), ref.cross_distance(d.X, d.Y),
+                               rtol=1e-6, atol=1e-6)
+    np.testing.assert_array_equal(a.cross_distance(d.X, d.Y), b.cross_distance(d.X, d.Y))
+    assert not np.allclose(a.cross_distance(d.X, d.Y), ref.cross_distance(d.X, d.Y))
+
+
+def test_start_from_rejects_a_structure_that_cannot_hold_it(data):
+    d, pairs, y = data
+    with pytest.raises(ValueError, match="start_from='euclidean' needs structure='generalized'"):
+        GSM(structure="linear", start_from="euclidean", preprocessor=(d.X, d.Y)).fit(pairs, y)
+    with pytest.raises(ValueError, match="start_from must be one of"):
+        GSM(start_from="generalized", preprocessor=(d.X, d.Y)).fit(pairs, y)

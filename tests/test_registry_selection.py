@@ -85,3 +85,23 @@ def test_cap_n_components_to_views_is_the_clis_note(capsys):
     _cap_components(ests, X, None)
     assert capsys.readouterr().err == (
         "crossmetric: PCCA: n_components 32 -> 8 (the data has 8 features)\n")
+
+
+@pytest.mark.parametrize("structure", ["generalized", "linear", "ladf", "joint_bayesian",
+                                       "euclidean", "inner_product"])
+def test_gsm_paper_grid_gives_every_structure_only_candidates_it_accepts(structure):
+    from sklearn.model_selection import ParameterGrid
+
+    from crossmetric.learners._gsm_training import check_params
+    from crossmetric.registry import GSM_PAPER_GRID, gsm_paper_grid
+
+    stages = gsm_paper_grid(structure)
+    assert len(stages) == len(GSM_PAPER_GRID)
+    first = [p for c in stages[0] for p in ParameterGrid(c)]
+    starts = [p for p in first if "start_from" in p]
+    assert bool(starts) == (structure == "generalized")
+    # every candidate of stage 1, then every one of the μ stage on it, is a valid GSM
+    for p in first:
+        for q in ParameterGrid(stages[1]):
+            check_params(crossmetric.GSM(structure=structure, **p, **q))
+    assert gsm_paper_grid() == list(GSM_PAPER_GRID) == METHODS["gsm"].search_grid("paper")

@@ -13,6 +13,7 @@ from __future__ import annotations
 import warnings
 
 import numpy as np
+from sklearn.base import clone
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import gen_batches
 
@@ -46,6 +47,13 @@ def check_params(est) -> None:
     check_positive_scalar(est.feature_norm, "feature_norm")
     _check_choice(est.init, "init", ("euclidean", "identity", "random"))
     _check_choice(est.penalty, "penalty", ("zero", "start"))
+    if est.start_from is not None:
+        special = tuple(k for k in STRUCTURES if k != "generalized")
+        _check_choice(est.start_from, "start_from", (None, *special))
+        if est.structure != "generalized":
+            raise ValueError(f"start_from={est.start_from!r} needs structure='generalized' (the "
+                             f"one structure that contains every other), got "
+                             f"{est.structure!r}.")
     _check_choice(est.class_weight, "class_weight", ("balanced", None))
     _check_choice(est.batch_mode, "batch_mode", ("auto", "sample", "pair"))
     _check_choice(est.stopping, "stopping", ("window", "patience"))
@@ -66,6 +74,49 @@ def check_params(est) -> None:
     check_positive_int(est.batch_size, "batch_size")
     check_positive_int(est.max_iter, "max_iter")
     check_positive_int(est.n_iter_no_change, "n_iter_no_change")
+
+
+def fit_start(est, data, y, rng):
+    """The fitted special case ``est.start_from`` and the generator ``est`` goes on with.
+
+    A clone of ``est`` with ``structure=est.start_from`` (every other parameter equal) is
+    fitted on the same pairs with a seed drawn from ``rng``; ``est`` then goes on with a
+    generator of that seed, so that its validation split and fixed reduction are the clone's
+    (its features are the same coordinates).
+    """
+    seed = int(rng.randint(np.iinfo(np.int32).max))
+    start = clone(est).set_params(structure=est.start_from, start_from=None, random_state=seed)
+    start._fit(data, y)
+    return start, np.random.RandomState(seed)
+
+
+def start_params(est, start) -> tuple[dict, float]:
+    """The generalized form's free parameters (and fixed ``f``) equal to the fitted ``start``.
+
+    Every structure's measure is a generalized one (``L_A, L_B, L_Cx, L_Cy, d, e, f`` of its
+    ``components_x_`` / ``components_y_`` and ``f_``): S starts as the special case's, exactly.
+    """
+    r = start.n_components_
+    Px, Py = start.components_x_, start.components_y_
+    params = {"LA": Px[:r].copy(), "LB": Py[:r].copy(), "LCx": Px[r:2 * r].copy(),
+              "LCy": Py[r:2 * r].copy(), "d": Px[-1].copy(), "e": Py[-1].copy()}
+    if est.learn_f:
+        params["f"] = np.asarray(float(start.f_))
+    return params, float(start.f_)
+
+
+def starting_params(est, start, X, Y, ix, iy, r: int, rng) -> tuple[dict, float]:
+    """The free parameters training starts from and the fixed ``f``: those of the fitted
+    special case ``start`` (:func:`start_params`), else :func:`init_params` (with the mean
+    squared distance of the training pairs ``(ix, iy)`` for ``init="identity"``)."""
+    if start is not None:
+        return start_params(est, start)
+    p_x, p_y = X.shape[1], Y.shape[1]
+    sq_dist = None
+    if est.init == "identity":
+        k = min(r, p_x, p_y)
+        sq_dist = float(np.mean(np.sum((X[ix, :k] - Y[iy, :k]) ** 2, axis=1)))
+    return init_params(est, r, p_x, p_y, rng, sq_dist), float(est.f)
 
 
 def init_params(est, r: int, p_x: int, p_y: int, rng, sq_dist: float | None = None) -> dict:

@@ -90,12 +90,13 @@ from crossmetric.learners._gsm_reduction import apply_reducer, fit_reducers
 from crossmetric.learners._gsm_towers import GSMTowersMixin
 from crossmetric.learners._gsm_training import (
     check_params,
+    fit_start,
     full_pair_loss,
-    init_params,
     pair_epoch,
     pair_weights,
     resolve_batch_mode,
     sample_epoch,
+    starting_params,
     train_epochs,
     validation_loss,
 )
@@ -121,7 +122,8 @@ class GSM(GSMTowersMixin, CrossModalMixin, BaseEstimator):
     PatchColorSIFT + PCA-64: rank-1 49 → 53 %). Two views of one descriptor share
     coordinates: set ``joint_reduction=True`` and try ``init="identity"`` (S starts at their
     untrained distance; CUFS, 180 training persons, ``n_components=None`` on one PCA-100 of
-    both: test rank-1 64.3 → 95.8 %). Compare ``structure`` values on the training identities.
+    both: test rank-1 64.3 → 95.8 %). Compare ``structure`` values on the training identities;
+    for the generalized form also try ``start_from="euclidean"`` with ``penalty="start"``.
 
     Parameters
     ----------
@@ -191,18 +193,19 @@ class GSM(GSMTowersMixin, CrossModalMixin, BaseEstimator):
         ``"random"``: independent L; ``"euclidean"``: ``L_Cx = L_A``, ``L_Cy = L_B`` (S starts
         as a distance); ``"identity"``: every L at ``α [I_r 0]``, S at the scaled distance of
         the first ``r`` coordinates, the mean training pair at ``S = 0``.
+    start_from : str or None, default=None
+        Ours, for ``structure="generalized"``: fit this special case first (same settings) and
+        train from its measure; ``penalty="start"`` holds the extra terms near it (README).
     batch_mode : {"auto", "sample", "pair"}, default="auto"
         ``"sample"``: the paper's sample-based batches (§4.2, eq. 14-18) -- each round takes
         ``n_identities`` identities with up to ``n_images_x`` / ``n_images_y`` samples each
         (:class:`crossmetric.batches.IdentityRounds`) and the loss runs over *all*
         ``n_x · n_y`` pairs of those samples, labelled by identity, positives and negatives
-        weighted half and half. Identities are the connected components of the positive
-        pairs; when the positives do not list every same-identity pair of the components (a
-        sample of class-level pairs: the components may be fragments of the classes) a
-        ``UserWarning`` says so. ``"pair"``: mini-batches are ``batch_size`` slices of the
-        given pairs (the paper's "sample-pair-based" batches). ``"auto"``: ``"sample"`` when
-        the positives are complete and consistent with the negatives, else ``"pair"``
-        (attribute ``batch_mode_``).
+        weighted half and half; identities are the connected components of the positive
+        pairs (a ``UserWarning`` when the positives miss same-identity pairs of a component).
+        ``"pair"``: ``batch_size`` slices of the given pairs (the paper's "sample-pair-based"
+        batches). ``"auto"``: ``"sample"`` when the positives are complete and consistent
+        with the negatives, else ``"pair"`` (attribute ``batch_mode_``).
     n_identities : int, default=64
         K̂, identities per sample-based batch.
     n_images_x, n_images_y : int, default=2
@@ -304,7 +307,7 @@ class GSM(GSMTowersMixin, CrossModalMixin, BaseEstimator):
                  n_images_y: int = 2, hard_negatives: int | None = None,
                  early_stopping: bool = False, validation_fraction: float = 0.2,
                  rank: int | None = None, joint_reduction: bool = False,
-                 stopping: str = "patience", penalty: str = "zero"):
+                 stopping: str = "patience", penalty: str = "zero", start_from=None):
         self.n_components = n_components
         self.structure = structure
         self.f = f
@@ -334,11 +337,14 @@ class GSM(GSMTowersMixin, CrossModalMixin, BaseEstimator):
         self.rank = rank
         self.joint_reduction = joint_reduction
         self.stopping = stopping
+        self.start_from = start_from
 
     # ----------------------------------------------------------------------------- fit
     def _fit(self, data: PairData, y: np.ndarray) -> None:
         check_params(self)
         rng = check_random_state(self.random_state)
+        # start_from: the special case first (its split and reduction are this fit's)
+        start, rng = fit_start(self, data, y, rng) if self.start_from else (None, rng)
         # the base's canonical pairs: the distinct samples of each modality, every one used
         # (each embedded once per batch, eq. 14)
         ix, iy = data.ix, data.iy
@@ -367,15 +373,11 @@ class GSM(GSMTowersMixin, CrossModalMixin, BaseEstimator):
                 f"needs both to have the same dimension, got {p_x} and {p_y}; set n_components."
             )
         r = min(p_x, p_y) if self.rank is None else int(self.rank)
-        sq_dist = None
-        if self.init == "identity":   # the mean squared distance of the training pairs
-            k = min(r, p_x, p_y)
-            sq_dist = float(np.mean(np.sum((X[ix, :k] - Y[iy, :k]) ** 2, axis=1)))
-        params = init_params(self, r, p_x, p_y, rng, sq_dist)
+        params, f0 = starting_params(self, start, X, Y, ix, iy, r, rng)
         anchor = {k: np.copy(v) for k, v in params.items()} if self.penalty == "start" else None
         self.batch_mode_ = resolve_batch_mode(self.batch_mode, ids_x, ids_y, ix, iy, y,
                                               n_conflicts)
-        mu, f0 = float(self.mu), float(self.f)
+        mu = float(self.mu)
 
         def loss_grad(prm, Xb, Yb, bix, biy, ell, w, mu=mu):
             return gsm_loss_grad(prm, self.structure, f0, Xb, Yb, bix, biy, ell, w, mu, anchor)

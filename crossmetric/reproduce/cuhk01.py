@@ -163,14 +163,14 @@ def cuhk01_views(data: dict, rng) -> dict:
 
 def _methods(structures, baselines, gsm_params: dict, grid=None) -> tuple[dict, dict]:
     """``{row name: estimator}`` and ``{row name: paper grid}`` (GSM structures only)."""
-    from crossmetric.registry import METHODS, make_estimator
+    from crossmetric.registry import METHODS, gsm_paper_grid, make_estimator
 
     est, grids = {}, {}
     for row in structures:
         if row not in GSM_STRUCTURES:
             raise ValueError(f"structures: {row!r} is not one of {', '.join(GSM_STRUCTURES)}.")
         est[row] = make_estimator("gsm", structure=GSM_STRUCTURES[row], **gsm_params)
-        grids[row] = METHODS["gsm"].search_grid("paper") if grid is None else list(grid)
+        grids[row] = gsm_paper_grid(GSM_STRUCTURES[row]) if grid is None else list(grid)
     for m in baselines:
         if m not in CUHK01_BASELINES:
             raise ValueError(f"baselines: {m!r} is not one of {', '.join(CUHK01_BASELINES)}.")
