@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from crossmetric.cli import main
+from crossmetric.registry import gsm_paper_grid
 from crossmetric.reproduce import PUBLISHED, REPRODUCTIONS, run_reproduction
 from crossmetric.reproduce import cmml_cufs as CM
 from crossmetric.reproduce import cufs as C
@@ -64,6 +65,8 @@ def test_gsm_cufs_selection_and_fit_never_see_a_test_person(monkeypatch):
     real_search, real_eval = ms.search_stages, reid.evaluate_reid
 
     def spy_search(est, grid, X, Y, labels, **kw):
+        # the grid of the estimator's own structure (the special case: no start from one)
+        assert grid == gsm_paper_grid(est.structure)
         searched.append((set(X[:, -1].astype(int)) | set(Y[:, -1].astype(int)), set(labels)))
         return real_search(est, grid, X, Y, labels, **kw)
 

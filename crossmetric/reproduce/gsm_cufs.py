@@ -173,7 +173,7 @@ def reproduce_gsm_cufs(data_home, *, n_splits: int = 1, seed: int = 0, verbose: 
     """
     from crossmetric._checks import check_positive_int
     from crossmetric.model_selection import search_stages
-    from crossmetric.registry import METHODS, make_estimator
+    from crossmetric.registry import gsm_paper_grid, make_estimator
     from crossmetric.reid import evaluate_reid
     from crossmetric.reproduce.cufs import cufs_features
 
@@ -228,7 +228,7 @@ def reproduce_gsm_cufs(data_home, *, n_splits: int = 1, seed: int = 0, verbose: 
                 est = make_estimator("gsm", random_state=split.seed, structure=structure,
                                      **(gsm_params or {}))
                 V = Z
-                grid = METHODS["gsm"].search_grid("paper")
+                grid = gsm_paper_grid(structure)
                 if tune and grid:
                     # the training persons only: rows of the training sketches and photos
                     found = search_stages(est, grid, Fx[tr], Fy[tr], labels[tr], n_splits=3,
