@@ -22,7 +22,7 @@ from crossmetric._solvers.epochs import EpochPlateau, WindowPlateau, run_epochs
 from crossmetric._solvers.optim import Adam
 from crossmetric._solvers.stochastic import PairBlocks
 from crossmetric.batches import balanced_weights, hardest_negatives, pair_completeness
-from crossmetric.learners._gsm_measure import _NO_F, STRUCTURES, gsm_loss
+from crossmetric.learners._gsm_measure import _NO_F, STRUCTURES, gsm_components, gsm_loss
 
 
 def _check_choice(value, name: str, choices) -> None:
@@ -93,16 +93,18 @@ def fit_start(est, data, y, rng):
 def start_params(est, start) -> tuple[dict, float]:
     """The generalized form's free parameters (and fixed ``f``) equal to the fitted ``start``.
 
-    Every structure's measure is a generalized one (``L_A, L_B, L_Cx, L_Cy, d, e, f`` of its
-    ``components_x_`` / ``components_y_`` and ``f_``): S starts as the special case's, exactly.
+    Every structure's measure is a generalized one (:func:`gsm_components` of its free
+    parameters): S starts as the special case's, exactly. Each array is a copy (a special
+    case may use one matrix twice, e.g. ``U`` as ``L_A`` and ``L_Cx``).
     """
-    r = start.n_components_
-    Px, Py = start.components_x_, start.components_y_
-    params = {"LA": Px[:r].copy(), "LB": Py[:r].copy(), "LCx": Px[r:2 * r].copy(),
-              "LCy": Py[r:2 * r].copy(), "d": Px[-1].copy(), "e": Py[-1].copy()}
+    p_x, p_y = start.components_x_.shape[1], start.components_y_.shape[1]
+    *mats, f = gsm_components(start.params_, start.structure, float(start.f),
+                              start.n_components_, p_x, p_y)
+    params = {k: np.array(v, dtype=float)
+              for k, v in zip(STRUCTURES["generalized"], mats, strict=True)}
     if est.learn_f:
-        params["f"] = np.asarray(float(start.f_))
-    return params, float(start.f_)
+        params["f"] = np.asarray(float(f))
+    return params, float(f)
 
 
 def starting_params(est, start, X, Y, ix, iy, r: int, rng) -> tuple[dict, float]:

@@ -344,7 +344,7 @@ class GSM(GSMTowersMixin, CrossModalMixin, BaseEstimator):
         check_params(self)
         rng = check_random_state(self.random_state)
         # start_from: the special case first (its split and reduction are this fit's)
-        start, rng = fit_start(self, data, y, rng) if self.start_from else (None, rng)
+        start, rng = fit_start(self, data, y, rng) if self.start_from is not None else (None, rng)
         # the base's canonical pairs: the distinct samples of each modality, every one used
         # (each embedded once per batch, eq. 14)
         ix, iy = data.ix, data.iy
