@@ -409,6 +409,53 @@ def test_identity_rounds_cover_identities_without_duplicates():
         IdentityRounds([0, 1], [0, 5], 2)
 
 
+def _reference_rounds(ids_x, ids_y, k, o_x, o_y, seed, n_rounds):
+    """IdentityRounds' draws written with NumPy set operations (the slow obvious version)."""
+    rng = np.random.RandomState(seed)
+    usable = np.intersect1d(ids_x, ids_y)
+    k = min(k, usable.size)
+    rows = [[np.flatnonzero(ids == c) for c in usable] for ids in (ids_x, ids_y)]
+    queue = [[rng.permutation(r) for r in side] for side in rows]
+    order = np.empty(0, dtype=np.int64)
+
+    def take(side, c, o):
+        q = queue[side][c]
+        if q.size >= o:
+            queue[side][c] = q[o:]
+            return q[:o]
+        nxt = rng.permutation(rows[side][c])
+        fill = nxt[~np.isin(nxt, q)][: o - q.size]
+        queue[side][c] = nxt[~np.isin(nxt, fill)]
+        return np.concatenate([q, fill])
+
+    out = []
+    for _ in range(n_rounds):
+        if order.size < k:
+            order = np.concatenate([order, rng.permutation(
+                np.setdiff1d(np.arange(usable.size), order))])
+        chosen, order = order[:k], order[k:]
+        out.append((np.concatenate([take(0, c, o_x) for c in chosen]),
+                    np.concatenate([take(1, c, o_y) for c in chosen])))
+    return out
+
+
+@pytest.mark.parametrize("sizes,k,o_x,o_y", [((1, 1), 8, 2, 2), ((3, 2), 4, 2, 5),
+                                             ((7, 5), 3, 3, 2), ((2, 9), 20, 1, 4)])
+def test_identity_rounds_equal_the_numpy_set_version(sizes, k, o_x, o_y):
+    from crossmetric.batches import IdentityRounds
+
+    rng = np.random.RandomState(1)
+    ids_x = rng.permutation(np.repeat(np.arange(12), sizes[0]))
+    ids_y = rng.permutation(np.r_[np.repeat(np.arange(12), sizes[1]), [40, 41]])
+    rounds = IdentityRounds(ids_x, ids_y, k, n_images_x=o_x, n_images_y=o_y, random_state=5)
+    got = [rounds.round() for _ in range(60)]
+    ref = _reference_rounds(ids_x, ids_y, k, o_x, o_y, 5, 60)
+    for (gx, gy), (rx, ry) in zip(got, ref, strict=True):
+        assert gx.dtype == np.int64 and gy.dtype == np.int64
+        np.testing.assert_array_equal(gx, rx)
+        np.testing.assert_array_equal(gy, ry)
+
+
 def test_hardest_negatives_and_all_pairs_match_bruteforce():
     from crossmetric._gsm_training import all_pairs
     from crossmetric.batches import hardest_negatives

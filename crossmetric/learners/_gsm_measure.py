@@ -140,18 +140,20 @@ def gsm_loss(params: dict, structure: str, f0: float, X: np.ndarray, Y: np.ndarr
     embedding and one hinge, not a second backward pass over every training pair.
     """
     loss = _embed_margins(params, structure, f0, X, Y, ix, iy, ell, weight)[4]
-    return loss + _penalty(params, mu, anchor)[0]
+    return loss + _penalty(params, mu, anchor, gradient=False)[0]
 
 
-def _penalty(params: dict, mu: float, anchor: dict | None) -> tuple[float, dict]:
-    """``μ Σ_θ ‖θ − θ₀‖²`` over the parameters but ``f`` and its gradient (θ₀ = 0, eq. 7's
-    penalty, or the ``anchor`` values)."""
+def _penalty(params: dict, mu: float, anchor: dict | None,
+             gradient: bool = True) -> tuple[float, dict]:
+    """``μ Σ_θ ‖θ − θ₀‖²`` over the parameters but ``f`` and (with ``gradient``) its gradient
+    (θ₀ = 0, eq. 7's penalty, or the ``anchor`` values; without ``gradient`` the dict is empty)."""
     value, grad = 0.0, {}
     for k, v in params.items():
         if k != "f":
             d = v if anchor is None else v - anchor[k]
             value += mu * float(np.sum(d * d))
-            grad[k] = 2.0 * mu * d
+            if gradient:
+                grad[k] = 2.0 * mu * d
     return value, grad
 
 
