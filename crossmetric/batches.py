@@ -109,8 +109,9 @@ class IdentityRounds:
         self._rows = [[np.flatnonzero(ids == c) for c in usable]
                       for ids in (self.ids_x, self.ids_y)]
         # each identity's shuffled cycle as a Python list: a round takes a few samples of
-        # each of K̂ identities, where NumPy's per-call overhead (isin, r_) would cost more
-        # than the training step itself (3/4 of a GSM fit on 871 single-shot persons)
+        # each of K̂ identities, where NumPy's per-call overhead (isin, r_) cost as much as
+        # the training step (about half of a GSM fit on 871 single-shot persons as
+        # NumPy arrays; benchmarks/bench_gsm_rounds.py)
         self._queue = [[self.rng.permutation(r).tolist() for r in side] for side in self._rows]
         self._order = np.empty(0, dtype=np.int64)
         n_x = sum(min(r.size, self.n_images_x) for r in self._rows[0])
