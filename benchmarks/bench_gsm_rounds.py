@@ -15,8 +15,6 @@ epoch of rounds, seconds of the fit, and the rounds' share of the fit.
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import sys
 import time
 import warnings
@@ -26,6 +24,7 @@ import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks._common import emit, machine  # noqa: E402
 from crossmetric.batches import IdentityRounds  # noqa: E402
 from crossmetric.learners.gsm import GSM  # noqa: E402
 from crossmetric.pairs import make_pairs  # noqa: E402
@@ -68,8 +67,8 @@ def main(argv=None) -> dict:
            "rounds_seconds_per_epoch": round(min(rounds_s), 5),
            "fit_seconds": round(min(fit_s), 3),
            "rounds_share_of_fit": round(min(rounds_s) * args.epochs / min(fit_s), 3),
-           "load_avg": round(os.getloadavg()[0], 2)}
-    print(json.dumps(out, indent=1))
+           "machine": machine()}
+    emit(out)
     return out
 
 
