@@ -183,6 +183,30 @@ def test_start_from_trains_the_generalized_form_from_the_fitted_special_case(dat
     assert not np.allclose(a.cross_distance(d.X, d.Y), ref.cross_distance(d.X, d.Y))
 
 
+def test_start_mu_holds_the_generalized_form_at_the_fitted_special_case(data):
+    d, pairs, y = data
+    kw = dict(n_components=4, init="identity", joint_reduction=True, random_state=3,
+              start_from="euclidean", penalty="start", mu=1e-4, max_iter=30,
+              preprocessor=(d.X, d.Y))
+    seed = int(np.random.RandomState(3).randint(np.iinfo(np.int32).max))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        # the special case the fits start from: the seed they draw from random_state
+        special = {k: v for k, v in kw.items() if k != "start_from"} | {"random_state": seed}
+        ref = GSM(structure="euclidean", **special).fit(pairs, y)
+        free = GSM(**kw).fit(pairs, y)
+        held = GSM(start_mu=1e4, **kw).fit(pairs, y)
+        same = GSM(start_mu=1e-4, **kw).fit(pairs, y)
+    S_ref = ref.cross_distance(d.X, d.Y)
+    gap_free = np.abs(free.cross_distance(d.X, d.Y) - S_ref).mean()
+    gap_held = np.abs(held.cross_distance(d.X, d.Y) - S_ref).mean()
+    assert gap_held < 0.1 * gap_free
+    # None means mu: the same fit as start_mu=mu
+    np.testing.assert_array_equal(same.cross_distance(d.X, d.Y), free.cross_distance(d.X, d.Y))
+    with pytest.raises(ValueError, match="start_mu"):
+        GSM(start_mu=-1.0, preprocessor=(d.X, d.Y)).fit(pairs, y)
+
+
 def test_start_from_rejects_a_structure_that_cannot_hold_it(data):
     d, pairs, y = data
     with pytest.raises(ValueError, match="start_from='euclidean' needs structure='generalized'"):

@@ -96,12 +96,16 @@ def test_gsm_paper_grid_gives_every_structure_only_candidates_it_accepts(structu
     from crossmetric.registry import GSM_PAPER_GRID, gsm_paper_grid
 
     stages = gsm_paper_grid(structure)
-    assert len(stages) == len(GSM_PAPER_GRID)
+    generalized = structure == "generalized"
+    # the start_mu stage is the generalized form's only
+    assert len(stages) == len(GSM_PAPER_GRID) - (not generalized)
+    assert ("start_mu" in stages[-1]) == generalized
     first = [p for c in stages[0] for p in ParameterGrid(c)]
     starts = [p for p in first if "start_from" in p]
-    assert bool(starts) == (structure == "generalized")
-    # every candidate of stage 1, then every one of the μ stage on it, is a valid GSM
+    assert bool(starts) == generalized
+    # every candidate of stage 1, then every one of the later stages on it, is a valid GSM
     for p in first:
         for q in ParameterGrid(stages[1]):
-            check_params(crossmetric.GSM(structure=structure, **p, **q))
+            for r in ParameterGrid(stages[2]) if generalized else [{}]:
+                check_params(crossmetric.GSM(structure=structure, **p, **q, **r))
     assert gsm_paper_grid() == list(GSM_PAPER_GRID) == METHODS["gsm"].search_grid("paper")

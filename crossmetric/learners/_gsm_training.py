@@ -41,6 +41,8 @@ def check_params(est) -> None:
             or not np.isfinite(est.f):
         raise ValueError(f"f must be a finite real number, got {est.f!r}.")
     check_positive_scalar(est.mu, "mu", allow_zero=True)
+    if est.start_mu is not None:
+        check_positive_scalar(est.start_mu, "start_mu", allow_zero=True)
     check_positive_scalar(est.learning_rate, "learning_rate")
     check_positive_scalar(est.tol, "tol", allow_zero=True)
     check_positive_scalar(est.init_scale, "init_scale")

@@ -115,15 +115,15 @@ class GSM(GSMTowersMixin, CrossModalMixin, BaseEstimator):
     ``S < −1`` for pairs of the same identity and ``S ≥ 1`` otherwise (eq. 5), so *smaller means
     more alike*, as for every learner of the package.
 
-    With few identities (50-1000), measured on VIPeR and CUHK01 camera A ↔ B: the default stop
-    (``tol=1e-4`` absolute over ``n_iter_no_change=5`` epochs) can end while the objective still
-    falls (VIPeR: epoch 79, 23 % lower 40 epochs later); ``stopping="window", tol=1e-2,
-    n_iter_no_change=10`` trains to a plateau of the smoothed objective (CUHK01, 871 persons,
-    PatchColorSIFT + PCA-64: rank-1 49 → 53 %). Two views of one descriptor share
-    coordinates: set ``joint_reduction=True`` and try ``init="identity"`` (S starts at their
-    untrained distance; CUFS, 180 training persons, ``n_components=None`` on one PCA-100 of
-    both: test rank-1 64.3 → 95.8 %). Compare ``structure`` values on the training identities;
-    for the generalized form also try ``start_from="euclidean"`` with ``penalty="start"``.
+    With few identities (50-1000; VIPeR, CUHK01 camera A ↔ B): ``stopping="window",
+    tol=1e-2, n_iter_no_change=10`` trains to a plateau of the smoothed objective, where the
+    default stop can end while it still falls (CUHK01, 871 persons, PatchColorSIFT + PCA-64:
+    rank-1 49 → 53 %). Two views of one descriptor share coordinates: set
+    ``joint_reduction=True`` and try ``init="identity"`` (S starts at their untrained distance;
+    CUFS, 180 training persons, one PCA-100 of both: test rank-1 64.3 → 95.8 %). Compare
+    ``structure`` values on the training identities; for the generalized form also try
+    ``start_from="euclidean"`` with ``penalty="start"`` and ``start_mu`` (the selection of
+    :data:`crossmetric.registry.GSM_PAPER_GRID`).
 
     Parameters
     ----------
@@ -196,6 +196,9 @@ class GSM(GSMTowersMixin, CrossModalMixin, BaseEstimator):
     start_from : str or None, default=None
         Ours, for ``structure="generalized"``: fit this special case first (same settings) and
         train from its measure; ``penalty="start"`` holds the extra terms near it (README).
+    start_mu : float or None, default=None
+        Ours: μ while training from the fitted ``start_from`` case (``None``: ``mu``, which
+        fits that case). With ``penalty="start"`` large values hold the generalized form at it.
     batch_mode : {"auto", "sample", "pair"}, default="auto"
         ``"sample"``: the paper's sample-based batches (§4.2, eq. 14-18) -- each round takes
         ``n_identities`` identities with up to ``n_images_x`` / ``n_images_y`` samples each
@@ -212,16 +215,14 @@ class GSM(GSMTowersMixin, CrossModalMixin, BaseEstimator):
         Ô₁, Ô₂: samples per identity and modality in a sample-based batch (fewer when an
         identity has fewer).
     hard_negatives : int or None, default=None
-        Sample-based batches only. ``None``: every negative of the batch enters the loss. An
-        int ``h``: all positives, and for every sample only its ``h`` hardest negatives (the
-        smallest S, most violating ``S >= 1``; the union over rows and columns), re-balanced
-        to half the weight.
+        Sample-based batches only. ``None``: every negative of the batch enters the loss; an
+        int ``h``: all positives and, for every sample, its ``h`` hardest negatives (smallest S;
+        the union over rows and columns), re-balanced to half the weight.
     early_stopping : bool, default=False
         Hold out ``validation_fraction`` of the identities (of the samples with fewer than 20
         identities) and every pair touching them; after each epoch measure the balanced hinge
         on the held-out pairs, stop when it has not improved by ``tol`` for
-        ``n_iter_no_change`` epochs and keep the best epoch. For small data where the
-        training objective keeps falling while held-out matching gets worse.
+        ``n_iter_no_change`` epochs and keep the best epoch.
     validation_fraction : float in (0, 1), default=0.2
         Share of identities (or samples) held out by ``early_stopping``.
     rank : int or None, default=None
@@ -261,9 +262,8 @@ class GSM(GSMTowersMixin, CrossModalMixin, BaseEstimator):
     n_identities_ : int
         Identities the sample-based batches drew from (``"sample"`` only).
     validation_scores_ : list of float
-        Minus the validation loss after each epoch (``early_stopping`` only; else empty): as in
-        every crossmetric learner, one float per check, higher is better, the quantity whose
-        best check is kept (GSM monitors its loss; PCCA, CMML, LDML and CLML their AUC).
+        Minus the validation loss after each epoch (``early_stopping`` only; else empty): one
+        float per check, higher is better, as in every crossmetric learner.
     validation_loss_curve_ : list of float
         The validation loss after each epoch (``early_stopping`` only; else empty).
     best_validation_score_ : float
@@ -278,8 +278,7 @@ class GSM(GSMTowersMixin, CrossModalMixin, BaseEstimator):
     Each pair's hinge term is weighted so that positives and negatives count equally,
     ``J = ½ mean_pos (1 + S)₊ + ½ mean_neg (1 − S)₊ + μ‖Φ‖²`` -- the balance that the paper's
     batch generator obtains by sampling (§4.2); sample-based batches apply it within each
-    batch. The fixed reduction (``n_components``) is fitted on the training samples only
-    (without the ones ``early_stopping`` holds out).
+    batch. The fixed reduction never sees the samples ``early_stopping`` holds out.
 
     Examples
     --------
@@ -300,14 +299,14 @@ class GSM(GSMTowersMixin, CrossModalMixin, BaseEstimator):
                  f: float = -1.9, learn_f: bool = False, mu: float = 1e-4,
                  batch_size: int = 512, learning_rate: float = 1e-3, max_iter: int = 1000,
                  tol: float = 1e-4, n_iter_no_change: int = 5, init_scale: float = 1.0,
-                 random_state=None, verbose: int = 0, preprocessor=None,
-                 whiten: bool = False, feature_norm: float = 2.0,
-                 class_weight: str | None = "balanced", init: str = "random",
-                 batch_mode: str = "auto", n_identities: int = 64, n_images_x: int = 2,
-                 n_images_y: int = 2, hard_negatives: int | None = None,
+                 random_state=None, verbose: int = 0, preprocessor=None, whiten: bool = False,
+                 feature_norm: float = 2.0, class_weight: str | None = "balanced",
+                 init: str = "random", batch_mode: str = "auto", n_identities: int = 64,
+                 n_images_x: int = 2, n_images_y: int = 2, hard_negatives: int | None = None,
                  early_stopping: bool = False, validation_fraction: float = 0.2,
                  rank: int | None = None, joint_reduction: bool = False,
-                 stopping: str = "patience", penalty: str = "zero", start_from=None):
+                 stopping: str = "patience", penalty: str = "zero", start_from=None,
+                 start_mu: float | None = None):
         self.n_components = n_components
         self.structure = structure
         self.f = f
@@ -338,6 +337,7 @@ class GSM(GSMTowersMixin, CrossModalMixin, BaseEstimator):
         self.joint_reduction = joint_reduction
         self.stopping = stopping
         self.start_from = start_from
+        self.start_mu = start_mu
 
     # ----------------------------------------------------------------------------- fit
     def _fit(self, data: PairData, y: np.ndarray) -> None:
@@ -377,7 +377,7 @@ class GSM(GSMTowersMixin, CrossModalMixin, BaseEstimator):
         anchor = {k: np.copy(v) for k, v in params.items()} if self.penalty == "start" else None
         self.batch_mode_ = resolve_batch_mode(self.batch_mode, ids_x, ids_y, ix, iy, y,
                                               n_conflicts)
-        mu = float(self.mu)
+        mu = float(self.mu if start is None or self.start_mu is None else self.start_mu)
 
         def loss_grad(prm, Xb, Yb, bix, biy, ell, w, mu=mu):
             return gsm_loss_grad(prm, self.structure, f0, Xb, Yb, bix, biy, ell, w, mu, anchor)
