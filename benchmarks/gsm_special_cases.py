@@ -6,7 +6,8 @@ Run: ``python benchmarks/gsm_special_cases.py [--dataset viper] [--n-splits 3]
 
 Each structure is ``GSM(structure=...)`` with the registry's GSM paper grid
 (:func:`crossmetric.registry.gsm_paper_grid`: dimension and start -- for the generalized form
-also the start from its fitted affine Euclidean case --, then μ and what it pulls towards)
+also the start from its fitted affine Euclidean case --, then μ and what it pulls towards,
+then for the generalized form ``start_mu``, the pull towards that start)
 selected per split by 3-fold inner cross-validation on the split's training persons
 (validation rank-1), exactly as
 ``benchmarks/which_method_when.py`` runs the ``gsm`` row: the same loader, protocol options and

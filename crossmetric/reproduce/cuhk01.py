@@ -31,8 +31,10 @@ chooses:
   (generalized, linear, LADF, joint Bayesian, affine Euclidean, affine inner product) and
   ITML, LMNN, KISSME and the Euclidean distance (LDM and RANK are not in crossmetric).
 * **Model selection**: with ``tune=True`` (default) every GSM structure gets the GSM paper
-  grid (``METHODS["gsm"].paper_grid``: the dimension, then μ), chosen per split by 3-fold
-  inner cross-validation on the training persons only (rank-1 of the validation persons).
+  grid (:func:`crossmetric.registry.gsm_paper_grid`: the dimension and start, then μ and
+  what it pulls towards, then -- generalized form only -- ``start_mu``), chosen per split by
+  3-fold inner cross-validation on the training persons only (rank-1 of the validation
+  persons).
   Every GSM trains to a plateau of its smoothed objective and shares one reduction between
   the cameras (:data:`CUHK01_GSM`). The paper's second weight λ is the penalty of its learned
   feature layer, which a fixed PCA does not have.
