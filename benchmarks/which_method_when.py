@@ -3,7 +3,7 @@
 Run: ``python benchmarks/which_method_when.py [--datasets viper,pku-sketch,mfeat,digits]
 [--methods all|a,b] [--n-splits 3] [--n-jobs -1] [--tune paper|small|none]
 [--tune-scoring rank1] [--data-root /work/shared/data] [--out which-method-when]
-[--tag NAME] [--merge]``
+[--tag NAME] [--merge] [--update SUMMARY ...]``
 
 Prints JSON (one entry per data set and method: rank-1, mAP and AUC mean ± std over the
 splits, fit and selection seconds, the settings chosen) and the Markdown table, and writes into
@@ -13,7 +13,13 @@ splits, fit and selection seconds, the settings chosen) and the Markdown table, 
 ``<dataset>[.<tag>].json`` in ``--out``, so data sets -- and, with ``--tag``, groups of methods
 -- can run as separate commands into one folder (the parts of one data set are joined: the
 splits depend on ``--seed`` only, so separate calls meet the same splits); ``--merge`` rebuilds
-the summary files from those files without fitting anything.
+the summary files from those files without fitting anything. ``--update SUMMARY`` (repeatable)
+fits nothing either: it replaces the rows of ``--out``'s ``which_method_when.json`` by the rows
+of the same methods in a later run's summary on the same splits (same seed, splits, tuning and
+protocol; refused otherwise), records which file each replaced row came from (printed under the
+table), and rewrites both files. Any run, merge or update ends by naming on stderr the rows
+whose recorded grid is not the registry's grid now: the rows to rerun before the table is
+current.
 
 Every number comes from :func:`crossmetric.protocols.run_protocols` -- exactly the call of
 ``crossmetric benchmark --tune paper --tune-scoring rank1`` (the learners from
@@ -274,18 +280,18 @@ def _cell(v, scale: float, digits: int) -> str:
     return "–" if v is None else f"{scale * v['mean']:.{digits}f} ± {scale * v['std']:.{digits}f}"
 
 
-def overview(results: dict) -> str:
-    """Rank-1 % / mAP % of every method (rows) on every data set (columns), best in bold."""
-    names = [d for d in DATASETS if d in results]
+def overview(summary: dict) -> str:
+    """Rank-1 % / mAP % of every method (rows) on every data set (columns), best in bold;
+    ``summary`` as :func:`summaries` gives it."""
+    names = [d for d in DATASETS if d in summary]
     cells: dict[str, dict] = {}
     best = {}
     for d in names:
-        rows = [r for r in summarise(results[d]) if "error" not in r and r["rank1"]]
+        rows = [r for r in summary[d]["methods"] if "error" not in r and r["rank1"]]
         best[d] = (max(r["rank1"]["mean"] for r in rows) if rows else None,
                    max(r["map"]["mean"] for r in rows) if rows else None)
         for r in rows:
-            base = r["method"][:-2] if r["method"].endswith("-C") else r["method"]
-            cells.setdefault(base, {})[d] = r
+            cells.setdefault(_base(r["method"]), {})[d] = r
     lines = ["| method | " + " | ".join(f"{TITLES[d]}: rank-1 / mAP %" for d in names) + " |",
              "|---|" + "---:|" * len(names)]
     for base, by in cells.items():
@@ -303,12 +309,12 @@ def overview(results: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def markdown(results: dict) -> str:
-    """The overview and the full table over every data set in ``results`` (name ->
-    BenchmarkResult)."""
-    names = [d for d in DATASETS if d in results]
-    lines = [overview(results)]
-    first = results[names[0]].info
+def markdown(summary: dict) -> str:
+    """The overview and the full table over every data set of ``summary`` (name -> that data
+    set's entry of :func:`summaries`)."""
+    names = [d for d in DATASETS if d in summary]
+    lines = [overview(summary)]
+    first = summary[names[0]]["info"]
     tune = first.get("tune", "none")
     lines.append(f"Rank-1 %, mAP % and AUC (over every probe × gallery pair of the test "
                  f"identities) as mean ± std over {first.get('n_splits')} splits (seed "
@@ -324,8 +330,8 @@ def markdown(results: dict) -> str:
     lines.append("|---|---|---:|---:|---:|---:|---:|---|")
     notes = []
     for d in names:
-        res = results[d]
-        rows = [r for r in summarise(res) if "error" not in r]
+        entry = summary[d]
+        rows = [r for r in entry["methods"] if "error" not in r]
         rows.sort(key=lambda r: -(r["rank1"]["mean"] if r["rank1"] else -1))
         best = {k: max((r[k]["mean"] for r in rows if r[k]), default=None)
                 for k in ("rank1", "map", "auc")}
@@ -341,27 +347,37 @@ def markdown(results: dict) -> str:
                 if r["warnings"] else ""
             lines.append(f"| {TITLES[d]} | {r['method']} | " + " | ".join(cells)
                          + f" | {fit} | {sel} | {chosen}{warn} |")
-        for m, why in res.skipped.items():
+        for m, why in entry["skipped"].items():
             notes.append(f"{TITLES[d]}: {m} skipped ({why}).")
-        for m, why in res.errors.items():
+        for m, why in entry["errors"].items():
             notes.append(f"{TITLES[d]}: {m} failed ({' '.join(str(why).split())[:200]}).")
     lines.append("")
     for d in names:
-        info = results[d].info
+        info = summary[d]["info"]
         group = (info.get("tuning") or {}).get("group")
-        lines.append(f"* {TITLES[d]}: {info.get('description')}; "
+        lines.append(f"* {TITLES[d]}: {summary[d].get('description')}; "
                      f"{_protocol_text(info.get('protocol_options', {}))}; "
                      f"{info.get('n_splits')} splits, --tune {info.get('tune')}"
                      + (f" (inner folds by {group})" if group else "") + "; "
                      f"{info.get('seconds', 0):.0f} s wall for the data set "
                      f"({info.get('machine', {}).get('cpus')} CPUs, load "
-                     f"{info.get('machine', {}).get('load_avg_1min')} at the end).")
-    if any(m.endswith("-C") for r in results.values() for m in r.methods):
+                     f"{info.get('machine', {}).get('load_avg_1min')} at the end)"
+                     + _sources_text(info.get("row_sources")) + ".")
+    if any(r["method"].endswith("-C") for e in summary.values() for r in e["methods"]):
         lines.append("* NAME-C: a single-modal learner on views of different widths, run on "
                      "CCA views (32 dims, fitted on the training pairs), as the CML-AUC "
                      "paper's -C rows and `crossmetric benchmark`.")
     lines += [f"* {n}" for n in notes]
     return "\n".join(lines) + "\n"
+
+
+def _sources_text(sources: dict | None) -> str:
+    """``; rows of A, B from FILE`` per file that replaced rows (:func:`update_rows`)."""
+    by_file: dict[str, list[str]] = {}
+    for method, src in (sources or {}).items():
+        by_file.setdefault(src, []).append(method)
+    return "".join(f"; {', '.join(ms)} from the later run `{src}` (same splits)"
+                   for src, ms in by_file.items())
 
 
 def _protocol_text(opts: dict) -> str:
@@ -373,24 +389,108 @@ def _protocol_text(opts: dict) -> str:
             "(the `crossmetric benchmark` defaults)" + (f"; {pca}" if pca else ""))
 
 
-def write_outputs(results: dict, out: str) -> dict:
-    """``which_method_when.json`` and ``.md`` in ``out`` (atomically); the JSON's content."""
-    from crossmetric.persistence import atomic_open, json_ready
+def summaries(results: dict) -> dict:
+    """The JSON summary of every data set (name -> BenchmarkResult): description, run
+    settings, skipped / failed methods and one :func:`summarise` row per method."""
+    from crossmetric.persistence import json_ready
 
-    summary = {d: {"description": r.info.get("description"), "info": {
+    return json_ready({d: {"description": r.info.get("description"), "info": {
         k: r.info.get(k) for k in ("n_splits", "seed", "tune", "tune_scoring",
                                    "protocol_options", "seconds", "machine",
                                    "faiss_imported", "deepgsm_device", "tuning")},
         "skipped": r.skipped, "errors": r.errors, "methods": summarise(r)}
-        for d, r in results.items()}
-    summary = json_ready(summary)
-    table = markdown(results)
+        for d, r in results.items()})
+
+
+def write_summary(summary: dict, out: str) -> dict:
+    """``which_method_when.json`` and ``.md`` of ``summary`` in ``out`` (atomically)."""
+    from crossmetric.persistence import atomic_open
+
+    table = markdown(summary)
     os.makedirs(out, exist_ok=True)
     with atomic_open(os.path.join(out, SUMMARY_JSON), "w", encoding="utf-8") as fh:
         json.dump(summary, fh, indent=1)
     with atomic_open(os.path.join(out, TABLE_MD), "w", encoding="utf-8") as fh:
         fh.write(table)
     return {"summary": summary, "table": table}
+
+
+def write_outputs(results: dict, out: str) -> dict:
+    """``which_method_when.json`` and ``.md`` of BenchmarkResults in ``out``; the JSON."""
+    return write_summary(summaries(results), out)
+
+
+def update_rows(base: dict, later: dict, source: str) -> list[str]:
+    """Replace ``base``'s rows by the rows of the same methods in ``later`` (both
+    :func:`summaries` dicts), data set by data set, in place; the replaced "data/method" names.
+
+    A later run of some methods on the same data sets and splits (the runs' ``n_splits``,
+    ``seed``, ``tune``, ``tune_scoring`` and protocol options must agree: the splits depend on
+    them only) brings their rows up to date without refitting the others. Each replaced row's
+    file is kept in ``info["row_sources"]`` and its grid in ``info["tuning"]["grids"]``.
+    """
+    replaced = []
+    for d, entry in later.items():
+        if d not in base:
+            raise ValueError(f"{source}: data set {d!r} is not in the table it updates.")
+        old, new = base[d]["info"], entry["info"]
+        for k in _SAME + ("protocol_options",):
+            a, b = _split_settings(new, k), _split_settings(old, k)
+            if a != b:
+                raise ValueError(f"{source}: {d}: {k} is {a!r} there and {b!r} in the "
+                                 f"table: not the same splits.")
+        pca = (new.get("protocol_options") or {}).get("pca_components")
+        if isinstance(pca, dict):   # per-method PCA (as combine joins it)
+            old["protocol_options"]["pca_components"].update(pca)
+        rows = {r["method"]: r for r in entry["methods"]}
+        base[d]["methods"] = [rows.pop(r["method"], r) for r in base[d]["methods"]]
+        base[d]["methods"] += list(rows.values())
+        for m in (r["method"] for r in entry["methods"]):
+            old.setdefault("row_sources", {})[m] = source
+            grid = ((new.get("tuning") or {}).get("grids") or {}).get(_base(m))
+            if old.get("tuning") and grid is not None:
+                old["tuning"].setdefault("grids", {})[_base(m)] = grid
+            base[d]["skipped"].pop(m, None)
+            base[d]["errors"].pop(m, None)
+            replaced.append(f"{d}/{m}")
+        base[d]["skipped"].update(entry["skipped"])
+        base[d]["errors"].update(entry["errors"])
+    return replaced
+
+
+def _base(method: str) -> str:
+    """A table row's learner: ``NAME`` of ``NAME-C`` (the grids are recorded per learner)."""
+    return method[:-2] if method.endswith("-C") else method
+
+
+def _split_settings(info: dict, key: str):
+    """``info[key]``, without the per-method PCA dimensions (a dict), which vary with the
+    methods of a run and not its splits."""
+    value = info.get(key)
+    if key == "protocol_options" and isinstance((value or {}).get("pca_components"), dict):
+        value = {k: v for k, v in value.items() if k != "pca_components"}
+    return value
+
+
+def stale_rows(summary: dict) -> list[str]:
+    """"data/method" of every row whose recorded grid is not the registry's grid now (a row
+    to rerun before the table is current)."""
+    from crossmetric.persistence import json_ready
+    from crossmetric.registry import METHODS
+
+    out = []
+    for d, entry in summary.items():
+        info = entry["info"]
+        grids = (info.get("tuning") or {}).get("grids") or {}
+        names = info.get("registry_names") or {s.display: k for k, s in METHODS.items()}
+        for r in entry["methods"]:
+            key = names.get(_base(r["method"]))
+            if key is None or info.get("tune") in (None, "none"):
+                continue
+            now = json.loads(json.dumps(json_ready(METHODS[key].search_grid(info["tune"]))))
+            if (grids.get(_base(r["method"])) or None) != (now or None):
+                out.append(f"{d}/{r['method']}")
+    return out
 
 
 def _result_files(out: str, name: str) -> list[str]:
@@ -490,8 +590,14 @@ def main(argv=None) -> dict:
     ap.add_argument("--merge", action="store_true",
                     help="fit nothing: rebuild the summary files from the <dataset>[.<tag>].json "
                          "files in --out")
+    ap.add_argument("--update", action="append", default=[], metavar="SUMMARY",
+                    help="fit nothing: replace the rows of --out's which_method_when.json by "
+                         "those of a later run's which_method_when.json (a file or its folder) "
+                         "on the same splits; repeatable, later ones win")
     ap.add_argument("--quiet", action="store_true", help="no progress bar")
     args = ap.parse_args(argv)
+    if args.update:
+        return _update(args.out, args.update)
     if args.n_splits < 2 and not args.merge:
         # one split is allowed for smoke runs; std is then 0
         print("which_method_when: note: 1 split gives no spread", file=sys.stderr)
@@ -537,7 +643,39 @@ def main(argv=None) -> dict:
     written = write_outputs(results, args.out)
     print(json.dumps(written["summary"], indent=1))
     print(written["table"])
+    _warn_stale(written["summary"])
     return written
+
+
+def _read_summary(path: str) -> dict:
+    file = os.path.join(path, SUMMARY_JSON) if os.path.isdir(path) else path
+    try:
+        with open(file, encoding="utf-8") as fh:
+            return json.load(fh)
+    except (OSError, ValueError) as exc:
+        raise SystemExit(f"error: cannot read a summary from {path!r}: {exc}") from None
+
+
+def _update(out: str, sources: list[str]) -> dict:
+    """``--update``: the table in ``out`` with its rows replaced by later runs' rows."""
+    summary = _read_summary(out)
+    for src in sources:
+        try:
+            replaced = update_rows(summary, _read_summary(src), src)
+        except ValueError as exc:
+            raise SystemExit(f"error: --update: {exc}") from None
+        print(f"which_method_when: {len(replaced)} rows from {src}", file=sys.stderr)
+    written = write_summary(summary, out)
+    print(written["table"])
+    _warn_stale(summary)
+    return written
+
+
+def _warn_stale(summary: dict) -> None:
+    stale = stale_rows(summary)
+    if stale:
+        print("which_method_when: selected from another grid than the registry's now (rerun "
+              "them): " + ", ".join(stale), file=sys.stderr)
 
 
 if __name__ == "__main__":

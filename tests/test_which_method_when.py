@@ -83,6 +83,44 @@ def test_runs_writes_table_and_merges(wmw, monkeypatch, tmp_path, capsys):
                   "none", "--n-jobs", "1", "--out", str(parts), "--tag", "c", "--quiet"])
 
 
+def test_update_replaces_rows_of_a_later_run_on_the_same_splits(wmw, monkeypatch, tmp_path,
+                                                                capsys):
+    monkeypatch.setitem(wmw.LOADERS, "digits", _tiny_class_set)
+    base, later = tmp_path / "base", tmp_path / "later"
+    common = ["--datasets", "digits", "--n-splits", "1", "--tune", "small", "--n-jobs", "1",
+              "--quiet"]
+    wmw.main(common + ["--methods", "euclidean,cca", "--out", str(base)])
+    wmw.main(common + ["--methods", "cca", "--out", str(later)])
+    # the later run's CCA row, changed so that the replacement shows
+    path = later / wmw.SUMMARY_JSON
+    summary = json.loads(path.read_text(encoding="utf-8"))
+    row = next(r for r in summary["digits"]["methods"] if r["method"] == "CCA")
+    row["rank1"]["mean"] = 0.123456
+    path.write_text(json.dumps(summary), encoding="utf-8")
+    capsys.readouterr()
+    wmw.main(["--out", str(base), "--update", str(later)])
+    table = (base / wmw.TABLE_MD).read_text(encoding="utf-8")
+    merged = json.loads((base / wmw.SUMMARY_JSON).read_text(encoding="utf-8"))["digits"]
+    rows = {r["method"]: r for r in merged["methods"]}
+    assert list(rows) == ["Euclidean-C", "CCA"]                 # order kept, no duplicate
+    assert rows["CCA"]["rank1"]["mean"] == 0.123456
+    assert "| CCA | 12.3 /" in table and f"from the later run `{later}`" in table
+    assert merged["info"]["row_sources"] == {"CCA": str(later)}
+    assert wmw.stale_rows({"digits": merged}) == []
+    # a row selected from another grid than the registry's is reported
+    merged["info"]["tuning"]["grids"]["CCA"] = [{"reg": [1.0]}]
+    assert wmw.stale_rows({"digits": merged}) == ["digits/CCA"]
+    # a run on other splits is refused, and the table is left as it was
+    other = tmp_path / "other"
+    wmw.main(["--datasets", "digits", "--n-splits", "2", "--tune", "small", "--n-jobs", "1",
+              "--quiet", "--methods", "euclidean", "--out", str(other)])
+    with pytest.raises(SystemExit, match="n_splits .* not the same splits"):
+        wmw.main(["--out", str(base), "--update", str(other / wmw.SUMMARY_JSON)])
+    assert (base / wmw.TABLE_MD).read_text(encoding="utf-8") == table
+    with pytest.raises(SystemExit, match="cannot read a summary"):
+        wmw.main(["--out", str(base), "--update", str(tmp_path / "missing")])
+
+
 def test_bad_names_are_refused(wmw, tmp_path):
     with pytest.raises(SystemExit, match="--datasets"):
         wmw.main(["--datasets", "lfw", "--out", str(tmp_path)])
