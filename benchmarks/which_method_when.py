@@ -372,7 +372,8 @@ def markdown(summary: dict) -> str:
 
 
 def _sources_text(sources: dict | None) -> str:
-    """``; rows of A, B from FILE`` per file that replaced rows (:func:`update_rows`)."""
+    """``; A, B from the later run `FILE` (same splits)`` per file that replaced rows
+    (:func:`update_rows`)."""
     by_file: dict[str, list[str]] = {}
     for method, src in (sources or {}).items():
         by_file.setdefault(src, []).append(method)
@@ -478,14 +479,16 @@ def stale_rows(summary: dict) -> list[str]:
     from crossmetric.persistence import json_ready
     from crossmetric.registry import METHODS
 
+    names = {spec.display: key for key, spec in METHODS.items()}
     out = []
     for d, entry in summary.items():
         info = entry["info"]
+        if info.get("tune") in (None, "none"):
+            continue
         grids = (info.get("tuning") or {}).get("grids") or {}
-        names = info.get("registry_names") or {s.display: k for k, s in METHODS.items()}
         for r in entry["methods"]:
             key = names.get(_base(r["method"]))
-            if key is None or info.get("tune") in (None, "none"):
+            if key is None:
                 continue
             now = json.loads(json.dumps(json_ready(METHODS[key].search_grid(info["tune"]))))
             if (grids.get(_base(r["method"])) or None) != (now or None):
