@@ -440,9 +440,7 @@ def update_rows(base: dict, later: dict, source: str) -> list[str]:
             if a != b:
                 raise ValueError(f"{source}: {d}: {k} is {a!r} there and {b!r} in the "
                                  f"table: not the same splits.")
-        pca = (new.get("protocol_options") or {}).get("pca_components")
-        if isinstance(pca, dict):   # per-method PCA (as combine joins it)
-            old["protocol_options"]["pca_components"].update(pca)
+        _join_pca(old, new)
         rows = {r["method"]: r for r in entry["methods"]}
         base[d]["methods"] = [rows.pop(r["method"], r) for r in base[d]["methods"]]
         base[d]["methods"] += list(rows.values())
@@ -536,10 +534,16 @@ def combine(parts: list):
             grids = base.info.setdefault("tuning", dict(p.info["tuning"], grids={}))
             grids["grids"].update(p.info["tuning"].get("grids", {}))
         base.info["seconds"] = base.info.get("seconds", 0) + p.info.get("seconds", 0)
-        pca = (p.info.get("protocol_options") or {}).get("pca_components")
-        if isinstance(pca, dict):
-            base.info["protocol_options"]["pca_components"].update(pca)
+        _join_pca(base.info, p.info)
     return base
+
+
+def _join_pca(info: dict, other: dict) -> None:
+    """Add ``other``'s per-method PCA dimensions (a dict; a run's methods decide it) to
+    ``info``'s, in place."""
+    pca = (other.get("protocol_options") or {}).get("pca_components")
+    if isinstance(pca, dict):
+        info["protocol_options"]["pca_components"].update(pca)
 
 
 def load_results(out: str) -> dict:
