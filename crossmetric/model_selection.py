@@ -46,7 +46,8 @@ with its own fit and scorer.
 
 :func:`search_stages` runs several such searches one after the other, each with the winners of
 the stages before it fixed: the papers' sequential selections (CML-AUC §V-B: γ with μ = 1e-7,
-then μ with that γ). :data:`crossmetric.registry.METHODS` holds each learner's paper grid
+then μ with that γ). A stage written as :class:`StageIf` runs only when the parameter it
+needs was set before it (GSM's ``start_mu`` acts only with ``start_from``). :data:`crossmetric.registry.METHODS` holds each learner's paper grid
 (``MethodSpec.paper_grid``), the one place where the papers' selections are written down.
 
 The function only ever receives the outer training objects, so the outer test objects cannot
@@ -70,12 +71,13 @@ from sklearn.utils import check_random_state
 
 from crossmetric._checks import check_indices, check_positive_int
 from crossmetric._selection_scan import cv_results, scan_candidates
+from crossmetric._stages import StageIf
 from crossmetric.metrics import mean_average_precision, one_call_at_n, rank_accuracy, roc_auc
 from crossmetric.protocols.evaluate import fit_on_pairs, measure_identification
 from crossmetric.protocols.splits import Split, inner_pair_splits, object_folds
 
 __all__ = ["SCORINGS", "CMC_SCORE_RANK", "mean_cmc", "SearchResult", "object_folds",
-           "inner_pair_splits", "search_params", "search_stages"]
+           "inner_pair_splits", "search_params", "search_stages", "StageIf"]
 
 #: validation measures of :func:`search_params` (besides a callable scorer)
 SCORINGS = ("auc", "rank1", "map", "cmc20")
@@ -472,7 +474,10 @@ def search_stages(estimator, stages, X, Y, labels, *, random_state=None,
     ----------
     estimator : pair learner
     stages : dict or sequence of dict
-        One grid (a plain :func:`search_params`) or one grid per stage.
+        One grid (a plain :func:`search_params`) or one grid per stage. A stage given as
+        :class:`StageIf` runs only when its ``requires`` parameter is set (not ``None``) on
+        the estimator with the earlier stages' choices; otherwise it is skipped, which gives
+        the same choice as fitting its candidates (one fit, repeated) without the fits.
     X, Y, labels :
         The training objects only, as in :func:`search_params`.
     random_state : int, RandomState or None
@@ -482,8 +487,8 @@ def search_stages(estimator, stages, X, Y, labels, *, random_state=None,
     Returns
     -------
     SearchResult
-        ``best_params`` merges every stage's choice; ``best_score`` is the last stage's;
-        ``candidates`` lists every stage's candidates with their ``"stage"`` index, and
+        ``best_params`` merges every stage's choice; ``best_score`` is the last stage run;
+        ``candidates`` lists every run stage's candidates with their ``"stage"`` index, and
         ``fold_scores`` / ``fit_times`` / ``score_times`` their rows (the stages share their
         folds), so ``cv_results()`` covers every stage.
 
@@ -510,11 +515,16 @@ def search_stages(estimator, stages, X, Y, labels, *, random_state=None,
     results = []
     for k, grid in enumerate(stage_list):
         est = clone(estimator).set_params(**chosen)
+        if isinstance(grid, StageIf) and not grid.applies(est.get_params()):
+            continue  # its candidates would all be one fit: the choice before it stands
         result = search_params(est, grid, X, Y, labels, random_state=seed, **search_kw)
         candidates += [{**cd, "params": {**chosen, **cd["params"]}, "stage": k}
                        for cd in result.candidates]
         chosen.update(result.best_params)
         results.append(result)
+    if not results:
+        raise ValueError(f"stages: every stage needs a parameter that is not set (requires="
+                         f"{sorted({g.requires for g in stage_list})}); nothing to select.")
     # every stage scores on the same folds: the rows stack as ``candidates`` do
     stacked = [np.vstack([getattr(r, name) for r in results])
                for name in ("fold_scores", "fit_times", "score_times")]

@@ -28,6 +28,8 @@ from __future__ import annotations
 import importlib
 from dataclasses import dataclass, field
 
+from crossmetric._stages import StageIf
+
 __all__ = ["MethodSpec", "METHODS", "make_estimator", "available_class", "method_status",
            "available_methods", "select_methods", "method_kind", "cap_n_components",
            "cap_n_components_to_views", "CDFE_REG_GRID", "GSM_PAPER_GRID", "gsm_paper_grid",
@@ -137,11 +139,12 @@ CMLAUC_PAPER_GRID = ([{"gamma": _AUC_GAMMAS, "mu": [1e-7]},
 #: 0.406 / 0.410 / 0.423 / 0.427 on two splits, the affine Euclidean case alone 0.418 / 0.427.
 #: On the test persons of all 10 ``gsm-cuhk01`` splits: generalized 62.7 % rank-1 (``start_mu``
 #: = 1 chosen on 8 splits, level there; 0.1 on 2, -3 and -6 points) against 64.0 % for the
-#: affine Euclidean case (README, claims section).
+#: affine Euclidean case (README, claims section). Where the first stage did not choose
+#: ``start_from``, ``start_mu`` does nothing and that stage is skipped (``StageIf``).
 GSM_PAPER_GRID = ([{"n_components": [16, 32, 64]}, {"n_components": [None], "init": ["identity"]},
                    {"n_components": [None], "init": ["identity"], "start_from": ["euclidean"]}],
                   {"mu": [1e-5, 1e-4, 1e-3, 1e-2], "penalty": ["zero", "start"]},
-                  {"start_mu": [None, 0.1, 1.0]})
+                  StageIf("start_from", {"start_mu": [None, 0.1, 1.0]}))
 
 #: the parameters that only the generalized form takes (with ``start_from``)
 _START_PARAMS = ("start_from", "start_mu")

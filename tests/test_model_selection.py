@@ -619,3 +619,72 @@ def test_split_folds_leave_the_global_random_state_alone():
     assert res.best_params == {"scale": 1.0}
     search_params(SpyLearner(), {"scale": [0.5, 1.0]}, X, X, labels, folds=tuples)
     assert np.random.get_state()[2] != before[1]       # the tuple folds' seed was drawn
+
+
+# ------------------------------------------------------------- conditional stages (StageIf)
+class GatedLearner(SpyLearner):
+    """``boost`` acts only with ``gate`` set (as GSM's ``start_mu`` with ``start_from``)."""
+
+    fits = 0
+
+    def __init__(self, scale=1.0, gate=None, boost=1.0, preprocessor=None, random_state=None):
+        super().__init__(scale=scale, preprocessor=preprocessor, random_state=random_state)
+        self.gate = gate
+        self.boost = boost
+
+    def _fit(self, data, y):
+        GatedLearner.fits += 1
+
+    def _embed_y(self, Y):
+        return self.scale * (self.boost if self.gate is not None else 1.0) * Y
+
+
+def test_stage_if_is_skipped_without_its_parameter_and_gives_the_same_choice():
+    from crossmetric.model_selection import StageIf
+
+    X, Y, labels = make_data(n_ids=18, per_id=3, dy=5)
+    X = Y.copy()
+    gated = StageIf("gate", {"boost": [2.0, 1.0]})
+    kw = dict(scoring="rank1", random_state=0)
+    for gates, runs in (([None], False), (["on"], True)):
+        stages = [{"gate": gates, "scale": [1.0, 3.0]}, gated]
+        GatedLearner.fits = 0
+        res = search_stages(GatedLearner(), stages, X, X, labels, **kw)
+        assert [c["stage"] for c in res.candidates] == [0, 0] + ([1, 1] if runs else [])
+        assert GatedLearner.fits == 3 * (4 if runs else 2)
+        # the same choice and score as running the stage as a plain grid
+        plain = search_stages(GatedLearner(), [stages[0], dict(gated)], X, X, labels, **kw)
+        assert res.best_score == plain.best_score
+        chosen = {**res.best_params}
+        if not runs:  # the plain stage picks the first of its identical fits
+            assert plain.best_params == {**chosen, "boost": 2.0}
+            assert len({c["mean_score"] for c in plain.candidates[2:]}) == 1
+        else:
+            assert res.best_params == plain.best_params == {"gate": "on", "scale": 1.0,
+                                                           "boost": 1.0}
+    # set on the estimator itself (no earlier stage) counts too
+    res = search_stages(GatedLearner(gate="on"), [gated], X, X, labels, **kw)
+    assert res.best_params == {"boost": 1.0}
+    with pytest.raises(ValueError, match="every stage needs a parameter that is not set"):
+        search_stages(GatedLearner(), [gated], X, X, labels, **kw)
+    with pytest.raises(ValueError, match="requires must be a parameter name"):
+        StageIf("", {"boost": [1.0]})
+    with pytest.raises(ValueError, match="grid must be a mapping"):
+        StageIf("gate", [{"boost": [1.0]}])
+
+
+def test_stage_if_survives_pickle_json_and_the_registry():
+    import json
+    import pickle
+
+    from crossmetric.model_selection import StageIf
+    from crossmetric.registry import METHODS, gsm_paper_grid
+
+    stage = StageIf("start_from", {"start_mu": [None, 1.0]})
+    back = pickle.loads(pickle.dumps(stage))
+    assert isinstance(back, StageIf) and back.requires == "start_from" and back == stage
+    assert json.loads(json.dumps(stage)) == {"start_mu": [None, 1.0]}
+    last = METHODS["gsm"].search_grid("paper")[-1]
+    assert isinstance(last, StageIf) and last.requires == "start_from"
+    # the special cases have no start: their grid has no start_mu stage at all
+    assert not any("start_mu" in s for s in gsm_paper_grid("euclidean") if isinstance(s, dict))
