@@ -41,7 +41,11 @@ def check_params(est) -> None:
             or not np.isfinite(est.f):
         raise ValueError(f"f must be a finite real number, got {est.f!r}.")
     check_positive_scalar(est.mu, "mu", allow_zero=True)
-    if est.start_mu is not None:
+    if est.start_mu is not None and not (isinstance(est.start_mu, str)
+                                         and est.start_mu == "hold"):
+        if isinstance(est.start_mu, str):
+            raise ValueError(f"start_mu must be a real number >= 0, 'hold' or None, got "
+                             f"{est.start_mu!r}.")
         check_positive_scalar(est.start_mu, "start_mu", allow_zero=True)
     check_positive_scalar(est.learning_rate, "learning_rate")
     check_positive_scalar(est.tol, "tol", allow_zero=True)
@@ -90,6 +94,17 @@ def fit_start(est, data, y, rng):
     start = clone(est).set_params(structure=est.start_from, start_from=None, random_state=seed)
     start._fit(data, y)
     return start, np.random.RandomState(seed)
+
+
+def hold_at_start(est, start) -> None:
+    """``start_mu="hold"``: ``est`` takes the training attributes of the fitted ``start``
+    (its curves, ``n_iter_``, ``n_identities_``, ``best_validation_score_``), whose measure
+    it keeps (:func:`start_params`) without an epoch of its own."""
+    for name in ("loss_curve_", "validation_loss_curve_", "validation_scores_", "n_iter_",
+                 "n_identities_", "best_validation_score_"):
+        if hasattr(start, name):
+            value = getattr(start, name)
+            setattr(est, name, list(value) if isinstance(value, list) else value)
 
 
 def start_params(est, start) -> tuple[dict, float]:

@@ -92,6 +92,7 @@ from crossmetric.learners._gsm_training import (
     check_params,
     fit_start,
     full_pair_loss,
+    hold_at_start,
     pair_epoch,
     pair_weights,
     resolve_batch_mode,
@@ -196,9 +197,13 @@ class GSM(GSMTowersMixin, CrossModalMixin, BaseEstimator):
     start_from : str or None, default=None
         Ours, for ``structure="generalized"``: fit this special case first (same settings) and
         train from its measure; ``penalty="start"`` holds the extra terms near it (README).
-    start_mu : float or None, default=None
+    start_mu : float, "hold" or None, default=None
         Ours: μ while training from the fitted ``start_from`` case (``None``: ``mu``, which
-        fits that case). With ``penalty="start"`` large values hold the generalized form at it.
+        fits that case). With ``penalty="start"`` large values hold the generalized form near
+        it; ``"hold"`` is their limit: the generalized form *is* the fitted case (its
+        parameters, written as generalized ones, untrained further; ``loss_curve_``,
+        ``n_iter_`` and the other training attributes are that fit's), so that a selection
+        among ``start_mu`` values can keep the special case exactly.
     batch_mode : {"auto", "sample", "pair"}, default="auto"
         ``"sample"``: the paper's sample-based batches (§4.2, eq. 14-18) -- each round takes
         ``n_identities`` identities with up to ``n_images_x`` / ``n_images_y`` samples each
@@ -306,7 +311,7 @@ class GSM(GSMTowersMixin, CrossModalMixin, BaseEstimator):
                  early_stopping: bool = False, validation_fraction: float = 0.2,
                  rank: int | None = None, joint_reduction: bool = False,
                  stopping: str = "patience", penalty: str = "zero", start_from=None,
-                 start_mu: float | None = None):
+                 start_mu: float | str | None = None):
         self.n_components = n_components
         self.structure = structure
         self.f = f
@@ -377,6 +382,11 @@ class GSM(GSMTowersMixin, CrossModalMixin, BaseEstimator):
         anchor = {k: np.copy(v) for k, v in params.items()} if self.penalty == "start" else None
         self.batch_mode_ = resolve_batch_mode(self.batch_mode, ids_x, ids_y, ix, iy, y,
                                               n_conflicts)
+        if start is not None and self.start_mu == "hold":
+            # the limit start_mu → ∞ of penalty="start": the fitted case itself
+            hold_at_start(self, start)
+            self._set_components(params, f0, r, p_x, p_y)
+            return
         mu = float(self.mu if start is None or self.start_mu is None else self.start_mu)
 
         def loss_grad(prm, Xb, Yb, bix, biy, ell, w, mu=mu):
