@@ -22,7 +22,8 @@ from crossmetric._solvers.epochs import EpochPlateau, WindowPlateau, run_epochs
 from crossmetric._solvers.optim import Adam
 from crossmetric._solvers.stochastic import PairBlocks
 from crossmetric.batches import balanced_weights, hardest_negatives, pair_completeness
-from crossmetric.learners._gsm_measure import _NO_F, STRUCTURES, gsm_components, gsm_loss
+from crossmetric.learners._gsm_measure import _NO_F, _TIED, STRUCTURES, gsm_components, gsm_loss
+from crossmetric.learners._gsm_reduction import apply_reducer, fit_reducers
 
 
 def _check_choice(value, name: str, choices) -> None:
@@ -41,11 +42,11 @@ def check_params(est) -> None:
             or not np.isfinite(est.f):
         raise ValueError(f"f must be a finite real number, got {est.f!r}.")
     check_positive_scalar(est.mu, "mu", allow_zero=True)
-    if est.start_mu is not None and not (isinstance(est.start_mu, str)
-                                         and est.start_mu == "hold"):
-        if isinstance(est.start_mu, str):
+    if isinstance(est.start_mu, str):
+        if est.start_mu != "hold":
             raise ValueError(f"start_mu must be a real number >= 0, 'hold' or None, got "
                              f"{est.start_mu!r}.")
+    elif est.start_mu is not None:
         check_positive_scalar(est.start_mu, "start_mu", allow_zero=True)
     check_positive_scalar(est.learning_rate, "learning_rate")
     check_positive_scalar(est.tol, "tol", allow_zero=True)
@@ -96,15 +97,32 @@ def fit_start(est, data, y, rng):
     return start, np.random.RandomState(seed)
 
 
-def hold_at_start(est, start) -> None:
-    """``start_mu="hold"``: ``est`` takes the training attributes of the fitted ``start``
-    (its curves, ``n_iter_``, ``n_identities_``, ``best_validation_score_``), whose measure
-    it keeps (:func:`start_params`) without an epoch of its own."""
+def reduced_views(est, data, rx, ry, rng) -> tuple[np.ndarray, np.ndarray]:
+    """Both modalities through the fixed reduction, fitted on the training samples ``rx`` /
+    ``ry`` only (set as ``est.reducer_x_``, ``est.reducer_y_``); a tied structure needs both
+    reduced to one width."""
+    est.reducer_x_, est.reducer_y_ = fit_reducers(
+        data.X[rx], data.Y[ry], joint=bool(est.joint_reduction), n_components=est.n_components,
+        whiten=est.whiten, feature_norm=est.feature_norm, rng=rng)
+    X, Y = apply_reducer(est.reducer_x_, data.X), apply_reducer(est.reducer_y_, data.Y)
+    if est.structure in _TIED and X.shape[1] != Y.shape[1]:
+        raise ValueError(
+            f"structure={est.structure!r} shares L_A (B = A) between the modalities and needs "
+            f"both to have the same dimension, got {X.shape[1]} and {Y.shape[1]}; set "
+            f"n_components.")
+    return X, Y
+
+
+def hold_at_start(est, start, params: dict, f0: float, r: int, p_x: int, p_y: int) -> None:
+    """``start_mu="hold"``: ``est`` keeps the measure of the fitted ``start`` (``params``,
+    :func:`start_params`) without an epoch of its own, and takes its training attributes
+    (curves, ``n_iter_``, ``n_identities_``, ``best_validation_score_``)."""
     for name in ("loss_curve_", "validation_loss_curve_", "validation_scores_", "n_iter_",
                  "n_identities_", "best_validation_score_"):
         if hasattr(start, name):
             value = getattr(start, name)
             setattr(est, name, list(value) if isinstance(value, list) else value)
+    est._set_components(params, f0, r, p_x, p_y)
 
 
 def start_params(est, start) -> tuple[dict, float]:

@@ -86,7 +86,7 @@ from crossmetric.learners._gsm_measure import (  # noqa: F401 - re-exported: the
     gsm_matrix,
     gsm_rowwise,
 )
-from crossmetric.learners._gsm_reduction import apply_reducer, fit_reducers
+from crossmetric.learners._gsm_reduction import apply_reducer
 from crossmetric.learners._gsm_towers import GSMTowersMixin
 from crossmetric.learners._gsm_training import (
     check_params,
@@ -95,6 +95,7 @@ from crossmetric.learners._gsm_training import (
     hold_at_start,
     pair_epoch,
     pair_weights,
+    reduced_views,
     resolve_batch_mode,
     sample_epoch,
     starting_params,
@@ -200,10 +201,7 @@ class GSM(GSMTowersMixin, CrossModalMixin, BaseEstimator):
     start_mu : float, "hold" or None, default=None
         Ours: μ while training from the fitted ``start_from`` case (``None``: ``mu``, which
         fits that case). With ``penalty="start"`` large values hold the generalized form near
-        it; ``"hold"`` is their limit: the generalized form *is* the fitted case (its
-        parameters, written as generalized ones, untrained further; ``loss_curve_``,
-        ``n_iter_`` and the other training attributes are that fit's), so that a selection
-        among ``start_mu`` values can keep the special case exactly.
+        it; ``"hold"``, their limit, keeps that fit itself (measure and training attributes).
     batch_mode : {"auto", "sample", "pair"}, default="auto"
         ``"sample"``: the paper's sample-based batches (§4.2, eq. 14-18) -- each round takes
         ``n_identities`` identities with up to ``n_images_x`` / ``n_images_y`` samples each
@@ -365,28 +363,15 @@ class GSM(GSMTowersMixin, CrossModalMixin, BaseEstimator):
             ix, iy, y = ix[tr], iy[tr], y[tr]
         # the fixed reduction sees the training samples only
         rx, ry = np.unique(ix), np.unique(iy)
-        self.reducer_x_, self.reducer_y_ = fit_reducers(
-            data.X[rx], data.Y[ry], joint=bool(self.joint_reduction),
-            n_components=self.n_components, whiten=self.whiten,
-            feature_norm=self.feature_norm, rng=rng)
-        X = apply_reducer(self.reducer_x_, data.X)
-        Y = apply_reducer(self.reducer_y_, data.Y)
+        X, Y = reduced_views(self, data, rx, ry, rng)
         p_x, p_y = X.shape[1], Y.shape[1]
-        if self.structure in _TIED and p_x != p_y:
-            raise ValueError(
-                f"structure={self.structure!r} shares L_A (B = A) between the modalities and "
-                f"needs both to have the same dimension, got {p_x} and {p_y}; set n_components."
-            )
         r = min(p_x, p_y) if self.rank is None else int(self.rank)
         params, f0 = starting_params(self, start, X, Y, ix, iy, r, rng)
         anchor = {k: np.copy(v) for k, v in params.items()} if self.penalty == "start" else None
         self.batch_mode_ = resolve_batch_mode(self.batch_mode, ids_x, ids_y, ix, iy, y,
                                               n_conflicts)
-        if start is not None and self.start_mu == "hold":
-            # the limit start_mu → ∞ of penalty="start": the fitted case itself
-            hold_at_start(self, start)
-            self._set_components(params, f0, r, p_x, p_y)
-            return
+        if start is not None and self.start_mu == "hold":  # the limit start_mu → ∞
+            return hold_at_start(self, start, params, f0, r, p_x, p_y)
         mu = float(self.mu if start is None or self.start_mu is None else self.start_mu)
 
         def loss_grad(prm, Xb, Yb, bix, biy, ell, w, mu=mu):
