@@ -276,6 +276,12 @@ def test_cli_benchmark_tune_paper_runs_the_paper_stages(tmp_path, capsys):
         {"n_components": [10, 20, 32, 64], "reg": [1e-3, 1e-2, 1e-1]}]
     (run,) = info["tuned"]["CCA"]
     assert run["scoring"] == "rank1" and 0.0 <= run["cv_score"] <= 1.0
+    # every candidate's inner score is recorded; the chosen one has the best of them
+    cands = run["candidates"]
+    assert len(cands) == 12 and {c["stage"] for c in cands} == {0}
+    assert max(c["mean_score"] for c in cands) == run["cv_score"]
+    assert [c["params"] for c in cands if c["mean_score"] == run["cv_score"]][0] == \
+        run["params"]
     assert set(run["params"]) == {"n_components", "reg"}
     assert main(["benchmark", "--tune", "huge"]) == 2
 

@@ -76,7 +76,12 @@ def _run_split(name: str, estimator, X: np.ndarray, Y: np.ndarray, split: Split,
     if tuned is not None:
         out["tuned"] = {"protocol": split.protocol, "split": split.index,
                         "params": tuned.best_params, "scoring": tuned.scoring,
-                        "cv_score": tuned.best_score, "seconds": tune_seconds}
+                        "cv_score": tuned.best_score, "seconds": tune_seconds,
+                        # every candidate's inner score: how close the choice was
+                        "candidates": [{"stage": c.get("stage", 0), "params": c["params"],
+                                        "mean_score": c["mean_score"],
+                                        "std_score": c["std_score"]}
+                                       for c in tuned.candidates]}
         if tuned.scoring == "auc":
             out["tuned"]["cv_auc"] = tuned.best_score
     if split.protocol == "verification":
@@ -223,7 +228,9 @@ def run_protocols(estimators: Mapping, dataset: Mapping, *,
         grids is searched stage after stage, each stage's winner fixed for the next (the
         papers' sequential selections, ``MethodSpec.paper_grid``). The choices are in
         ``result.info["tuned"]`` (``{method: [{protocol, split, params, scoring, cv_score,
-        seconds}]}``, plus ``cv_auc`` when ``tune_scoring="auc"``).
+        seconds, candidates}]}``, plus ``cv_auc`` when ``tune_scoring="auc"``;
+        ``candidates``: every candidate's ``stage``, ``params`` and inner ``mean_score`` /
+        ``std_score`` over the folds, so a reader sees by how much the choice won).
     tune_folds : int, default=3
     tune_scoring : {"auc", "rank1", "map"}, default="auc"
         Validation measure of the search (:func:`crossmetric.model_selection.search_params`):
