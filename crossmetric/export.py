@@ -347,7 +347,8 @@ def to_faiss(model, path, modality: str = "x", *, database=None,
     Raises
     ------
     ValueError
-        The tower is not linear (kernel, mixture or deep towers).
+        The model does not rank by the squared distance of its embeddings (GSM, DeepGSM), or
+        its tower is not linear (kernel, mixture or deep towers).
     """
     from crossmetric._faiss_tools import faiss_module, uses_l2_score
 

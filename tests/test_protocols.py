@@ -1,6 +1,7 @@
 """Protocols: folds, repeated splits, the shared CCA step and the runner (local, joblib, Dask)."""
 
 import json
+import os
 
 import numpy as np
 import pytest
@@ -300,7 +301,10 @@ def test_runner_on_a_local_cluster_of_processes_identical(data):
         remote = _run(data)
         pids = client.run(lambda: __import__("os").getpid())
         files = client.run(lambda: __import__("crossmetric").__file__)
-    assert set(files.values()) == {__import__("crossmetric").__file__}  # this checkout's code
+    # this checkout's code (real paths: a benchmark module imported earlier in the session may
+    # have put "benchmarks/.." on sys.path, which the workers inherit)
+    here = os.path.realpath(__import__("crossmetric").__file__)
+    assert {os.path.realpath(f) for f in files.values()} == {here}
     assert len(set(pids.values())) == 2 and __import__("os").getpid() not in pids.values()
     assert _summary(local) == _summary(remote)
 
