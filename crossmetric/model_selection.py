@@ -47,7 +47,8 @@ with its own fit and scorer.
 :func:`search_stages` runs several such searches one after the other, each with the winners of
 the stages before it fixed: the papers' sequential selections (CML-AUC §V-B: γ with μ = 1e-7,
 then μ with that γ). A stage written as :class:`StageIf` runs only when the parameter it
-needs was set before it (GSM's ``start_mu`` acts only with ``start_from``). :data:`crossmetric.registry.METHODS` holds each learner's paper grid
+needs was set before it (GSM's ``start_mu`` acts only with ``start_from``).
+:data:`crossmetric.registry.METHODS` holds each learner's paper grid
 (``MethodSpec.paper_grid``), the one place where the papers' selections are written down.
 
 The function only ever receives the outer training objects, so the outer test objects cannot

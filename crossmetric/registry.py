@@ -141,8 +141,8 @@ CMLAUC_PAPER_GRID = ([{"gamma": _AUC_GAMMAS, "mu": [1e-7]},
 #: splits: generalized 62.7 % rank-1 without ``"hold"`` (``start_mu`` = 1 chosen on 8 splits,
 #: 0.1 on 2: -3 and -6 points), 63.2 % with it (chosen on 5 splits), against 64.0 % for the
 #: affine Euclidean case fitted on its own; with each one's chosen settings over 5 seeds,
-#: 63.34 % for both (README, claims section). Where the first stage did
-#: not choose ``start_from``, ``start_mu`` does nothing and the stage is skipped (``StageIf``).
+#: 63.34 % for both (README, claims section). Where the first stage did not choose
+#: ``start_from``, ``start_mu`` does nothing and the stage is skipped (``StageIf``).
 GSM_PAPER_GRID = ([{"n_components": [16, 32, 64]}, {"n_components": [None], "init": ["identity"]},
                    {"n_components": [None], "init": ["identity"], "start_from": ["euclidean"]}],
                   {"mu": [1e-5, 1e-4, 1e-3, 1e-2], "penalty": ["zero", "start"]},
