@@ -2,38 +2,191 @@
 of an image folder (camera A / B, photo / sketch) paired row by row.
 
 Public through :mod:`crossmetric.datasets` (:func:`describe_images`, :func:`pair_domains`,
-:func:`image_views`); ``crossmetric benchmark --images`` / ``--dataset viper`` run on it.
+:func:`image_views`); ``crossmetric benchmark --images`` / ``--dataset viper`` run on it
+(``--descriptor NAME``, ``--descriptor-param NAME=VALUE``).
 """
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Mapping
+
 import numpy as np
+from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils import Bunch
 
 from crossmetric._checks import check_choice
 
-__all__ = ["DESCRIPTORS", "describe_images", "pair_domains", "image_views"]
+__all__ = ["DESCRIPTORS", "DescriptorError", "descriptor_parameter_names", "make_descriptor",
+           "describe_images", "pair_domains", "image_views"]
+
+
+class _GreyPixels(TransformerMixin, BaseEstimator):
+    """The grey levels of each image scaled to [0, 1], one row per image (``"pixels"``).
+
+    The mean of the three channels of RGB images; values divided by 255.
+    """
+
+    def fit(self, images, y=None):
+        """Nothing to learn; returns ``self``."""
+        return self
+
+    def transform(self, images) -> np.ndarray:
+        """Grey levels of ``images``, shape (n, h · w), float64."""
+        images = np.asarray(images)
+        grey = images.mean(axis=-1) if images.ndim == 4 else images
+        return grey.reshape(grey.shape[0], -1).astype(np.float64) / 255.0
+
+
+#: descriptor name -> (its class: a name in :mod:`crossmetric.features` or a class, the
+#: parameters that differ from the class's defaults). Faces and sketches: hog, dense-sift
+#: (the CML-AUC paper's), lbp and ltp (the CMML paper's: uniform LTP, threshold 5 grey levels, on
+#: 10 x 8 cells); re-id: lomo, strips (the PCCA paper's), patch-color-sift (the GSM paper's).
+#: LOMO and PatchColorSIFT compute in float64 here, the dtype describe_images returns, so that no
+#: float32 copy of their wide rows is kept beside it.
+_DESCRIPTOR_SPECS: dict[str, tuple[str | type, dict]] = {
+    "hog": ("HOG", {}),
+    "dense-sift": ("DenseSIFT", {}),
+    "lbp": ("LBPGrid", {"grid": (10, 8)}),
+    "ltp": ("LBPGrid", {"grid": (10, 8), "threshold": 5}),
+    "lomo": ("LOMO", {"dtype": np.float64}),
+    "strips": ("StripHistograms", {}),
+    "patch-color-sift": ("PatchColorSIFT", {"dtype": np.float64}),
+    "pixels": (_GreyPixels, {}),
+}
 
 #: image descriptors of :func:`describe_images`
-DESCRIPTORS = ("hog", "strips", "pixels")
+DESCRIPTORS = tuple(_DESCRIPTOR_SPECS)
 
 
-def describe_images(images, descriptor: str = "hog") -> np.ndarray:
+class DescriptorError(ValueError):
+    """A descriptor could not describe the images: a bad parameter value, or images too small
+    for its cells or patches.
+
+    Parameters
+    ----------
+    descriptor : str
+        The descriptor's name.
+    class_name : str
+        Its class.
+    reason : str
+        The class's message (one line).
+    """
+
+    def __init__(self, descriptor: str, class_name: str, reason: str):
+        self.descriptor, self.class_name, self.reason = descriptor, class_name, reason
+        super().__init__(f"descriptor {descriptor!r} ({class_name}): {reason}")
+
+
+def _descriptor_class(descriptor: str) -> type:
+    check_choice(descriptor, "descriptor", DESCRIPTORS)
+    cls = _DESCRIPTOR_SPECS[descriptor][0]
+    if isinstance(cls, str):
+        from crossmetric import features
+
+        cls = getattr(features, cls)
+    return cls
+
+
+def descriptor_parameter_names(descriptor: str) -> list[str]:
+    """Constructor parameters of a descriptor's class (what ``params`` may set).
+
+    Parameters
+    ----------
+    descriptor : str
+        One of :data:`DESCRIPTORS`.
+
+    Returns
+    -------
+    list of str
+        Sorted; empty for ``"pixels"``.
+
+    Examples
+    --------
+    >>> descriptor_parameter_names("ltp")
+    ['grid', 'method', 'n_jobs', 'n_points', 'radii', 'threshold']
+    """
+    return sorted(_descriptor_class(descriptor)._get_param_names())
+
+
+def make_descriptor(descriptor: str = "hog", params: Mapping | None = None):
+    """The unfitted transformer of a descriptor name, its defaults updated by ``params``.
+
+    Parameters
+    ----------
+    descriptor : str, default="hog"
+        One of :data:`DESCRIPTORS` (see :func:`describe_images`).
+    params : mapping, optional
+        Constructor parameters of the descriptor's class (:func:`descriptor_parameter_names`);
+        they win over the defaults of :data:`DESCRIPTORS`' table (e.g. ``ltp``'s threshold).
+        Values are checked when the transformer is fitted.
+
+    Returns
+    -------
+    estimator
+        A scikit-learn transformer, ``fit_transform(images)`` → ``(n, n_features)``.
+
+    Raises
+    ------
+    ValueError
+        Unknown descriptor, or a parameter its class does not have (the message lists those
+        it has).
+
+    Examples
+    --------
+    >>> make_descriptor("ltp", {"radii": (1, 2)})
+    LBPGrid(grid=(10, 8), radii=(1, 2), threshold=5)
+    """
+    cls = _descriptor_class(descriptor)
+    params = dict(params or {})
+    names = sorted(cls._get_param_names())
+    for name in params:
+        if name not in names:
+            close = difflib.get_close_matches(str(name), names, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            expected = f"expected one of {', '.join(names)}" if names else "it takes none"
+            raise ValueError(f"params: descriptor {descriptor!r} ({cls.__name__}) has no "
+                             f"parameter {name!r}{hint}; {expected}.")
+    return cls(**{**_DESCRIPTOR_SPECS[descriptor][1], **params})
+
+
+def describe_images(images, descriptor: str = "hog", params: Mapping | None = None) -> np.ndarray:
     """One feature row per image of a stack ``(n, h, w)`` or ``(n, h, w, 3)``.
 
     Parameters
     ----------
     images : array-like of shape (n, h, w) or (n, h, w, 3)
         Pixels in [0, 255] (uint8 as the loaders return them).
-    descriptor : {"hog", "strips", "pixels"}, default="hog"
-        ``"hog"``: :class:`crossmetric.features.HOG`; ``"strips"``: colour and LBP histograms of
-        horizontal strips (:class:`crossmetric.features.StripHistograms`, the re-id
-        descriptor); ``"pixels"``: the grey levels scaled to [0, 1]. The first two need
-        scikit-image.
+    descriptor : str, default="hog"
+        One of :data:`DESCRIPTORS`, each a class of :mod:`crossmetric.features`:
+
+        * faces and sketches: ``"hog"`` (:class:`~crossmetric.features.HOG`),
+          ``"dense-sift"`` (:class:`~crossmetric.features.DenseSIFT`, the CML-AUC paper's;
+          its three scales need sides of at least 160 pixels), ``"lbp"`` and ``"ltp"``
+          (:class:`~crossmetric.features.LBPGrid` on 10 × 8 cells, LBP or the CMML paper's
+          local ternary patterns with ``threshold=5``);
+        * person re-identification, sized for 48 × 128 crops: ``"lomo"``
+          (:class:`~crossmetric.features.LOMO`), ``"strips"``
+          (:class:`~crossmetric.features.StripHistograms`, the PCCA paper's) and
+          ``"patch-color-sift"`` (:class:`~crossmetric.features.PatchColorSIFT`, the GSM
+          paper's; 129,024 features at 48 × 128, more on larger images). ``"lomo"`` and
+          ``"patch-color-sift"`` need RGB images;
+        * ``"pixels"``: the grey levels scaled to [0, 1].
+
+        scikit-image is needed by all but ``"pixels"``, OpenCV by the SIFT ones.
+    params : mapping, optional
+        Parameters of the descriptor's class (:func:`make_descriptor`).
 
     Returns
     -------
     ndarray of shape (n, n_features), float64
+
+    Raises
+    ------
+    ValueError
+        Unknown descriptor or parameter name; images not one stack.
+    DescriptorError
+        (a ``ValueError``) the descriptor rejected a parameter value or the image size.
 
     Examples
     --------
@@ -42,18 +195,17 @@ def describe_images(images, descriptor: str = "hog") -> np.ndarray:
     >>> describe_images(images, "pixels").shape
     (5, 8)
     """
-    check_choice(descriptor, "descriptor", DESCRIPTORS)
+    est = make_descriptor(descriptor, params)
     images = np.asarray(images)
     if images.dtype == object or images.ndim not in (3, 4):
         raise ValueError("images must be one array of shape (n, h, w) or (n, h, w, 3); images "
                          "of different sizes must be resized first (the loaders' size=).")
-    if descriptor == "pixels":
-        grey = images.mean(axis=-1) if images.ndim == 4 else images
-        return grey.reshape(grey.shape[0], -1).astype(np.float64) / 255.0
-    from crossmetric import features
-
-    cls = {"hog": features.HOG, "strips": features.StripHistograms}[descriptor]
-    return np.asarray(cls().fit_transform(images), dtype=np.float64)
+    try:
+        F = est.fit_transform(images)
+    except (ValueError, TypeError) as exc:  # a parameter value, or the image size
+        raise DescriptorError(descriptor, type(est).__name__,
+                              " ".join(str(exc).split())) from exc
+    return np.asarray(F, dtype=np.float64)
 
 
 def pair_domains(ids, domains, *, min_pairs: int = 4):
@@ -113,7 +265,8 @@ def _one_domain(domains) -> bool:
     return np.unique(doms.astype(str)).size == 1
 
 
-def image_views(images, ids, domains=None, *, descriptor: str = "hog") -> Bunch:
+def image_views(images, ids, domains=None, *, descriptor: str = "hog",
+                descriptor_params: Mapping | None = None) -> Bunch:
     """A dataset of feature rows from images, their identities and (optionally) domains.
 
     No ``domains`` (or one value): one modality, ``X`` = descriptors, ``Y`` = None. Two
@@ -125,8 +278,10 @@ def image_views(images, ids, domains=None, *, descriptor: str = "hog") -> Bunch:
     images : array-like of shape (n, h, w) or (n, h, w, 3)
     ids : array-like of shape (n,)
     domains : array-like of shape (n,), optional
-    descriptor : {"hog", "strips", "pixels"}, default="hog"
-        See :func:`describe_images`.
+    descriptor : str, default="hog"
+        One of :data:`DESCRIPTORS`; see :func:`describe_images`.
+    descriptor_params : mapping, optional
+        Parameters of the descriptor's class (:func:`make_descriptor`).
 
     Returns
     -------
@@ -150,11 +305,11 @@ def image_views(images, ids, domains=None, *, descriptor: str = "hog") -> Bunch:
     if ids.size == 0:
         raise ValueError("no image matched.")
     if _one_domain(domains):
-        F = describe_images(images, descriptor)
+        F = describe_images(images, descriptor, descriptor_params)
         codes = np.unique(ids.astype(str), return_inverse=True)[1].astype(np.int64)
         return Bunch(X=F, Y=None, labels=codes, domain_names=None)
     ra, rb, names = pair_domains(ids, domains)
-    F = describe_images(images, descriptor)
+    F = describe_images(images, descriptor, descriptor_params)
     codes = np.unique(ids.astype(str)[ra], return_inverse=True)[1].astype(np.int64)
     data = Bunch(X=F[ra], Y=F[rb], labels=codes, instance=np.arange(ra.size),
                  domain_names=(str(names[0]), str(names[1])))

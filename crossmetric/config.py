@@ -14,17 +14,33 @@ A configuration file holds the options of ``crossmetric benchmark`` in a ``[benc
     mu = 1e-3
     n_components = 16
 
+With image data (``images``, ``dataset = "viper"`` or ``"pku-sketch"``), a ``[descriptor]``
+table holds constructor parameters of the ``descriptor``'s class
+(:func:`crossmetric._image_views.make_descriptor`)::
+
+    [benchmark]
+    images = "cufs"
+    pattern = '(train|test)/(?P<domain>photo|sketch)/(?P<id>(ar|xm2vts)-\\d+)\\.jpg'
+    descriptor = "ltp"
+
+    [descriptor]
+    radii = [1.0, 2.0]
+
 Precedence, lowest first: the defaults (:data:`BENCHMARK_OPTIONS`), the file, the options given
 on the command line; per-method parameters: the registry's settings, the file's
 ``[methods.NAME]``, then each ``--param METHOD.NAME=VALUE`` (the value is read as a TOML literal:
-``1e-3``, ``true``, ``"text"``, ``[0.0, 0.1]``; a bare word such as ``adam`` is read as a string).
+``1e-3``, ``true``, ``"text"``, ``[0.0, 0.1]``; a bare word such as ``adam`` is read as a string);
+descriptor parameters: the file's ``[descriptor]`` (dropped when the command line names another
+descriptor than the file's), then each ``--descriptor-param NAME=VALUE`` (read the same way).
+Without a descriptor, image data gets its default (``strips`` for VIPeR, ``hog`` otherwise),
+recorded in the options.
 The learners are built by :func:`crossmetric.registry.make_estimator` with these parameters as
 overrides -- the one way the benchmark builds learners. Paths in the file are relative to the
 current directory, as on the command line.
 
-``crossmetric benchmark`` writes the resolved configuration (every option, and the full
-parameters of every method it ran) to ``config.toml`` beside its results; given back with
-``--config`` it reproduces the run's settings.
+``crossmetric benchmark`` writes the resolved configuration (every option, the descriptor
+parameters given, and the full parameters of every method it ran) to ``config.toml`` beside its
+results; given back with ``--config`` it reproduces the run's settings.
 
 Defaults of the command line and of :func:`crossmetric.protocols.run_protocols`: the folds,
 repeats, negatives per positive, training-positive cap and seed are the same (read from
@@ -46,8 +62,10 @@ import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-__all__ = ["BENCHMARK_OPTIONS", "RunConfig", "load_config", "parse_param", "resolve_config",
-           "method_parameter_names", "to_toml"]
+from crossmetric._image_views import DESCRIPTORS
+
+__all__ = ["BENCHMARK_OPTIONS", "RunConfig", "load_config", "parse_param",
+           "parse_descriptor_param", "resolve_config", "method_parameter_names", "to_toml"]
 
 
 @dataclass(frozen=True)
@@ -69,7 +87,10 @@ BENCHMARK_OPTIONS: dict[str, _Option] = {
     "dataset": _Option(str), "data_home": _Option(str), "x": _Option(str), "y": _Option(str),
     "labels": _Option(str), "instance": _Option(str), "key": _Option(str),
     "images": _Option(str), "pattern": _Option(str),
-    "descriptor": _Option(str, None, ("hog", "strips", "pixels")),
+    "descriptor": _Option(str, None, DESCRIPTORS),
+    # the descriptor's parameters: given as NAME=VALUE items (--descriptor-param), resolved to a
+    # dict; a file holds them in its [descriptor] table
+    "descriptor_params": _Option(dict),
     "size": _Option(str), "lfw_pairs": _Option(str), "image_list": _Option(str),
     # protocol
     "methods": _Option((str, list)),
@@ -92,6 +113,12 @@ BENCHMARK_OPTIONS: dict[str, _Option] = {
 }
 
 
+#: options that a configuration file holds in a table of their own
+_TABLE_ONLY = {"descriptor_params": "descriptor"}
+#: the tables of a configuration file
+_TABLES = ("benchmark", "methods", "descriptor")
+
+
 def _expected(names) -> str:
     return ", ".join(names)
 
@@ -103,6 +130,9 @@ def _suggest(name: str, names) -> str:
 
 def _check_option(name: str, value, where: str):
     key = name.replace("-", "_")
+    if key in _TABLE_ONLY:
+        raise ValueError(f"{where}: option {name!r} goes in a [{_TABLE_ONLY[key]}] table of "
+                         "NAME = VALUE entries.")
     if key not in BENCHMARK_OPTIONS:
         raise ValueError(f"{where}: unknown option {name!r}{_suggest(key, BENCHMARK_OPTIONS)}; "
                          f"expected one of {_expected(BENCHMARK_OPTIONS)}.")
@@ -170,7 +200,8 @@ class RunConfig:
     Attributes
     ----------
     options : dict
-        Every option of :data:`BENCHMARK_OPTIONS` (``None``: not set).
+        Every option of :data:`BENCHMARK_OPTIONS` (``None``: not set); ``descriptor_params``
+        is ``None`` or a dict ``{parameter: value}`` of the descriptor's class.
     method_params : dict
         ``{method: {parameter: value}}`` given by the file or ``--param`` (overrides of the
         registry's settings).
@@ -196,12 +227,16 @@ class RunConfig:
         return make_estimator(method, **self.method_params.get(_spec(method).name, {}))
 
     def to_dict(self, methods: Sequence[str] | None = None) -> dict:
-        """``{"benchmark": options that are set, "methods": {name: full parameters}}`` for the
-        given methods (default: those with parameters given)."""
+        """``{"benchmark": options that are set, "methods": {name: full parameters},
+        "descriptor": descriptor parameters}`` for the given methods (default: those with
+        parameters given); ``descriptor`` only when parameters were given."""
         names = list(self.method_params) if methods is None else list(methods)
-        out = {"benchmark": {k: v for k, v in self.options.items() if v is not None}}
+        out = {"benchmark": {k: v for k, v in self.options.items()
+                             if v is not None and k not in _TABLE_ONLY}}
         if names:
             out["methods"] = {m: self.estimator_params(m) for m in names}
+        if self.options.get("descriptor_params"):
+            out["descriptor"] = dict(self.options["descriptor_params"])
         return out
 
     def to_toml(self, methods: Sequence[str] | None = None) -> str:
@@ -224,8 +259,9 @@ def load_config(path) -> dict:
     Returns
     -------
     dict
-        ``{"benchmark": {option: value}, "methods": {method: {parameter: value}}}`` with the
-        option names in their ``_`` spelling, lists of methods joined by commas.
+        ``{"benchmark": {option: value}, "methods": {method: {parameter: value}},
+        "descriptor": {parameter: value}}`` with the option names in their ``_`` spelling,
+        lists of methods joined by commas, arrays as tuples.
 
     Raises
     ------
@@ -251,21 +287,22 @@ def load_config(path) -> dict:
 
 def _check_config(data, where: str) -> dict:
     if not isinstance(data, Mapping):
-        raise ValueError(f"{where}: expected a table of [benchmark] and [methods.NAME].")
-    unknown = [k for k in data if k not in ("benchmark", "methods")]
+        raise ValueError(f"{where}: expected a table of [benchmark], [methods.NAME] and "
+                         "[descriptor].")
+    unknown = [k for k in data if k not in _TABLES]
     if unknown:
         hint = (" (benchmark options go in a [benchmark] table)"
                 if unknown[0].replace("-", "_") in BENCHMARK_OPTIONS else "")
-        raise ValueError(f"{where}: unknown table {unknown[0]!r}{hint}; expected benchmark, "
-                         "methods.")
-    options = data.get("benchmark", {})
-    methods = data.get("methods", {})
-    for name, value in (("benchmark", options), ("methods", methods)):
+        raise ValueError(f"{where}: unknown table {unknown[0]!r}{hint}; expected "
+                         f"{_expected(_TABLES)}.")
+    tables = {name: data.get(name, {}) for name in _TABLES}
+    for name, value in tables.items():
         if not isinstance(value, Mapping):
             raise ValueError(f"{where}: {name!r} must be a table, got {value!r}.")
-    out = {"benchmark": dict(_check_option(k, v, where) for k, v in options.items()),
-           "methods": {}}
-    for method, params in methods.items():
+    out = {"benchmark": dict(_check_option(k, v, where) for k, v in tables["benchmark"].items()),
+           "methods": {},
+           "descriptor": {str(k): _plain_value(v) for k, v in tables["descriptor"].items()}}
+    for method, params in tables["methods"].items():
         key, checked = _check_method_params(method, params, where)
         out["methods"][key] = checked
     return out
@@ -292,16 +329,67 @@ def parse_param(text: str) -> tuple[str, str, object]:
     method, dot, name = target.strip().partition(".")
     if not sep or not dot or not method or not name.strip():
         raise ValueError(f"--param expects METHOD.NAME=VALUE (e.g. gsm.mu=1e-3), got {text!r}.")
+    parsed = _literal(value, name.strip(), where)
+    key, checked = _check_method_params(method.strip(), {name.strip(): parsed}, where)
+    return key, name.strip(), checked[name.strip()]
+
+
+def _literal(value: str, name: str, where: str):
+    """A TOML literal (arrays as tuples), or a bare word taken as a string."""
     value = value.strip()
     try:
-        parsed = tomllib.loads(f"v = {value}")["v"]
+        return _plain_value(tomllib.loads(f"v = {value}")["v"])
     except tomllib.TOMLDecodeError:
         if not _BARE_WORD.fullmatch(value):
             raise ValueError(f"{where}: the value {value!r} is not a TOML literal (quote text: "
-                             f"{name.strip()}='\"...\"').") from None
-        parsed = value
-    key, checked = _check_method_params(method.strip(), {name.strip(): parsed}, where)
-    return key, name.strip(), checked[name.strip()]
+                             f"{name}='\"...\"').") from None
+        return value
+
+
+def parse_descriptor_param(text: str) -> tuple[str, object]:
+    """``"NAME=VALUE"`` of ``--descriptor-param`` → ``(name, value)``.
+
+    The value is read as in :func:`parse_param` (a TOML literal, arrays as tuples; a bare word
+    is a string). The name is checked against the descriptor's class by
+    :func:`resolve_config`, once the descriptor is known.
+
+    Examples
+    --------
+    >>> parse_descriptor_param("radii=[1, 2]")
+    ('radii', (1, 2))
+    >>> parse_descriptor_param("threshold = 3.5")
+    ('threshold', 3.5)
+    """
+    name, sep, value = str(text).partition("=")
+    name = name.strip()
+    if not sep or not _BARE_KEY.fullmatch(name) or not value.strip():
+        raise ValueError(f"--descriptor-param expects NAME=VALUE (e.g. threshold=5), got "
+                         f"{text!r}.")
+    return name, _literal(value, name, f"--descriptor-param {text!r}")
+
+
+def _default_descriptor(options: Mapping) -> str | None:
+    """The descriptor an image source gets without ``descriptor``: ``strips`` for VIPeR,
+    ``hog`` for an image folder or PKU-Sketch; ``None`` for data without images."""
+    if options.get("images") is not None:
+        return "hog"
+    dataset = str(options.get("dataset") or "").split(":")[0].strip().lower()
+    return {"viper": "strips", "pku-sketch": "hog", "pku_sketch": "hog"}.get(dataset)
+
+
+def _check_descriptor_params(descriptor: str | None, params: Mapping, where: str) -> None:
+    """Every name is a parameter of the descriptor's class (values are checked when it runs)."""
+    from crossmetric._image_views import make_descriptor
+
+    if not params:
+        return
+    if descriptor is None:
+        raise ValueError(f"{where}: descriptor parameters apply to image data (images, or "
+                         "dataset viper or pku-sketch).")
+    try:
+        make_descriptor(descriptor, params)
+    except ValueError as exc:
+        raise ValueError(f"{where}: {str(exc).removeprefix('params: ')}") from None
 
 
 def resolve_config(given: Mapping | None = None, config=None,
@@ -311,11 +399,18 @@ def resolve_config(given: Mapping | None = None, config=None,
     Parameters
     ----------
     given : mapping, optional
-        Options set on the command line (``None`` values: not given).
+        Options set on the command line (``None`` values: not given); its
+        ``descriptor_params`` holds ``NAME=VALUE`` items (:func:`parse_descriptor_param`;
+        ``--descriptor-param``) or a mapping ``{name: value}``.
     config : path, mapping or None
         A file for :func:`load_config`, or its already-read dictionary.
     params : sequence of str
         ``METHOD.NAME=VALUE`` items (:func:`parse_param`).
+
+    Raises
+    ------
+    ValueError
+        Bad option, file, method parameter or descriptor parameter name (one line naming it).
 
     Examples
     --------
@@ -325,14 +420,17 @@ def resolve_config(given: Mapping | None = None, config=None,
     (3, 2, {'gsm': {'mu': 0.001}})
     """
     if config is None:
-        loaded = {"benchmark": {}, "methods": {}}
+        loaded = {"benchmark": {}, "methods": {}, "descriptor": {}}
     elif isinstance(config, Mapping):
         loaded = _check_config(config, "config")
     else:
         loaded = load_config(config)
     options = {k: opt.default for k, opt in BENCHMARK_OPTIONS.items()}
     options.update(loaded["benchmark"])
-    for name, value in (given or {}).items():
+    given = dict(given or {})
+    given_items = given.pop("descriptor_params", None)
+    given_descriptor = given.get("descriptor")
+    for name, value in given.items():
         if value is not None:
             key, value = _check_option(name, value, "option")
             options[key] = value
@@ -340,7 +438,38 @@ def resolve_config(given: Mapping | None = None, config=None,
     for item in params or ():
         method, name, value = parse_param(item)
         method_params.setdefault(method, {})[name] = value
+    _resolve_descriptor(options, loaded, given_descriptor, given_items, config)
     return RunConfig(options, method_params)
+
+
+def _resolve_descriptor(options: dict, loaded: Mapping, given_descriptor, given_items,
+                        config) -> None:
+    """``options["descriptor"]`` (the data's default when not set) and
+    ``options["descriptor_params"]``: the file's ``[descriptor]`` table, unless the command
+    line names another descriptor, updated by the ``NAME=VALUE`` items given."""
+    file_params = dict(loaded.get("descriptor", {}))
+    file_options = {**{k: opt.default for k, opt in BENCHMARK_OPTIONS.items()},
+                    **loaded["benchmark"]}
+    file_descriptor = file_options["descriptor"] or _default_descriptor(file_options)
+    if options["descriptor"] is None:
+        options["descriptor"] = _default_descriptor(options)
+    if None not in (given_descriptor, file_descriptor) and given_descriptor != file_descriptor:
+        file_params = {}          # the file's parameters belong to the file's descriptor
+    where = ("config" if config is None or isinstance(config, Mapping)
+             else f"config {os.fspath(config)!r}")
+    _check_descriptor_params(options["descriptor"], file_params, f"{where}: [descriptor]")
+    if isinstance(given_items, Mapping):
+        pairs = [(str(k), _plain_value(v), f"descriptor_params {k!r}")
+                 for k, v in given_items.items()]
+    else:
+        items = [given_items] if isinstance(given_items, str) else list(given_items or ())
+        pairs = [(*parse_descriptor_param(item), f"--descriptor-param {item!r}")
+                 for item in items]
+    resolved = dict(file_params)
+    for name, value, where in pairs:
+        _check_descriptor_params(options["descriptor"], {name: value}, where)
+        resolved[name] = value
+    options["descriptor_params"] = resolved or None
 
 
 # ------------------------------------------------------------------------- TOML writing

@@ -32,7 +32,8 @@ def test_public_names_and_the_files_a_run_writes():
     assert cli.__all__ == ["main", "build_parser", "CLIError"]
     assert cli._BENCHMARK_FILES == ("results.csv", "results.json", "results.md",
                                     "results.tex", "roc.png", "cmc.png", "config.toml")
-    assert cli._DESCRIPTORS == ("hog", "strips", "pixels")
+    assert cli._DESCRIPTORS == ("hog", "dense-sift", "lbp", "ltp", "lomo", "strips",
+                                "patch-color-sift", "pixels")
 
 
 def test_commands_use_the_package_attribute(monkeypatch, tmp_path):

@@ -110,7 +110,7 @@ def test_bad_params_name_the_culprit(item, message):
     ("[benchmark]\nfold = 3\n", "unknown option 'fold' (did you mean 'folds'?); expected one "
                                 "of dataset, "),
     ("folds = 3\n", "unknown table 'folds' (benchmark options go in a [benchmark] table); "
-                    "expected benchmark, methods."),
+                    "expected benchmark, methods, descriptor."),
     ("[benchmark]\nfolds = \"3\"\n", "option 'folds' must be int, got '3'."),
     ("[benchmark]\nquiet = 1\n", "option 'quiet' must be bool, got 1."),
     ("[benchmark]\nprotocol = \"both ways\"\n", "option 'protocol' must be one of both, "
@@ -121,6 +121,10 @@ def test_bad_params_name_the_culprit(item, message):
                                  "'mu'?); expected one of "),
     ("[methods]\ngsm = 1\n", "[methods.gsm] must be a table of parameters, got 1."),
     ("[benchmark\n", "not valid TOML"),
+    ("[benchmark]\ndescriptor_params = {threshold = 3}\n",
+     "option 'descriptor_params' goes in a [descriptor] table of NAME = VALUE entries."),
+    ("[benchmark]\ndescriptor = \"sift\"\n", "option 'descriptor' must be one of hog, "
+                                              "dense-sift, lbp, ltp, lomo, strips, "),
 ])
 def test_bad_config_files_name_the_culprit(tmp_path, text, message):
     path = tmp_path / "bad.toml"

@@ -10,17 +10,45 @@ import numpy as np
 from crossmetric.cli._common import CLIError, _load_array, _load_label_file, _one_line, _parse_size
 
 
-def _describe_images(images, descriptor: str) -> np.ndarray:
+def _describe_images(images, descriptor: str, params=None) -> np.ndarray:
     """Feature rows of an image stack ``(n, h, w[, 3])``
     (:func:`crossmetric.datasets.describe_images`), with the command line's messages."""
+    from crossmetric._image_views import DescriptorError
     from crossmetric.datasets import describe_images
 
     _check_image_stack(images)
+    _check_descriptor(descriptor, params)
     try:
-        return describe_images(images, descriptor)
+        return describe_images(images, descriptor, params)
     except ImportError as exc:  # scikit-image, an optional dependency
         raise CLIError(f"--descriptor {descriptor}: {_one_line(exc)}; use --descriptor "
                        "pixels.") from None
+    except DescriptorError as exc:
+        raise _descriptor_error(descriptor, params, exc) from None
+
+
+def _check_descriptor(descriptor: str, params) -> None:
+    """The descriptor's class has every parameter of ``params`` (checked before images load)."""
+    from crossmetric._image_views import make_descriptor
+
+    try:
+        make_descriptor(descriptor, params)
+    except ValueError as exc:
+        raise CLIError(f"--descriptor-param: {_one_line(exc).removeprefix('params: ')}") \
+            from None
+
+
+def _descriptor_error(descriptor: str, params, exc) -> CLIError:
+    """The descriptor rejected a parameter value or the image size: one line naming the
+    options that set it."""
+    if not params:
+        return CLIError(f"--descriptor {descriptor} ({exc.class_name}): "
+                        f"{exc.reason.rstrip('.')}; --size WxH resizes the images.")
+    from crossmetric.config import _toml_value
+
+    given = " ".join(f"{k}={_toml_value(v)}" for k, v in params.items())
+    return CLIError(f"--descriptor-param {given} (--descriptor {descriptor}, "
+                    f"{exc.class_name}): {exc.reason}")
 
 
 def _check_image_stack(images) -> None:
@@ -29,20 +57,24 @@ def _check_image_stack(images) -> None:
         raise CLIError("the images differ in size; give --size WIDTHxHEIGHT to resize them.")
 
 
-def _images_to_dataset(bunch, descriptor: str, what: str):
+def _images_to_dataset(bunch, descriptor: str, what: str, params=None):
     """``(dataset, description)`` from a loader's ``images``, ``ids``, ``domains``
     (:func:`crossmetric.datasets.image_views`: one modality, or two domains paired row by
-    row)."""
+    row), described by ``descriptor`` with the class parameters ``params``."""
+    from crossmetric._image_views import DescriptorError
     from crossmetric.datasets import image_views
 
     if np.asarray(bunch.ids).size:
         _check_image_stack(bunch.images)
+    _check_descriptor(descriptor, params)
     try:
         data = image_views(bunch.images, bunch.ids, getattr(bunch, "domains", None),
-                           descriptor=descriptor)
-    except ImportError as exc:  # scikit-image, an optional dependency
+                           descriptor=descriptor, descriptor_params=params)
+    except ImportError as exc:  # scikit-image or OpenCV, optional dependencies
         raise CLIError(f"--descriptor {descriptor}: {_one_line(exc)}; use --descriptor "
                        "pixels.") from None
+    except DescriptorError as exc:
+        raise _descriptor_error(descriptor, params, exc) from None
     except ValueError as exc:
         raise CLIError(f"{what}: {_one_line(exc)}") from None
     n_ids = np.unique(data.labels).size
@@ -51,6 +83,18 @@ def _images_to_dataset(bunch, descriptor: str, what: str):
     a, b = data.domain_names
     return data, (f"{what}: {a} vs {b}, {data.X.shape[0]} matched pairs of images, "
                   f"{n_ids} identities, {descriptor} descriptors")
+
+
+def _descriptor_args(args, source: dict) -> tuple[str, dict | None]:
+    """``(descriptor, params)`` of ``--descriptor`` / ``--descriptor-param`` (resolved by
+    :func:`crossmetric.config.resolve_config`; the data's default when not set), checked
+    before any image is read."""
+    from crossmetric.config import _default_descriptor
+
+    descriptor = args.descriptor or _default_descriptor(source)
+    params = getattr(args, "descriptor_params", None) or None
+    _check_descriptor(descriptor, params)
+    return descriptor, params
 
 
 def _size_kw(args) -> dict:
@@ -88,12 +132,12 @@ def _image_dataset(name: str, spec: str, arg: str, args):
     if not os.path.isdir(data_home):
         raise CLIError(f"--data-home: {data_home!r} is not a folder.")
     loader = load_viper if name == "viper" else load_pku_sketch
+    descriptor, params = _descriptor_args(args, {"dataset": name})
     try:
         bunch = loader(data_home, **_size_kw(args))
     except (ValueError, OSError) as exc:
         raise CLIError(f"--data-home: {_one_line(exc)}") from None
-    descriptor = args.descriptor or ("strips" if name == "viper" else "hog")
-    return _images_to_dataset(bunch, descriptor, name)
+    return _images_to_dataset(bunch, descriptor, name, params)
 
 
 def _load_named_dataset(spec: str, args):
@@ -131,11 +175,12 @@ def _image_folder_dataset(args):
         raise CLIError("--pattern must have a named group 'id', e.g. (?P<id>\\d+).")
     if not os.path.isdir(args.images):
         raise CLIError(f"--images: {args.images!r} is not a folder.")
+    descriptor, params = _descriptor_args(args, {"images": args.images})
     try:
         bunch = load_image_folder(args.images, args.pattern, **_size_kw(args))
     except (ValueError, OSError) as exc:
         raise CLIError(f"--images: {_one_line(exc)}") from None
-    return _images_to_dataset(bunch, args.descriptor or "hog", args.images)
+    return _images_to_dataset(bunch, descriptor, args.images, params)
 
 
 def _feature_files_dataset(args):

@@ -54,7 +54,14 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-_RAW = argparse.RawDescriptionHelpFormatter
+class _RAW(argparse.RawDescriptionHelpFormatter):
+    """The description as written; option help wrapped at spaces only, so that names such as
+    ``patch-color-sift`` or ``--n-jobs`` are never split at a hyphen."""
+
+    def _split_lines(self, text, width):
+        import textwrap
+
+        return textwrap.wrap(" ".join(text.split()), width, break_on_hyphens=False)
 
 
 def _add_benchmark(sub) -> None:
@@ -70,8 +77,9 @@ def _add_benchmark(sub) -> None:
                                    "--images DIR --pattern REGEX | --lfw-pairs FILE --x FILE "
                                    "--image-list FILE.\n\nEvery option can also be set in a "
                                    "TOML file (--config): options in a [benchmark] table, "
-                                   "learner parameters in [methods.NAME] tables; the command "
-                                   "line wins over the file (crossmetric.config).",
+                                   "learner parameters in [methods.NAME] tables, descriptor "
+                                   "parameters in a [descriptor] table; the command line wins "
+                                   "over the file (crossmetric.config).",
                        epilog=_methods_epilog())
     # defaults are None here and filled by crossmetric.config.resolve_config, so that an
     # option given on the command line is told apart from the configuration file's
@@ -107,9 +115,17 @@ def _benchmark_data_options(d) -> None:
                    help="regular expression on each image's path relative to --images, with "
                         "a named group 'id' and optionally 'domain' (two values = two "
                         "modalities)")
-    d.add_argument("--descriptor", choices=_DESCRIPTORS, default=None,
-                   help="image features: hog (default for --images, pku-sketch), strips "
-                        "(colour + LBP strip histograms, default for viper) or pixels")
+    d.add_argument("--descriptor", choices=_DESCRIPTORS, default=None, metavar="NAME",
+                   help="image features. Faces / sketches: hog (default for --images, "
+                        "pku-sketch), dense-sift (sides >= 160 px), lbp, ltp. Re-id, sized "
+                        "for 48x128 crops (--size 48x128): lomo, strips (default for viper), "
+                        "patch-color-sift (129,024 features at 48x128, more on larger "
+                        "images). pixels: grey levels")
+    d.add_argument("--descriptor-param", dest="descriptor_params", action="append",
+                   default=None, metavar="NAME=VALUE",
+                   help="a parameter of the descriptor's class in crossmetric.features, e.g. "
+                        "threshold=3 for ltp (repeatable; VALUE is a TOML literal; wins over "
+                        "the --config file's [descriptor] table)")
     d.add_argument("--size", default=None, metavar="WxH",
                    help="resize images to WIDTHxHEIGHT pixels (e.g. 48x128)")
     d.add_argument("--lfw-pairs", default=None, metavar="FILE",
