@@ -29,6 +29,7 @@ import importlib
 from dataclasses import dataclass, field
 
 from crossmetric._stages import StageIf
+from crossmetric.protocols.views import cap_n_components
 
 __all__ = ["MethodSpec", "METHODS", "make_estimator", "available_class", "method_status",
            "available_methods", "select_methods", "method_kind", "cap_n_components",
@@ -475,38 +476,6 @@ def method_kind(name: str) -> tuple[str, str | None]:
     if int(getattr(cls, "_sample_ndim", 1)) > 1:
         kind += " (raw images)"
     return kind, None
-
-
-def cap_n_components(estimators, n_features: int) -> dict:
-    """Cap each estimator's integer ``n_components`` at ``n_features``, in place.
-
-    The registry's ``n_components`` are sized for the built-in data; on data with fewer
-    features (the narrowest view of two) a learner would fail.
-
-    Parameters
-    ----------
-    estimators : dict of str to estimator
-    n_features : int
-
-    Returns
-    -------
-    dict of str to (int, int)
-        ``{name: (before, after)}`` of the estimators changed.
-
-    Examples
-    --------
-    >>> from crossmetric import PCCA
-    >>> ests = {"PCCA": PCCA(n_components=32)}
-    >>> cap_n_components(ests, 5), ests["PCCA"].n_components
-    ({'PCCA': (32, 5)}, 5)
-    """
-    changed = {}
-    for name, est in estimators.items():
-        k = est.get_params(deep=False).get("n_components")
-        if isinstance(k, int) and k > n_features:
-            est.set_params(n_components=n_features)
-            changed[name] = (k, n_features)
-    return changed
 
 
 def cap_n_components_to_views(estimators, X, Y=None) -> list[str]:

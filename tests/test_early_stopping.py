@@ -62,20 +62,70 @@ def test_validation_split_without_negatives_on_one_side_is_an_error():
                          random_state=0)
 
 
-def test_monitor_keeps_best_auc_and_waits_for_both_criteria():
-    y = np.array([1, 1, -1, -1])
+def _validation(ids_x, ids_y, tied=False):
+    from crossmetric._solvers.early_stopping import Validation
+
+    return Validation(None, None, np.asarray(ids_x), np.asarray(ids_y), tied)
+
+
+def test_monitor_keeps_the_best_score_and_waits_for_both_criteria():
+    # two held-out identities a side: D[a, b] between x-sample a and y-sample b
+    val = _validation([0, 1], [0, 1])
     seq = iter([
-        np.array([3.0, 0.0, 1.0, 2.0]),   # AUC 0.5
-        np.array([0.0, 1.0, 0.5, 2.0]),   # AUC 0.75: best
-        np.array([0.0, 3.0, 0.5, 2.0]),   # AUC 0.5, loss may fall
+        np.array([[2.0, 1.0], [1.0, 2.0]]),   # both probes wrong: rank-1 0, AUC 0
+        np.array([[0.5, 1.0], [1.0, 0.5]]),   # both right: rank-1 1, AUC 1 -> best
+        np.array([[0.5, 1.0], [0.4, 0.5]]),   # one y-probe wrong
     ])
-    mon = EarlyStopping(lambda p: (next(seq), 1.0), y, n_iter_no_change=1, beta=3.0)
+    mon = EarlyStopping(lambda p: (next(seq), 1.0), val, n_iter_no_change=1, beta=3.0)
     assert not mon.update(0, np.zeros(1))
     assert not mon.update(1, np.ones(1))
     stop = mon.update(2, np.full(1, 2.0))
-    assert mon.best_iteration == 1 and mon.scores[1] == 0.75
+    assert mon.best_iteration == 1 and mon.scores[1] == 1.0 and mon.scores[0] == 0.0
     np.testing.assert_array_equal(mon.best_params, np.ones(1))
     assert stop == (mon.losses[2] >= min(mon.losses[:2]))
+
+
+def test_monitor_score_is_rank1_and_auc_of_all_cross_distances():
+    """The score against a brute-force count: ties are misses, both directions averaged."""
+    from crossmetric.metrics import roc_auc
+
+    rng = np.random.RandomState(0)
+    ids_x, ids_y = np.array([0, 0, 1, 2, 3]), np.array([0, 1, 1, 2, 4])
+    D = rng.rand(5, 5)
+    D[3, 3] = D[3].min()  # a tie with another column counts as a miss
+    D[3, 0] = D[3, 3]
+    mon = EarlyStopping(lambda p: (D, 1.0), _validation(ids_x, ids_y), 3)
+
+    def rank1(D, a, b):
+        hits = [(D[i, b == a[i]].min() < D[i, b != a[i]].min()) for i in range(len(a))
+                if np.any(b == a[i])]
+        return np.mean(hits)
+
+    same = ids_x[:, None] == ids_y[None, :]
+    expected = 0.5 * (np.mean([rank1(D, ids_x, ids_y), rank1(D.T, ids_y, ids_x)])
+                      + roc_auc(np.where(same, 1, -1).ravel(), -D.ravel()))
+    assert mon.score_matrix(D) == pytest.approx(expected)
+    # one set of samples: a sample never matches itself
+    Dt = rng.rand(4, 4)
+    Dt = Dt + Dt.T
+    np.fill_diagonal(Dt, 0.0)
+    ids = np.array([0, 0, 1, 1])
+    tied = EarlyStopping(lambda p: (Dt, 1.0), _validation(ids, ids, tied=True), 3)
+    off = ~np.eye(4, dtype=bool)
+    hits = [Dt[i, (ids == ids[i]) & off[i]].min() < Dt[i, ids != ids[i]].min() for i in range(4)]
+    auc = roc_auc(np.where(ids[:, None] == ids[None, :], 1, -1)[off], -Dt[off])
+    assert tied.score_matrix(Dt) == pytest.approx(0.5 * (np.mean(hits) + auc))
+
+
+def test_choose_start_takes_the_best_score_and_the_first_on_ties():
+    from crossmetric._solvers.early_stopping import choose_start
+
+    val = _validation([0, 1], [0, 1])
+    good, bad = np.array([[0.0, 1.0], [1.0, 0.0]]), np.array([[1.0, 0.0], [0.0, 1.0]])
+    mon = EarlyStopping(lambda p: (p, 1.0), val, 3)
+    assert choose_start(mon, {"a": bad, "b": good, "c": good})[0] == "b"
+    assert set(mon.start_scores) == {"a", "b", "c"}
+    assert choose_start(None, {"a": bad, "b": good})[0] == "a"
 
 
 def _models(X, Y):

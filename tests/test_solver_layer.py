@@ -66,17 +66,29 @@ def test_epoch_plateau_relative_decay_and_absolute_patience():
     assert [rule.update(v) for v in (3.0, 2.0, 1.8, 1.7)] == [False, False, False, True]
 
 
-def test_run_epochs_keeps_the_best_validation_epoch():
+def test_run_epochs_keeps_the_monitors_best_check():
     params = {"w": np.zeros(1)}
-    vals = iter([3.0, 1.0, 2.0, 2.5, 0.5])
+    scores = iter([0.5, 0.2, 0.9, 0.4, 0.3, 0.1])
+
+    class Monitor:  # the EarlyStopping protocol: update() says stop, best_params is kept
+        losses, best_params, best = [], None, -1.0
+
+        def update(self, it, prm):
+            score = next(scores)
+            self.losses.append(-score)
+            if score > self.best:
+                self.best, self.best_params, self.at = score, {"w": prm["w"].copy()}, it
+            return it - self.at >= 2
 
     def epoch():
         params["w"] += 1.0
         return float(params["w"][0])
 
-    run = run_epochs(epoch, EpochPlateau(0.0, 2, relative=False), 10,
-                     val_loss=lambda p: next(vals), params=params)
-    assert run.converged and run.n_epochs == 4 and run.val_curve == [3.0, 1.0, 2.0, 2.5]
+    mon = Monitor()
+    mon.update(0, params)  # the start: check 0
+    run = run_epochs(epoch, EpochPlateau(0.0, 2, relative=False), 10, monitor=mon,
+                     params=params)
+    assert run.converged and run.n_epochs == 4 and run.val_curve == [-0.2, -0.9, -0.4, -0.3]
     assert run.best_params["w"][0] == 2.0  # the parameters after epoch 2, copied
     run = run_epochs(lambda: 1.0, EpochPlateau(0.0, 5, relative=False), 3)
     assert not run.converged and run.curve == [1.0, 1.0, 1.0] and run.best_params is None
@@ -109,13 +121,15 @@ def test_the_early_stopping_split_holds_only_the_samples_of_its_pairs():
     pairs, y = make_pairs(labels, n_negatives=3, random_state=0)
     data = canonical_pairs(PairData(X, X, pairs[:, 0], pairs[:, 1]), tied=True)
     model = PCCA(early_stopping=True, validation_fraction=0.3, random_state=0)
-    train, y_train, val, y_val = split_pairs(model, data, y)
+    train, y_train, validation = split_pairs(model, data, y)
+    val = validation.data
     for part in (train, val):
         assert part.X is part.Y
-        assert np.array_equal(np.unique(np.r_[part.ix, part.iy]), np.arange(len(part.X)))
-    # no sample on both sides, and every pair kept maps to the same rows of X
+    assert np.array_equal(np.unique(np.r_[train.ix, train.iy]), np.arange(len(train.X)))
+    # no sample on both sides; every held-out sample has its identity
     rows = {tuple(r) for r in train.X} & {tuple(r) for r in val.X}
-    assert not rows and len(y_train) == len(train.ix) and len(y_val) == len(val.ix)
+    assert not rows and len(y_train) == len(train.ix)
+    assert validation.tied and len(validation.ids_x) == len(val.X)
 
 
 @pytest.mark.parametrize("old, new", [

@@ -3,9 +3,10 @@
 :func:`run_epochs` calls ``epoch()`` (one pass over the batches, returning the epoch's
 objective) until its rule -- :class:`~crossmetric._solvers.stopping.EpochPlateau` or
 :class:`~crossmetric._solvers.stopping.WindowPlateau`, defined in :mod:`.stopping` and still
-importable from here -- says the monitored quantity (the objective, or a validation loss) has
-stopped improving, or ``max_iter`` epochs have run. With a validation loss the parameters of
-its best epoch are kept.
+importable from here -- says the objective has stopped improving, or ``max_iter`` epochs have
+run. With a held-out ``monitor`` (:class:`~crossmetric._solvers.early_stopping.EarlyStopping`)
+the monitor decides instead, and the parameters of its best check (the start included) are
+kept.
 """
 
 from __future__ import annotations
@@ -24,23 +25,24 @@ class EpochRun(NamedTuple):
     """What :func:`run_epochs` returns."""
 
     curve: list          # the objective of each epoch
-    val_curve: list      # the validation loss of each epoch (empty without one)
+    val_curve: list      # the validation loss of each epoch (empty without a monitor)
     n_epochs: int
     converged: bool      # stopped by the rule, not by max_iter
-    best_params: object  # a copy of the best epoch's parameters (with a validation loss)
+    best_params: object  # a copy of the best check's parameters (with a monitor)
 
 
-def run_epochs(epoch, rule: EpochPlateau, max_iter: int, *, val_loss=None, params=None,
+def run_epochs(epoch, rule: EpochPlateau, max_iter: int, *, monitor=None, params=None,
                verbose: int = 0, name: str = "") -> EpochRun:
     """Epochs of ``epoch()`` until ``rule`` stops them or ``max_iter`` have run.
 
-    ``rule`` watches the epoch's objective, or ``val_loss(params)`` when given; then a copy of
-    ``params`` (a dict of arrays) is kept at every new best. ``verbose`` prints one table row
-    per epoch (epoch, objective, validation loss, rate, seconds).
+    ``rule`` watches the epoch's objective; with a ``monitor`` (scored on ``params``, a dict of
+    arrays, after every epoch; it has seen the start as check 0) the monitor's rule stops the
+    epochs instead and its best parameters come back. ``verbose`` prints one table row per
+    epoch (epoch, objective, validation loss, rate, seconds).
     """
     curve: list[float] = []
     val_curve: list[float] = []
-    best_params, converged = None, False
+    converged = False
     show_rate = rule.decay is not None
     if verbose:
         print(f"[{name}] {'epoch':>5} {'objective':>14} {'val loss':>10}"
@@ -50,19 +52,18 @@ def run_epochs(epoch, rule: EpochPlateau, max_iter: int, *, val_loss=None, param
         rate = rule.rate
         loss = float(epoch())
         curve.append(loss)
-        watch = loss
-        if val_loss is not None:
-            watch = float(val_loss(params))
-            val_curve.append(watch)
+        if monitor is not None:
+            stop = monitor.update(epoch_no, params)
+            val_curve.append(monitor.losses[-1])
+        else:
+            stop = rule.update(loss)
         if verbose:
-            v = f"{watch:>10.5f}" if val_loss is not None else f"{'-':>10}"
+            v = f"{val_curve[-1]:>10.5f}" if monitor is not None else f"{'-':>10}"
             print(f"[{name}] {epoch_no:>5d} {loss:>14.6e} {v}"
                   + (f" {rate:>9.3g}" if show_rate else "")
                   + f" {time.perf_counter() - t0:>9.3f}")
-        stop = rule.update(watch)
-        if rule.new_best and val_loss is not None:
-            best_params = {k: np.array(v, copy=True) for k, v in params.items()}
         if stop:
             converged = True
             break
-    return EpochRun(curve, val_curve, len(curve), converged, best_params)
+    best = monitor.best_params if monitor is not None else None
+    return EpochRun(curve, val_curve, len(curve), converged, best)

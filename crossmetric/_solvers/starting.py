@@ -22,10 +22,12 @@ from crossmetric._checks import as_float_array
 if TYPE_CHECKING:  # pragma: no cover
     from crossmetric._solvers.logistic import TowerProblem
 
-__all__ = ["INITS", "PROJECTION_INITS", "initial_weights", "rescale_to_unit_distance",
-           "initial_projection"]
+__all__ = ["INITS", "CCA_RIDGES", "PROJECTION_INITS", "initial_weights",
+           "rescale_to_unit_distance", "initial_projection", "cca_start", "start_candidates"]
 
-INITS = ("pca", "random", "identity")
+INITS = ("auto", "pca", "random", "identity", "cca")
+#: the ridges (relative to the mean eigenvalue) of the closed-form starts tried by ``"auto"``
+CCA_RIDGES = (0.01, 0.1, 1.0)
 #: the named starting projections of :func:`initial_projection`
 PROJECTION_INITS = ("auto", "pca", "identity", "random")
 
@@ -76,14 +78,14 @@ def initial_weights(Phi: np.ndarray, k: int, init: str, rng: np.random.RandomSta
     return W
 
 
-def rescale_to_unit_distance(problem: TowerProblem, Ws):
+def rescale_to_unit_distance(problem: TowerProblem, Ws, *, balance: bool = True):
     """Scale the starting weights so that the mean training ``D²`` is 1 (the threshold).
 
-    With two towers each is first scaled so that its centred embeddings have unit mean squared
+    With two towers and ``balance`` each is first scaled so that its centred embeddings have unit mean squared
     norm: modalities of very different scales (mfeat's Fourier coefficients ~0.1, its pixel
     averages ~3) then start on an equal footing instead of one tower dominating ``D²``.
     """
-    if not problem.tied:
+    if balance and not problem.tied:
         balanced = []
         for tower, W in zip(problem.towers, Ws, strict=True):
             F = tower.embed(W)
@@ -96,6 +98,66 @@ def rescale_to_unit_distance(problem: TowerProblem, Ws):
         return Ws
     return [W / np.sqrt(mean) for W in Ws]
 
+
+
+def cca_start(X: np.ndarray, Y: np.ndarray, ix: np.ndarray, iy: np.ndarray, y: np.ndarray,
+              k: int, reg: float) -> tuple[np.ndarray, np.ndarray]:
+    """The closed-form cross-modal start: ridge CCA of the positive pairs' samples.
+
+    Returns ``(A, B)`` of shape (k, d_x) and (k, d_y): the canonical directions (unit-variance
+    canonical variates) as rows, rows beyond the number of directions zero. ``‖A x − B y‖²``
+    is then CCA's common-space distance of *centred* samples up to the shift ``A x̄ − B ȳ``:
+    exact where each view is centred (a per-view PCA, or a learner that centres, as CML_AUC).
+    ``reg`` is the ridge relative to the mean eigenvalue of each view's covariance
+    (:func:`crossmetric._solvers.linalg.cca_directions`).
+    """
+    from crossmetric._solvers.linalg import cca_directions
+
+    pos = np.asarray(y) == 1
+    Xp, Yp = X[ix[pos]], Y[iy[pos]]
+    Xc, Yc = Xp - Xp.mean(axis=0), Yp - Yp.mean(axis=0)
+    r = min(int(k), X.shape[1], Y.shape[1], max(Xp.shape[0] - 1, 1))
+    Ad, Bd, _ = cca_directions(Xc, Yc, r, float(reg))
+    A, B = np.zeros((k, X.shape[1])), np.zeros((k, Y.shape[1]))
+    A[:Ad.shape[1]], B[:Bd.shape[1]] = Ad.T, Bd.T
+    return A, B
+
+
+def start_candidates(init, paper_init: str, *, cross: bool, features: bool,
+                     equal_widths: bool, held_out: bool = True) -> list[str]:
+    """The named starts a fit tries, in order of preference (the first wins ties).
+
+    ``init="auto"`` (the learners' default): the untrained distance (``"identity"``: linear
+    towers, and for two towers views of one width), the closed form (``"cca"``: two linear
+    towers, one candidate per ridge of :data:`CCA_RIDGES`, so that the ridge too is chosen on
+    held-out identities) and the paper's own start ``paper_init``; the validation hold-out
+    of :mod:`crossmetric._solvers.early_stopping` keeps the best; without a hold-out
+    (``held_out=False``) ``"auto"`` is the paper's start.
+    ``init="cca"``: the ridges only. Any other name: itself. These starts are the library's:
+    the papers start from random or PCA weights.
+    """
+    if init == "cca":
+        if not (cross and features):
+            raise ValueError("init='cca' needs two linear towers (kernel='linear' or Nyström "
+                             "features): the closed form is a linear CCA.")
+        return [f"cca(reg={r:g})" for r in CCA_RIDGES]
+    if init != "auto":
+        return [init]
+    if not held_out:
+        return [paper_init]
+    names = []
+    if features and (equal_widths or not cross):
+        names.append("identity")
+    if cross and features:
+        names += [f"cca(reg={r:g})" for r in CCA_RIDGES]
+    if paper_init not in names:
+        names.append(paper_init)
+    return names
+
+
+def ridge_of(name: str) -> float:
+    """The ridge of a ``"cca(reg=R)"`` start name."""
+    return float(name[len("cca(reg="):-1])
 
 
 def initial_projection(init, n_components: int, Xu: np.ndarray, i: np.ndarray,

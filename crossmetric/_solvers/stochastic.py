@@ -237,8 +237,8 @@ def fit_theta(data, y, init_fn, loss_fn, *, solver: str, batch_size: int,
 
 def refuse_early_stopping(estimator, solver: str) -> None:
     """``early_stopping=True`` belongs to the full-batch solvers: the stochastic ones stop on
-    their own plateau rule."""
-    if getattr(estimator, "early_stopping", False):
+    their own plateau rule (``"auto"`` is off for them)."""
+    if getattr(estimator, "early_stopping", False) is True:
         raise ValueError("early_stopping works with the full-batch solvers; the stochastic "
                          f"solver {solver!r} has its own plateau rule.")
 

@@ -24,13 +24,21 @@ from crossmetric._checks import (
 )
 from crossmetric._solvers.descent import SOLVERS, blas_threads, solve
 from crossmetric._solvers.early_stopping import (
-    EarlyStopping,
     check_early_stopping,
+    choose_start,
     clear,
+    embedding_monitor,
     split_pairs,
 )
 from crossmetric._solvers.logistic import PairLogisticObjective, Tower, TowerProblem
-from crossmetric._solvers.starting import INITS, initial_weights, rescale_to_unit_distance
+from crossmetric._solvers.starting import (
+    INITS,
+    cca_start,
+    initial_weights,
+    rescale_to_unit_distance,
+    ridge_of,
+    start_candidates,
+)
 from crossmetric._solvers.stochastic import (
     STOCHASTIC_SOLVERS,
     fit_pair_towers,
@@ -89,13 +97,15 @@ def fit_logistic_towers(est, data, y, *, kernels, gammas, side_names, name: str)
         refuse_early_stopping(est, solver)
         settings = stochastic_settings(est)
         settings.update(max_iter=max_iter, tol=tol, rng=rng)
+        start = est._paper_init if init in ("auto", "cca") else init
         Ws, maps, est.loss_curve_, est.n_iter_ = fit_pair_towers(
             data, y, tied=tied, kernels=kernels, gammas=gammas, approximation=approximation,
-            n_landmarks=est.n_landmarks, n_components=est.n_components, beta=beta, init=init,
+            n_landmarks=est.n_landmarks, n_components=est.n_components, beta=beta, init=start,
             solver=solver, name=name, **settings)
+        est.init_ = start
         clear(est)
         return Ws, maps
-    data, y, val, y_val = split_pairs(est, data, y)
+    data, y, val = split_pairs(est, data, y, tied=tied)
     sides = [data.X] if tied else [data.X, data.Y]
     towers, maps, kinds = [], [], []
     for S, kernel, gamma, side in zip(sides, kernels, gammas, side_names, strict=True):
@@ -113,18 +123,19 @@ def fit_logistic_towers(est, data, y, *, kernels, gammas, side_names, name: str)
                                                          len(data.X), len(data.Y)))
     monitor = None
     if val is not None:
-        vsides = [val.X] if tied else [val.X, val.Y]
-        vproblem = TowerProblem(
-            [Tower(S if m is None else m.transform(S)) for S, m in zip(vsides, maps,
-                                                                         strict=True)],
-            PairLogisticObjective(val.ix, val.iy, y_val, beta, len(val.X), len(val.Y)))
-        monitor = EarlyStopping(
-            lambda Ws: (vproblem.objective.distances(*vproblem.embed(Ws)), 1.0), y_val,
-            patience, beta, float(np.mean(y == 1)))
+        vsides = [val.data.X] if tied else [val.data.X, val.data.Y]
+        vtowers = [Tower(S if m is None else m.transform(S))
+                   for S, m in zip(vsides, maps, strict=True)]
+        monitor = embedding_monitor(
+            est, val, lambda Ws, side: vtowers[0 if side == "x" else 1].embed(
+                Ws[0 if side == "x" or tied else 1]), lambda Ws: 1.0, y, beta)
+    names = start_candidates(init, est._paper_init, cross=not tied, features=not any(exact),
+                             equal_widths=tied or towers[0].Phi.shape[1] ==
+                             towers[-1].Phi.shape[1], held_out=monitor is not None)
     with blas_threads(sum(t.Phi.size for t in towers) * k):
-        W0 = [initial_weights(t.Phi, k, init, rng, e) for t, e in zip(towers, exact,
-                                                                     strict=True)]
-        W0 = rescale_to_unit_distance(problem, W0)
+        starts = {name: _start(problem, towers, k, name, exact, rng, data, y)
+                  for name in names}
+        est.init_, W0 = choose_start(monitor, starts)
         if monitor is not None:
             monitor.update(0, W0)
         Ws, est.loss_curve_, est.n_iter_ = solve(
@@ -135,6 +146,20 @@ def fit_logistic_towers(est, data, y, *, kernels, gammas, side_names, name: str)
     else:
         monitor.record(est)
     return Ws, maps
+
+
+def _start(problem, towers, k: int, name: str, exact, rng, data, y):
+    """The rescaled starting weights of one named start (see
+    :func:`~crossmetric._solvers.starting.start_candidates`). The untrained distance and the
+    closed form keep the two towers' relative scale (only their common scale moves to a mean
+    ``D²`` of 1), so that their ranking of the pairs is exactly theirs."""
+    if name.startswith("cca"):
+        W0 = list(cca_start(towers[0].Phi, towers[1].Phi, data.ix, data.iy, y, k,
+                            ridge_of(name)))
+    else:
+        W0 = [initial_weights(t.Phi, k, name, rng, e) for t, e in zip(towers, exact,
+                                                                     strict=True)]
+    return rescale_to_unit_distance(problem, W0, balance=name in ("random", "pca"))
 
 
 def drop_towers(est, suffixes) -> None:

@@ -180,8 +180,9 @@ def _benchmark_estimators(names, cfg, args):
             continue
         spec = METHODS[name]
         estimators[spec.display] = cfg.make_estimator(name)
-        if spec.pca_components is not None:
-            pca[spec.display] = spec.pca_components
+        # views wider than the training identities are reduced first (the registry's width,
+        # or the identities minus one: crossmetric.protocols.views.bounded_dimension)
+        pca[spec.display] = spec.pca_components if spec.pca_components is not None else "auto"
         which = "small" if args.tune is True else args.tune   # true in a config file
         grid = spec.search_grid(which) if which else None
         if grid:
@@ -236,7 +237,7 @@ def _run(args, estimators, dataset, protocols, level, pca, grids, lfw, lfw_pairs
             estimators, dataset, protocols=protocols, n_folds=args.folds,
             n_repeats=args.repeats, n_negatives=args.n_negatives,
             max_train_positives=args.max_train_positives, level=level,
-            pca_components=pca,
+            pca_components=pca, pca_joint="auto",
             n_jobs=args.n_jobs, random_state=args.seed, progress=not args.quiet,
             on_error="record", param_grids=grids or None, tune_folds=args.tune_folds,
             tune_scoring=args.tune_scoring)
@@ -272,8 +273,15 @@ def _print_results(result, args, description: str, elapsed: float, lfw) -> None:
     else:
         print(f"\n{description}; mean ± std over {args.folds} folds (verification) and "
               f"{args.repeats} repeats (identification); {elapsed:.1f} s", file=text_out)
-    notes = [f"{m}: each view reduced by PCA to {k} dims" for m, k in
-             result.info.get("pca", {}).items()]
+    pca = result.info.get("pca", {})
+    notes = [f"{m}: each view reduced by PCA to {k} dims" for m, k in pca.items() if k != "auto"]
+    auto = [m for m, k in pca.items() if k == "auto"]
+    widths = sorted({tuple(r["view_dims"]) for runs in result.info.get("training", {}).values()
+                     for r in runs if "view_dims" in r})
+    if auto and widths:
+        notes.append(f"{', '.join(auto)}: views reduced by PCA (fitted on each split's training "
+                     f"side, one PCA for views of one width) to the training identities - 1 = "
+                     f"{' / '.join(str(w[0]) for w in widths)} dims")
     if any(m.endswith("-C") for m in result.methods):
         notes.append("-C: single-modal learner on CCA-processed views (CCA fitted on the "
                      "training pairs, 32 dims), as the CML-AUC paper's -C rows")

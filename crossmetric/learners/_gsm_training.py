@@ -18,6 +18,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import gen_batches
 
 from crossmetric._checks import check_positive_int, check_positive_scalar, user_stacklevel
+from crossmetric._solvers.early_stopping import check_early_stopping
 from crossmetric._solvers.epochs import EpochPlateau, WindowPlateau, run_epochs
 from crossmetric._solvers.optim import Adam
 from crossmetric._solvers.stochastic import PairBlocks
@@ -52,7 +53,7 @@ def check_params(est) -> None:
     check_positive_scalar(est.tol, "tol", allow_zero=True)
     check_positive_scalar(est.init_scale, "init_scale")
     check_positive_scalar(est.feature_norm, "feature_norm")
-    _check_choice(est.init, "init", ("euclidean", "identity", "random"))
+    _check_choice(est.init, "init", ("auto", "euclidean", "identity", "random", "cca"))
     _check_choice(est.penalty, "penalty", ("zero", "start"))
     if est.start_from is not None:
         special = tuple(k for k in STRUCTURES if k != "generalized")
@@ -71,13 +72,10 @@ def check_params(est) -> None:
         check_positive_int(est.hard_negatives, "hard_negatives")
     if est.rank is not None:
         check_positive_int(est.rank, "rank")
-    for flag in ("early_stopping", "joint_reduction"):
-        if not isinstance(getattr(est, flag), (bool, np.bool_)):
-            raise ValueError(f"{flag} must be True or False, got {getattr(est, flag)!r}.")
-    vf = est.validation_fraction
-    if isinstance(vf, bool) or not isinstance(vf, (int, float, np.floating)) \
-            or not 0 < vf < 1:
-        raise ValueError(f"validation_fraction must be in (0, 1), got {vf!r}.")
+    if not isinstance(est.joint_reduction, (bool, np.bool_)):
+        raise ValueError(f"joint_reduction must be True or False, got "
+                         f"{est.joint_reduction!r}.")
+    check_early_stopping(est)
     check_positive_int(est.batch_size, "batch_size")
     check_positive_int(est.max_iter, "max_iter")
     check_positive_int(est.n_iter_no_change, "n_iter_no_change")
@@ -116,9 +114,9 @@ def reduced_views(est, data, rx, ry, rng) -> tuple[np.ndarray, np.ndarray]:
 def hold_at_start(est, start, params: dict, f0: float, r: int, p_x: int, p_y: int) -> None:
     """``start_mu="hold"``: ``est`` keeps the measure of the fitted ``start`` (``params``,
     :func:`start_params`) without an epoch of its own, and takes its training attributes
-    (curves, ``n_iter_``, ``n_identities_``, ``best_validation_score_``)."""
+    (curves, ``n_iter_``, ``n_identities_``, ``best_iteration_``, ``init_``)."""
     for name in ("loss_curve_", "validation_loss_curve_", "validation_scores_", "n_iter_",
-                 "n_identities_", "best_validation_score_"):
+                 "n_identities_", "best_iteration_", "init_"):
         if hasattr(start, name):
             value = getattr(start, name)
             setattr(est, name, list(value) if isinstance(value, list) else value)
@@ -142,21 +140,25 @@ def start_params(est, start) -> tuple[dict, float]:
     return params, float(f)
 
 
-def starting_params(est, start, X, Y, ix, iy, r: int, rng) -> tuple[dict, float]:
+def starting_params(est, start, X, Y, ix, iy, r: int, rng, init: str | None = None
+                    ) -> tuple[dict, float]:
     """The free parameters training starts from and the fixed ``f``: those of the fitted
     special case ``start`` (:func:`start_params`), else :func:`init_params` (with the mean
-    squared distance of the training pairs ``(ix, iy)`` for ``init="identity"``)."""
+    squared distance of the training pairs ``(ix, iy)`` for ``init="identity"``); ``init``
+    (one named start) in place of ``est.init``."""
     if start is not None:
         return start_params(est, start)
+    init = est.init if init is None else init
     p_x, p_y = X.shape[1], Y.shape[1]
     sq_dist = None
-    if est.init == "identity":
+    if init == "identity":
         k = min(r, p_x, p_y)
         sq_dist = float(np.mean(np.sum((X[ix, :k] - Y[iy, :k]) ** 2, axis=1)))
-    return init_params(est, r, p_x, p_y, rng, sq_dist), float(est.f)
+    return init_params(est, r, p_x, p_y, rng, sq_dist, init), float(est.f)
 
 
-def init_params(est, r: int, p_x: int, p_y: int, rng, sq_dist: float | None = None) -> dict:
+def init_params(est, r: int, p_x: int, p_y: int, rng, sq_dist: float | None = None,
+                init: str | None = None) -> dict:
     """The starting parameters of ``est.structure`` (L rows ``r``, input widths ``p_x, p_y``).
 
     Entries of the L matrices are N(0, init_scale² / (r·p)); vectors start at 0;
@@ -165,14 +167,15 @@ def init_params(est, r: int, p_x: int, p_y: int, rng, sq_dist: float | None = No
     untrained squared distance ``α² ‖x_r − y_r‖² + f`` (the inner product ``−2α² x_rᵀy_r + f``
     for ``"inner_product"``), with ``α² = init_scale² · |f| / sq_dist`` (``|f|`` taken as 1 for
     the structures without f): the mean training-pair distance ``sq_dist`` lands on the
-    margin's centre ``S = 0``.
+    margin's centre ``S = 0``. ``init`` (a named start) in place of ``est.init``.
     """
+    init = est.init if init is None else init
     sx = est.init_scale / np.sqrt(r * p_x)
     sy = est.init_scale / np.sqrt(r * p_y)
     shapes = {"LA": (r, p_x), "LB": (r, p_y), "LCx": (r, p_x), "LCy": (r, p_y),
               "U": (r, p_x), "V": (r, p_y), "d": (p_x,), "e": (p_y,),
               "c": (r,), "a": (r,), "b": (r,)}
-    alpha = _identity_scale(est, sq_dist) if est.init == "identity" else None
+    alpha = _identity_scale(est, sq_dist) if init == "identity" else None
     params = {}
     for k in STRUCTURES[est.structure]:
         shape = shapes[k]
@@ -183,7 +186,7 @@ def init_params(est, r: int, p_x: int, p_y: int, rng, sq_dist: float | None = No
         else:
             scale = sx if k in ("LA", "LCx", "U") else sy
             params[k] = rng.normal(0.0, scale, size=shape)
-    if est.init == "euclidean" and "LCx" in params:
+    if init == "euclidean" and "LCx" in params:
         # start at the affine Euclidean special case: C = −L_Aᵀ L_B
         params["LCx"] = params["LA"].copy()
         params["LCy"] = (params["LB"] if "LB" in params else params["LA"]).copy()
@@ -312,57 +315,36 @@ def resolve_batch_mode(mode: str, ids_x, ids_y, ix, iy, y, n_conflicts: int) -> 
     return mode
 
 
-def validation_loss(batch_mode: str, val, ids_x, ids_y, X, Y, pair_loss, pair_weights, rng):
-    """A function of the parameters: the balanced hinge (no penalty) on held-out pairs.
+def train_epochs(est, params: dict, epoch_step, monitor=None) -> None:
+    """Epochs of Adam until the objective stops improving (or ``est.max_iter``).
 
-    Sample-based training is scored like it is trained, on every cross pair of the held-out
-    samples labelled by identity (at most 2,000 samples a side); pair batches on the held-out
-    pairs given. ``pair_loss(params, X, Y, ix, iy, ell, weight)`` is the hinge objective.
-    """
-    vix, viy, vy = val
-    if batch_mode == "sample":
-        rows = []
-        for r in (np.unique(vix), np.unique(viy)):
-            rows.append(r if r.size <= 2000 else rng.choice(r, 2000, replace=False))
-        same = ids_x[rows[0]][:, None] == ids_y[rows[1]][None, :]
-        bx, by, ell, w = all_pairs(same)
-        Xv, Yv = X[rows[0]], Y[rows[1]]
-    else:
-        bx, by, ell, w = vix, viy, -vy.astype(float), pair_weights(vy)
-        Xv, Yv = X, Y
-    return lambda params: pair_loss(params, Xv, Yv, bx, by, ell, w)
-
-
-def train_epochs(est, params: dict, epoch_step, val_loss) -> None:
-    """Epochs of Adam until the monitored quantity stops improving (or ``est.max_iter``).
-
-    Without early stopping the monitored quantity is the training objective (the full
-    objective for pair batches, the mean batch objective of the epoch for sample-based ones);
-    with it, the validation loss, and the parameters of the best epoch are kept. The loop and
-    its rule are the stochastic solvers' (:func:`crossmetric._solvers.epochs.run_epochs`,
-    absolute ``tol``, no rate decay), the optimiser the one Adam
-    (:class:`crossmetric._solvers.optim.Adam`, ε on ``√v̂`` as in Kingma & Ba's Algorithm 1).
-    Sets ``loss_curve_``, ``validation_loss_curve_``, ``validation_scores_`` (minus the
-    validation loss of each epoch: higher is better, as every learner's),
-    ``best_validation_score_`` and ``n_iter_`` on ``est``; warns when ``max_iter`` ends it.
+    Without a hold-out the rule watches the training objective (the full objective for pair
+    batches, the mean batch objective of the epoch for sample-based ones); with one, the
+    ``monitor`` (:class:`~crossmetric._solvers.early_stopping.EarlyStopping`, which has scored
+    the start) decides and its best check -- the start included -- is kept. The loop and its
+    rule are the stochastic solvers' (:func:`crossmetric._solvers.epochs.run_epochs`, absolute
+    ``tol``, no rate decay), the optimiser the one Adam (:class:`crossmetric._solvers.optim.
+    Adam`, ε on ``√v̂`` as in Kingma & Ba's Algorithm 1). Sets ``loss_curve_``,
+    ``validation_loss_curve_``, ``validation_scores_``, ``best_iteration_`` and ``n_iter_`` on
+    ``est``; warns when ``max_iter`` ends it.
     """
     opt = Adam(float(est.learning_rate))
-    if est.stopping == "window" and val_loss is None:
+    if est.stopping == "window":
         rule = WindowPlateau(est.tol, est.n_iter_no_change)
     else:
         rule = EpochPlateau(est.tol, est.n_iter_no_change, relative=False)
-    run = run_epochs(lambda: epoch_step(opt), rule, int(est.max_iter), val_loss=val_loss,
+    run = run_epochs(lambda: epoch_step(opt), rule, int(est.max_iter), monitor=monitor,
                      params=params, verbose=est.verbose, name="GSM")
     est.loss_curve_ = run.curve
-    est.validation_loss_curve_ = list(run.val_curve)
-    est.validation_scores_ = [-v for v in run.val_curve]
     est.n_iter_ = run.n_epochs
-    if run.best_params is not None:
+    if monitor is None:
+        est.validation_loss_curve_, est.validation_scores_, est.best_iteration_ = [], [], None
+    else:
         params.update(run.best_params)
-        est.best_validation_score_ = -float(rule.best)
+        monitor.record(est)
     if not run.converged:
-        what = "validation loss" if val_loss is not None else "objective"
+        what = "held-out score" if monitor is not None else "objective"
         warnings.warn(
             f"GSM: max_iter={est.max_iter} epochs reached before the {what} stopped "
-            f"decreasing (tol={est.tol}); increase max_iter.", ConvergenceWarning,
+            f"improving (tol={est.tol}); increase max_iter.", ConvergenceWarning,
             stacklevel=user_stacklevel())

@@ -71,13 +71,22 @@ from crossmetric._base import (
     PairData,
 )
 from crossmetric._checks import (
+    check_choice,
     check_n_components,
     check_positive_int,
     check_positive_scalar,
     user_stacklevel,
 )
+from crossmetric._solvers.early_stopping import (
+    check_early_stopping,
+    choose_start,
+    clear,
+    split_pairs,
+)
 from crossmetric._solvers.proximal import phi_plus, ppa_step, prox_logdet
+from crossmetric._solvers.starting import start_candidates
 from crossmetric._solvers.stopping import BestPlateau
+from crossmetric.learners._auc_guard import metric_monitor, metric_start
 from crossmetric.losses import check_fpr_range, pauc_window, pauc_window_bounds
 
 __all__ = [
@@ -250,8 +259,8 @@ class _AUCMetricLearner:
                  mu: float = 1e-3, batch_size_pos=1.0, batch_size_neg=1.0,
                  eta0: float = 0.05, rho: float = 1.01, tau: float = 0.5,
                  max_iter: int = 300, tol: float = 1e-3, n_iter_no_change: int = 10,
-                 init: str = "pca", standardize="whiten", whiten_reg: float = 0.1,
-                 eval_every=None,
+                 init: str = "auto", standardize="whiten", whiten_reg: float = 0.1,
+                 eval_every=None, early_stopping="auto", validation_fraction: float = 0.2,
                  random_state=None, verbose: int = 0, preprocessor=None):
         self.n_components = n_components
         self.fpr_range = fpr_range
@@ -269,6 +278,8 @@ class _AUCMetricLearner:
         self.standardize = standardize
         self.whiten_reg = whiten_reg
         self.eval_every = eval_every
+        self.early_stopping = early_stopping
+        self.validation_fraction = validation_fraction
         self.random_state = random_state
         self.verbose = verbose
         self.preprocessor = preprocessor
@@ -290,8 +301,8 @@ class _AUCMetricLearner:
         if self.eval_every is not None:
             check_positive_int(self.eval_every, "eval_every")
         self._standardize_mode()
-        if self.init not in ("pca", "identity"):
-            raise ValueError(f"init must be 'pca' or 'identity', got {self.init!r}.")
+        check_choice(self.init, "init", ("auto", "pca", "identity", "cca"))
+        check_early_stopping(self)
 
     # ------------------------------------------------------------------ data
     def _standardize_mode(self) -> str:
@@ -358,7 +369,9 @@ class _AUCMetricLearner:
         rng = check_random_state(self.random_state)
         gamma, mu, tol = float(self.gamma), float(self.mu), float(self.tol)
         cross = self._cross
+        data, y, val = split_pairs(self, data, y)
         Xs, Ys = self._standardize_fit(data)
+        monitor = metric_monitor(self, val, y)
         d = Xs.shape[1] + Ys.shape[1] if cross else Xs.shape[1]
         if self.n_components is not None:
             check_n_components(self.n_components, d,
@@ -386,13 +399,20 @@ class _AUCMetricLearner:
             return hinge + gamma * float(d_pos.mean()) + mu * reg, dist
 
         eta = float(self.eta0)
-        # M₀ made positive definite by the proximal map of the log-det term (see Notes)
-        # M₀ scaled so that the mean training distance is 1, the margin of the hinge (eq. 5)
-        M0 = self._init_metric(Xs, Ys, data)
-        d0 = float(pair_quadratic_forms(M0, Xs, Ys, ix_all, iy_all, cross=cross).mean())
-        if d0 > 0:
-            M0 = M0 / d0
-        M, w, U = prox_logdet(M0, eta * mu, return_eig=True)
+
+        def start(name):
+            # M₀ scaled so that the mean training distance is 1, the margin of the hinge
+            # (eq. 5), and made positive definite by the proximal map of the log-det term
+            M0 = metric_start(self, name, Xs, Ys, data, y)
+            d0 = float(pair_quadratic_forms(M0, Xs, Ys, ix_all, iy_all, cross=cross).mean())
+            return prox_logdet(M0 / d0 if d0 > 0 else M0, eta * mu, return_eig=True)
+
+        names = start_candidates(self.init, "pca", cross=cross, features=True,
+                                 equal_widths=Xs.shape[1] == Ys.shape[1],
+                                 held_out=monitor is not None)
+        self.init_, (M, w, U) = choose_start(monitor, {name: start(name) for name in names})
+        if monitor is not None:
+            monitor.update(0, (M, w, U))
         obj, dist = full_objective(M, w)
         self.loss_curve_ = [obj]
         best_obj, best = obj, (M, w, U)
@@ -448,20 +468,29 @@ class _AUCMetricLearner:
             last_obj = obj
             if obj < best_obj:
                 best_obj, best = obj, (M, w, U)
+            if monitor is not None and monitor.update(it, (M, w, U)):
+                converged = True  # no better held-out score for n_iter_no_change checks
+                break
             if plateau.update(best_obj):
                 converged = True
                 break
         self.n_iter_ = it
         self.eig_time_ = t_eig
         self.n_step_halvings_ = n_halved
-        self.objective_ = best_obj
         if not converged:
             warnings.warn(
                 f"{name} did not converge in max_iter={self.max_iter} iterations (the "
                 f"full objective still improved by more than tol={self.tol} within the last "
                 f"{self.n_iter_no_change} evaluations); increase max_iter or tol.",
                 ConvergenceWarning, stacklevel=user_stacklevel())
-        M, w, U = best
+        if monitor is None:
+            M, w, U = best
+            clear(self)
+        else:
+            M, w, U = monitor.best_params
+            best_obj = full_objective(M, w)[0]
+            monitor.record(self)
+        self.objective_ = best_obj
         self.M_ = M
         self._set_factors(w, U)
 

@@ -50,18 +50,20 @@ task of ``benchmarks/bench_gsm.py`` unless said otherwise):
   8; 27% at 0.1 (the margin is then out of reach under the ``μ`` penalty). Class-level pairs of
   the same data (1000 positives, PCA-32): held-out AUC 0.931 at 2, 0.924 at 4, 0.920 at 8.
 * ``class_weight``: Measured rank-1 44% balanced vs 43% unweighted.
-* ``init``: Measured rank-1 43% ("euclidean") vs 44% ("random"): no gain, so the paper's
-  independent random start stays the default. ``"identity"`` needs views in shared coordinates
-  (this task's two modalities are different descriptors, where it has no meaning); on CUFS,
-  one descriptor for both, see ``GSM``'s few-identities paragraph.
+* ``init``: Measured rank-1 43% ("euclidean") vs 44% ("random"): no gain, so without a
+  hold-out the paper's independent random start is the default. ``"identity"`` needs views in
+  shared coordinates (this task's two modalities are different descriptors, where it has no
+  meaning); with a hold-out ``init="auto"`` scores it beside the closed form and the paper's
+  start (:mod:`crossmetric.learners._gsm_guard`).
 * ``batch_mode``: Rank-1 on the photo → sketch instance task of ``benchmarks/bench_gsm.py``
   (1,000 training objects, 200 held out): "generalized" 42.5% with pair slices → 43.5% with
   sample-based batches, "euclidean" 55.0% → 57.5%.
 * ``hard_negatives``: Same task: "generalized" 43.5% → 53.0% (h = 5), 56.0% (h = 2), 53.0% (h =
   10); "euclidean" 57.5% → 60.0% (h = 5).
-* ``early_stopping``: On the instance task above it does not pay: the objective does not overfit
-  there, and holding out 20% of the objects costs rank-1 ("generalized" 43.5% → 36.0%,
-  "euclidean" 57.5% → 45.0%).
+* ``early_stopping``: On the instance task above (1,000 identities: ``"auto"`` leaves it off)
+  it does not pay: the objective does not overfit there, and holding out 20% of the objects
+  costs rank-1 ("generalized" 43.5% → 36.0%, "euclidean" 57.5% → 45.0%). With fewer
+  identities ``"auto"`` holds some out so that the fit never ends below its start.
 """
 
 from __future__ import annotations
@@ -72,7 +74,6 @@ from sklearn.utils import check_random_state
 
 from crossmetric._aliases import forward_assignments
 from crossmetric._base import CrossModalMixin, PairData
-from crossmetric._solvers.early_stopping import validation_split
 from crossmetric.batches import IdentityRounds
 from crossmetric.learners import _gsm_towers
 from crossmetric.learners._gsm_measure import (  # noqa: F401 - re-exported: the measure's public names
@@ -86,6 +87,7 @@ from crossmetric.learners._gsm_measure import (  # noqa: F401 - re-exported: the
     gsm_matrix,
     gsm_rowwise,
 )
+from crossmetric.learners._gsm_guard import chosen_start, gsm_monitor, gsm_split
 from crossmetric.learners._gsm_reduction import apply_reducer
 from crossmetric.learners._gsm_towers import GSMTowersMixin
 from crossmetric.learners._gsm_training import (
@@ -98,9 +100,8 @@ from crossmetric.learners._gsm_training import (
     reduced_views,
     resolve_batch_mode,
     sample_epoch,
-    starting_params,
+    start_params,
     train_epochs,
-    validation_loss,
 )
 from crossmetric.pairs import identities_from_pairs
 
@@ -121,11 +122,10 @@ class GSM(GSMTowersMixin, CrossModalMixin, BaseEstimator):
     tol=1e-2, n_iter_no_change=10`` trains to a plateau of the smoothed objective, where the
     default stop can end while it still falls (CUHK01, 871 persons, PatchColorSIFT + PCA-64:
     rank-1 49 → 53 %). Two views of one descriptor share coordinates: set
-    ``joint_reduction=True`` and try ``init="identity"`` (S starts at their untrained distance;
-    CUFS, 180 training persons, one PCA-100 of both: test rank-1 64.3 → 95.8 %). Compare
-    ``structure`` values on the training identities; for the generalized form also try
-    ``start_from="euclidean"`` with ``penalty="start"`` and ``start_mu`` (the selection of
-    :data:`crossmetric.registry.GSM_PAPER_GRID`).
+    ``joint_reduction=True``, so that the start ``init="identity"`` (which ``"auto"`` tries)
+    is their untrained distance (CUFS, 180 persons, one PCA-100: rank-1 64.3 → 95.8 %).
+    For the generalized form also try ``start_from="euclidean"`` with ``penalty="start"``
+    and ``start_mu`` (:data:`crossmetric.registry.GSM_PAPER_GRID`).
 
     Parameters
     ----------
@@ -191,10 +191,13 @@ class GSM(GSMTowersMixin, CrossModalMixin, BaseEstimator):
     class_weight : {"balanced", None}, default="balanced"
         ``"balanced"``: positives and negatives weigh equally in the hinge (see Notes);
         ``None``: every pair weighs the same.
-    init : {"random", "euclidean", "identity"}, default="random"
-        ``"random"``: independent L; ``"euclidean"``: ``L_Cx = L_A``, ``L_Cy = L_B`` (S starts
-        as a distance); ``"identity"``: every L at ``α [I_r 0]``, S at the scaled distance of
-        the first ``r`` coordinates, the mean training pair at ``S = 0``.
+    init : {"auto", "identity", "cca", "random", "euclidean"}, default="auto"
+        ``"random"`` (the paper's): independent L; ``"euclidean"``: ``L_Cx = L_A``, ``L_Cy =
+        L_B``; ``"identity"``: every L at ``α [I_r 0]`` (S the scaled untrained distance, the
+        mean training pair at ``S = 0``); ``"cca"``: S the scaled ridge-CCA distance.
+        ``"auto"``: the best of the last three on the held-out identities of
+        ``early_stopping`` (``init_``; ``"random"`` without a hold-out). The identity and CCA
+        starts are the library's (:mod:`crossmetric.learners._gsm_guard`).
     start_from : str or None, default=None
         Ours, for ``structure="generalized"``: fit this special case first (same settings) and
         train from its measure; ``penalty="start"`` holds the extra terms near it (README).
@@ -221,13 +224,17 @@ class GSM(GSMTowersMixin, CrossModalMixin, BaseEstimator):
         Sample-based batches only. ``None``: every negative of the batch enters the loss; an
         int ``h``: all positives and, for every sample, its ``h`` hardest negatives (smallest S;
         the union over rows and columns), re-balanced to half the weight.
-    early_stopping : bool, default=False
-        Hold out ``validation_fraction`` of the identities (of the samples with fewer than 20
-        identities) and every pair touching them; after each epoch measure the balanced hinge
-        on the held-out pairs, stop when it has not improved by ``tol`` for
-        ``n_iter_no_change`` epochs and keep the best epoch.
+    early_stopping : {"auto", True, False}, default="auto"
+        Hold out ``validation_fraction`` of the training identities (whole connected
+        components of the positive pairs) and score the start and every epoch on them: the
+        mean of rank-1 and ROC AUC over all cross similarities of the held-out samples
+        (:mod:`crossmetric._solvers.early_stopping`, as every iterative learner). Training
+        stops once neither that score nor the held-out loss has improved for
+        ``n_iter_no_change`` epochs, and the best check -- the start included -- is kept, so
+        the fit is never worse on held-out identities than where it started. ``"auto"``: on
+        with 30 to 999 training identities, off otherwise; ``False``: the paper's plain run.
     validation_fraction : float in (0, 1), default=0.2
-        Share of identities (or samples) held out by ``early_stopping``.
+        Share of the training samples (whole identities) held out by ``early_stopping``.
     rank : int or None, default=None
         Rows r of the L matrices (``None``: ``min(p_x, p_y)``, square as in the paper). A
         smaller r learns, jointly with the similarity, a projection of the reduced features
@@ -242,8 +249,8 @@ class GSM(GSMTowersMixin, CrossModalMixin, BaseEstimator):
         (absolute) for ``n_iter_no_change`` epochs in a row. ``"window"``: stop when the mean
         objective of the last ``n_iter_no_change`` epochs is less than ``tol`` (relative)
         below the mean of the window before -- a plateau of the smoothed objective, which a
-        slow steady decrease does not trigger. With ``early_stopping`` the validation loss is
-        watched with the patience rule.
+        slow steady decrease does not trigger. With a hold-out (``early_stopping``) the held-out
+        score and loss decide instead.
 
     Attributes
     ----------
@@ -265,12 +272,14 @@ class GSM(GSMTowersMixin, CrossModalMixin, BaseEstimator):
     n_identities_ : int
         Identities the sample-based batches drew from (``"sample"`` only).
     validation_scores_ : list of float
-        Minus the validation loss after each epoch (``early_stopping`` only; else empty): one
-        float per check, higher is better, as in every crossmetric learner.
+        Held-out score (mean of rank-1 and ROC AUC) at the start (entry 0) and after each
+        epoch (``early_stopping`` only; else empty).
     validation_loss_curve_ : list of float
-        The validation loss after each epoch (``early_stopping`` only; else empty).
-    best_validation_score_ : float
-        Its best value, whose parameters were kept (``early_stopping`` only).
+        The held-out loss at the same checks (``early_stopping`` only; else empty).
+    best_iteration_ : int or None
+        The epoch whose parameters were kept (0: the start; ``early_stopping`` only).
+    init_ : str
+        The start trained from (``init``, the one ``"auto"`` chose, or ``start_from``).
     n_iter_ : int
         Epochs run.
     threshold_ : float
@@ -304,9 +313,9 @@ class GSM(GSMTowersMixin, CrossModalMixin, BaseEstimator):
                  tol: float = 1e-4, n_iter_no_change: int = 5, init_scale: float = 1.0,
                  random_state=None, verbose: int = 0, preprocessor=None, whiten: bool = False,
                  feature_norm: float = 2.0, class_weight: str | None = "balanced",
-                 init: str = "random", batch_mode: str = "auto", n_identities: int = 64,
+                 init: str = "auto", batch_mode: str = "auto", n_identities: int = 64,
                  n_images_x: int = 2, n_images_y: int = 2, hard_negatives: int | None = None,
-                 early_stopping: bool = False, validation_fraction: float = 0.2,
+                 early_stopping="auto", validation_fraction: float = 0.2,
                  rank: int | None = None, joint_reduction: bool = False,
                  stopping: str = "patience", penalty: str = "zero", start_from=None,
                  start_mu: float | str | None = None):
@@ -353,20 +362,22 @@ class GSM(GSMTowersMixin, CrossModalMixin, BaseEstimator):
         ix, iy = data.ix, data.iy
         n_x, n_y = data.X.shape[0], data.Y.shape[0]
         ids_x, ids_y, n_conflicts = identities_from_pairs(n_x, n_y, ix, iy, y)
-        val = None
-        if self.early_stopping:
-            # whole identities held out, as for every learner's early stopping
-            tr, va = validation_split(ix, iy, y, n_x, n_y, tied=False,
-                                      fraction=float(self.validation_fraction),
-                                      random_state=rng)
-            val = (ix[va], iy[va], y[va])
+        # whole identities held out, as for every learner's early stopping
+        split = gsm_split(self, data, ix, iy, y, rng)
+        if split is not None:
+            tr, va = split
+            rows_vx, rows_vy = np.unique(ix[va]), np.unique(iy[va])
             ix, iy, y = ix[tr], iy[tr], y[tr]
         # the fixed reduction sees the training samples only
         rx, ry = np.unique(ix), np.unique(iy)
         X, Y = reduced_views(self, data, rx, ry, rng)
         p_x, p_y = X.shape[1], Y.shape[1]
         r = min(p_x, p_y) if self.rank is None else int(self.rank)
-        params, f0 = starting_params(self, start, X, Y, ix, iy, r, rng)
+        f0 = float(start_params(self, start)[1]) if start is not None else float(self.f)
+        monitor = None if split is None else gsm_monitor(
+            self, lambda prm, A, B: self._similarity(prm, A, B, f0, r), X, Y,
+            rows_vx, rows_vy, ids_x, ids_y, y, rng)
+        self.init_, params = chosen_start(self, start, monitor, X, Y, ix, iy, y, r, rng)
         anchor = {k: np.copy(v) for k, v in params.items()} if self.penalty == "start" else None
         self.batch_mode_ = resolve_batch_mode(self.batch_mode, ids_x, ids_y, ix, iy, y,
                                               n_conflicts)
@@ -390,12 +401,9 @@ class GSM(GSMTowersMixin, CrossModalMixin, BaseEstimator):
                                     int(self.batch_size), rng,
                                     full_pair_loss(self.structure, f0, X, Y, ix, iy, weight,
                                                    mu, anchor))
-        val_loss = None
-        if val is not None:
-            val_loss = validation_loss(self.batch_mode_, val, ids_x, ids_y, X, Y,
-                                       lambda *a: loss_grad(*a, mu=0.0)[0],
-                                       lambda yy: pair_weights(yy, self.class_weight), rng)
-        train_epochs(self, params, epoch_step, val_loss)
+        if monitor is not None:
+            monitor.update(0, params)
+        train_epochs(self, params, epoch_step, monitor)
         self._set_components(params, f0, r, p_x, p_y)
 
     def _embed_x(self, X: np.ndarray) -> np.ndarray:

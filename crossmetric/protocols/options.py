@@ -39,7 +39,8 @@ class RunOptions:
     """What one split's fit and measurement need (see :func:`run_protocols` for each).
 
     ``labels``: the identity of every row (``None`` for fixed pairs); ``pca``: the width of the
-    per-split PCA of the views (``None``: none); ``cca``: the "-C" CCA step of a single-modal
+    per-split PCA of the views (``None``: none; ``"auto"``: the training identities minus one,
+    when the views are wider); ``cca``: the "-C" CCA step of a single-modal
     learner; ``tune``: the method's inner model selection.
 
     Examples
@@ -57,8 +58,8 @@ class RunOptions:
     re_rank: object = False
     query_expansion: int | None = None
     pair_measures: bool = False
-    pca_joint: bool = False
-    pca: int | None = None
+    pca_joint: bool | str = False
+    pca: int | str | None = None
     cca: bool = False
     tune: TuneOptions | None = None
 

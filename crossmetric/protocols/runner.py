@@ -13,6 +13,7 @@ import numpy as np
 from sklearn.utils import check_random_state
 
 from crossmetric import metrics as M
+from crossmetric.learners.baselines import Euclidean
 from crossmetric._checks import as_float_array, check_pair_labels, check_positive_int
 from crossmetric.protocols.evaluate import (
     RANKS,
@@ -72,7 +73,7 @@ def _run_split(name: str, estimator, X: np.ndarray, Y: np.ndarray, split: Split,
                           clone_estimator=False)
     out: dict = {"method": name, "protocol": split.protocol, "split": split.index,
                  "measures": {"fit_seconds": fitted.fit_seconds},
-                 "warnings": fitted.warnings}
+                 "warnings": fitted.warnings, "training": _training_record(est, Xs, Ys, X, Y)}
     if tuned is not None:
         out["tuned"] = {"protocol": split.protocol, "split": split.index,
                         "params": tuned.best_params, "scoring": tuned.scoring,
@@ -107,6 +108,21 @@ def _run_split(name: str, estimator, X: np.ndarray, Y: np.ndarray, split: Split,
             out["measures"].update(M.verification_report(
                 same, -D.ravel(), fpr=opts.fpr, fpr_range=opts.fpr_range))
     return out
+
+
+def _training_record(est, Xs, Ys, X, Y) -> dict:
+    """What a split's fit started from and kept: the views' width (when the protocol reduced
+    them), the start (``init_``), the kept check (``best_iteration_``; 0: the start) and the
+    iterations run, for the learners that have them."""
+    record = {}
+    if Xs.shape[1] != X.shape[1] or Ys.shape[1] != Y.shape[1]:
+        record["view_dims"] = [int(Xs.shape[1]), int(Ys.shape[1])]
+    for attr, key in (("init_", "init"), ("best_iteration_", "best_iteration"),
+                      ("n_iter_", "n_iter"), ("n_components", "n_components")):
+        value = getattr(est, attr, None)
+        if isinstance(value, str | int | np.integer) and not isinstance(value, bool):
+            record[key] = value if isinstance(value, str) else int(value)
+    return record
 
 
 def _with_progress(outputs, names: list[str]):
@@ -202,11 +218,17 @@ def run_protocols(estimators: Mapping, dataset: Mapping, *,
         ``"cca"`` fits :class:`CCAProjection` (``cca_components``) on each split's positive
         training pairs and runs the learner on the projected views, reported as ``name-C``
         (the CML-AUC paper's "-C" setting); ``"skip"`` records it in ``skipped``.
-    pca_components : int, mapping name -> int, or None
+    pca_components : int, "auto", mapping name -> int, or None
         Reduce each view by PCA to this many dimensions before fitting (fitted per split on the
         rows the training pairs use): for every feature learner (int) or for the named ones
         (mapping). The CML-AUC paper reduces its features by PCA before metric learning
         (§IV-A). Applied before the ``"cca"`` step. Image learners are unaffected.
+        ``"auto"``: every feature learner's views are reduced to the split's training
+        identities minus one when they are wider
+        (:func:`~crossmetric.protocols.views.bounded_dimension`), except the untrained
+        :class:`~crossmetric.Euclidean` distance, which is measured on the views as given. A
+        learner's ``n_components`` above the reduced width is capped, and the cap noted in
+        ``result.info["notes"]``.
     max_rank : int, default=20
         Length of the CMC curves.
     fpr, fpr_range :
@@ -248,11 +270,12 @@ def run_protocols(estimators: Mapping, dataset: Mapping, *,
         identities, so that one split gives all of CML-AUC §IV-A's measures (AUC, 1−EER,
         VR@0.1 %, rank-1) on the same test persons. Not with the verification protocol,
         whose measures have the same names.
-    pca_joint : bool, default=False
+    pca_joint : bool or "auto", default=False
         With ``pca_components``: one PCA fitted on the training rows of both views together
         instead of one per view -- for two views in one feature space (one descriptor of a
         sketch and of a photo, of camera A and camera B), where per-view PCAs would give
-        coordinates that do not correspond. Needs views of equal width.
+        coordinates that do not correspond. Needs views of equal width; ``"auto"``: joint when
+        they have one width.
 
     Returns
     -------
@@ -330,13 +353,14 @@ def run_protocols(estimators: Mapping, dataset: Mapping, *,
     if pair_measures and "verification" in protocols:
         raise ValueError("pair_measures gives identification the verification measures' "
                          "names; run it with protocols=('identification',).")
-    if pca_joint and X.shape[1] != Y.shape[1]:
+    if pca_joint is True and X.shape[1] != Y.shape[1]:
         raise ValueError(f"pca_joint needs views of equal width, got {X.shape[1]} and "
                          f"{Y.shape[1]} features.")
     base_options = RunOptions(fpr=fpr, fpr_range=fpr_range, max_rank=max_rank, labels=labels,
                               cca_components=cca_components, re_rank=re_rank,
                               query_expansion=query_expansion,
-                              pair_measures=bool(pair_measures), pca_joint=bool(pca_joint))
+                              pair_measures=bool(pair_measures),
+                              pca_joint=pca_joint if pca_joint == "auto" else bool(pca_joint))
     grids = {}
     if param_grids:
         n_ids = np.unique(labels).size
@@ -382,7 +406,11 @@ def _execute(result: BenchmarkResult, estimators: Mapping, X: np.ndarray, Y: np.
         else:
             k = (pca_components.get(name) if isinstance(pca_components, Mapping)
                  else pca_components)
-            if k is not None:
+            if isinstance(k, str) and k == "auto":
+                if not isinstance(est, Euclidean):  # the untrained distance: views as given
+                    opts = replace(opts, pca="auto")
+                    result.info.setdefault("pca", {})[name] = "auto"
+            elif k is not None:
                 opts = replace(opts, pca=check_positive_int(k, f"pca_components[{name!r}]"))
                 result.info.setdefault("pca", {})[name] = opts.pca
         # single-modal learners compare the two views coordinate by coordinate: views of
@@ -419,6 +447,9 @@ def _execute(result: BenchmarkResult, estimators: Mapping, X: np.ndarray, Y: np.
             continue
         if "tuned" in out:
             result.info.setdefault("tuned", {}).setdefault(meth, []).append(out["tuned"])
+        if out.get("training"):
+            result.info.setdefault("training", {}).setdefault(meth, []).append(
+                {"protocol": out["protocol"], "split": out["split"], **out["training"]})
         for cat in out.get("warnings", ()):
             counts = result.warnings.setdefault(meth, {})
             counts[cat] = counts.get(cat, 0) + 1

@@ -8,7 +8,8 @@ import numpy as np
 from crossmetric._checks import as_float_array
 from crossmetric.protocols.splits import Split
 
-__all__ = ["CCAProjection", "PCAThen", "fit_view_pca", "pca_views"]
+__all__ = ["CCAProjection", "PCAThen", "fit_view_pca", "pca_views", "bounded_dimension",
+           "cap_n_components"]
 
 
 class CCAProjection:
@@ -142,21 +143,92 @@ def _uses_images(est) -> bool:
     return int(getattr(est, "_sample_ndim", 1)) > 1
 
 
+def bounded_dimension(X: np.ndarray, Y: np.ndarray, train_pairs: np.ndarray,
+                      train_y: np.ndarray) -> int | None:
+    """The width the views are reduced to by ``pca_components="auto"``: the training
+    identities minus one, when a view is wider; ``None`` when no view is.
+
+    A learner on views wider than its training identities fits directions that no identity
+    constrains (and costs d² memory where it forms a d × d matrix): below ``n_identities − 1``
+    dimensions the identities' means still span the reduced space, the room that
+    discriminant and metric learning use. The identities are the connected components of the
+    positive training pairs.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from crossmetric.protocols.views import bounded_dimension
+    >>> pairs = np.array([[0, 0], [1, 1], [2, 2], [0, 1]])
+    >>> bounded_dimension(np.zeros((3, 10)), np.zeros((3, 10)), pairs, np.array([1, 1, 1, -1]))
+    2
+    """
+    from crossmetric.pairs import identities_from_pairs
+
+    pos = train_y == 1
+    ids_x, _, _ = identities_from_pairs(X.shape[0], Y.shape[0], train_pairs[:, 0],
+                                        train_pairs[:, 1], train_y)
+    n_ids = np.unique(ids_x[train_pairs[pos, 0]]).size
+    k = max(n_ids - 1, 1)
+    return k if max(X.shape[1], Y.shape[1]) > k else None
+
+
+def cap_n_components(estimators, n_features: int) -> dict:
+    """Cap each estimator's integer ``n_components`` at ``n_features``, in place.
+
+    The registry's ``n_components`` are sized for the built-in data; on data with fewer
+    features (the narrowest view of two, or views reduced by the protocols) a learner would
+    fail.
+
+    Parameters
+    ----------
+    estimators : dict of str to estimator
+    n_features : int
+
+    Returns
+    -------
+    dict of str to (int, int)
+        ``{name: (before, after)}`` of the estimators changed.
+
+    Examples
+    --------
+    >>> from crossmetric import PCCA
+    >>> ests = {"PCCA": PCCA(n_components=32)}
+    >>> cap_n_components(ests, 5), ests["PCCA"].n_components
+    ({'PCCA': (32, 5)}, 5)
+    """
+    changed = {}
+    for name, est in estimators.items():
+        k = est.get_params(deep=False).get("n_components")
+        if isinstance(k, int) and not isinstance(k, bool) and k > n_features:
+            est.set_params(n_components=n_features)
+            changed[name] = (k, n_features)
+    return changed
+
+
 def _prepare_views(X: np.ndarray, Y: np.ndarray, train_pairs: np.ndarray,
                    train_y: np.ndarray, est, options):
     """The per-split preprocessing (PCA, then CCA for single-modal learners), fitted on the
     training pairs only. ``options``: a :class:`~crossmetric.protocols.options.RunOptions`
-    (or a mapping of its fields)."""
+    (or a mapping of its fields). ``pca="auto"`` reduces the views to the training identities
+    minus one when they are wider (:func:`bounded_dimension`); ``pca_joint="auto"`` fits one
+    PCA on both views when they have one width. A learner's ``n_components`` above the
+    prepared views' width is capped (:func:`cap_n_components`)."""
     from crossmetric.protocols.options import RunOptions
 
     opts = RunOptions.of(options)
     Xs, Ys = X, Y
-    if opts.pca:
-        Xs, Ys = _pca_fit_views(X, Y, train_pairs, opts.pca, joint=opts.pca_joint)
+    k = opts.pca
+    if k == "auto":
+        k = bounded_dimension(X, Y, train_pairs, train_y)
+    if k:
+        joint = X.shape[1] == Y.shape[1] if opts.pca_joint == "auto" else opts.pca_joint
+        Xs, Ys = _pca_fit_views(X, Y, train_pairs, k, joint=bool(joint))
     if opts.cca and not _is_cross_modal(est):
         pos = train_pairs[train_y == 1]
         proj = CCAProjection(opts.cca_components).fit(Xs[pos[:, 0]], Ys[pos[:, 1]])
         Xs, Ys = proj.transform(Xs, Ys)
+    if Xs is not X or Ys is not Y:
+        cap_n_components({"": est}, min(Xs.shape[1], Ys.shape[1]))
     return Xs, Ys
 
 

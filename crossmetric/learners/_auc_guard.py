@@ -1,0 +1,83 @@
+"""The starts and the held-out guard of the AUC metric learners (:class:`~crossmetric.CMLAUC`,
+:class:`~crossmetric.MahaAUC`), in the metric ``M`` of their preconditioned inputs.
+
+A start is a PSD matrix ``M₀`` on the standardised inputs ``x̃ = (x − x̄) P_x`` (``P`` the
+``standardize`` map), so that ``D(x, y) = z̃ᵀ M₀ z̃`` with ``z̃ = [x̃; −ỹ]`` (or ``x̃ − ỹ`` for
+one modality):
+
+* ``"pca"`` -- Algorithm 1's own start (the paper's): the principal axes of each modality;
+* ``"identity"`` -- the untrained distance ``‖(x − x̄) − (y − ȳ)‖²`` of the inputs, each
+  modality centred (``M₀ = S Sᵀ``, ``S = [P_x⁻¹; P_y⁻¹]``; ``‖x − y‖²`` itself for one
+  modality); views of one width only;
+* ``"cca(reg=R)"`` -- the closed form, ridge CCA of the positive pairs
+  (:func:`crossmetric._solvers.starting.cca_start`): ``S = [Aᵀ; Bᵀ]``.
+
+The library adds the last two (the paper starts from PCA); ``init="auto"`` scores each on the
+held-out identities (:mod:`crossmetric._solvers.early_stopping`) and trains from the best.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from crossmetric._solvers.early_stopping import EarlyStopping, Validation, check_early_stopping
+from crossmetric._solvers.starting import cca_start, ridge_of
+
+__all__ = ["metric_start", "metric_monitor", "quadratic_cross"]
+
+
+def metric_start(est, name: str, Xs: np.ndarray, Ys: np.ndarray, data, y) -> np.ndarray:
+    """``M₀`` of the named start (unscaled; the learner scales it to a mean distance of 1)."""
+    cross = est._cross
+    if name == "pca":
+        return est._init_metric(Xs, Ys, data)
+    if name == "identity":
+        if not cross:
+            inv = np.linalg.inv(est.whitening_)
+            return inv @ inv.T
+        if Xs.shape[1] != Ys.shape[1]:
+            raise ValueError(f"init='identity' needs views of one width (the untrained "
+                             f"distance), got {Xs.shape[1]} and {Ys.shape[1]} features.")
+        S = np.vstack([np.linalg.inv(est.whitening_x_), np.linalg.inv(est.whitening_y_)])
+        return S @ S.T
+    k = min(Xs.shape[1], Ys.shape[1])
+    A, B = cca_start(Xs, Ys, data.ix, data.iy, y, k, ridge_of(name))
+    S = np.vstack([A.T, B.T])
+    return S @ S.T
+
+
+def quadratic_cross(M: np.ndarray, X: np.ndarray, Y: np.ndarray, cross: bool) -> np.ndarray:
+    """``D[a, b] = z_abᵀ M z_ab`` for all rows ``a`` of ``X`` and ``b`` of ``Y`` (``z = [x;
+    −y]``, or ``x − y`` if not ``cross``): ``xᵀAx − 2 xᵀBy + yᵀCy`` with ``M = [[A, B],
+    [Bᵀ, C]]``."""
+    if cross:
+        dx = X.shape[1]
+        A, B, C = M[:dx, :dx], M[:dx, dx:], M[dx:, dx:]
+    else:
+        A = B = C = M
+    qx = np.einsum("ij,ij->i", X @ A, X)
+    qy = np.einsum("ij,ij->i", Y @ C, Y)
+    D = qx[:, None] + qy[None, :] - 2.0 * ((X @ B) @ Y.T)
+    np.maximum(D, 0.0, out=D)
+    return D
+
+
+def metric_monitor(est, validation: Validation | None, y_train: np.ndarray):
+    """:class:`EarlyStopping` over ``(M, w, U)`` on the held-out samples, standardised by the
+    learner's fitted maps; ``None`` without a hold-out. The loss's threshold is 1, the margin
+    of the hinge (eq. 5) at the scale the learner starts from."""
+    if validation is None:
+        return None
+    _, _, patience = check_early_stopping(est)
+    v = validation.data
+    if est._cross:
+        Xv = (v.X - est.mean_x_) @ est.whitening_x_
+        Yv = (v.Y - est.mean_y_) @ est.whitening_y_
+    else:
+        Xv = v.X @ est.whitening_
+        Yv = Xv if validation.tied else v.Y @ est.whitening_
+
+    def cross(params):
+        return quadratic_cross(params[0], Xv, Yv, est._cross), 1.0
+
+    return EarlyStopping(cross, validation, patience, 1.0, float(np.mean(y_train == 1)))
