@@ -22,7 +22,8 @@ def test_cmml_threshold_is_the_loss_threshold_and_generalises():
     ptr, ytr = make_pairs(d.instance[tr], d.instance[tr], random_state=0)
     pte, yte = make_pairs(d.instance[te], d.instance[te], random_state=1)
     ptr, pte = np.c_[tr[ptr[:, 0]], tr[ptr[:, 1]]], np.c_[te[pte[:, 0]], te[pte[:, 1]]]
-    m = CMML(20, kernel="chi2_rbf", random_state=0, preprocessor=(X, Y)).fit(ptr, ytr)
+    m = CMML(20, kernel="chi2_rbf", random_state=0, early_stopping=False,
+             preprocessor=(X, Y)).fit(ptr, ytr)
     dtr = m.pair_distance(ptr)
     assert dtr[ytr == 1].max() < dtr[ytr == -1].min()  # separable
     assert m.threshold_ == 1.0

@@ -378,16 +378,22 @@ class EarlyStopping:
         estimator.best_iteration_ = int(self.best_iteration)
 
 
-def choose_start(monitor: EarlyStopping | None, candidates: dict):
+def choose_start(monitor: EarlyStopping | None, candidates: dict, before=None):
     """``(name, params)`` of the best-scoring start among ``candidates`` (name → params, in
     order of preference: the first wins ties); without a monitor, the first candidate.
-    Each candidate's score is kept in ``monitor.start_scores``."""
+    ``before(name)``, when given, is called before a candidate is scored (a learner whose
+    distance has a fixed part that depends on the start sets it there). Each candidate's score
+    is kept in ``monitor.start_scores``."""
     names = list(candidates)
     if monitor is None or len(names) == 1:
         if monitor is not None:
             monitor.start_scores = {names[0]: None}
         return names[0], candidates[names[0]]
-    scores = {name: monitor.evaluate(params)[1] for name, params in candidates.items()}
+    scores = {}
+    for name, params in candidates.items():
+        if before is not None:
+            before(name)
+        scores[name] = monitor.evaluate(params)[1]
     monitor.start_scores = scores
     best = max(names, key=lambda name: (scores[name], -names.index(name)))
     return best, candidates[best]
@@ -401,11 +407,12 @@ def clear(estimator) -> None:
 
 
 def embedding_monitor(estimator, validation: Validation | None, embed, threshold,
-                      y_train: np.ndarray, beta: float = 1.0):
+                      y_train: np.ndarray, beta: float = 1.0, offset=None):
     """:class:`EarlyStopping` for a learner whose distance is a squared Euclidean distance
     between embeddings: ``embed(params, side)`` embeds the validation samples of ``side``
     (``"x"``, or ``"y"`` for the second tower of a two-tower learner) and ``threshold(params)``
-    is the loss's threshold. ``None`` without a hold-out."""
+    is the loss's threshold; ``offset()``, when given, returns a fixed part added to the
+    distances. ``None`` without a hold-out."""
     if validation is None:
         return None
     _, _, patience = check_early_stopping(estimator)
@@ -413,7 +420,8 @@ def embedding_monitor(estimator, validation: Validation | None, embed, threshold
     def cross(params):
         FX = embed(params, "x")
         FY = FX if validation.tied else embed(params, "y")
-        return squared_euclidean_matrix(FX, FY), threshold(params)
+        D = squared_euclidean_matrix(FX, FY)
+        return (D if offset is None else D + offset()), threshold(params)
 
     return EarlyStopping(cross, validation, patience, beta, float(np.mean(y_train == 1)))
 

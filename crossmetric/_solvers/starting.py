@@ -124,11 +124,14 @@ def cca_start(X: np.ndarray, Y: np.ndarray, ix: np.ndarray, iy: np.ndarray, y: n
 
 
 def start_candidates(init, paper_init: str, *, cross: bool, features: bool,
-                     equal_widths: bool, held_out: bool = True) -> list[str]:
+                     equal_widths: bool, held_out: bool = True, full_rank: bool = True
+                     ) -> list[str]:
     """The named starts a fit tries, in order of preference (the first wins ties).
 
     ``init="auto"`` (the learners' default): the untrained distance (``"identity"``: linear
-    towers, and for two towers views of one width), the closed form (``"cca"``: two linear
+    towers of ``full_rank`` -- as many rows as input coordinates, so that the start is that
+    distance and not a truncation of it -- and for two towers views of one width), the
+    closed form (``"cca"``: two linear
     towers, one candidate per ridge of :data:`CCA_RIDGES`, so that the ridge too is chosen on
     held-out identities) and the paper's own start ``paper_init``; the validation hold-out
     of :mod:`crossmetric._solvers.early_stopping` keeps the best; without a hold-out
@@ -146,7 +149,7 @@ def start_candidates(init, paper_init: str, *, cross: bool, features: bool,
     if not held_out:
         return [paper_init]
     names = []
-    if features and (equal_widths or not cross):
+    if features and full_rank and (equal_widths or not cross):
         names.append("identity")
     if cross and features:
         names += [f"cca(reg={r:g})" for r in CCA_RIDGES]

@@ -31,6 +31,11 @@ from crossmetric._solvers.early_stopping import (
     split_pairs,
 )
 from crossmetric._solvers.logistic import PairLogisticObjective, Tower, TowerProblem
+from crossmetric._solvers.span import (
+    complement_coordinates,
+    complement_distances,
+    tower_bases,
+)
 from crossmetric._solvers.starting import (
     INITS,
     cca_start,
@@ -117,25 +122,44 @@ def fit_logistic_towers(est, data, y, *, kernels, gammas, side_names, name: str)
         kinds.append(kind)
     what = (_TIED_BOUND[kinds[0]] if tied
             else "features or kernel samples of both modalities together")
-    k = check_n_components(est.n_components, sum(t.Phi.shape[1] for t in towers), what=what)
+    if est.n_components is not None:
+        k = check_n_components(est.n_components, sum(t.Phi.shape[1] for t in towers),
+                               what=what)
+    # linear towers on wide views: learned in the span of the training samples (exact)
+    joint = tied or data.X.shape[1] == data.Y.shape[1]
+    bases = (tower_bases(sides, joint=joint) if all(kind == "linear" for kind in kinds)
+             else [None] * len(towers))
+    towers = [t if Q is None else Tower(S @ Q) for t, S, Q in zip(towers, sides, bases,
+                                                                  strict=True)]
+    if est.n_components is None:  # the untrained distance is a point of the model
+        k = min(t.Phi.shape[1] for t in towers)
+    complement = bases[0] if joint else None  # the part no training sample spans
+    state = {"scale": 0.0}
     exact = [kind == "kernel" for kind in kinds]
     problem = TowerProblem(towers, PairLogisticObjective(data.ix, data.iy, y, beta,
                                                          len(data.X), len(data.Y)))
     monitor = None
     if val is not None:
         vsides = [val.data.X] if tied else [val.data.X, val.data.Y]
-        vtowers = [Tower(S if m is None else m.transform(S))
-                   for S, m in zip(vsides, maps, strict=True)]
+        vtowers = [Tower(_tower_input(S, m, Q))
+                   for S, m, Q in zip(vsides, maps, bases, strict=True)]
+        Dc = (None if complement is None else
+              complement_distances(vsides[0], vsides[-1], complement))
         monitor = embedding_monitor(
             est, val, lambda Ws, side: vtowers[0 if side == "x" else 1].embed(
-                Ws[0 if side == "x" or tied else 1]), lambda Ws: 1.0, y, beta)
+                Ws[0 if side == "x" or tied else 1]), lambda Ws: 1.0, y, beta,
+            offset=None if Dc is None else (lambda: state["scale"] ** 2 * Dc))
     names = start_candidates(init, est._paper_init, cross=not tied, features=not any(exact),
-                             equal_widths=tied or towers[0].Phi.shape[1] ==
-                             towers[-1].Phi.shape[1], held_out=monitor is not None)
+                             equal_widths=joint, held_out=monitor is not None,
+                             full_rank=k >= max(t.Phi.shape[1] for t in towers))
     with blas_threads(sum(t.Phi.size for t in towers) * k):
         starts = {name: _start(problem, towers, k, name, exact, rng, data, y)
                   for name in names}
-        est.init_, W0 = choose_start(monitor, starts)
+        scales = {name: _complement_scale(name, W0, k, complement)
+                  for name, W0 in starts.items()}
+        est.init_, W0 = choose_start(monitor, starts,
+                                     lambda name: state.update(scale=scales[name]))
+        state["scale"] = scales[est.init_]
         if monitor is not None:
             monitor.update(0, W0)
         Ws, est.loss_curve_, est.n_iter_ = solve(
@@ -145,7 +169,30 @@ def fit_logistic_towers(est, data, y, *, kernels, gammas, side_names, name: str)
         clear(est)
     else:
         monitor.record(est)
+    Ws = [W if Q is None else W @ Q.T for W, Q in zip(Ws, bases, strict=True)]
+    est.complement_scale_ = float(state["scale"])
+    if state["scale"] > 0:
+        est.complement_basis_ = complement
+    else:
+        est.__dict__.pop("complement_basis_", None)
     return Ws, maps
+
+
+def _tower_input(S, fmap, Q):
+    """A side's samples as its tower sees them: through its feature map, or on the span
+    coordinates of its training samples."""
+    if fmap is not None:
+        return fmap.transform(S)
+    return S if Q is None else S @ Q
+
+
+def _complement_scale(name: str, W0, k: int, Q) -> float:
+    """The weight ``s`` of the untrained distance outside the training span
+    (:mod:`crossmetric._solvers.span`): the identity start's scale when the towers hold every
+    span coordinate, else 0 (the other starts lie in the span)."""
+    if name != "identity" or Q is None or k < Q.shape[1]:
+        return 0.0
+    return float(np.linalg.norm(W0[0][0]))
 
 
 def _start(problem, towers, k: int, name: str, exact, rng, data, y):
@@ -186,7 +233,17 @@ def store_towers(est, Ws, maps, suffixes) -> None:
 
 
 def embed_tower(est, S: np.ndarray, suffix: str) -> np.ndarray:
-    """One side's fitted tower applied to samples ``S``."""
+    """One side's fitted tower applied to samples ``S`` (with the untrained coordinates of
+    the part outside the training span appended, scaled, when the model keeps them:
+    :mod:`crossmetric._solvers.span`)."""
+    F = _embed_learned(est, S, suffix)
+    scale = getattr(est, "complement_scale_", 0.0)
+    if scale > 0:
+        F = np.hstack([F, scale * complement_coordinates(S, est.complement_basis_)])
+    return F
+
+
+def _embed_learned(est, S: np.ndarray, suffix: str) -> np.ndarray:
     fmap = getattr(est, f"feature_map{suffix}_", None)
     if fmap is not None:
         return fmap.transform(S) @ getattr(est, f"feature_components{suffix}_").T

@@ -42,10 +42,13 @@ class CMML(CrossModalMixin, BaseEstimator):
 
     Parameters
     ----------
-    n_components : int, default=30
+    n_components : int or None, default=30
         Dimension k of the common space (the paper's Table 1 setting). At most
         ``p_x + p_y``, with p the number of features (linear) or of distinct training samples
-        (kernel) of each modality.
+        (kernel) of each modality. ``None``: full rank -- the narrower view's width, or for
+        linear towers on views wider than the training samples the width of their span
+        (:mod:`crossmetric._solvers.span`) -- so that the untrained distance of two views of
+        one width is a point of the model (the start ``init="identity"``).
     beta : float, default=3.0
         Sharpness β of ℓ_β (the paper's value for all experiments).
     kernel : str or (str, str), default="linear"
@@ -150,10 +153,13 @@ class CMML(CrossModalMixin, BaseEstimator):
     (2, 3)
     """
 
+    #: linear towers work in the span of wide views themselves (:mod:`crossmetric._solvers.
+    #: span`): the protocols' ``pca_components="auto"`` leaves their views as they are
+    _reduces_to_span = True
     #: the paper's start (``init="auto"`` scores it beside the library's starts)
     _paper_init = "random"
 
-    def __init__(self, n_components: int = 30, *, beta: float = 3.0, kernel="linear",
+    def __init__(self, n_components: int | None = 30, *, beta: float = 3.0, kernel="linear",
                  gamma=None, solver: str = "auto", preconditioned: bool = True,
                  init: str = "auto", max_iter: int = 1000, tol: float = 1e-4,
                  early_stopping="auto", validation_fraction: float = 0.2,

@@ -42,9 +42,12 @@ class PCCA(LinearSingleModalMixin, BaseEstimator):
 
     Parameters
     ----------
-    n_components : int, default=40
+    n_components : int or None, default=40
         Dimension ``d'`` of the learned space (the paper's default, §4.1). At most the number of
-        features (linear) or of distinct training samples (kernel).
+        features (linear) or of distinct training samples (kernel). ``None``: full rank -- as
+        many as the features, or for a linear tower on views wider than the training samples
+        their span (:mod:`crossmetric._solvers.span`) -- so that the untrained distance is a
+        point of the model (the start ``init="identity"``).
     beta : float, default=3.0
         Sharpness β of the generalized logistic loss (the paper's default).
     kernel : {"linear", "rbf", "chi2", "chi2_rbf"}, default="linear"
@@ -163,10 +166,13 @@ class PCCA(LinearSingleModalMixin, BaseEstimator):
     (3, 16)
     """
 
+    #: linear towers work in the span of wide views themselves (:mod:`crossmetric._solvers.
+    #: span`): the protocols' ``pca_components="auto"`` leaves their views as they are
+    _reduces_to_span = True
     #: the paper's start (``init="auto"`` scores it beside the library's starts)
     _paper_init = "pca"
 
-    def __init__(self, n_components: int = 40, *, beta: float = 3.0, kernel: str = "linear",
+    def __init__(self, n_components: int | None = 40, *, beta: float = 3.0, kernel: str = "linear",
                  gamma: float | None = None, solver: str = "auto", preconditioned: bool = True,
                  init: str = "auto", max_iter: int = 1000, tol: float = 1e-4,
                  early_stopping="auto", validation_fraction: float = 0.2,

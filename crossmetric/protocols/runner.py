@@ -226,7 +226,9 @@ def run_protocols(estimators: Mapping, dataset: Mapping, *,
         ``"auto"``: every feature learner's views are reduced to the split's training
         identities minus one when they are wider
         (:func:`~crossmetric.protocols.views.bounded_dimension`), except the untrained
-        :class:`~crossmetric.Euclidean` distance, which is measured on the views as given. A
+        :class:`~crossmetric.Euclidean` distance, which is measured on the views as given, and
+        PCCA / CMML, whose linear towers work in the span of the training samples and keep
+        the untrained distance of the rest (:mod:`crossmetric._solvers.span`). A
         learner's ``n_components`` above the reduced width is capped, and the cap noted in
         ``result.info["notes"]``.
     max_rank : int, default=20
@@ -407,7 +409,9 @@ def _execute(result: BenchmarkResult, estimators: Mapping, X: np.ndarray, Y: np.
             k = (pca_components.get(name) if isinstance(pca_components, Mapping)
                  else pca_components)
             if isinstance(k, str) and k == "auto":
-                if not isinstance(est, Euclidean):  # the untrained distance: views as given
+                # the untrained distance is measured on the views as given, and linear towers
+                # reduce wide views to their span themselves, exactly
+                if not (isinstance(est, Euclidean) or getattr(est, "_reduces_to_span", False)):
                     opts = replace(opts, pca="auto")
                     result.info.setdefault("pca", {})[name] = "auto"
             elif k is not None:
