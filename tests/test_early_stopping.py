@@ -81,12 +81,13 @@ def test_monitor_keeps_the_best_score_and_waits_for_both_criteria():
     assert not mon.update(1, np.ones(1))
     stop = mon.update(2, np.full(1, 2.0))
     assert mon.best_iteration == 1 and mon.scores[1] == 1.0 and mon.scores[0] == 0.0
+    assert mon.aucs[1] == 1.0 and mon.aucs[2] < 1.0
     np.testing.assert_array_equal(mon.best_params, np.ones(1))
     assert stop == (mon.losses[2] >= min(mon.losses[:2]))
 
 
 def test_monitor_score_is_rank1_and_auc_of_all_cross_distances():
-    """The score against a brute-force count: ties are misses, both directions averaged."""
+    """The score against a brute-force count: ties are misses, first-view probes."""
     from crossmetric.metrics import roc_auc
 
     rng = np.random.RandomState(0)
@@ -102,8 +103,7 @@ def test_monitor_score_is_rank1_and_auc_of_all_cross_distances():
         return np.mean(hits)
 
     same = ids_x[:, None] == ids_y[None, :]
-    expected = 0.5 * (np.mean([rank1(D, ids_x, ids_y), rank1(D.T, ids_y, ids_x)])
-                      + roc_auc(np.where(same, 1, -1).ravel(), -D.ravel()))
+    expected = (rank1(D, ids_x, ids_y), roc_auc(np.where(same, 1, -1).ravel(), -D.ravel()))
     assert mon.score_matrix(D) == pytest.approx(expected)
     # one set of samples: a sample never matches itself
     Dt = rng.rand(4, 4)
@@ -114,7 +114,7 @@ def test_monitor_score_is_rank1_and_auc_of_all_cross_distances():
     off = ~np.eye(4, dtype=bool)
     hits = [Dt[i, (ids == ids[i]) & off[i]].min() < Dt[i, ids != ids[i]].min() for i in range(4)]
     auc = roc_auc(np.where(ids[:, None] == ids[None, :], 1, -1)[off], -Dt[off])
-    assert tied.score_matrix(Dt) == pytest.approx(0.5 * (np.mean(hits) + auc))
+    assert tied.score_matrix(Dt) == pytest.approx((np.mean(hits), auc))
 
 
 def test_choose_start_takes_the_best_score_and_the_first_on_ties():
@@ -126,6 +126,16 @@ def test_choose_start_takes_the_best_score_and_the_first_on_ties():
     assert choose_start(mon, {"a": bad, "b": good, "c": good})[0] == "b"
     assert set(mon.start_scores) == {"a", "b", "c"}
     assert choose_start(None, {"a": bad, "b": good})[0] == "a"
+    # rank-1 first, the AUC among equal rank-1
+    val3 = _validation([0, 1, 2], [0, 1, 2])
+    mon3 = EarlyStopping(lambda p: (p, 1.0), val3, 3)
+    sharp = np.array([[0.0, 1.0, 1.0], [1.0, 0.0, 1.0], [0.2, 0.1, 0.3]])  # rank-1 2/3
+    smooth = np.array([[0.0, 0.1, 0.1], [0.1, 0.0, 0.1], [0.2, 0.1, 0.15]])  # 2/3, AUC lower
+    best = np.eye(3) * -1.0 + 1.0                                            # 3/3
+    assert mon3.score_matrix(sharp)[0] == mon3.score_matrix(smooth)[0] == pytest.approx(2 / 3)
+    assert mon3.score_matrix(sharp)[1] > mon3.score_matrix(smooth)[1]
+    assert choose_start(mon3, {"smooth": smooth, "sharp": sharp})[0] == "sharp"
+    assert choose_start(mon3, {"sharp": sharp, "best": best})[0] == "best"
 
 
 def _models(X, Y):

@@ -58,7 +58,7 @@ def test_window_stopping_trains_longer_and_warns_at_max_iter(data):
 def test_joint_reduction_is_one_pca_of_both_views(data):
     d, pairs, y = data
     m = GSM(n_components=4, joint_reduction=True, structure="ladf", max_iter=20,
-            random_state=0, preprocessor=(d.X, d.Y))
+            early_stopping=False, random_state=0, preprocessor=(d.X, d.Y))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         m.fit(pairs, y)
@@ -71,7 +71,7 @@ def test_joint_reduction_is_one_pca_of_both_views(data):
     p2, y2 = make_pairs(wide.labels, wide.labels, max_positives=100, random_state=0)
     with pytest.raises(ValueError, match="joint_reduction needs"):
         GSM(joint_reduction=True, preprocessor=(wide.X, wide.Y)).fit(p2, y2)
-    with pytest.raises(ValueError, match="joint_reduction must be True or False"):
+    with pytest.raises(ValueError, match="joint_reduction must be True, False or 'auto'"):
         GSM(joint_reduction="yes", preprocessor=(d.X, d.Y)).fit(pairs, y)
 
 
@@ -117,18 +117,18 @@ def test_identity_init_starts_at_the_scaled_untrained_distance(structure):
 
 
 def test_identity_init_ranks_as_the_untrained_distance_before_training():
-    # one epoch at a negligible learning rate: the ranking is the reduced features' distance
+    # one epoch at a negligible learning rate: the ranking is the untrained distance of the
+    # raw features -- the reduced coordinates' and, kept at the start's scale, the rest's
     b = make_cross_modal(n_samples=80, n_classes=40, n_features_x=12, n_features_y=12,
                          random_state=0)
     pairs, y = make_pairs(b.labels, b.labels, n_negatives=3, random_state=0)
     est = GSM(n_components=8, init="identity", joint_reduction=True, learning_rate=1e-12,
-              max_iter=1, random_state=0, preprocessor=(b.X, b.Y))
+              max_iter=1, early_stopping=False, random_state=0, preprocessor=(b.X, b.Y))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         est.fit(pairs, y)
-    kind, pca, scale = est.reducer_x_
-    Rx, Ry = pca.transform(b.X) / scale, pca.transform(b.Y) / scale
-    E = ((Rx[:, None, :] - Ry[None, :, :]) ** 2).sum(-1)
+    assert est.complement_scale_ > 0
+    E = ((b.X[:, None, :] - b.Y[None, :, :]) ** 2).sum(-1)
     np.testing.assert_array_equal(np.argsort(est.cross_distance(b.X, b.Y), axis=1),
                                   np.argsort(E, axis=1))
 
@@ -163,7 +163,7 @@ def test_start_params_give_the_special_case_measure_exactly(data, special):
 def test_start_from_trains_the_generalized_form_from_the_fitted_special_case(data):
     d, pairs, y = data
     kw = dict(n_components=4, init="identity", joint_reduction=True, random_state=3,
-              preprocessor=(d.X, d.Y))
+              early_stopping=False, preprocessor=(d.X, d.Y))
     # a negligible step: the generalized form stays at the special case the fit made first,
     # which is GSM(structure=special) with the seed drawn from random_state
     est = GSM(start_from="euclidean", learning_rate=1e-12, max_iter=2, **kw)
@@ -189,7 +189,7 @@ def test_start_mu_holds_the_generalized_form_at_the_fitted_special_case(data):
     d, pairs, y = data
     kw = dict(n_components=4, init="identity", joint_reduction=True, random_state=3,
               start_from="euclidean", penalty="start", mu=1e-4, max_iter=30,
-              preprocessor=(d.X, d.Y))
+              early_stopping=False, preprocessor=(d.X, d.Y))
     seed = int(np.random.RandomState(3).randint(np.iinfo(np.int32).max))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)

@@ -253,9 +253,12 @@ def test_cli_benchmark_tune_paper_runs_the_paper_stages(tmp_path, capsys):
     import json
 
     from crossmetric.cli import main
-    from crossmetric.registry import CMLAUC_PAPER_GRID, METHODS
+    from crossmetric.registry import AUC_START_STAGE, CMLAUC_PAPER_GRID, METHODS
 
-    assert METHODS["cmlauc"].search_grid("paper") == list(CMLAUC_PAPER_GRID)
+    # the start first (ours), then the paper's selection; the reproductions take the latter
+    assert METHODS["cmlauc"].search_grid("paper") == [AUC_START_STAGE, *CMLAUC_PAPER_GRID]
+    assert METHODS["cmlauc"].search_grid("paper", with_start=False) == list(CMLAUC_PAPER_GRID)
+    assert AUC_START_STAGE == {"init": ["auto", "identity", "cca", "pca"]}
     # γ with μ = 1e-7 under both preconditionings (ours: whitened, and the paper's scale),
     # then μ
     first, second = CMLAUC_PAPER_GRID

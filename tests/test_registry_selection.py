@@ -108,4 +108,6 @@ def test_gsm_paper_grid_gives_every_structure_only_candidates_it_accepts(structu
         for q in ParameterGrid(stages[1]):
             for r in ParameterGrid(stages[2]) if generalized else [{}]:
                 check_params(crossmetric.GSM(structure=structure, **p, **q, **r))
-    assert gsm_paper_grid() == list(GSM_PAPER_GRID) == METHODS["gsm"].search_grid("paper")
+    assert gsm_paper_grid() == list(GSM_PAPER_GRID) == METHODS["gsm"].search_grid(
+        "paper", with_start=False)
+    assert METHODS["gsm"].search_grid("paper")[1:] == list(GSM_PAPER_GRID)

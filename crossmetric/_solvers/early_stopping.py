@@ -15,16 +15,17 @@ untrained one. ``early_stopping`` makes the hold-out explicit, as scikit-learn's
    are the training pairs; no sample of the validation side is seen in training.
 2. :class:`EarlyStopping` scores the start and every iterate on the validation *identities*:
    all cross distances among the held-out samples (every pair of them, not only the sparse
-   validation pairs) give the rank-1 rate (the mean of both directions for two modalities, the
-   leave-one-out rate for one; ties count as misses) and the ROC AUC of same vs different
-   identity. The score is their mean (both in [0, 1]); the iterate with the best score is kept,
-   the start included (iteration 0), so that the fitted model is never worse than its start on
-   the held-out identities. The solver stops once neither the score nor the learner's own loss
-   on those samples (the positives' and the negatives' mean losses weighted by the shares of the
-   two classes among the *training* pairs) has improved for ``n_iter_no_change`` iterations.
-   Both are watched because each alone stops too early: from a random start the score can sit
-   flat for more than ten iterations while the loss falls (kernel CMML), and the loss can rise
-   -- the model growing confident on a few pairs -- while the score still improves.
+   validation pairs) give the rank-1 rate (first-view samples as probes against the second
+   view's, as the identification protocol measures; leave-one-out for one view; ties count as
+   misses) and the ROC AUC of same vs different identity. The check with the best rank-1
+   (the best AUC among equal ones) is kept, the start included (iteration 0), so that the
+   fitted model is never worse than its start on the held-out identities. The solver stops
+   once neither the score nor the learner's own loss on those samples (the positives' and the
+   negatives' mean losses weighted by the shares of the two classes among the *training*
+   pairs) has improved for ``n_iter_no_change`` iterations. Both are watched because each
+   alone stops too early: from a random start the score can sit flat for more than ten
+   iterations while the loss falls (kernel CMML), and the loss can rise -- the model growing
+   confident on a few pairs -- while the score still improves.
 3. :func:`choose_start` scores several candidate starts (the untrained distance, the closed
    form, the paper's start) the same way and keeps the best one (the first on ties).
 
@@ -290,7 +291,9 @@ class EarlyStopping:
     losses : list of float
         Validation loss after each iteration (entry 0: the starting point).
     scores : list of float
-        Validation score (mean of rank-1 and ROC AUC) after each iteration.
+        Validation rank-1 after each iteration.
+    aucs : list of float
+        Validation ROC AUC after each iteration.
     best_iteration : int
         Iteration of the best validation score (0: the starting point).
     best_params
@@ -311,37 +314,40 @@ class EarlyStopping:
         self._label = np.where(same[valid], 1, -1)
         # probes with a true match among the other side's samples
         self._probes_x = np.flatnonzero((same & valid).any(axis=1))
-        self._probes_y = (np.flatnonzero((same & valid).any(axis=0))
-                          if not validation.tied else None)
         self.losses: list[float] = []
         self.scores: list[float] = []
+        self.aucs: list[float] = []
         self.best_loss = np.inf
-        self.best_score = -np.inf
+        self.best_score = (-np.inf, -np.inf)
         self.best_iteration = 0
         self.last_improvement = 0
         self.best_params = None
         self.unpack = None  # set by a solver that works on a flat parameter vector
 
-    def score_matrix(self, D: np.ndarray) -> float:
-        """Mean of the rank-1 rate and the ROC AUC of the validation distances ``D``."""
+    def score_matrix(self, D: np.ndarray) -> tuple[float, float]:
+        """``(rank-1, ROC AUC)`` of the validation distances ``D``, compared in this order
+        (rank-1 first: on CUFS photo → sketch the closed form's held-out AUC beat the
+        untrained distance's, 0.974 against 0.928, while its rank-1 was lower, 0.898 against
+        0.915, and so it was on the test persons, 83 % against 89 %).
+
+        Rank-1 is that of the first view's samples as probes against the second view's as
+        gallery (the rows against the columns of ``D``, as the identification protocol and
+        :meth:`cross_distance` order them; a distance need not rank the same both ways: on
+        raw HOG of CUFS photo → sketch is 97 % and sketch → photo 43 %)."""
         v = self._validation
         # a sample never finds itself: its own distance above every other
         worst = D if not v.tied else np.where(self._valid, D, 2.0 * float(D.max()) + 1.0)
-        rank1 = [rank_accuracy(worst[self._probes_x], v.ids_x[self._probes_x], v.ids_y,
-                               ties="pessimistic")]
-        if self._probes_y is not None and self._probes_y.size:
-            rank1.append(rank_accuracy(worst[:, self._probes_y].T, v.ids_y[self._probes_y],
-                                       v.ids_x, ties="pessimistic"))
-        r1 = float(np.mean(rank1)) if self._probes_x.size else 0.0
+        r1 = (rank_accuracy(worst[self._probes_x], v.ids_x[self._probes_x], v.ids_y,
+                            ties="pessimistic") if self._probes_x.size else 0.0)
         labels = self._label
         auc = roc_auc(labels, -D[self._valid]) if np.unique(labels).size == 2 else 0.5
-        return 0.5 * (r1 + auc)
+        return float(r1), float(auc)
 
-    def evaluate(self, params) -> tuple[float, float]:
-        """``(validation loss, validation score)`` of ``params``."""
+    def evaluate(self, params) -> tuple[float, tuple[float, float]]:
+        """``(validation loss, (rank-1, AUC))`` of ``params``."""
         D, threshold = self.cross(self.unpack(params) if self.unpack is not None else params)
         if not (np.all(np.isfinite(D)) and np.isfinite(threshold)):
-            return np.inf, -np.inf
+            return np.inf, (-np.inf, -np.inf)
         d = D[self._valid]
         terms = generalized_logistic(self._label * (d - threshold), self.beta)
         pos = self._label == 1
@@ -355,7 +361,8 @@ class EarlyStopping:
         returns True when the solver should stop."""
         loss, score = self.evaluate(params)
         self.losses.append(float(loss))
-        self.scores.append(float(score))
+        self.scores.append(score[0])
+        self.aucs.append(score[1])
         if loss < self.best_loss:
             self.best_loss = loss
             self.last_improvement = int(iteration)
@@ -372,8 +379,10 @@ class EarlyStopping:
         return iteration - self.last_improvement >= self.n_iter_no_change
 
     def record(self, estimator) -> None:
-        """Set ``validation_scores_``, ``validation_loss_curve_`` and ``best_iteration_``."""
+        """Set ``validation_scores_`` (rank-1), ``validation_aucs_``,
+        ``validation_loss_curve_`` and ``best_iteration_``."""
         estimator.validation_scores_ = list(self.scores)
+        estimator.validation_aucs_ = list(self.aucs)
         estimator.validation_loss_curve_ = list(self.losses)
         estimator.best_iteration_ = int(self.best_iteration)
 
@@ -402,6 +411,7 @@ def choose_start(monitor: EarlyStopping | None, candidates: dict, before=None):
 def clear(estimator) -> None:
     """``validation_scores_`` and ``best_iteration_`` of a fit without a hold-out."""
     estimator.validation_scores_ = None
+    estimator.validation_aucs_ = None
     estimator.validation_loss_curve_ = None
     estimator.best_iteration_ = None
 

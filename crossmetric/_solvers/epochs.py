@@ -14,8 +14,6 @@ from __future__ import annotations
 import time
 from typing import NamedTuple
 
-import numpy as np
-
 from crossmetric._solvers.stopping import EpochPlateau, WindowPlateau
 
 __all__ = ["EpochPlateau", "WindowPlateau", "EpochRun", "run_epochs"]

@@ -24,7 +24,8 @@ import numpy as np
 from crossmetric._base import squared_euclidean_matrix
 from crossmetric._solvers.linalg import span_basis
 
-__all__ = ["tower_bases", "complement_coordinates", "complement_distances"]
+__all__ = ["tower_bases", "complement_coordinates", "complement_distances",
+           "with_complement", "set_complement"]
 
 
 def tower_bases(sides, *, joint: bool) -> list:
@@ -47,3 +48,23 @@ def complement_distances(A: np.ndarray, B: np.ndarray, Q: np.ndarray) -> np.ndar
     D = squared_euclidean_matrix(A, B) - squared_euclidean_matrix(A @ Q, B @ Q)
     np.maximum(D, 0.0, out=D)
     return D
+
+
+def set_complement(est, scale: float, basis) -> None:
+    """Keep (``scale > 0``) or drop the untrained distance outside ``basis`` in the model:
+    ``complement_scale_`` (the start's scale ``s``) and ``complement_basis_`` (Q)."""
+    est.complement_scale_ = float(scale)
+    if scale > 0:
+        est.complement_basis_ = basis
+    else:
+        est.__dict__.pop("complement_basis_", None)
+
+
+def with_complement(est, F: np.ndarray, S: np.ndarray) -> np.ndarray:
+    """Embeddings ``F`` of samples ``S`` with their scaled coordinates outside the training
+    span appended when the model keeps them (:func:`set_complement`), so that the squared
+    Euclidean distance of two embeddings adds ``s² ‖R (x − y)‖²``."""
+    scale = getattr(est, "complement_scale_", 0.0)
+    if scale > 0:
+        F = np.hstack([F, scale * complement_coordinates(S, est.complement_basis_)])
+    return F

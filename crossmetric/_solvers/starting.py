@@ -81,9 +81,11 @@ def initial_weights(Phi: np.ndarray, k: int, init: str, rng: np.random.RandomSta
 def rescale_to_unit_distance(problem: TowerProblem, Ws, *, balance: bool = True):
     """Scale the starting weights so that the mean training ``D²`` is 1 (the threshold).
 
-    With two towers and ``balance`` each is first scaled so that its centred embeddings have unit mean squared
-    norm: modalities of very different scales (mfeat's Fourier coefficients ~0.1, its pixel
-    averages ~3) then start on an equal footing instead of one tower dominating ``D²``.
+    With two towers and ``balance`` each is first scaled so that its centred embeddings have
+    unit mean squared norm: modalities of very different scales (mfeat's Fourier coefficients
+    ~0.1, its pixel averages ~3) then start on an equal footing instead of one tower
+    dominating ``D²``. The untrained distance and the closed form are not balanced: their
+    two towers keep their relative scale.
     """
     if balance and not problem.tied:
         balanced = []

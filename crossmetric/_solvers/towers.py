@@ -32,9 +32,10 @@ from crossmetric._solvers.early_stopping import (
 )
 from crossmetric._solvers.logistic import PairLogisticObjective, Tower, TowerProblem
 from crossmetric._solvers.span import (
-    complement_coordinates,
     complement_distances,
+    set_complement,
     tower_bases,
+    with_complement,
 )
 from crossmetric._solvers.starting import (
     INITS,
@@ -170,11 +171,7 @@ def fit_logistic_towers(est, data, y, *, kernels, gammas, side_names, name: str)
     else:
         monitor.record(est)
     Ws = [W if Q is None else W @ Q.T for W, Q in zip(Ws, bases, strict=True)]
-    est.complement_scale_ = float(state["scale"])
-    if state["scale"] > 0:
-        est.complement_basis_ = complement
-    else:
-        est.__dict__.pop("complement_basis_", None)
+    set_complement(est, state["scale"], complement)
     return Ws, maps
 
 
@@ -236,11 +233,7 @@ def embed_tower(est, S: np.ndarray, suffix: str) -> np.ndarray:
     """One side's fitted tower applied to samples ``S`` (with the untrained coordinates of
     the part outside the training span appended, scaled, when the model keeps them:
     :mod:`crossmetric._solvers.span`)."""
-    F = _embed_learned(est, S, suffix)
-    scale = getattr(est, "complement_scale_", 0.0)
-    if scale > 0:
-        F = np.hstack([F, scale * complement_coordinates(S, est.complement_basis_)])
-    return F
+    return with_complement(est, _embed_learned(est, S, suffix), S)
 
 
 def _embed_learned(est, S: np.ndarray, suffix: str) -> np.ndarray:

@@ -276,8 +276,9 @@ def _print_results(result, args, description: str, elapsed: float, lfw) -> None:
     pca = result.info.get("pca", {})
     notes = [f"{m}: each view reduced by PCA to {k} dims" for m, k in pca.items() if k != "auto"]
     auto = [m for m, k in pca.items() if k == "auto"]
-    widths = sorted({tuple(r["view_dims"]) for runs in result.info.get("training", {}).values()
-                     for r in runs if "view_dims" in r})
+    training = result.info.get("training", {})
+    widths = sorted({tuple(r["view_dims"]) for m in auto for r in training.get(m, ())
+                     if "view_dims" in r})
     if auto and widths:
         notes.append(f"{', '.join(auto)}: views reduced by PCA (fitted on each split's training "
                      f"side, one PCA for views of one width) to the training identities - 1 = "

@@ -21,9 +21,27 @@ from __future__ import annotations
 import numpy as np
 
 from crossmetric._solvers.early_stopping import EarlyStopping, Validation, check_early_stopping
+from crossmetric._solvers.span import complement_distances, tower_bases
 from crossmetric._solvers.starting import cca_start, ridge_of
 
-__all__ = ["metric_start", "metric_monitor", "quadratic_cross"]
+__all__ = ["metric_start", "metric_monitor", "quadratic_cross", "span_views", "from_span"]
+
+
+def span_views(data):
+    """``(data, (Q_x, Q_y))``: two views wider than their training samples on the coordinates
+    of their span (one basis when they have one width, so that the untrained distance stays a
+    start; :mod:`crossmetric._solvers.span`), ``Q`` None where a view is not wider. ``M`` is
+    then ``2m × 2m`` instead of ``(d_x + d_y)²``. Single-modal data (MahaAUC) as it is."""
+    if data.X is data.Y:
+        return data, (None, None)
+    Qx, Qy = tower_bases([data.X, data.Y], joint=data.X.shape[1] == data.Y.shape[1])
+    return data._replace(X=data.X if Qx is None else data.X @ Qx,
+                         Y=data.Y if Qy is None else data.Y @ Qy), (Qx, Qy)
+
+
+def from_span(A: np.ndarray, Q) -> np.ndarray:
+    """Rows given on span coordinates (``A``, … × m) as rows over the features (``A Qᵀ``)."""
+    return A if Q is None else A @ Q.T
 
 
 def metric_start(est, name: str, Xs: np.ndarray, Ys: np.ndarray, data, y) -> np.ndarray:
@@ -62,22 +80,29 @@ def quadratic_cross(M: np.ndarray, X: np.ndarray, Y: np.ndarray, cross: bool) ->
     return D
 
 
-def metric_monitor(est, validation: Validation | None, y_train: np.ndarray):
-    """:class:`EarlyStopping` over ``(M, w, U)`` on the held-out samples, standardised by the
-    learner's fitted maps; ``None`` without a hold-out. The loss's threshold is 1, the margin
-    of the hinge (eq. 5) at the scale the learner starts from."""
+def metric_monitor(est, validation: Validation | None, y_train: np.ndarray, spans, state):
+    """:class:`EarlyStopping` over ``(M, w, U)`` on the held-out samples, on the span
+    coordinates ``spans`` (:func:`span_views`) and standardised by the learner's fitted maps,
+    plus ``state["scale"]²`` times their untrained distance outside the span; ``None`` without
+    a hold-out. The loss's threshold is 1, the margin of the hinge (eq. 5) at the scale the
+    learner starts from."""
     if validation is None:
         return None
     _, _, patience = check_early_stopping(est)
     v = validation.data
+    Dc = None
     if est._cross:
-        Xv = (v.X - est.mean_x_) @ est.whitening_x_
-        Yv = (v.Y - est.mean_y_) @ est.whitening_y_
+        Qx, Qy = spans
+        Xv = (from_span(v.X, None if Qx is None else Qx.T) - est.mean_x_) @ est.whitening_x_
+        Yv = (from_span(v.Y, None if Qy is None else Qy.T) - est.mean_y_) @ est.whitening_y_
+        if Qx is not None and Qx is Qy:
+            Dc = complement_distances(v.X, v.Y, Qx)
     else:
         Xv = v.X @ est.whitening_
         Yv = Xv if validation.tied else v.Y @ est.whitening_
 
     def cross(params):
-        return quadratic_cross(params[0], Xv, Yv, est._cross), 1.0
+        D = quadratic_cross(params[0], Xv, Yv, est._cross)
+        return (D if Dc is None else D + state["scale"] ** 2 * Dc), 1.0
 
     return EarlyStopping(cross, validation, patience, 1.0, float(np.mean(y_train == 1)))

@@ -29,11 +29,17 @@ from crossmetric._solvers.early_stopping import (
     resolve_early_stopping,
     validation_split,
 )
+from crossmetric._solvers.span import (
+    complement_coordinates,
+    complement_distances,
+    set_complement,
+)
 from crossmetric._solvers.starting import cca_start, ridge_of, start_candidates
 from crossmetric.learners._gsm_measure import STRUCTURES
 from crossmetric.learners._gsm_training import starting_params
 
-__all__ = ["gsm_split", "gsm_start_names", "cca_params", "gsm_monitor", "chosen_start"]
+__all__ = ["gsm_split", "gsm_start_names", "cca_params", "gsm_monitor", "chosen_start",
+           "complement_basis", "gsm_with_complement", "guarded_start"]
 
 
 def gsm_split(est, data, ix, iy, y, rng):
@@ -76,26 +82,94 @@ def cca_params(est, params: dict, name: str, X, Y, ix, iy, y, r: int) -> dict:
     return out
 
 
-def gsm_monitor(est, similarity, X, Y, rows_x, rows_y, ids_x, ids_y, y_train, rng):
+def complement_basis(est) -> tuple:
+    """``(Q, c)``: the basis (d × k) of a joint, unwhitened PCA reducer and its scale, whose
+    complement keeps the untrained distance of an identity start
+    (:mod:`crossmetric._solvers.span`); ``(None, 1.0)`` for any other reduction, or a
+    structure whose S is not a distance (``"inner_product"``)."""
+    red = est.reducer_x_
+    if (red is not est.reducer_y_ or red[0] != "pca" or est.whiten
+            or est.structure == "inner_product"):
+        return None, 1.0
+    return red[1].components_.T, float(red[2])
+
+
+def gsm_monitor(est, similarity, X, Y, rows_x, rows_y, ids_x, ids_y, y_train, rng, *,
+                raw=None, basis=None, state=None):
     """:class:`EarlyStopping` on the held-out samples ``X[rows_x]``, ``Y[rows_y]`` (reduced),
-    ``similarity(params, A, B)`` their S matrix; the threshold of S is 0."""
+    ``similarity(params, A, B)`` their S matrix; the threshold of S is 0. With ``basis`` (a
+    reducer's :func:`complement_basis`), ``state["scale"]²`` times the untrained distance of
+    the raw samples ``raw`` outside it is added."""
     _, _, patience = check_early_stopping(est)
     validation, kx, ky = identity_validation(ids_x[rows_x], ids_y[rows_y], rng)
     Xv, Yv = X[rows_x[kx]], Y[rows_y[ky]]
-    return EarlyStopping(lambda prm: (similarity(prm, Xv, Yv), 0.0), validation, patience, 1.0,
-                         float(np.mean(y_train == 1)))
+    Dc = None if basis is None else complement_distances(raw[0][rows_x[kx]],
+                                                         raw[1][rows_y[ky]], basis)
+
+    def cross(prm):
+        S = similarity(prm, Xv, Yv)
+        return (S if Dc is None else S + state["scale"] ** 2 * Dc), 0.0
+
+    return EarlyStopping(cross, validation, patience, 1.0, float(np.mean(y_train == 1)))
 
 
-def chosen_start(est, start, monitor, X, Y, ix, iy, y, r: int, rng) -> tuple[str, dict]:
+def chosen_start(est, start, monitor, X, Y, ix, iy, y, r: int, rng, *, basis=None,
+                 state=None) -> tuple[str, dict]:
     """``(name, params)`` training starts from: the fitted ``start_from`` case, or the best
-    of the named starts of ``est.init`` on the held-out identities (:func:`choose_start`)."""
-    if start is not None:
+    of the named starts of ``est.init`` on the held-out identities (:func:`choose_start`).
+    With a complement ``basis = (Q, c)`` the identity start over every reduced coordinate
+    keeps the untrained distance outside it at its own scale ``α / c`` (``state["scale"]``)."""
+    state = {} if state is None else state
+    state["scale"] = 0.0
+    if start is not None:  # the fitted special case, with the part of it outside the reduction
+        state["scale"] = getattr(start, "complement_scale_", 0.0)
         return f"start_from={est.start_from}", starting_params(est, start, X, Y, ix, iy, r,
                                                                rng)[0]
-    starts = {}
+    starts, scales = {}, {}
     for name in gsm_start_names(est, X.shape[1], Y.shape[1], monitor is not None):
         closed = name.startswith("cca")
         prm = starting_params(est, None, X, Y, ix, iy, r, rng,
                               "identity" if closed else name)[0]
         starts[name] = cca_params(est, prm, name, X, Y, ix, iy, y, r) if closed else prm
-    return choose_start(monitor, starts)
+        full = basis is not None and basis[0] is not None and r == X.shape[1] == Y.shape[1]
+        scales[name] = (_identity_alpha(prm) / basis[1]
+                        if name == "identity" and full else 0.0)
+    name, params = choose_start(monitor, starts, lambda n: state.update(scale=scales[n]))
+    state["scale"] = scales[name]
+    return name, params
+
+
+def _identity_alpha(params: dict) -> float:
+    """α of an identity start (every L at ``α [I_r 0]``)."""
+    return next(abs(float(v[0, 0])) for v in params.values() if np.ndim(v) == 2)
+
+
+def gsm_with_complement(est, F: np.ndarray, Z: np.ndarray) -> np.ndarray:
+    """Embeddings ``F = [L_A x, L_Cx x, dᵀx]`` of raw samples ``Z`` with ``s R z`` inserted
+    after both L blocks when the model keeps the untrained distance outside its reduction
+    (``complement_scale_`` s): S then gains ``s² ‖R (x − y)‖²`` (``‖L_A x‖²`` and ``‖L_B
+    y‖²`` gain ``s² ‖R x‖²``, ``s² ‖R y‖²``, the cross term ``s² (R x)ᵀ(R y)``)."""
+    scale = getattr(est, "complement_scale_", 0.0)
+    if scale <= 0:
+        return F
+    C = scale * complement_coordinates(Z, est.complement_basis_)
+    r = (F.shape[1] - 1) // 2
+    return np.hstack([F[:, :r], C, F[:, r:2 * r], C, F[:, -1:]])
+
+
+def guarded_start(est, start, held_rows, data, X, Y, ids, train, r: int, f0: float, rng):
+    """``(monitor, params)`` of a GSM fit: the held-out monitor (``None`` without
+    ``held_rows``, the held-out rows of each modality) and the start chosen on it
+    (:func:`chosen_start`, sets ``est.init_``), with the untrained distance outside the
+    reduction kept in the model when that start is the identity (``complement_scale_``).
+    ``X``, ``Y`` are the reduced samples of ``data``, ``ids`` the identities of its rows and
+    ``train`` the training pairs ``(ix, iy, y)``."""
+    ix, iy, y = train
+    basis, state = complement_basis(est), {"scale": 0.0}
+    monitor = None if held_rows is None else gsm_monitor(
+        est, lambda prm, A, B: est._similarity(prm, A, B, f0, r), X, Y, *held_rows, *ids, y,
+        rng, raw=(data.X, data.Y), basis=basis[0], state=state)
+    est.init_, params = chosen_start(est, start, monitor, X, Y, ix, iy, y, r, rng,
+                                     basis=basis, state=state)
+    set_complement(est, state["scale"], basis[0])
+    return monitor, params

@@ -24,7 +24,14 @@ def global_scale(Zc: np.ndarray, feature_norm: float) -> float:
 
 def fit_reducer(Z: np.ndarray, name: str, *, n_components, whiten: bool,
                 feature_norm: float, rng) -> tuple:
-    """Fit the fixed reduction of the rows ``Z``: ``(kind, pca_or_mean, scale)``."""
+    """Fit the fixed reduction of the rows ``Z``: ``(kind, pca_or_mean, scale)``.
+
+    ``n_components=None`` on rows fewer than their features is the PCA onto the rows' centred
+    span (every component: exact for the training samples, no d × d parameter; with the
+    identity start GSM keeps the untrained distance of the rest, :mod:`crossmetric._solvers.
+    span`); otherwise ``None`` only centres."""
+    if n_components is None and Z.shape[0] <= Z.shape[1]:
+        n_components = max(Z.shape[0] - 1, 1)
     if n_components is None:
         mean = Z.mean(axis=0)
         if whiten:  # per-feature standardisation

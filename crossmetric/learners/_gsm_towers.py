@@ -19,6 +19,11 @@ class GSMTowersMixin:
     ``f_``); the towers ``_embed_x`` / ``_embed_y`` stay on the class (:mod:`crossmetric.export`
     finds a learner's graph form by the class that defines them)."""
 
+    #: the fixed reduction (a PCA fitted on the training samples) is GSM's own, and with the
+    #: identity start the untrained distance outside it is kept: the protocols'
+    #: ``pca_components="auto"`` leaves the views as they are
+    _reduces_to_span = True
+
     def _set_components(self, params: dict, f0: float, r: int, p_x: int, p_y: int) -> None:
         """The fitted attributes of the free parameters ``params``: ``params_``,
         ``components_x_`` = ``[L_A; L_Cx; dᵀ]``, ``components_y_`` = ``[L_B; L_Cy; eᵀ]``,

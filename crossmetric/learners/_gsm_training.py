@@ -72,8 +72,8 @@ def check_params(est) -> None:
         check_positive_int(est.hard_negatives, "hard_negatives")
     if est.rank is not None:
         check_positive_int(est.rank, "rank")
-    if not isinstance(est.joint_reduction, (bool, np.bool_)):
-        raise ValueError(f"joint_reduction must be True or False, got "
+    if not (isinstance(est.joint_reduction, (bool, np.bool_)) or est.joint_reduction == "auto"):
+        raise ValueError(f"joint_reduction must be True, False or 'auto', got "
                          f"{est.joint_reduction!r}.")
     check_early_stopping(est)
     check_positive_int(est.batch_size, "batch_size")
@@ -100,7 +100,9 @@ def reduced_views(est, data, rx, ry, rng) -> tuple[np.ndarray, np.ndarray]:
     ``ry`` only (set as ``est.reducer_x_``, ``est.reducer_y_``); a tied structure needs both
     reduced to one width."""
     est.reducer_x_, est.reducer_y_ = fit_reducers(
-        data.X[rx], data.Y[ry], joint=bool(est.joint_reduction), n_components=est.n_components,
+        data.X[rx], data.Y[ry], n_components=est.n_components,
+        joint=(data.X.shape[1] == data.Y.shape[1] if est.joint_reduction == "auto"
+               else bool(est.joint_reduction)),
         whiten=est.whiten, feature_norm=est.feature_norm, rng=rng)
     X, Y = apply_reducer(est.reducer_x_, data.X), apply_reducer(est.reducer_y_, data.Y)
     if est.structure in _TIED and X.shape[1] != Y.shape[1]:

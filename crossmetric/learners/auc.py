@@ -84,9 +84,10 @@ from crossmetric._solvers.early_stopping import (
     split_pairs,
 )
 from crossmetric._solvers.proximal import phi_plus, ppa_step, prox_logdet
+from crossmetric._solvers.span import set_complement, with_complement
 from crossmetric._solvers.starting import start_candidates
 from crossmetric._solvers.stopping import BestPlateau
-from crossmetric.learners._auc_guard import metric_monitor, metric_start
+from crossmetric.learners._auc_guard import from_span, metric_monitor, metric_start, span_views
 from crossmetric.losses import check_fpr_range, pauc_window, pauc_window_bounds
 
 __all__ = [
@@ -334,6 +335,12 @@ class _AUCMetricLearner:
             reg = float(self.whiten_reg)
             self.whitening_x_ = _preconditioner(Xu - self.mean_x_, mode, reg)
             self.whitening_y_ = _preconditioner(Yu - self.mean_y_, mode, reg)
+            if mode != "none" and X.shape[1] == Y.shape[1]:
+                # views of one width (one descriptor): one shift for both, so that x − y is
+                # kept and the untrained distance ‖x − y‖² is a point of the model
+                # (init="identity"); each view keeps its own preconditioner
+                joint = np.vstack([Xu, Yu]).mean(axis=0)
+                self.mean_x_, self.mean_y_ = joint, joint.copy()
             return ((X - self.mean_x_) @ self.whitening_x_,
                     (Y - self.mean_y_) @ self.whitening_y_)
         Zu = data.stacked()[0]
@@ -370,8 +377,12 @@ class _AUCMetricLearner:
         gamma, mu, tol = float(self.gamma), float(self.mu), float(self.tol)
         cross = self._cross
         data, y, val = split_pairs(self, data, y)
+        # views wider than the training samples: M on the coordinates of their span, the
+        # untrained distance of the rest kept by the identity start (crossmetric._solvers.span)
+        data, self._spans = span_views(data)
         Xs, Ys = self._standardize_fit(data)
-        monitor = metric_monitor(self, val, y)
+        state = {"scale": 0.0}
+        monitor = metric_monitor(self, val, y, self._spans, state)
         d = Xs.shape[1] + Ys.shape[1] if cross else Xs.shape[1]
         if self.n_components is not None:
             check_n_components(self.n_components, d,
@@ -400,19 +411,34 @@ class _AUCMetricLearner:
 
         eta = float(self.eta0)
 
+        scales = {}
+
         def start(name):
             # M₀ scaled so that the mean training distance is 1, the margin of the hinge
-            # (eq. 5), and made positive definite by the proximal map of the log-det term
+            # (eq. 5); PSD, scored as it is (its eigenpairs clipped at 0)
             M0 = metric_start(self, name, Xs, Ys, data, y)
             d0 = float(pair_quadratic_forms(M0, Xs, Ys, ix_all, iy_all, cross=cross).mean())
-            return prox_logdet(M0 / d0 if d0 > 0 else M0, eta * mu, return_eig=True)
+            joint = self._spans[0] is not None and self._spans[0] is self._spans[-1]
+            scales[name] = 1.0 / np.sqrt(d0) if name == "identity" and joint and d0 > 0 \
+                else 0.0
+            M0 = M0 / d0 if d0 > 0 else M0
+            v, U0 = np.linalg.eigh((M0 + M0.T) / 2)
+            w0 = np.maximum(v, 0.0)
+            return (U0 * w0) @ U0.T, w0, U0
 
         names = start_candidates(self.init, "pca", cross=cross, features=True,
                                  equal_widths=Xs.shape[1] == Ys.shape[1],
                                  held_out=monitor is not None)
-        self.init_, (M, w, U) = choose_start(monitor, {name: start(name) for name in names})
+        starts = {name: start(name) for name in names}
+        self.init_, start_M = choose_start(monitor, starts,
+                                           lambda name: state.update(scale=scales[name]))
+        state["scale"] = scales[self.init_]
         if monitor is not None:
-            monitor.update(0, (M, w, U))
+            monitor.update(0, start_M)
+        # Algorithm 1 starts from M₀ made positive definite by the proximal map of the
+        # log-det term (a rank-deficient start -- the untrained distance, the closed form -- is
+        # kept as it is when no iterate beats it on the held-out identities)
+        M, w, U = prox_logdet(start_M[0], eta * mu, return_eig=True)
         obj, dist = full_objective(M, w)
         self.loss_curve_ = [obj]
         best_obj, best = obj, (M, w, U)
@@ -488,11 +514,14 @@ class _AUCMetricLearner:
             clear(self)
         else:
             M, w, U = monitor.best_params
-            best_obj = full_objective(M, w)[0]
+            # the start itself (best_iteration_ 0) reports its positive-definite version's
+            best_obj = full_objective(M, w)[0] if np.all(w > 0) else self.loss_curve_[0]
             monitor.record(self)
         self.objective_ = best_obj
         self.M_ = M
         self._set_factors(w, U)
+        set_complement(self, state["scale"], self._spans[0])
+        del self._spans
 
     def _set_factors(self, w: np.ndarray, U: np.ndarray) -> None:
         """Factor ``M = U diag(w) Uᵀ`` into the towers (top ``n_components`` eigenpairs)."""
@@ -552,9 +581,23 @@ class CMLAUC(CrossModalMixin, _AUCMetricLearner, BaseEstimator):
         evaluations; the best evaluated iterate is kept. ``ConvergenceWarning`` when
         ``max_iter`` comes first.
     n_iter_no_change : int, default=10
-    init : {"pca", "identity"}, default="pca"
-        ``M₀``: the paper's PCA initialisation ``[W_x0; W_y0][W_x0; W_y0]ᵀ`` with ``W_x0``,
-        ``W_y0`` the top ``min(d_x, d_y)`` principal directions of each modality, or ``I``.
+    init : {"auto", "identity", "cca", "pca"}, default="auto"
+        ``M₀``: ``"pca"`` is the paper's initialisation ``[W_x0; W_y0][W_x0; W_y0]ᵀ`` with
+        ``W_x0``, ``W_y0`` the top ``min(d_x, d_y)`` principal directions of each modality;
+        ``"identity"`` the untrained distance ``‖x − y‖²`` (views of one width); ``"cca"`` the
+        closed form, ridge CCA of the positive pairs (``[A; B][A; B]ᵀ``, its ridge chosen on
+        the held-out identities). ``"auto"``: each of these, scored on the held-out
+        identities of ``early_stopping``; the best is trained from and kept when no iterate
+        beats it (``init_``; without a hold-out, ``"pca"``). The identity and CCA starts are
+        the library's (:mod:`crossmetric.learners._auc_guard`).
+    early_stopping : {"auto", True, False}, default="auto"
+        Hold out ``validation_fraction`` of the training identities and score the start and
+        every evaluated iterate on them (rank-1, then ROC AUC, over all cross distances of the
+        held-out samples; :mod:`crossmetric._solvers.early_stopping`); the best check -- the
+        start included -- is kept, and Algorithm 1 stops once neither that score nor the
+        held-out loss has improved for ``n_iter_no_change`` checks. ``"auto"``: on with 30 to
+        999 identity-complete training identities; ``False``: the paper's plain run.
+    validation_fraction : float in (0, 1), default=0.2
     standardize : {"whiten", "scale", "none"} or bool, default="whiten"
         Preconditioning of each modality, fitted on the distinct training samples the pairs
         use: ``"whiten"`` centres it and whitens it (ZCA with a ridge, see ``whiten_reg``), so
@@ -564,8 +607,9 @@ class CMLAUC(CrossModalMixin, _AUCMetricLearner, BaseEstimator):
         hinge margin of eq. (5) is 1 and the step ``η P_A`` scales with the data, so the
         method is scale dependent; this makes ``η₀, τ, μ`` mean the same whatever the input
         units, and the LogDet regulariser pulls ``M`` towards the identity in preconditioned
-        coordinates. (Our choice: the paper feeds PCA-reduced SIFT features and leaves
-        scaling open.)
+        coordinates. Views of one width are centred by one mean (of both), so that ``x − y``
+        is kept. (Our choice: the paper feeds PCA-reduced SIFT features and leaves scaling
+        open.)
     whiten_reg : float >= 0, default=0.1
         Ridge of the whitening, as a fraction of the mean eigenvalue ``λ̄`` of the covariance:
         ``P = V (Λ + whiten_reg λ̄ I)^{-1/2} Vᵀ``. 0 whitens exactly; it amplifies directions
@@ -586,7 +630,17 @@ class CMLAUC(CrossModalMixin, _AUCMetricLearner, BaseEstimator):
     Attributes
     ----------
     M_ : ndarray of shape (d_x + d_y, d_x + d_y)
-        The learned metric, acting on preconditioned inputs ``z̃ = [x̃; −ỹ]``.
+        The learned metric, acting on preconditioned inputs ``z̃ = [x̃; −ỹ]`` -- on the span
+        coordinates of views wider than their training samples (``2m × 2m``), where the model
+        adds the untrained distance outside the span, scaled, when it started from
+        ``"identity"`` (``complement_scale_``, ``complement_basis_``;
+        :mod:`crossmetric._solvers.span`).
+    init_ : str
+        The start trained from.
+    validation_scores_, validation_aucs_, validation_loss_curve_ : list of float or None
+        Held-out rank-1, ROC AUC and loss at the start (entry 0) and every evaluated iterate.
+    best_iteration_ : int or None
+        The iteration kept (0: the start).
     components_x_ : ndarray of shape (n_components, d_x)
     components_y_ : ndarray of shape (n_components, d_y)
         ``L_x P_xᵀ``, ``L_y P_yᵀ`` with ``M ≈ [L_x, L_y]ᵀ [L_x, L_y]`` (the paper's ``W_xᵀ``,
@@ -634,22 +688,30 @@ class CMLAUC(CrossModalMixin, _AUCMetricLearner, BaseEstimator):
     (5, 32)
     """
 
+    #: two views wider than their training samples are fitted on their span (exact), with
+    #: the untrained distance of the rest: the protocols' ``pca_components="auto"`` leaves
+    #: the views as they are
+    _reduces_to_span = True
     _cross = True
 
     def _fit(self, data: PairData, y: np.ndarray) -> None:
         self._run_ppa(data, y)
 
     def _store_components(self, L: np.ndarray) -> None:
-        dx = self.n_features_in_x_
-        # z̃ = [x̃; −ỹ]: L z̃ = L_x x̃ − L_y ỹ, and x̃ = (x − mean_x_) @ whitening_x_
-        self.components_x_ = L[:, :dx] @ self.whitening_x_.T
-        self.components_y_ = L[:, dx:] @ self.whitening_y_.T
+        dx = self.whitening_x_.shape[0]
+        # z̃ = [x̃; −ỹ]: L z̃ = L_x x̃ − L_y ỹ, and x̃ = (x − mean_x_) @ whitening_x_ (on the
+        # span coordinates x Q of wide views, mapped back to the features here)
+        Qx, Qy = self._spans
+        self.components_x_ = from_span(L[:, :dx] @ self.whitening_x_.T, Qx)
+        self.components_y_ = from_span(L[:, dx:] @ self.whitening_y_.T, Qy)
+        self.mean_x_ = from_span(self.mean_x_, Qx)
+        self.mean_y_ = from_span(self.mean_y_, Qy)
 
     def _embed_x(self, X: np.ndarray) -> np.ndarray:
-        return (X - self.mean_x_) @ self.components_x_.T
+        return with_complement(self, (X - self.mean_x_) @ self.components_x_.T, X)
 
     def _embed_y(self, Y: np.ndarray) -> np.ndarray:
-        return (Y - self.mean_y_) @ self.components_y_.T
+        return with_complement(self, (Y - self.mean_y_) @ self.components_y_.T, Y)
 
 
 class MahaAUC(LinearSingleModalMixin, _AUCMetricLearner, BaseEstimator):
@@ -666,8 +728,12 @@ class MahaAUC(LinearSingleModalMixin, _AUCMetricLearner, BaseEstimator):
     n_components, fpr_range, gamma, mu, batch_size_pos, batch_size_neg, eta0, rho, tau, \
 max_iter, tol, n_iter_no_change, eval_every, random_state, verbose
         As in :class:`CMLAUC`.
-    init : {"pca", "identity"}, default="pca"
-        Both give ``M₀ = I`` here (PCA with all directions kept is a rotation).
+    init : {"auto", "pca", "identity"}, default="auto"
+        ``"pca"`` gives ``M₀ = I`` here (PCA with all directions kept is a rotation);
+        ``"identity"`` the untrained distance ``‖x − y‖²`` (``I`` on the raw inputs);
+        ``"auto"`` the better of the two on the held-out identities of ``early_stopping``.
+    early_stopping, validation_fraction
+        As in :class:`CMLAUC`.
     standardize : {"whiten", "scale", "none"} or bool, default="whiten"
         As in :class:`CMLAUC`, with one map ``whitening_`` fitted on the pooled distinct
         training samples of both sides; shifts do not change ``x − y``.

@@ -86,8 +86,8 @@ class CMML(CrossModalMixin, BaseEstimator):
     early_stopping : {"auto", True, False}, default="auto"
         Hold out ``validation_fraction`` of the training samples, whole identities (the connected
         components of the positive pairs), and score the start and every iteration on them: the
-        mean of the rank-1 rate and the ROC AUC over all cross distances of the held-out samples
-        (see :mod:`crossmetric._solvers.early_stopping`). The best of these -- the start
+        rank-1 rate, then the ROC AUC, over all cross distances of the held-out samples (see
+        :mod:`crossmetric._solvers.early_stopping`). The best of these -- the start
         included -- is kept, so that the fitted model is never worse on held-out identities than
         where it started; training stops once neither that score nor the model's loss on the
         held-out samples has improved for ``n_iter_no_change`` iterations. The model is learned
@@ -129,8 +129,8 @@ class CMML(CrossModalMixin, BaseEstimator):
     n_iter_ : int
     loss_curve_ : list of float
     validation_scores_ : list of float or None
-        Validation score (mean of rank-1 and ROC AUC on the held-out identities) after each
-        iteration, entry 0 at the start (``early_stopping``).
+        Validation rank-1 on the held-out identities after each iteration, entry 0 at the
+        start (``early_stopping``); ``validation_aucs_`` their ROC AUC.
     validation_loss_curve_ : list of float or None
         Loss on the validation pairs after each iteration (``early_stopping``).
     best_iteration_ : int or None

@@ -76,6 +76,7 @@ from crossmetric._aliases import forward_assignments
 from crossmetric._base import CrossModalMixin, PairData
 from crossmetric.batches import IdentityRounds
 from crossmetric.learners import _gsm_towers
+from crossmetric.learners._gsm_guard import gsm_split, gsm_with_complement, guarded_start
 from crossmetric.learners._gsm_measure import (  # noqa: F401 - re-exported: the measure's public names
     _NO_F,
     _TIED,
@@ -87,7 +88,6 @@ from crossmetric.learners._gsm_measure import (  # noqa: F401 - re-exported: the
     gsm_matrix,
     gsm_rowwise,
 )
-from crossmetric.learners._gsm_guard import chosen_start, gsm_monitor, gsm_split
 from crossmetric.learners._gsm_reduction import apply_reducer
 from crossmetric.learners._gsm_towers import GSMTowersMixin
 from crossmetric.learners._gsm_training import (
@@ -121,8 +121,8 @@ class GSM(GSMTowersMixin, CrossModalMixin, BaseEstimator):
     With few identities (50-1000; VIPeR, CUHK01 camera A ↔ B): ``stopping="window",
     tol=1e-2, n_iter_no_change=10`` trains to a plateau of the smoothed objective, where the
     default stop can end while it still falls (CUHK01, 871 persons, PatchColorSIFT + PCA-64:
-    rank-1 49 → 53 %). Two views of one descriptor share coordinates: set
-    ``joint_reduction=True``, so that the start ``init="identity"`` (which ``"auto"`` tries)
+    rank-1 49 → 53 %). Two views of one descriptor share coordinates (one reduction of both,
+    ``joint_reduction="auto"``), and the start ``init="identity"`` (which ``"auto"`` tries)
     is their untrained distance (CUFS, 180 persons, one PCA-100: rank-1 64.3 → 95.8 %).
     For the generalized form also try ``start_from="euclidean"`` with ``penalty="start"``
     and ``start_mu`` (:data:`crossmetric.registry.GSM_PAPER_GRID`).
@@ -227,7 +227,7 @@ class GSM(GSMTowersMixin, CrossModalMixin, BaseEstimator):
     early_stopping : {"auto", True, False}, default="auto"
         Hold out ``validation_fraction`` of the training identities (whole connected
         components of the positive pairs) and score the start and every epoch on them: the
-        mean of rank-1 and ROC AUC over all cross similarities of the held-out samples
+        rank-1, then ROC AUC, over all cross similarities of the held-out samples
         (:mod:`crossmetric._solvers.early_stopping`, as every iterative learner). Training
         stops once neither that score nor the held-out loss has improved for
         ``n_iter_no_change`` epochs, and the best check -- the start included -- is kept, so
@@ -239,11 +239,12 @@ class GSM(GSMTowersMixin, CrossModalMixin, BaseEstimator):
         Rows r of the L matrices (``None``: ``min(p_x, p_y)``, square as in the paper). A
         smaller r learns, jointly with the similarity, a projection of the reduced features
         to r dimensions -- the role of the paper's learned reduction layer (§5.5 (i)).
-    joint_reduction : bool, default=False
+    joint_reduction : {"auto", True, False}, default="auto"
         One reduction (PCA or centring, and scale) fitted on the training samples of both
         modalities together and applied to both -- for two views of one descriptor (two
-        cameras), where the paper's shared layer gives corresponding coordinates and the
-        tied structures (``B = A``) assume them. Needs views of equal width.
+        cameras), where the paper's shared layer gives corresponding coordinates, the tied
+        structures (``B = A``) assume them and the untrained distance is a start. ``True``
+        needs views of equal width; ``"auto"``: joint when they have one width.
     stopping : {"patience", "window"}, default="patience"
         ``"patience"``: stop when the epoch objective has not decreased by more than ``tol``
         (absolute) for ``n_iter_no_change`` epochs in a row. ``"window"``: stop when the mean
@@ -271,11 +272,9 @@ class GSM(GSMTowersMixin, CrossModalMixin, BaseEstimator):
         The batches used.
     n_identities_ : int
         Identities the sample-based batches drew from (``"sample"`` only).
-    validation_scores_ : list of float
-        Held-out score (mean of rank-1 and ROC AUC) at the start (entry 0) and after each
-        epoch (``early_stopping`` only; else empty).
-    validation_loss_curve_ : list of float
-        The held-out loss at the same checks (``early_stopping`` only; else empty).
+    validation_scores_, validation_loss_curve_ : list of float
+        Held-out rank-1 (``validation_aucs_``: AUC) and loss at the start (entry 0) and after
+        each epoch (``early_stopping`` only; else empty).
     best_iteration_ : int or None
         The epoch whose parameters were kept (0: the start; ``early_stopping`` only).
     init_ : str
@@ -316,7 +315,7 @@ class GSM(GSMTowersMixin, CrossModalMixin, BaseEstimator):
                  init: str = "auto", batch_mode: str = "auto", n_identities: int = 64,
                  n_images_x: int = 2, n_images_y: int = 2, hard_negatives: int | None = None,
                  early_stopping="auto", validation_fraction: float = 0.2,
-                 rank: int | None = None, joint_reduction: bool = False,
+                 rank: int | None = None, joint_reduction="auto",
                  stopping: str = "patience", penalty: str = "zero", start_from=None,
                  start_mu: float | str | None = None):
         self.n_components = n_components
@@ -374,10 +373,9 @@ class GSM(GSMTowersMixin, CrossModalMixin, BaseEstimator):
         p_x, p_y = X.shape[1], Y.shape[1]
         r = min(p_x, p_y) if self.rank is None else int(self.rank)
         f0 = float(start_params(self, start)[1]) if start is not None else float(self.f)
-        monitor = None if split is None else gsm_monitor(
-            self, lambda prm, A, B: self._similarity(prm, A, B, f0, r), X, Y,
-            rows_vx, rows_vy, ids_x, ids_y, y, rng)
-        self.init_, params = chosen_start(self, start, monitor, X, Y, ix, iy, y, r, rng)
+        monitor, params = guarded_start(
+            self, start, None if split is None else (rows_vx, rows_vy), data, X, Y,
+            (ids_x, ids_y), (ix, iy, y), r, f0, rng)
         anchor = {k: np.copy(v) for k, v in params.items()} if self.penalty == "start" else None
         self.batch_mode_ = resolve_batch_mode(self.batch_mode, ids_x, ids_y, ix, iy, y,
                                               n_conflicts)
@@ -407,10 +405,12 @@ class GSM(GSMTowersMixin, CrossModalMixin, BaseEstimator):
         self._set_components(params, f0, r, p_x, p_y)
 
     def _embed_x(self, X: np.ndarray) -> np.ndarray:
-        return apply_reducer(self.reducer_x_, X) @ self.components_x_.T
+        return gsm_with_complement(self, apply_reducer(self.reducer_x_, X)
+                                   @ self.components_x_.T, X)
 
     def _embed_y(self, Y: np.ndarray) -> np.ndarray:
-        return apply_reducer(self.reducer_y_, Y) @ self.components_y_.T
+        return gsm_with_complement(self, apply_reducer(self.reducer_y_, Y)
+                                   @ self.components_y_.T, Y)
 
 
 # _set_components and _similarity moved to GSMTowersMixin: patching the measure's functions here

@@ -13,8 +13,8 @@ import numpy as np
 from sklearn.utils import check_random_state
 
 from crossmetric import metrics as M
-from crossmetric.learners.baselines import Euclidean
 from crossmetric._checks import as_float_array, check_pair_labels, check_positive_int
+from crossmetric.learners.baselines import Euclidean
 from crossmetric.protocols.evaluate import (
     RANKS,
     ROC_GRID,

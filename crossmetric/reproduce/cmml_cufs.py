@@ -139,9 +139,10 @@ def reproduce_cmml_cufs(data_home, *, n_splits: int = 10, seed: int = 0,
 
     def task(n):
         chosen = names if n == 1 else ["cmml"]
-        est = {_label(m, d, n): make_estimator(m, n_components=d) for m in chosen for d in dims}
+        est = {_label(m, d, n): make_estimator(m, paper=True, n_components=d)
+               for m in chosen for d in dims}
         if n == 1:   # the untrained floor on the same PCA features (no latent dimension)
-            est["Euclidean"] = make_estimator("euclidean")
+            est["Euclidean"] = make_estimator("euclidean", paper=True)
         grids = ({_label(m, d, n): list(selection[m]) for m in chosen if m in selection
                   for d in dims} if tune else None)
         return est, grids

@@ -124,9 +124,9 @@ def reproduce_cml_auc_cufs(data_home, *, n_splits: int = 10, seed: int = 0,
                          f"some of {', '.join(CML_AUC_CUFS_METHODS)}.")
     _progress(verbose, "cml-auc-cufs: dense SIFT of 836 CUFS faces")
     data = cufs_features(data_home)
-    estimators = {METHODS[m].display: make_estimator(m) for m in names}
-    grids = ({METHODS[m].display: METHODS[m].search_grid("paper") for m in names
-              if METHODS[m].search_grid("paper")} if tune else None)
+    estimators = {METHODS[m].display: make_estimator(m, paper=True) for m in names}
+    paper_grids = {m: METHODS[m].search_grid("paper", with_start=False) for m in names}
+    grids = ({METHODS[m].display: g for m, g in paper_grids.items() if g} if tune else None)
     _progress(verbose, f"cml-auc-cufs: {len(names)} methods x {n_splits} splits "
                        f"({N_TEST} test persons each), PCA-{pca_components}"
                        + (", paper grids tuned by rank-1 on training persons" if tune else ""))

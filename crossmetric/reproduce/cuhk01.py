@@ -171,12 +171,13 @@ def _methods(structures, baselines, gsm_params: dict, grid=None) -> tuple[dict, 
     for row in structures:
         if row not in GSM_STRUCTURES:
             raise ValueError(f"structures: {row!r} is not one of {', '.join(GSM_STRUCTURES)}.")
-        est[row] = make_estimator("gsm", structure=GSM_STRUCTURES[row], **gsm_params)
+        est[row] = make_estimator("gsm", paper=True, structure=GSM_STRUCTURES[row],
+                                  **gsm_params)
         grids[row] = gsm_paper_grid(GSM_STRUCTURES[row]) if grid is None else list(grid)
     for m in baselines:
         if m not in CUHK01_BASELINES:
             raise ValueError(f"baselines: {m!r} is not one of {', '.join(CUHK01_BASELINES)}.")
-        est[METHODS[m].display] = make_estimator(m)
+        est[METHODS[m].display] = make_estimator(m, paper=True)
     return est, grids
 
 
@@ -371,7 +372,8 @@ def reproduce_gsm_cuhk01_deep(data_home, *, n_splits: int = 10, seed: int = 0,
     if with_gsm:
         from crossmetric.registry import make_estimator
 
-        est["Generalized (hand-crafted, PCA-400)"] = make_estimator("gsm", **CUHK01_GSM)
+        est["Generalized (hand-crafted, PCA-400)"] = make_estimator("gsm", paper=True,
+                                                                    **CUHK01_GSM)
         feats = cuhk01_features(data_home, cache=cache, persons=persons)
     pub = PUBLISHED["gsm-cuhk01-deep"]
     splits = []

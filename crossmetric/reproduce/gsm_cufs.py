@@ -225,8 +225,8 @@ def reproduce_gsm_cufs(data_home, *, n_splits: int = 1, seed: int = 0, verbose: 
                 est, V = None, Z
             elif name in ("gsm", "gsm-euclidean"):
                 structure = "euclidean" if name == "gsm-euclidean" else "generalized"
-                est = make_estimator("gsm", random_state=split.seed, structure=structure,
-                                     **(gsm_params or {}))
+                est = make_estimator("gsm", paper=True, random_state=split.seed,
+                                     structure=structure, **(gsm_params or {}))
                 V = Z
                 grid = gsm_paper_grid(structure)
                 if tune and grid:

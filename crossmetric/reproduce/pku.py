@@ -226,7 +226,7 @@ def _pku_methods(deepgsm_params=None):
         try:
             # DeepGSM: this data's recipe, not the registry's digits setting
             out[name] = (pku_deepgsm(**(deepgsm_params or {})) if name == "deepgsm"
-                         else make_estimator(name.split("-")[0]))
+                         else make_estimator(name.split("-")[0], paper=True))
         except Exception as exc:  # a method missing from this installation
             out[name] = f"{type(exc).__name__}: {exc}"
     return out
@@ -268,7 +268,7 @@ def pku_select(name, estimator, H, ids, tr_sk, tr_ph, *, n_components, center, n
     from crossmetric.registry import METHODS
 
     if grid is None:
-        grid = METHODS[name].search_grid("paper")
+        grid = METHODS[name].search_grid("paper", with_start=False)
     if not grid:
         return None
     sketch_of = {p: i for i, p in zip(tr_sk, ids[tr_sk], strict=True)}

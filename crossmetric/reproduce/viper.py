@@ -40,6 +40,9 @@ def _pcca(kernel: str, **params):
 
     if kernel == "linear":
         params.setdefault("solver", "lbfgs")
+    # the paper's own start and plain optimisation (the library's guard is not the paper's)
+    params.setdefault("init", "pca")
+    params.setdefault("early_stopping", False)
     return PCCA(n_components=40, beta=3.0, kernel=kernel, **params)
 
 

@@ -36,6 +36,10 @@ class LinearTowers(CrossModalMixin, BaseEstimator):
     """Embedding ``x ↦ components_x_ (x − mean_x_)``, ``y ↦ components_y_ (y − mean_y_)``,
     L2-normalised when ``distance="cosine"`` (the linear two-tower baselines)."""
 
+    #: fitted in the span of the training samples (exact on wide views): the protocols'
+    #: ``pca_components="auto"`` leaves their views as they are
+    _reduces_to_span = True
+
     def _finish(self, F: np.ndarray) -> np.ndarray:
         return _l2_normalize(F) if self.distance == "cosine" else F
 

@@ -78,6 +78,10 @@ class KCCA(CrossModalMixin, BaseEstimator):
     True
     """
 
+    #: kernel on the samples (n × n whatever the width): the protocols'
+    #: ``pca_components="auto"`` leaves their views as they are
+    _reduces_to_span = True
+
     def __init__(self, n_components: int = 10, *, kernel="rbf", gamma=None, reg: float = 0.1,
                  distance: str = "cosine", preprocessor=None, kernel_approximation=None,
                  n_landmarks: int = 1000, random_state=None):

@@ -70,6 +70,10 @@ class KISSME(LinearSingleModalMixin, BaseEstimator):
     True
     """
 
+    #: fitted in the span of the training samples (exact on wide views): the protocols'
+    #: ``pca_components="auto"`` leaves their views as they are
+    _reduces_to_span = True
+
     def __init__(self, n_components: int | None = None, *, pca_components: int | None = None,
                  reg: float = 1e-6, preprocessor=None):
         self.n_components = n_components

@@ -22,6 +22,10 @@ __all__ = ["CCA", "PLS", "KPLS"]
 class _SklearnLatent(CrossModalMixin, BaseEstimator):
     """Shared code of the scikit-learn cross-decomposition adapters."""
 
+    #: fitted in the span of the training samples (exact on wide views): the protocols'
+    #: ``pca_components="auto"`` leaves their views as they are
+    _reduces_to_span = True
+
     _estimator_class: type = _SklearnCCA
 
     def __init__(self, n_components: int = 10, *, distance: str = "cosine", scale: bool = True,

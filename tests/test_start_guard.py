@@ -1,0 +1,139 @@
+"""Strong starts and the held-out guard: the untrained distance is a start of every iterative
+cross-modal learner (exactly, also on views wider than the training samples), the held-out
+identities choose the start and keep it when training does not beat it, and ``"auto"`` holds
+out only identity-complete pairs."""
+
+import warnings
+
+import numpy as np
+import pytest
+from sklearn.exceptions import ConvergenceWarning
+
+import crossmetric._solvers.early_stopping as es
+import crossmetric._solvers.linalg as linalg
+from crossmetric import CMLAUC, CMML, GSM, PCCA, make_pairs
+from crossmetric._base import PairData, squared_euclidean_matrix
+from crossmetric._solvers.span import complement_distances
+
+
+def _wide_views(n=40, d=120, seed=0):
+    """Two noisy views of ``n`` identities in one ``d``-feature space (d > training samples)."""
+    rng = np.random.RandomState(seed)
+    Z = rng.randn(n, d)
+    return Z + 0.7 * rng.randn(n, d), Z + 0.7 * rng.randn(n, d), np.arange(n)
+
+
+LEARNERS = {
+    "CMML": lambda **kw: CMML(None, max_iter=30, random_state=0, **kw),
+    "CMLAUC": lambda **kw: CMLAUC(max_iter=30, random_state=0, **kw),
+    "GSM": lambda **kw: GSM(None, max_iter=5, random_state=0, **kw),
+}
+
+
+def _fit(model, X, Y, labels):
+    pairs, y = make_pairs(labels, labels, n_negatives=3, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        return model.set_params(preprocessor=(X, Y)).fit(pairs, y)
+
+
+def _spread(D, E):
+    """0 when ``D`` is ``E`` times one positive constant."""
+    ratio = D[E > 0] / E[E > 0]
+    return float(np.ptp(ratio) / np.mean(ratio))
+
+
+@pytest.mark.parametrize("name", sorted(LEARNERS))
+def test_a_start_that_training_does_not_beat_is_kept_and_is_the_untrained_distance(
+        name, monkeypatch):
+    """Every check after the start scores worse on the held-out identities: the fitted model
+    is the start, and the start ``"identity"`` is the untrained distance of the raw samples
+    up to one scale -- the part outside the training span (120 features, 32 training
+    samples a view) included."""
+    X, Y, labels = _wide_views()
+    calls = []
+
+    def falling(self, D):
+        calls.append(1)
+        return 1.0 / len(calls), 1.0 / len(calls)
+
+    monkeypatch.setattr(es.EarlyStopping, "score_matrix", falling)
+    model = _fit(LEARNERS[name](init="identity", early_stopping=True), X, Y, labels)
+    assert model.init_ == "identity" and model.best_iteration_ == 0
+    assert model.complement_scale_ > 0 and len(calls) > 1
+    D = model.cross_distance(X, Y)
+    if name == "GSM":  # S = α² ‖x − y‖² + f: a distance up to the offset f
+        D = D - model.f_
+    assert _spread(D, squared_euclidean_matrix(X, Y)) < 1e-8
+
+
+@pytest.mark.parametrize("name", sorted(LEARNERS))
+def test_auto_chooses_a_start_on_the_held_out_identities_and_never_ends_below_it(name):
+    X, Y, labels = _wide_views(60)
+    model = _fit(LEARNERS[name](), X, Y, labels)
+    assert model.init_ in ("identity", "random", "pca") or model.init_.startswith("cca")
+    scores = model.validation_scores_
+    assert scores[model.best_iteration_] == max(scores) >= scores[0]
+    # the pairs are identity-complete with 60 identities: "auto" held some out
+    assert model.best_iteration_ is not None
+
+
+def test_wide_linear_towers_in_the_span_equal_the_full_space_fit(monkeypatch):
+    """The span reduction is exact: CMML at full rank from the identity on 120-feature views
+    of 32 training samples gives the distances of the plain fit in the 120 features."""
+    X, Y, labels = _wide_views(16)
+    kw = dict(init="identity", early_stopping=False, max_iter=15, tol=0.0)
+    fast = _fit(CMML(None, **kw), X, Y, labels)
+    assert fast.components_x_.shape[0] < X.shape[1] and fast.complement_scale_ > 0
+    monkeypatch.setattr(linalg, "_REDUCE_TO_SPAN", False)
+    slow = _fit(CMML(None, **kw), X, Y, labels)
+    assert slow.components_x_.shape == (120, 120) and slow.complement_scale_ == 0
+    np.testing.assert_allclose(fast.cross_distance(X, Y), slow.cross_distance(X, Y),
+                               rtol=1e-6, atol=1e-9)
+    np.testing.assert_allclose(fast.loss_curve_, slow.loss_curve_, rtol=1e-8)
+
+
+def test_complement_distances_against_the_projector():
+    rng = np.random.RandomState(0)
+    Q = np.linalg.qr(rng.randn(10, 3))[0]
+    A, B = rng.randn(4, 10), rng.randn(5, 10)
+    R = np.eye(10) - Q @ Q.T
+    brute = np.array([[np.sum((R @ (a - b)) ** 2) for b in B] for a in A])
+    np.testing.assert_allclose(complement_distances(A, B, Q), brute, atol=1e-10)
+
+
+def _data(labels_x, labels_y, **kw):
+    pairs, y = make_pairs(labels_x, labels_y, random_state=0, **kw)
+    n_x, n_y = len(labels_x), len(labels_y)
+    return PairData(np.zeros((n_x, 1)), np.zeros((n_y, 1)), pairs[:, 0], pairs[:, 1]), y
+
+
+@pytest.mark.parametrize("labels, kw, expected", [
+    (np.arange(100), {}, True),                     # persons, every matching pair given
+    (np.arange(20), {}, False),                     # too few identities
+    (np.arange(1200), {}, False),                   # many: the paper's plain run
+    (np.repeat(np.arange(10), 60), {"max_positives": 500}, False),  # sampled class pairs
+])
+def test_auto_holds_out_only_identity_complete_pairs(labels, kw, expected):
+    data, y = _data(labels, labels, **kw)
+    assert es.resolve_early_stopping(CMML(), data, y, tied=False) is expected
+    assert es.resolve_early_stopping(CMML(early_stopping=True), data, y, tied=False)
+    assert not es.resolve_early_stopping(CMML(early_stopping=False), data, y, tied=False)
+
+
+def test_single_modal_pcca_guard_and_the_papers_run():
+    rng = np.random.RandomState(0)
+    labels = np.repeat(np.arange(50), 3)
+    X = rng.randn(50, 8)[labels] + 0.5 * rng.randn(150, 8)
+    pairs, y = make_pairs(labels, n_negatives=3, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        guarded = PCCA(None, random_state=0, preprocessor=X).fit(pairs, y)
+        plain = PCCA(8, init="pca", early_stopping=False, random_state=0,
+                     preprocessor=X).fit(pairs, y)
+    assert guarded.init_ in ("identity", "pca") and guarded.best_iteration_ is not None
+    assert plain.init_ == "pca" and plain.best_iteration_ is None
+    with pytest.raises(ValueError, match="early_stopping must be True, False or 'auto'"):
+        PCCA(early_stopping="sometimes", preprocessor=X).fit(pairs, y)
+    with pytest.raises(ValueError, match="init='cca' needs two linear towers"):
+        PCCA(None, init="cca", preprocessor=X).fit(pairs, y)
