@@ -137,3 +137,29 @@ def test_single_modal_pcca_guard_and_the_papers_run():
         PCCA(early_stopping="sometimes", preprocessor=X).fit(pairs, y)
     with pytest.raises(ValueError, match="init='cca' needs two linear towers"):
         PCCA(None, init="cca", preprocessor=X).fit(pairs, y)
+
+
+@pytest.mark.parametrize("name", sorted(LEARNERS))
+def test_a_fitted_estimator_is_a_start_at_its_own_distance(name, monkeypatch):
+    """``init=<fitted CCA>``: kept when training does not beat it, the learner's distance ranks
+    every gallery as the CCA's (whose shift, one mean of views of one descriptor, is a common
+    offset), and an estimator without linear towers is refused in one line."""
+    from crossmetric import CCA, KCCA
+
+    X, Y, labels = _wide_views(40, 30)
+    pairs, y = make_pairs(labels, labels, n_negatives=3, random_state=0)
+    cca = CCA(5, distance="euclidean", preprocessor=(X, Y)).fit(pairs, y)
+    monkeypatch.setattr(es.EarlyStopping, "score_matrix",
+                        lambda self, D, calls=[]: (calls.append(1), (1 / len(calls),) * 2)[1])
+    model = _fit(LEARNERS[name](init=cca, early_stopping=True), X, Y, labels)
+    assert model.init_ == "fitted" and model.best_iteration_ == 0
+    D = model.cross_distance(X, Y)
+    if name == "GSM":
+        D = D - model.f_
+    ref = cca.cross_distance(X, Y)
+    assert np.corrcoef(D.ravel(), ref.ravel())[0, 1] > 0.98
+    with pytest.raises(ValueError, match="init must be one of .* or a fitted estimator"):
+        _fit(LEARNERS[name](init=KCCA(), early_stopping=False), X, Y, labels)
+    cosine = CCA(5, preprocessor=(X, Y)).fit(pairs, y)
+    with pytest.raises(ValueError, match="distance='cosine' is not a distance of linear"):
+        _fit(LEARNERS[name](init=cosine, early_stopping=False), X, Y, labels)

@@ -23,7 +23,11 @@ if TYPE_CHECKING:  # pragma: no cover
     from crossmetric._solvers.logistic import TowerProblem
 
 __all__ = ["INITS", "CCA_RIDGES", "PROJECTION_INITS", "initial_weights",
-           "rescale_to_unit_distance", "initial_projection", "cca_start", "start_candidates"]
+           "rescale_to_unit_distance", "initial_projection", "cca_start", "start_candidates",
+           "check_init", "fitted_towers", "FITTED"]
+
+#: the name of a start given as a fitted estimator (``init=estimator``)
+FITTED = "fitted"
 
 INITS = ("auto", "pca", "random", "identity", "cca")
 #: the ridges (relative to the mean eigenvalue) of the closed-form starts tried by ``"auto"``
@@ -125,6 +129,54 @@ def cca_start(X: np.ndarray, Y: np.ndarray, ix: np.ndarray, iy: np.ndarray, y: n
     return A, B
 
 
+def check_init(init, names=INITS):
+    """``init``: one of ``names``, or a fitted estimator (returned as :data:`FITTED`)."""
+    if isinstance(init, str):
+        if init not in names:
+            raise ValueError(f"init must be one of {', '.join(map(repr, names))} or a fitted "
+                             f"estimator, got {init!r}.")
+        return init
+    if any(hasattr(init, a) for a in ("components_", "components_x_", "x_rotations_")):
+        return FITTED
+    raise ValueError(f"init must be one of {', '.join(map(repr, names))} or a fitted "
+                     f"estimator with linear towers (components_, components_x_ and "
+                     f"components_y_, or x_rotations_ and y_rotations_), got "
+                     f"{type(init).__name__}.")
+
+
+def fitted_towers(init, cross: bool) -> list[np.ndarray]:
+    """The linear towers ``[A]`` (one modality) or ``[A, B]`` of a fitted estimator given as
+    ``init`` -- its ``components_`` or ``components_x_`` / ``components_y_`` (rows over the
+    features), or the rotations of :class:`crossmetric.CCA` / PLS -- so that a learner starts
+    at its distance ``‖A x − B y‖²``.
+
+    A shift the estimator subtracts first (``mean_x_``, ``mean_y_``) is not a point of a tower
+    without bias: the start then differs from it by the constant offset ``A x̄ − B ȳ``, exact
+    where the two shifts map to one point (one mean of two views of one descriptor). Note
+    that :func:`sklearn.base.clone` (and so every protocol of the library) clones a fitted
+    estimator given as a parameter into an unfitted one: give it to a learner that is fitted
+    directly.
+    """
+    if getattr(init, "distance", "euclidean") != "euclidean":
+        raise ValueError(f"init: a fitted {type(init).__name__} with distance="
+                         f"{init.distance!r} is not a distance of linear towers; fit it with "
+                         f"distance='euclidean' to start from it.")
+    if cross:
+        if hasattr(init, "components_x_") and hasattr(init, "components_y_"):
+            return [np.asarray(init.components_x_, float), np.asarray(init.components_y_, float)]
+        if hasattr(init, "x_rotations_"):  # CCA / PLS: ((x − x̄) / s_x) @ rotations
+            return [(np.asarray(getattr(init, f"{v}_rotations_"), float)
+                     / np.asarray(getattr(init, f"{v}_std_", 1.0), float).reshape(-1, 1)).T
+                    for v in ("x", "y")]
+        if hasattr(init, "components_"):  # a single-modal metric on both views
+            A = np.asarray(init.components_, float)
+            return [A, A]
+    elif hasattr(init, "components_"):
+        return [np.asarray(init.components_, float)]
+    raise ValueError(f"init: a fitted {type(init).__name__} has no linear towers this learner "
+                     f"can start from (components_{'x_ and components_y_' if cross else ''}).")
+
+
 def start_candidates(init, paper_init: str, *, cross: bool, features: bool,
                      equal_widths: bool, held_out: bool = True, full_rank: bool = True
                      ) -> list[str]:
@@ -138,8 +190,8 @@ def start_candidates(init, paper_init: str, *, cross: bool, features: bool,
     held-out identities) and the paper's own start ``paper_init``; the validation hold-out
     of :mod:`crossmetric._solvers.early_stopping` keeps the best; without a hold-out
     (``held_out=False``) ``"auto"`` is the paper's start.
-    ``init="cca"``: the ridges only. Any other name: itself. These starts are the library's:
-    the papers start from random or PCA weights.
+    ``init="cca"``: the ridges only. Any other name (:data:`FITTED` for an estimator):
+    itself. These starts are the library's: the papers start from random or PCA weights.
     """
     if init == "cca":
         if not (cross and features):

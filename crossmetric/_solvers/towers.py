@@ -38,8 +38,10 @@ from crossmetric._solvers.span import (
     with_complement,
 )
 from crossmetric._solvers.starting import (
-    INITS,
+    FITTED,
     cca_start,
+    check_init,
+    fitted_towers,
     initial_weights,
     rescale_to_unit_distance,
     ridge_of,
@@ -91,7 +93,7 @@ def fit_logistic_towers(est, data, y, *, kernels, gammas, side_names, name: str)
     """
     beta = check_positive_scalar(est.beta, "beta")
     solver = check_choice(est.solver, "solver", SOLVERS + STOCHASTIC_SOLVERS)
-    init = check_choice(est.init, "init", INITS)
+    init = check_init(est.init)
     max_iter = check_positive_int(est.max_iter, "max_iter")
     tol = check_positive_scalar(est.tol, "tol", allow_zero=True)
     _, _, patience = check_early_stopping(est)
@@ -103,6 +105,9 @@ def fit_logistic_towers(est, data, y, *, kernels, gammas, side_names, name: str)
         refuse_early_stopping(est, solver)
         settings = stochastic_settings(est)
         settings.update(max_iter=max_iter, tol=tol, rng=rng)
+        if init == FITTED:
+            raise ValueError(f"init=<fitted estimator> needs a full-batch solver, not "
+                             f"solver={solver!r}.")
         start = est._paper_init if init in ("auto", "cca") else init
         Ws, maps, est.loss_curve_, est.n_iter_ = fit_pair_towers(
             data, y, tied=tied, kernels=kernels, gammas=gammas, approximation=approximation,
@@ -154,7 +159,8 @@ def fit_logistic_towers(est, data, y, *, kernels, gammas, side_names, name: str)
                              equal_widths=joint, held_out=monitor is not None,
                              full_rank=k >= max(t.Phi.shape[1] for t in towers))
     with blas_threads(sum(t.Phi.size for t in towers) * k):
-        starts = {name: _start(problem, towers, k, name, exact, rng, data, y)
+        starts = {name: _start(problem, towers, k, name, exact, rng, data, y,
+                               (est.init, bases))
                   for name in names}
         scales = {name: _complement_scale(name, W0, k, complement)
                   for name, W0 in starts.items()}
@@ -192,11 +198,27 @@ def _complement_scale(name: str, W0, k: int, Q) -> float:
     return float(np.linalg.norm(W0[0][0]))
 
 
-def _start(problem, towers, k: int, name: str, exact, rng, data, y):
+def _start(problem, towers, k: int, name: str, exact, rng, data, y, fitted):
     """The rescaled starting weights of one named start (see
-    :func:`~crossmetric._solvers.starting.start_candidates`). The untrained distance and the
-    closed form keep the two towers' relative scale (only their common scale moves to a mean
-    ``D²`` of 1), so that their ranking of the pairs is exactly theirs."""
+    :func:`~crossmetric._solvers.starting.start_candidates`; ``fitted``: ``(estimator,
+    span bases)`` for :data:`~crossmetric._solvers.starting.FITTED`, its towers on the span
+    coordinates, ``k`` rows). The untrained distance, the closed form and a fitted estimator
+    keep the two towers' relative scale (only their common scale moves to a mean ``D²`` of
+    1), so that their ranking of the pairs is exactly theirs."""
+    if name == FITTED:
+        estimator, bases = fitted
+        W0 = []
+        for W, Q, t in zip(fitted_towers(estimator, len(towers) == 2), bases, towers,
+                           strict=True):
+            if W.shape[1] != (Q.shape[0] if Q is not None else t.Phi.shape[1]):
+                raise ValueError(f"init: the fitted {type(estimator).__name__} has "
+                                 f"{W.shape[1]} features per tower, the data "
+                                 f"{Q.shape[0] if Q is not None else t.Phi.shape[1]}.")
+            W = W if Q is None else W @ Q
+            out = np.zeros((k, W.shape[1]))
+            out[:min(k, W.shape[0])] = W[:k]
+            W0.append(out)
+        return rescale_to_unit_distance(problem, W0, balance=False)
     if name.startswith("cca"):
         W0 = list(cca_start(towers[0].Phi, towers[1].Phi, data.ix, data.iy, y, k,
                             ridge_of(name)))

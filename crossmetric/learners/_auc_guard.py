@@ -10,7 +10,9 @@ one modality):
   modality centred (``M₀ = S Sᵀ``, ``S = [P_x⁻¹; P_y⁻¹]``; ``‖x − y‖²`` itself for one
   modality); views of one width only;
 * ``"cca(reg=R)"`` -- the closed form, ridge CCA of the positive pairs
-  (:func:`crossmetric._solvers.starting.cca_start`): ``S = [Aᵀ; Bᵀ]``.
+  (:func:`crossmetric._solvers.starting.cca_start`): ``S = [Aᵀ; Bᵀ]``;
+* ``"fitted"`` -- a fitted estimator given as ``init`` (its linear towers ``A``, ``B``:
+  :func:`crossmetric._solvers.starting.fitted_towers`), ``S = [P_x⁻¹ Aᵀ; P_y⁻¹ Bᵀ]``.
 
 The library adds the last two (the paper starts from PCA); ``init="auto"`` scores each on the
 held-out identities (:mod:`crossmetric._solvers.early_stopping`) and trains from the best.
@@ -22,7 +24,7 @@ import numpy as np
 
 from crossmetric._solvers.early_stopping import EarlyStopping, Validation, check_early_stopping
 from crossmetric._solvers.span import complement_distances, tower_bases
-from crossmetric._solvers.starting import cca_start, ridge_of
+from crossmetric._solvers.starting import FITTED, cca_start, fitted_towers, ridge_of
 
 __all__ = ["metric_start", "metric_monitor", "quadratic_cross", "span_views", "from_span"]
 
@@ -57,6 +59,19 @@ def metric_start(est, name: str, Xs: np.ndarray, Ys: np.ndarray, data, y) -> np.
             raise ValueError(f"init='identity' needs views of one width (the untrained "
                              f"distance), got {Xs.shape[1]} and {Ys.shape[1]} features.")
         S = np.vstack([np.linalg.inv(est.whitening_x_), np.linalg.inv(est.whitening_y_)])
+        return S @ S.T
+    if name == FITTED:  # its towers on the span coordinates, through the preconditioners
+        towers = fitted_towers(est.init, cross)
+        spans = getattr(est, "_spans", (None, None))
+        maps = ((est.whitening_x_, est.whitening_y_) if cross else (est.whitening_,))
+        S = []
+        for W, Q, P in zip(towers, spans, maps, strict=False):
+            W = W if Q is None else W @ Q
+            if W.shape[1] != P.shape[0]:
+                raise ValueError(f"init: the fitted {type(est.init).__name__} has "
+                                 f"{W.shape[1]} features per tower, the data {P.shape[0]}.")
+            S.append(np.linalg.solve(P, W.T))  # x̃ P⁻¹ Wᵀ = (x − x̄) Wᵀ
+        S = np.vstack(S) if cross else S[0]
         return S @ S.T
     k = min(Xs.shape[1], Ys.shape[1])
     A, B = cca_start(Xs, Ys, data.ix, data.iy, y, k, ridge_of(name))

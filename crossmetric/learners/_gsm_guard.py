@@ -11,6 +11,8 @@ best kept, the start included. The starts, all in the generalized measure's own 
 * ``"cca(reg=R)"`` -- the closed form: ``L_A = L_Cx = α A``, ``L_B = L_Cy = α B`` with ``(A,
   B)`` the ridge CCA of the positive pairs (:func:`crossmetric._solvers.starting.cca_start`),
   so that ``S = α² ‖A x − B y‖² + f`` (structures with those four matrices);
+* ``"fitted"`` -- a fitted estimator given as ``init``: its linear towers
+  (:func:`crossmetric._solvers.starting.fitted_towers`) through the reduction, as above;
 
 ``α`` puts the mean training pair on the margin's centre ``S = 0``. The library adds the last
 two; the paper starts at random.
@@ -34,7 +36,14 @@ from crossmetric._solvers.span import (
     complement_distances,
     set_complement,
 )
-from crossmetric._solvers.starting import cca_start, ridge_of, start_candidates
+from crossmetric._solvers.starting import (
+    FITTED,
+    cca_start,
+    check_init,
+    fitted_towers,
+    ridge_of,
+    start_candidates,
+)
 from crossmetric.learners._gsm_measure import STRUCTURES
 from crossmetric.learners._gsm_training import starting_params
 
@@ -57,12 +66,13 @@ def gsm_split(est, data, ix, iy, y, rng):
 
 def gsm_start_names(est, p_x: int, p_y: int, held_out: bool) -> list[str]:
     """The named starts ``est.init`` stands for (see the module docstring)."""
-    names = start_candidates(est.init, "random", cross=True, features=True,
+    init = check_init(est.init, ("auto", "euclidean", "identity", "random", "cca"))
+    names = start_candidates(init, "random", cross=True, features=True,
                              equal_widths=p_x == p_y, held_out=held_out)
     if not {"LA", "LB", "LCx", "LCy"} <= set(STRUCTURES[est.structure]):
-        if est.init == "cca":
-            raise ValueError(f"init='cca' needs a structure with L_A, L_B, L_Cx and L_Cy "
-                             f"(the closed form's two towers), got {est.structure!r}.")
+        if init in ("cca", FITTED):
+            raise ValueError(f"init={init!r} needs a structure with L_A, L_B, L_Cx and L_Cy "
+                             f"(two linear towers), got {est.structure!r}.")
         names = [n for n in names if not n.startswith("cca")]
     return names
 
@@ -71,6 +81,36 @@ def cca_params(est, params: dict, name: str, X, Y, ix, iy, y, r: int) -> dict:
     """``params`` (the structure's, as :func:`init_params` made them) moved to the closed
     form ``name``."""
     A, B = cca_start(X, Y, ix, iy, y, r, ridge_of(name))
+    return tower_params(est, params, A, B, X, Y, ix, iy, r)
+
+
+def fitted_params(est, params: dict, X, Y, ix, iy, r: int) -> dict:
+    """``params`` moved to the fitted estimator ``est.init``: its towers on the reduced
+    coordinates (``reduce(z) = (z − μ) Pᵀ / c``, so that ``A (z − μ) = c A Pᵀ reduce(z)`` on
+    the reduction's span)."""
+    towers = []
+    for W, red in zip(fitted_towers(est.init, True), (est.reducer_x_, est.reducer_y_),
+                      strict=True):
+        kind, obj, scale = red
+        P = obj.components_ if kind == "pca" else None
+        width = P.shape[1] if P is not None else np.size(obj)
+        if W.shape[1] != width:
+            raise ValueError(f"init: the fitted {type(est.init).__name__} has {W.shape[1]} "
+                             f"features per tower, the data {width}.")
+        towers.append(scale * (W @ P.T) if P is not None else W * scale)
+    return tower_params(est, params, *towers, X, Y, ix, iy, r)
+
+
+def tower_params(est, params: dict, A, B, X, Y, ix, iy, r: int) -> dict:
+    """``params`` with ``L_A = L_Cx = α A`` and ``L_B = L_Cy = α B`` (``r`` rows, the rest
+    of ``A``, ``B`` dropped or zero rows added), so that ``S = α² ‖A x − B y‖² + f``; ``α``
+    puts the mean training pair ``(ix, iy)`` on ``S = 0``; the other parameters zero."""
+    def rows(W):
+        out = np.zeros((r, W.shape[1]))
+        out[:min(r, W.shape[0])] = W[:r]
+        return out
+
+    A, B = rows(A), rows(B)
     sq = float(np.mean(squared_euclidean_rows(X[ix] @ A.T, Y[iy] @ B.T)))
     f_abs = abs(float(est.f)) or 1.0
     alpha = np.sqrt(f_abs / sq) if sq > 0 else 1.0
@@ -127,10 +167,14 @@ def chosen_start(est, start, monitor, X, Y, ix, iy, y, r: int, rng, *, basis=Non
                                                                rng)[0]
     starts, scales = {}, {}
     for name in gsm_start_names(est, X.shape[1], Y.shape[1], monitor is not None):
-        closed = name.startswith("cca")
+        towers = name.startswith("cca") or name == FITTED
         prm = starting_params(est, None, X, Y, ix, iy, r, rng,
-                              "identity" if closed else name)[0]
-        starts[name] = cca_params(est, prm, name, X, Y, ix, iy, y, r) if closed else prm
+                              "identity" if towers else name)[0]
+        if name == FITTED:
+            prm = fitted_params(est, prm, X, Y, ix, iy, r)
+        elif towers:
+            prm = cca_params(est, prm, name, X, Y, ix, iy, y, r)
+        starts[name] = prm
         full = basis is not None and basis[0] is not None and r == X.shape[1] == Y.shape[1]
         scales[name] = (_identity_alpha(prm) / basis[1]
                         if name == "identity" and full else 0.0)

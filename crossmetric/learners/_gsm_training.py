@@ -21,6 +21,7 @@ from crossmetric._checks import check_positive_int, check_positive_scalar, user_
 from crossmetric._solvers.early_stopping import check_early_stopping
 from crossmetric._solvers.epochs import EpochPlateau, WindowPlateau, run_epochs
 from crossmetric._solvers.optim import Adam
+from crossmetric._solvers.starting import check_init
 from crossmetric._solvers.stochastic import PairBlocks
 from crossmetric.batches import balanced_weights, hardest_negatives, pair_completeness
 from crossmetric.learners._gsm_measure import _NO_F, _TIED, STRUCTURES, gsm_components, gsm_loss
@@ -53,7 +54,7 @@ def check_params(est) -> None:
     check_positive_scalar(est.tol, "tol", allow_zero=True)
     check_positive_scalar(est.init_scale, "init_scale")
     check_positive_scalar(est.feature_norm, "feature_norm")
-    _check_choice(est.init, "init", ("auto", "euclidean", "identity", "random", "cca"))
+    check_init(est.init, ("auto", "euclidean", "identity", "random", "cca"))
     _check_choice(est.penalty, "penalty", ("zero", "start"))
     if est.start_from is not None:
         special = tuple(k for k in STRUCTURES if k != "generalized")

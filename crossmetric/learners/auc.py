@@ -71,7 +71,6 @@ from crossmetric._base import (
     PairData,
 )
 from crossmetric._checks import (
-    check_choice,
     check_n_components,
     check_positive_int,
     check_positive_scalar,
@@ -85,7 +84,7 @@ from crossmetric._solvers.early_stopping import (
 )
 from crossmetric._solvers.proximal import phi_plus, ppa_step, prox_logdet
 from crossmetric._solvers.span import set_complement, with_complement
-from crossmetric._solvers.starting import start_candidates
+from crossmetric._solvers.starting import check_init, start_candidates
 from crossmetric._solvers.stopping import BestPlateau
 from crossmetric.learners._auc_guard import from_span, metric_monitor, metric_start, span_views
 from crossmetric.losses import check_fpr_range, pauc_window, pauc_window_bounds
@@ -302,7 +301,7 @@ class _AUCMetricLearner:
         if self.eval_every is not None:
             check_positive_int(self.eval_every, "eval_every")
         self._standardize_mode()
-        check_choice(self.init, "init", ("auto", "pca", "identity", "cca"))
+        check_init(self.init, ("auto", "pca", "identity", "cca"))
         check_early_stopping(self)
 
     # ------------------------------------------------------------------ data
@@ -426,7 +425,8 @@ class _AUCMetricLearner:
             w0 = np.maximum(v, 0.0)
             return (U0 * w0) @ U0.T, w0, U0
 
-        names = start_candidates(self.init, "pca", cross=cross, features=True,
+        names = start_candidates(check_init(self.init, ("auto", "pca", "identity", "cca")),
+                                 "pca", cross=cross, features=True,
                                  equal_widths=Xs.shape[1] == Ys.shape[1],
                                  held_out=monitor is not None)
         starts = {name: start(name) for name in names}
