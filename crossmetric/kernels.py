@@ -26,6 +26,8 @@ Seeger 2001): the kernel learners' ``kernel_approximation="nystroem"`` feeds ``�
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.kernel_approximation import Nystroem
@@ -304,10 +306,29 @@ KERNEL_APPROXIMATIONS = (None, "nystroem")
 _SKLEARN_KERNEL = {"rbf": "rbf", "chi2_rbf": "chi2"}
 
 
-def check_kernel_approximation(value, name: str = "kernel_approximation"):
-    if value not in KERNEL_APPROXIMATIONS:
-        raise ValueError(f"{name} must be one of {KERNEL_APPROXIMATIONS}, got {value!r}.")
-    return value
+#: ``kernel_approximation="auto"`` computes exact kernels up to this many samples a side (an
+#: n × n float64 kernel then takes at most 200 MB) and switches to Nyström features above
+EXACT_KERNEL_MAX_SAMPLES = 5000
+
+
+def check_kernel_approximation(value, name: str = "kernel_approximation", *,
+                               n_samples: int | None = None, learner: str = "the learner"):
+    """``value`` checked; ``"auto"`` resolved for ``n_samples`` training samples: ``None``
+    (exact kernels) up to :data:`EXACT_KERNEL_MAX_SAMPLES`, ``"nystroem"`` above, with a
+    one-line note (a ``UserWarning``) that says so."""
+    if value != "auto" and value not in KERNEL_APPROXIMATIONS:
+        raise ValueError(f"{name} must be one of {(*KERNEL_APPROXIMATIONS, 'auto')}, got "
+                         f"{value!r}.")
+    if value != "auto":
+        return value
+    if n_samples is None or n_samples <= EXACT_KERNEL_MAX_SAMPLES:
+        return None
+    warnings.warn(f"{learner}: {n_samples} training samples a side; an exact kernel would "
+                  f"take {n_samples ** 2 * 8 / 2 ** 30:.1f} GiB, so Nyström features are used "
+                  f"(kernel_approximation='auto', above {EXACT_KERNEL_MAX_SAMPLES}); set "
+                  f"kernel_approximation=None to force the exact kernel.", UserWarning,
+                  stacklevel=3)
+    return "nystroem"
 
 
 class NystroemMap(TransformerMixin, BaseEstimator):

@@ -112,3 +112,24 @@ def test_kcca_nystroem_with_all_landmarks_equals_exact(digits):
                                exact.cross_distance(Xte[:40], Xte[:30, ::-1] ** 2), atol=1e-6)
     small = KCCA(**kw, kernel_approximation="nystroem", n_landmarks=50, random_state=0)
     assert small.fit(pairs, y).feature_coef_x_.shape == (50, 6)
+
+
+def test_kcca_switches_to_nystroem_above_the_exact_kernel_size(monkeypatch):
+    """``kernel_approximation="auto"`` (KCCA's default): the exact n × n kernels up to
+    ``EXACT_KERNEL_MAX_SAMPLES`` samples, Nyström features above, said in one warning."""
+    import crossmetric.kernels as kernels
+    from crossmetric import make_pairs
+
+    rng = np.random.RandomState(0)
+    X, Y = rng.randn(120, 5), rng.randn(120, 5)
+    pairs, y = make_pairs(np.arange(120), np.arange(120), random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        exact = KCCA(3, preprocessor=(X, Y)).fit(pairs, y)
+    assert hasattr(exact, "dual_coef_x_") and not hasattr(exact, "feature_map_x_")
+    monkeypatch.setattr(kernels, "EXACT_KERNEL_MAX_SAMPLES", 50)
+    with pytest.warns(UserWarning, match="120 training samples a side.*Nyström"):
+        approx = KCCA(3, n_landmarks=30, preprocessor=(X, Y)).fit(pairs, y)
+    assert hasattr(approx, "feature_map_x_")
+    with pytest.raises(ValueError, match="kernel_approximation must be one of"):
+        KCCA(3, kernel_approximation="sometimes", preprocessor=(X, Y)).fit(pairs, y)

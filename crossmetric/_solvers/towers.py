@@ -98,7 +98,9 @@ def fit_logistic_towers(est, data, y, *, kernels, gammas, side_names, name: str)
     tol = check_positive_scalar(est.tol, "tol", allow_zero=True)
     _, _, patience = check_early_stopping(est)
     rng = check_random_state(est.random_state)
-    approximation = check_kernel_approximation(est.kernel_approximation)
+    approximation = check_kernel_approximation(
+        est.kernel_approximation, n_samples=max(data.X.shape[0], data.Y.shape[0]),
+        learner=name)
     tied = len(kernels) == 1
     drop_towers(est, ("",) if tied else ("_x", "_y"))  # a refit with another kernel
     if solver in STOCHASTIC_SOLVERS:

@@ -45,8 +45,10 @@ class KCCA(CrossModalMixin, BaseEstimator):
     distance : {"cosine", "euclidean"}, default="cosine"
         Comparison of the canonical variates (see the module docstring).
     preprocessor : tuple (X, Y), optional
-    kernel_approximation : {None, "nystroem"}, default=None
-        ``"nystroem"``: solve the same problem on the Nyström kernel ``K̃ = Φ Φᵀ`` of
+    kernel_approximation : {"auto", None, "nystroem"}, default="auto"
+        ``"auto"``: exact kernels up to
+        :data:`~crossmetric.kernels.EXACT_KERNEL_MAX_SAMPLES` positive pairs, Nyström above
+        (with a note). ``"nystroem"``: solve the same problem on the Nyström kernel ``K̃ = Φ Φᵀ`` of
         ``n_landmarks`` random positive-pair samples per modality
         (:class:`~crossmetric.kernels.NystroemMap`), through the thin SVD of the centred
         features ``Φ_c = U S Vᵀ`` (``K̃_c = U S² Uᵀ``): O(n·m²) time and O(n·m) memory instead
@@ -83,7 +85,7 @@ class KCCA(CrossModalMixin, BaseEstimator):
     _reduces_to_span = True
 
     def __init__(self, n_components: int = 10, *, kernel="rbf", gamma=None, reg: float = 0.1,
-                 distance: str = "cosine", preprocessor=None, kernel_approximation=None,
+                 distance: str = "cosine", preprocessor=None, kernel_approximation="auto",
                  n_landmarks: int = 1000, random_state=None):
         self.kernel_approximation = kernel_approximation
         self.n_landmarks = n_landmarks
@@ -114,7 +116,8 @@ class KCCA(CrossModalMixin, BaseEstimator):
         for attr in ("kernel_map", "feature_map", "feature_mean", "feature_coef", "dual_coef"):
             for side in "xy":
                 self.__dict__.pop(f"{attr}_{side}_", None)
-        if check_kernel_approximation(self.kernel_approximation) == "nystroem":
+        if check_kernel_approximation(self.kernel_approximation, n_samples=n,
+                                      learner="KCCA") == "nystroem":
             self._fit_nystroem(Xp, Yp, (kx, ky), (gx, gy), reg)
             return
         self.kernel_map_x_ = KernelMap(kx, gamma=gx).fit(Xp)
