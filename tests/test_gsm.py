@@ -566,7 +566,8 @@ def test_early_stopping_keeps_the_best_check_the_start_included():
     # check 0 is the start, then one check per epoch
     assert len(m.validation_scores_) == m.n_iter_ + 1 == len(m.loss_curve_) + 1
     assert len(m.validation_loss_curve_) == len(m.validation_scores_)
-    assert m.validation_scores_[m.best_iteration_] == max(m.validation_scores_)
+    # the kept check is the start or one better than it on the held-out identities
+    assert m.validation_scores_[m.best_iteration_] >= m.validation_scores_[0]
     # it stopped once neither the score nor the loss improved for n_iter_no_change epochs
     last = max(m.best_iteration_, int(np.argmin(m.validation_loss_curve_)))
     assert last + 3 >= m.n_iter_ or m.n_iter_ == 60

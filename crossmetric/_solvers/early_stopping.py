@@ -17,17 +17,20 @@ untrained one. ``early_stopping`` makes the hold-out explicit, as scikit-learn's
    all cross distances among the held-out samples (every pair of them, not only the sparse
    validation pairs) give the rank-1 rate (first-view samples as probes against the second
    view's, as the identification protocol measures; leave-one-out for one view; ties count as
-   misses) and the ROC AUC of same vs different identity. The check with the best rank-1
-   (the best AUC among equal ones) is kept, the start included (iteration 0), so that the
-   fitted model is never worse than its start on the held-out identities. The solver stops
-   once neither the score nor the learner's own loss on those samples (the positives' and the
-   negatives' mean losses weighted by the shares of the two classes among the *training*
-   pairs) has improved for ``n_iter_no_change`` iterations. Both are watched because each
+   misses) and the ROC AUC of same vs different identity. A check replaces the start, or the
+   best check so far, only when it is better beyond the hold-out's noise -- its probes won
+   outnumber those lost by a one-sided sign test at 5 % (:meth:`EarlyStopping.better`), or,
+   no probe changing, its AUC is higher -- so that the fitted model is never worse than its
+   start on the held-out identities, and not the luckiest of many checks either. The solver
+   stops once neither the score nor the learner's own loss on those samples (the positives'
+   and the negatives' mean losses weighted by the shares of the two classes among the
+   *training* pairs) has improved for ``n_iter_no_change`` iterations. Both are watched because each
    alone stops too early: from a random start the score can sit flat for more than ten
    iterations while the loss falls (kernel CMML), and the loss can rise -- the model growing
    confident on a few pairs -- while the score still improves.
 3. :func:`choose_start` scores several candidate starts (the untrained distance, the closed
-   form, the paper's start) the same way and keeps the best one (the first on ties).
+   form, the paper's start) the same way; a later one replaces an earlier only by the same
+   rule.
 
 ``early_stopping="auto"`` (the learners' default) turns this on when the training pairs hold
 :data:`AUTO_MIN_IDENTITIES` to :data:`AUTO_MAX_IDENTITIES` identities whose same-identity pairs
@@ -50,7 +53,7 @@ from crossmetric._base import PairData, squared_euclidean_matrix, used_pairs
 from crossmetric._checks import check_positive_int, check_positive_scalar
 from crossmetric._identity_draws import hold_out_identities
 from crossmetric.losses import generalized_logistic
-from crossmetric.metrics import rank_accuracy, roc_auc
+from crossmetric.metrics import roc_auc
 from crossmetric.pairs import identities_from_pairs, positive_components
 
 __all__ = ["AUTO_MAX_IDENTITIES", "EarlyStopping", "Validation", "validation_split",
@@ -64,6 +67,9 @@ AUTO_MAX_IDENTITIES = 1000
 #: (digits, mfeat), test pairs share them, and holding out whole classes would both take a
 #: large share of them from training and measure another task than the test's
 AUTO_MIN_IDENTITIES = 30
+#: a check replaces the start (or the best so far) when its held-out probes won exceed those
+#: lost by this many standard deviations of a fair coin (one-sided, 5 %)
+SIGN_TEST_Z = 1.645
 #: at most this many held-out samples per side are scored (a seeded subset above)
 MAX_VALIDATION_SAMPLES = 2000
 
@@ -319,34 +325,41 @@ class EarlyStopping:
         self.aucs: list[float] = []
         self.best_loss = np.inf
         self.best_score = (-np.inf, -np.inf)
+        self.best_seen = (-np.inf, -np.inf)  # for the patience: any improvement counts
+        self.best_hits = None
+        self.last_hits = None
         self.best_iteration = 0
         self.last_improvement = 0
         self.best_params = None
         self.unpack = None  # set by a solver that works on a flat parameter vector
 
-    def score_matrix(self, D: np.ndarray) -> tuple[float, float]:
-        """``(rank-1, ROC AUC)`` of the validation distances ``D``, compared in this order
-        (rank-1 first: on CUFS photo → sketch the closed form's held-out AUC beat the
-        untrained distance's, 0.974 against 0.928, while its rank-1 was lower, 0.898 against
-        0.915, and so it was on the test persons, 83 % against 89 %).
+    def probe_hits(self, D: np.ndarray) -> np.ndarray:
+        """Whether each probe's nearest gallery sample is a true match (strictly nearer than
+        every other identity's: ties are misses), first-view samples as probes against the
+        second view's, as the identification protocol and :meth:`cross_distance` order
+        them (a distance need not rank the same both ways: on raw HOG of CUFS photo → sketch
+        is 97 % and sketch → photo 43 %)."""
+        P = D[self._probes_x]
+        same = self._same[self._probes_x]
+        valid = self._valid[self._probes_x]
+        nearest_same = np.where(same & valid, P, np.inf).min(axis=1)
+        nearest_other = np.where(~same & valid, P, np.inf).min(axis=1)
+        return nearest_same < nearest_other
 
-        Rank-1 is that of the first view's samples as probes against the second view's as
-        gallery (the rows against the columns of ``D``, as the identification protocol and
-        :meth:`cross_distance` order them; a distance need not rank the same both ways: on
-        raw HOG of CUFS photo → sketch is 97 % and sketch → photo 43 %)."""
-        v = self._validation
-        # a sample never finds itself: its own distance above every other
-        worst = D if not v.tied else np.where(self._valid, D, 2.0 * float(D.max()) + 1.0)
-        r1 = (rank_accuracy(worst[self._probes_x], v.ids_x[self._probes_x], v.ids_y,
-                            ties="pessimistic") if self._probes_x.size else 0.0)
+    def score_matrix(self, D: np.ndarray) -> tuple[float, float]:
+        """``(rank-1, ROC AUC)`` of the validation distances ``D`` (:meth:`probe_hits`)."""
+        hits = self.probe_hits(D)
+        r1 = float(hits.mean()) if hits.size else 0.0
         labels = self._label
         auc = roc_auc(labels, -D[self._valid]) if np.unique(labels).size == 2 else 0.5
-        return float(r1), float(auc)
+        return r1, float(auc)
 
     def evaluate(self, params) -> tuple[float, tuple[float, float]]:
-        """``(validation loss, (rank-1, AUC))`` of ``params``."""
+        """``(validation loss, (rank-1, AUC))`` of ``params``; the probes' hits are kept in
+        ``last_hits``."""
         D, threshold = self.cross(self.unpack(params) if self.unpack is not None else params)
         if not (np.all(np.isfinite(D)) and np.isfinite(threshold)):
+            self.last_hits = np.zeros(self._probes_x.size, dtype=bool)
             return np.inf, (-np.inf, -np.inf)
         d = D[self._valid]
         terms = generalized_logistic(self._label * (d - threshold), self.beta)
@@ -354,21 +367,41 @@ class EarlyStopping:
         w = self.positive_share
         loss = (w * float(terms[pos].mean()) if pos.any() else 0.0) + \
             ((1.0 - w) * float(terms[~pos].mean()) if (~pos).any() else 0.0)
-        return loss, self.score_matrix(D)
+        score = self.score_matrix(D)
+        self.last_hits = self.probe_hits(D)
+        return loss, score
+
+    def better(self, score, hits, than_score, than_hits) -> bool:
+        """Whether a check beats a reference on the held-out identities beyond their noise:
+        its probes won (hit where the reference missed) outnumber those lost by more than
+        1.645 √(won + lost) (a one-sided sign test at 5 %), or no probe changed and its AUC
+        is higher. Moving away from the start, or from the best check so far, on a
+        difference the held-out probes cannot tell from chance would make the returned model
+        the luckiest of many checks rather than the best."""
+        if than_hits is None:
+            return True
+        won = int(np.sum(hits & ~than_hits))
+        lost = int(np.sum(~hits & than_hits))
+        if won == lost == 0:
+            return bool(score[1] > than_score[1])
+        return bool(won - lost > SIGN_TEST_Z * np.sqrt(won + lost))
 
     def update(self, iteration: int, params) -> bool:
         """Record the validation loss and score of ``params`` after ``iteration`` iterations;
         returns True when the solver should stop."""
         loss, score = self.evaluate(params)
+        hits = self.last_hits
         self.losses.append(float(loss))
         self.scores.append(score[0])
         self.aucs.append(score[1])
         if loss < self.best_loss:
             self.best_loss = loss
             self.last_improvement = int(iteration)
-        if score > self.best_score:
-            self.best_score = score
+        if score > self.best_seen:
+            self.best_seen = score
             self.last_improvement = int(iteration)
+        if self.better(score, hits, self.best_score, self.best_hits):
+            self.best_score, self.best_hits = score, hits
             self.best_iteration = int(iteration)
             if isinstance(params, dict):
                 self.best_params = {k: np.array(v, copy=True) for k, v in params.items()}
@@ -388,8 +421,9 @@ class EarlyStopping:
 
 
 def choose_start(monitor: EarlyStopping | None, candidates: dict, before=None):
-    """``(name, params)`` of the best-scoring start among ``candidates`` (name → params, in
-    order of preference: the first wins ties); without a monitor, the first candidate.
+    """``(name, params)`` of the best start among ``candidates`` (name → params, in order of
+    preference): a later candidate replaces the one kept so far only when it is better beyond
+    the held-out noise (:meth:`EarlyStopping.better`); without a monitor, the first.
     ``before(name)``, when given, is called before a candidate is scored (a learner whose
     distance has a fixed part that depends on the start sets it there). Each candidate's score
     is kept in ``monitor.start_scores``."""
@@ -398,13 +432,15 @@ def choose_start(monitor: EarlyStopping | None, candidates: dict, before=None):
         if monitor is not None:
             monitor.start_scores = {names[0]: None}
         return names[0], candidates[names[0]]
-    scores = {}
+    scores, best, best_hits = {}, None, None
     for name, params in candidates.items():
         if before is not None:
             before(name)
         scores[name] = monitor.evaluate(params)[1]
+        hits = monitor.last_hits
+        if best is None or monitor.better(scores[name], hits, scores[best], best_hits):
+            best, best_hits = name, hits
     monitor.start_scores = scores
-    best = max(names, key=lambda name: (scores[name], -names.index(name)))
     return best, candidates[best]
 
 
