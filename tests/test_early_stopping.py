@@ -216,3 +216,29 @@ def test_early_stopping_parameters_are_checked(params, match, class_data):
     pairs, y = make_pairs(labels, random_state=0)
     with pytest.raises(ValueError, match=match):
         PCCA(3, preprocessor=X, **params).fit(pairs, y)
+
+
+def test_small_steps_that_add_up_beyond_noise_are_kept():
+    """Each check fixes one more probe than the last (never significant step by step); the
+    kept check is the best of those significantly better than the start."""
+    n = 30
+    val = _validation(np.arange(n), np.arange(n))
+    start = np.ones((n, n))           # every probe ties: misses
+    steps = []
+    for k in range(1, 7):
+        D = start.copy()
+        D[np.arange(k), np.arange(k)] = 0.0  # the first k probes hit
+        steps.append(D)
+    seq = iter([start, *steps])
+    mon = EarlyStopping(lambda p: (next(seq), 1.0), val, n_iter_no_change=10)
+    for it in range(7):
+        mon.update(it, np.full(1, float(it)))
+    # 1 and 2 won, none lost: chance; 3 won: 3 > 1.645 √3, kept; then the best, 6
+    assert mon.scores == [k / n for k in range(7)]
+    assert mon.best_iteration == 6
+    np.testing.assert_array_equal(mon.best_params, np.full(1, 6.0))
+    seq = iter([start, *steps[:2]])
+    mon = EarlyStopping(lambda p: (next(seq), 1.0), val, n_iter_no_change=10)
+    for it in range(3):
+        mon.update(it, np.full(1, float(it)))
+    assert mon.best_iteration == 0  # two probes of thirty: the start stays

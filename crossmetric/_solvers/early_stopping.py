@@ -17,11 +17,12 @@ untrained one. ``early_stopping`` makes the hold-out explicit, as scikit-learn's
    all cross distances among the held-out samples (every pair of them, not only the sparse
    validation pairs) give the rank-1 rate (first-view samples as probes against the second
    view's, as the identification protocol measures; leave-one-out for one view; ties count as
-   misses) and the ROC AUC of same vs different identity. A check replaces the start, or the
-   best check so far, only when it is better beyond the hold-out's noise -- its probes won
-   outnumber those lost by a one-sided sign test at 5 % (:meth:`EarlyStopping.better`), or,
-   no probe changing, its AUC is higher -- so that the fitted model is never worse than its
-   start on the held-out identities, and not the luckiest of many checks either. The solver
+   misses) and the ROC AUC of same vs different identity. The check kept is the best (rank-1,
+   then AUC) of those better than the start beyond the hold-out's noise -- its probes won
+   against the start outnumber those lost by a one-sided sign test at 5 %
+   (:meth:`EarlyStopping.better`), or, no probe changing, its AUC is higher -- and the start
+   when there is none, so that the fitted model is never worse than its start on the
+   held-out identities, and a move away from it is not one of chance. The solver
    stops once neither the score nor the learner's own loss on those samples (the positives'
    and the negatives' mean losses weighted by the shares of the two classes among the
    *training* pairs) has improved for ``n_iter_no_change`` iterations. Both are watched because each
@@ -327,6 +328,7 @@ class EarlyStopping:
         self.best_score = (-np.inf, -np.inf)
         self.best_seen = (-np.inf, -np.inf)  # for the patience: any improvement counts
         self.best_hits = None
+        self.start_score, self.start_hits = None, None
         self.last_hits = None
         self.best_iteration = 0
         self.last_improvement = 0
@@ -372,12 +374,12 @@ class EarlyStopping:
         return loss, score
 
     def better(self, score, hits, than_score, than_hits) -> bool:
-        """Whether a check beats a reference on the held-out identities beyond their noise:
-        its probes won (hit where the reference missed) outnumber those lost by more than
-        1.645 √(won + lost) (a one-sided sign test at 5 %), or no probe changed and its AUC
-        is higher. Moving away from the start, or from the best check so far, on a
-        difference the held-out probes cannot tell from chance would make the returned model
-        the luckiest of many checks rather than the best."""
+        """Whether a check beats a reference (the start) on the held-out identities beyond
+        their noise: its probes won (hit where the reference missed) outnumber those lost by
+        more than 1.645 √(won + lost) (a one-sided sign test at 5 %), or no probe changed and
+        its AUC is higher. Moving away from the start on a difference the held-out probes
+        cannot tell from chance would make the returned model the luckiest of many checks
+        rather than a better one."""
         if than_hits is None:
             return True
         won = int(np.sum(hits & ~than_hits))
@@ -400,7 +402,11 @@ class EarlyStopping:
         if score > self.best_seen:
             self.best_seen = score
             self.last_improvement = int(iteration)
-        if self.better(score, hits, self.best_score, self.best_hits):
+        if self.start_hits is None:  # the start: the reference of every later check
+            self.start_score, self.start_hits = score, hits
+        # kept: the best check of those better than the start beyond the hold-out's noise
+        if self.best_hits is None or (score > self.best_score and self.better(
+                score, hits, self.start_score, self.start_hits)):
             self.best_score, self.best_hits = score, hits
             self.best_iteration = int(iteration)
             if isinstance(params, dict):
