@@ -76,6 +76,7 @@ from crossmetric._stages import StageIf
 from crossmetric.metrics import mean_average_precision, one_call_at_n, rank_accuracy, roc_auc
 from crossmetric.protocols.evaluate import fit_on_pairs, measure_identification
 from crossmetric.protocols.splits import Split, inner_pair_splits, object_folds
+from crossmetric.protocols.views import cap_n_components
 
 __all__ = ["SCORINGS", "CMC_SCORE_RANK", "mean_cmc", "SearchResult", "object_folds",
            "inner_pair_splits", "search_params", "search_stages", "StageIf"]
@@ -278,6 +279,9 @@ def _fit_and_score(params, f, *, estimator, splits, views, scoring, labels, cros
     if evaluate is not None:
         return float(evaluate(est, fold))
     Xf, Yf = views[f]
+    # a candidate's n_components above the fold's prepared views is capped, as the outer fit
+    # caps it (crossmetric.protocols.views.cap_n_components)
+    cap_n_components({"": est}, min(Xf.shape[1], Yf.shape[1]))
     # the clone gets the fold's seed when its random_state is None; the inner fits'
     # warnings are recorded, not shown (the outer fit reports its own)
     fitted = fit_on_pairs(est, fold.train_pairs, fold.train_y,

@@ -163,3 +163,34 @@ def test_a_fitted_estimator_is_a_start_at_its_own_distance(name, monkeypatch):
     cosine = CCA(5, preprocessor=(X, Y)).fit(pairs, y)
     with pytest.raises(ValueError, match="distance='cosine' is not a distance of linear"):
         _fit(LEARNERS[name](init=cosine, early_stopping=False), X, Y, labels)
+
+
+def test_protocols_bound_wide_views_and_cap_every_candidates_dimension():
+    """``pca_components="auto"``: views wider than the training identities are reduced to
+    the identities minus one (not the untrained distance, not a learner that works in the
+    span itself); every learner's and every tuning candidate's ``n_components`` above the
+    views' width is capped, recorded per split."""
+    from crossmetric import Euclidean, LDML
+    from crossmetric.datasets import make_cross_modal
+    from crossmetric.protocols import run_protocols
+
+    d = make_cross_modal(120, n_classes=40, n_features_x=10, n_features_y=10, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = run_protocols({"PCCA": PCCA(), "Euclidean": Euclidean()}, d,
+                            protocols=("identification",), n_repeats=1,
+                            param_grids={"PCCA": [{"n_components": [16, 32]}]},
+                            tune_scoring="rank1")
+    assert not res.errors and res.info["tuned"]["PCCA"][0]["params"] == {"n_components": 16}
+    assert res.info["training"]["PCCA"][0]["n_components"] == 10
+    rng = np.random.RandomState(0)
+    wide = {"X": rng.randn(120, 300), "Y": rng.randn(120, 300), "labels": d.labels}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = run_protocols({"LDML": LDML(8), "CMML": CMML(None, max_iter=5),
+                             "Euclidean": Euclidean()}, wide, protocols=("identification",),
+                            n_repeats=1, pca_components="auto", pca_joint="auto")
+    n_ids = 40 - round(0.3 * 40)  # training identities of the split
+    assert res.info["pca"] == {"LDML": "auto"}
+    assert res.info["training"]["LDML"][0]["view_dims"] == [n_ids - 1, n_ids - 1]
+    assert "view_dims" not in res.info["training"]["CMML"][0]

@@ -227,8 +227,7 @@ def _prepare_views(X: np.ndarray, Y: np.ndarray, train_pairs: np.ndarray,
         pos = train_pairs[train_y == 1]
         proj = CCAProjection(opts.cca_components).fit(Xs[pos[:, 0]], Ys[pos[:, 1]])
         Xs, Ys = proj.transform(Xs, Ys)
-    if Xs is not X or Ys is not Y:
-        cap_n_components({"": est}, min(Xs.shape[1], Ys.shape[1]))
+    cap_n_components({"": est}, min(Xs.shape[1], Ys.shape[1]))
     return Xs, Ys
 
 
