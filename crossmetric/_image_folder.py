@@ -16,6 +16,7 @@ from sklearn.utils import Bunch
 from crossmetric._checks import check_choice
 
 __all__ = ["load_image_folder", "load_viper", "load_pku_sketch", "load_cufs", "load_cuhk01",
+           "read_image", "to_8bit", "ImageRefused", "MAX_IMAGE_PIXELS", "MAX_IMAGE_SIDE",
            "VIPER_PATTERN", "PKU_SKETCH_PATTERN", "CUFS_PATTERN", "CUHK01_PATTERN"]
 
 #: VIPeR as in ``../shared/data/viper``: ``images/PPPPCCCC.png`` (person, camera 1 = A, 2 = B)
@@ -30,18 +31,135 @@ CUHK01_PATTERN = r"campus/(?P<id>\d{4})(?P<domain>00[1-4])\.png"
 _COLORS = {"rgb": "RGB", "gray": "L"}
 
 
-def high_bit_depth_to_8bit(im):
-    """A 16-bit / 32-bit integer grey Pillow image scaled to 8-bit ``"L"`` (``v / 257``).
+#: the most pixels (width x height) an image file may have: larger files are refused before
+#: their pixels are decoded (a 109 KB 1-bit PNG can hold 30000 x 30000 pixels). 50 million
+#: pixels takes in a 48-megapixel camera picture; Pillow's own guard is 89 million.
+MAX_IMAGE_PIXELS = 50_000_000
+#: the largest side, in pixels, of a ``size`` to resize images to (so at most 4096 x 4096 =
+#: 16.8 million pixels an image)
+MAX_IMAGE_SIDE = 4096
 
-    Pillow's own ``convert("RGB")`` clips such images at 255 (a 16-bit PNG comes out white);
-    other modes (palette, grey, RGBA, CMYK, ...) are returned unchanged for ``convert``.
+
+class ImageRefused(ValueError):
+    """An image file that decodes but is refused: too many pixels, or values of no known
+    range (floating-point values outside [0, 1], NaN)."""
+
+
+def _declared_bits(im) -> int | None:
+    """The bits per sample a TIFF file declares (tag 258), else None."""
+    tags = getattr(im, "tag_v2", None)
+    bits = tags.get(258) if tags is not None else None
+    if bits is None:
+        return None
+    return int(max(bits)) if isinstance(bits, tuple | list) else int(bits)
+
+
+def to_8bit(im):
+    """``(image, note)``: a Pillow image whose samples are not 8-bit, scaled to 8-bit ``"L"``.
+
+    * 16-bit integer (``"I;16*"`` modes, or ``"I"`` with values in 0-65535 and no 32-bit
+      declaration): divided by the 16-bit range, ``v / 257``;
+    * 32-bit integer (``"I"``, a TIFF declaring 32 bits per sample or values outside
+      0-65535): no fixed range fits (the dtype's maximum would make it black), so the image is
+      stretched from its own minimum / maximum to 0-255, and ``note`` says so;
+    * floating point (``"F"``) with values in [0, 1]: kept as they are (``v * 255``).
+
+    Pillow's own ``convert("RGB")`` clips each of these at 255 (a 16-bit or 32-bit file comes
+    out white, a [0, 1] float file black). Other modes (palette, grey, RGBA, CMYK, ...) are
+    returned unchanged for ``convert``, with ``note`` None.
+
+    Parameters
+    ----------
+    im : PIL.Image.Image
+        An opened image.
+
+    Returns
+    -------
+    image : PIL.Image.Image
+        ``im`` itself, or an 8-bit ``"L"`` image.
+    note : str or None
+        How a 32-bit image was scaled, else None.
+
+    Raises
+    ------
+    ImageRefused
+        A floating-point image with NaN / infinity or values outside [0, 1] (no known range).
     """
-    if not (im.mode.startswith("I;16") or im.mode == "I"):
-        return im
+    mode = im.mode
+    if not (mode.startswith("I;16") or mode in ("I", "F")):
+        return im, None
     from PIL import Image
 
     a = np.asarray(im, dtype=np.float64)
-    return Image.fromarray(np.clip(np.rint(a / 257.0), 0, 255).astype(np.uint8), "L")
+    lo, hi = (float(a.min()), float(a.max())) if a.size else (0.0, 0.0)
+    note = None
+    if mode == "F":
+        if not np.isfinite(a).all():
+            raise ImageRefused("floating-point image with NaN or infinity; expected values in "
+                               "[0, 1].")
+        if lo < 0.0 or hi > 1.0:
+            raise ImageRefused(f"floating-point image with values in [{lo:g}, {hi:g}]; expected "
+                               "[0, 1] (or an 8- / 16-bit integer image).")
+        out = a * 255.0
+    elif mode == "I" and ((_declared_bits(im) or 0) > 16 or lo < 0.0 or hi > 65535.0):
+        out = (a - lo) * (255.0 / (hi - lo)) if hi > lo else np.zeros_like(a)
+        note = f"32-bit integer image stretched from its own range [{lo:.0f}, {hi:.0f}] to 0-255"
+    else:  # 16-bit
+        out = a / 257.0
+    return Image.fromarray(np.clip(np.rint(out), 0, 255).astype(np.uint8)), note
+
+
+def read_image(path, mode: str, size=None):
+    """``(pixels, note)``: one image file decoded as 8-bit ``mode`` (``"RGB"`` or ``"L"``).
+
+    Files of more than :data:`MAX_IMAGE_PIXELS` pixels are refused from their header, before
+    any pixel is decoded; high-bit-depth and floating-point files are scaled by
+    :func:`to_8bit`.
+
+    Parameters
+    ----------
+    path : path-like
+        The image file.
+    mode : {"RGB", "L"}
+        Pillow mode of the result.
+    size : (width, height), optional
+        Resize to this size (bilinear, with antialiasing).
+
+    Returns
+    -------
+    pixels : ndarray of uint8, (h, w, 3) or (h, w)
+    note : str or None
+        How a 32-bit integer image was scaled (:func:`to_8bit`), else None.
+
+    Raises
+    ------
+    ImageRefused
+        Too many pixels, or a floating-point image of no known range.
+    OSError, ValueError, SyntaxError, PIL.UnidentifiedImageError
+        The file cannot be decoded (Pillow's errors).
+    """
+    import warnings
+
+    from PIL import Image
+
+    limit = f"the limit of {MAX_IMAGE_PIXELS:,} pixels (crossmetric.datasets.MAX_IMAGE_PIXELS)"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", Image.DecompressionBombWarning)
+        try:
+            im = Image.open(path)
+        except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
+            found = re.search(r"\((\d+) pixels\)", str(exc))
+            pixels = f"{int(found.group(1)):,} pixels" if found else "its size"
+            raise ImageRefused(f"{pixels}, above {limit}.") from None
+    with im:
+        w, h = im.size
+        if w * h > MAX_IMAGE_PIXELS:
+            raise ImageRefused(f"{w}x{h} = {w * h:,} pixels, above {limit}.")
+        im, note = to_8bit(im)
+        im = im.convert(mode)
+        if size is not None and im.size != tuple(size):
+            im = im.resize(tuple(size), Image.Resampling.BILINEAR)
+        return np.asarray(im, dtype=np.uint8), note
 
 
 def _convert_labels(values: list[str]) -> np.ndarray:
@@ -52,7 +170,8 @@ def _convert_labels(values: list[str]) -> np.ndarray:
 
 
 def _check_size(size, name: str = "size") -> tuple[int, int] | None:
-    """None or a pair of positive integers (width, height)."""
+    """None or a pair of positive integers (width, height), each at most
+    :data:`MAX_IMAGE_SIDE`."""
     if size is None:
         return None
     try:
@@ -66,6 +185,9 @@ def _check_size(size, name: str = "size") -> tuple[int, int] | None:
     if not ok:
         raise ValueError(f"{name} must be None or a pair of positive integers (width, height), "
                          f"got {size!r}.")
+    if max(w, h) > MAX_IMAGE_SIDE:
+        raise ValueError(f"{name} {w}x{h} (width x height) is too large: each side must be at "
+                         f"most {MAX_IMAGE_SIDE} pixels.")
     return w, h
 
 
@@ -90,9 +212,12 @@ def load_image_folder(path, pattern: str, *, size=None, color: str = "rgb") -> B
     color : {"rgb", "gray"}, default="rgb"
         ``"rgb"``: images of shape (n, h, w, 3); ``"gray"``: (n, h, w), Pillow's ITU-R 601
         luma ``L = 0.299 R + 0.587 G + 0.114 B``. Palette, grey, RGBA and CMYK files are
-        converted; 16-bit grey files are scaled to 8 bits (``v / 257``). Symbolic links to
-        folders are not followed (no loops); file names that are not UTF-8 keep their bytes
-        as surrogate escapes (``os.fsdecode``), so the names still open the files.
+        converted; 16-bit grey files are scaled to 8 bits (``v / 257``), floating-point files
+        in [0, 1] by 255, 32-bit integer files from their own range (with a warning naming
+        them; :func:`to_8bit`). Files of more than :data:`MAX_IMAGE_PIXELS` pixels are
+        refused before they are decoded. Symbolic links to folders are not followed (no
+        loops); file names that are not UTF-8 keep their bytes as surrogate escapes
+        (``os.fsdecode``), so the names still open the files.
 
     Returns
     -------
@@ -108,7 +233,8 @@ def load_image_folder(path, pattern: str, *, size=None, color: str = "rgb") -> B
     ValueError
         ``path`` is not a folder; ``pattern`` is not a valid regular expression or has no
         ``id`` group; no file matches (the message shows the pattern and an example file name);
-        a matching file cannot be decoded (the message names it); images of different sizes
+        a matching file cannot be decoded or is refused (too many pixels, floating-point
+        values outside [0, 1]; the message names it); images of different sizes
         without ``size``; bad ``size`` or ``color``.
     """
     root = Path(os.fspath(path))
@@ -152,19 +278,20 @@ def load_image_folder(path, pattern: str, *, size=None, color: str = "rgb") -> B
     order = np.lexsort((names, domains, ids))
     ids, domains, names = ids[order], domains[order], names[order]
 
-    from PIL import Image, UnidentifiedImageError
+    from PIL import UnidentifiedImageError
 
-    images, first = [], None
+    images, first, notes = [], None, []
     for rel in names.tolist():
         try:
-            with Image.open(root / rel) as im:
-                im = high_bit_depth_to_8bit(im).convert(_COLORS[color])
-                if wh is not None and im.size != wh:
-                    im = im.resize(wh, Image.Resampling.BILINEAR)
-                arr = np.asarray(im, dtype=np.uint8)
+            arr, note = read_image(root / rel, _COLORS[color], wh)
+        except ImageRefused as exc:
+            raise ValueError(f"image file {rel!r} under {os.fspath(path)!r} refused: "
+                             f"{exc}") from None
         except (OSError, UnidentifiedImageError, SyntaxError, ValueError) as exc:
             raise ValueError(f"cannot decode image file {rel!r} under {os.fspath(path)!r}: "
                              f"{exc}") from None
+        if note is not None:
+            notes.append(f"{rel!r}: {note}")
         if first is None:
             first = (rel, arr.shape)
         elif arr.shape != first[1]:
@@ -173,6 +300,11 @@ def load_image_folder(path, pattern: str, *, size=None, color: str = "rgb") -> B
                 f"(width x height), {rel!r} is {arr.shape[1]}x{arr.shape[0]}; pass "
                 "size=(width, height) to resize them.")
         images.append(arr)
+    if notes:
+        import warnings
+
+        more = f" (and {len(notes) - 1} more such files)" if len(notes) > 1 else ""
+        warnings.warn(f"image file {notes[0]}{more}", UserWarning, stacklevel=2)
     return Bunch(images=np.stack(images), ids=ids, domains=domains, filenames=names,
                  DESCR=f"images under {os.fspath(path)!r} matching {pattern!r}")
 

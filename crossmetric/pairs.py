@@ -81,7 +81,8 @@ def make_pairs(labels_x, labels_y=None, *, n_negatives: int = 1,
     Raises
     ------
     ValueError
-        If no positive pair exists, or too few distinct negatives exist.
+        If no positive pair exists, the labels hold one identity only (no negative pair), or
+        too few distinct negatives exist.
 
     Examples
     --------
@@ -129,6 +130,9 @@ def _negative_pairs(anchors: np.ndarray, cx: np.ndarray, cy: np.ndarray, n_negat
     n_possible = int(np.sum(n_y - counts_y[cx]))
     if single:
         n_possible //= 2
+    if n_possible == 0:
+        raise ValueError("no negative pair can be formed: the labels hold one identity only "
+                         "(among the rows that form pairs); need at least 2 identities.")
     if n_possible < wanted:
         raise ValueError(
             f"only {n_possible} distinct negative pairs exist but {wanted} were asked for "

@@ -108,8 +108,10 @@ def test_cli_path_gives_the_class_width(name, tmp_path):
     _skip_without_cv2(name)
     make, size, _ = CASES[name]
     root = _folder(tmp_path / "imgs", size, n_ids=4)
+    # one image pair per identity: too few for verification folds, so the identification
+    # protocol that such data allows
     args = build_parser().parse_args(["benchmark", "--images", str(root), "--pattern", PATTERN,
-                                      "--descriptor", name])
+                                      "--descriptor", name, "--protocol", "identification"])
     _resolve_benchmark_config(args)
     data, description = _own_dataset(args)
     images = load_image_folder(root, PATTERN).images
@@ -134,7 +136,8 @@ def test_descriptor_params_reach_the_class(tmp_path):
     root = _folder(tmp_path / "imgs", (48, 128), n_ids=4)
     args = build_parser().parse_args([
         "benchmark", "--images", str(root), "--pattern", PATTERN, "--descriptor", "lomo",
-        "--descriptor-param", "n_scales=2", "--descriptor-param", "radii=[3]"])
+        "--descriptor-param", "n_scales=2", "--descriptor-param", "radii=[3]",
+        "--protocol", "identification"])
     cfg = _resolve_benchmark_config(args)
     assert cfg.options["descriptor_params"] == {"n_scales": 2, "radii": (3,)}
     data, _ = _own_dataset(args)

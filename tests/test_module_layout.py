@@ -111,6 +111,7 @@ def test_patching_a_metrics_constant_reaches_the_counting_code(monkeypatch):
 #: every name crossmetric/datasets.py defined or re-exported before it became a package
 DATASETS_NAMES = [
     "describe_images", "pair_domains", "image_views",  # added with crossmetric/cli/
+    "MAX_IMAGE_PIXELS", "MAX_IMAGE_SIDE",  # added with issue 38 (image size limits)
     "DIGITS_SIDE", "MFEAT_VIEWS", "TEXT_EXTENSIONS", "_EDGE_SIGMA", "_HEADER_WORDS",
     "_LFW_FILE", "_MFEAT_ROWS", "_SKETCH_SEED", "_digits_views_cached", "_is_number",
     "_parse_image_key", "_read_csv_matrix", "_read_mfeat_view", "_read_text_lines",

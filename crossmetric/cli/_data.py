@@ -7,7 +7,14 @@ import os
 
 import numpy as np
 
-from crossmetric.cli._common import CLIError, _load_array, _load_label_file, _one_line, _parse_size
+from crossmetric.cli._common import (
+    CLIError,
+    _check_identities,
+    _load_array,
+    _load_label_file,
+    _one_line,
+    _parse_size,
+)
 
 
 def _describe_images(images, descriptor: str, params=None) -> np.ndarray:
@@ -140,7 +147,41 @@ def _image_dataset(name: str, spec: str, arg: str, args):
     return _images_to_dataset(bunch, descriptor, name, params)
 
 
+def _check_identities_and_folds(args, data, what: str) -> None:
+    """The benchmark's identities (the labels, or the instance ids at ``--level instance``)
+    allow its protocols: two identities at least, and no more ``--folds`` than the objects
+    can be dealt into. ``what`` names the option the identities come from."""
+    level = args.level or ("instance" if getattr(args, "instance", None) is not None
+                           else "labels")
+    if level == "instance" and data.get("instance") is not None:
+        labels, what = data["instance"], ("--instance" if what == "--labels" else what)
+    else:
+        labels = data["labels"]
+    _check_identities(labels, what)
+    if args.folds is None or args.protocol == "identification":
+        return
+    ids, counts = np.unique(np.asarray(labels), return_counts=True)
+    # crossmetric.protocols.verification_splits: identity-disjoint folds (two identities
+    # each) from 20 identities on, else folds stratified by identity, which need an identity
+    # with an object in every fold
+    most = max(int(counts.max()), ids.size // 2 if ids.size >= 20 else 0)
+    if args.folds > most:
+        allowed = (f"at most {most}" if most >= 2 else
+                   "more data, or --protocol identification")
+        raise CLIError(f"--folds {args.folds} exceeds the {counts.sum()} objects / {ids.size} "
+                       f"identities of {what}; expected {allowed} (folds: the most objects "
+                       "one identity has, or half the identities when there are 20 or more).")
+
+
 def _load_named_dataset(spec: str, args):
+    """``(dataset, description)`` of ``--dataset NAME[:ARG]``, its identities checked
+    against the protocol (:func:`_check_identities_and_folds`)."""
+    data, description = _named_dataset(spec, args)
+    _check_identities_and_folds(args, data, "--dataset")
+    return data, description
+
+
+def _named_dataset(spec: str, args):
     """``(dataset, description)`` of ``--dataset NAME[:ARG]``."""
     from crossmetric.datasets import load_digits_views
 
@@ -183,6 +224,20 @@ def _image_folder_dataset(args):
     return _images_to_dataset(bunch, descriptor, args.images, params)
 
 
+def _check_instances(inst: np.ndarray, args) -> None:
+    """With ``--y`` each row is one object seen in both modalities, so its ``--instance`` id
+    must be unique (one modality: rows of one object share their id)."""
+    if args.y is None:
+        return
+    _, first, counts = np.unique(inst, return_index=True, return_counts=True)
+    if (counts > 1).any():
+        k = int(np.flatnonzero(counts > 1)[0])
+        rows = np.flatnonzero(inst == inst[first[k]])[:2] + 1
+        raise CLIError(f"--instance: duplicate ids ({inst[first[k]]} on rows {rows[0]} and "
+                       f"{rows[1]}; {int((counts > 1).sum())} ids repeated); expected one id "
+                       "per object: with --y, row r of --x and --y is one object.")
+
+
 def _feature_files_dataset(args):
     """``--x FILE [--y FILE] --labels FILE [--instance FILE]``."""
     from sklearn.utils import Bunch
@@ -196,6 +251,8 @@ def _feature_files_dataset(args):
         raise CLIError("--x needs --labels FILE (the identity of each row) or --instance FILE.")
     labels = _load_label_file(args.labels, "--labels", X.shape[0]) if args.labels else None
     inst = _load_label_file(args.instance, "--instance", X.shape[0]) if args.instance else None
+    if inst is not None:
+        _check_instances(inst, args)
     data = Bunch(X=X, Y=Y, labels=labels if labels is not None else inst)
     if inst is not None:
         data.instance = inst
@@ -205,7 +262,12 @@ def _feature_files_dataset(args):
 
 
 def _own_dataset(args):
-    """The benchmark's data from --x/--y/--labels/--instance or --images/--pattern."""
+    """The benchmark's data from --x/--y/--labels/--instance or --images/--pattern, its
+    identities checked against the protocol (:func:`_check_identities_and_folds`)."""
     if args.images is not None:
-        return _image_folder_dataset(args)
-    return _feature_files_dataset(args)
+        data, description = _image_folder_dataset(args)
+        _check_identities_and_folds(args, data, "--images")
+    else:
+        data, description = _feature_files_dataset(args)
+        _check_identities_and_folds(args, data, "--labels" if args.labels else "--instance")
+    return data, description

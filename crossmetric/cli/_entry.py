@@ -6,8 +6,9 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+import warnings
 
-from crossmetric.cli._common import CLIError, _one_line
+from crossmetric.cli._common import CLIError, _one_line, _stdout_to_devnull
 from crossmetric.cli.parser import build_parser
 
 
@@ -35,8 +36,20 @@ def _sigterm_unwinds():
         signal.signal(signal.SIGTERM, previous)
 
 
+def _warning_line(message, category, filename, lineno, file=None, line=None) -> None:
+    """``warnings.showwarning`` of the command line: one line on stderr, ``crossmetric:
+    warning: CATEGORY: message``, without the source line Python shows after it."""
+    print(f"crossmetric: warning: {category.__name__}: {_one_line(message)}", file=sys.stderr)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the command line; returns the exit code (0 ok, 2 bad input, 1 failure)."""
+    with warnings.catch_warnings():  # restores the caller's warning display afterwards
+        warnings.showwarning = _warning_line
+        return _main(argv)
+
+
+def _main(argv: list[str] | None) -> int:
     parser = build_parser()
     debug = bool(os.environ.get("CROSSMETRIC_DEBUG"))
     try:
@@ -50,11 +63,7 @@ def main(argv: list[str] | None = None) -> int:
         return int(exc.code or 0) if not isinstance(exc.code, str) else 2
     except BrokenPipeError:
         # the reader went away (``crossmetric search ... | head``): end quietly
-        try:
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, sys.stdout.fileno())
-        except (OSError, ValueError):
-            pass
+        _stdout_to_devnull()
         return 0
     except CLIError as exc:
         if debug:

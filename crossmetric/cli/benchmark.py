@@ -193,6 +193,9 @@ def _benchmark_estimators(names, cfg, args):
 
 
 def _announce(args, n_methods: int, description: str, X, Y, level: str, lfw) -> None:
+    """The start lines on stderr: the data, the protocols that will run (only those) and the
+    resolved output folder, printed before anything is written (``--out`` may come from a
+    ``--config`` file)."""
     dims = f"{X.shape[1]}" + ("" if Y is None else f" and {Y.shape[1]}")
     if lfw is not None:
         folds_text = (f"pairs.txt's {lfw.n_folds} folds" if lfw.n_folds > 1 else
@@ -201,10 +204,15 @@ def _announce(args, n_methods: int, description: str, X, Y, level: str, lfw) -> 
               f"{lfw.y.size} pairs over {X.shape[0]} images of {dims} features; {folds_text}",
               file=sys.stderr)
     else:
+        runs = []
+        if args.protocol in ("both", "verification"):
+            runs.append(f"{args.folds}-fold verification")
+        if args.protocol in ("both", "identification"):
+            runs.append(f"{args.repeats} identification repeats")
         print(f"crossmetric benchmark: {n_methods} method(s) on {description}, "
               f"{X.shape[0]} objects, {'views of ' if Y is not None else ''}{dims} features; "
-              f"identity = {level}; {args.folds}-fold verification, {args.repeats} "
-              "identification repeats", file=sys.stderr)
+              f"identity = {level}; {', '.join(runs)}", file=sys.stderr)
+    print(f"crossmetric benchmark: results go to {os.path.abspath(args.out)}", file=sys.stderr)
 
 
 def _dask_context(args) -> contextlib.ExitStack:
@@ -261,41 +269,52 @@ def _print_problems(result, args, protocols) -> None:
 
 
 def _print_results(result, args, description: str, elapsed: float, lfw) -> None:
-    """The table (or JSON) on stdout and its notes (stderr when stdout carries the JSON)."""
-    text_out = sys.stderr if args.json else sys.stdout
-    if args.json:
-        print(json.dumps(result.to_dict()))
-    else:
-        print(result.table())
+    """The table (or JSON) on stdout and its notes (stderr when stdout carries the JSON).
+
+    The footer names only the protocols that ran. stdout is written once and flushed
+    (:func:`~crossmetric.cli._common._write_stdout`): when its reader has gone (``| head -n
+    0``) the command goes on quietly and still writes its result files."""
+    from crossmetric.cli._common import _write_stdout
+
+    out: list[str] = []
+    notes = out if not args.json else []
+    out.append(json.dumps(result.to_dict()) if args.json else result.table())
+    ran = result.info.get("protocols") or (
+        ["verification", "identification"] if args.protocol == "both" else [args.protocol])
     if lfw is not None:
-        print(f"\n{description}; mean ± std over {result.info['n_folds']} folds; "
-              f"{elapsed:.1f} s", file=text_out)
+        notes.append(f"\n{description}; mean ± std over {result.info['n_folds']} folds; "
+                     f"{elapsed:.1f} s")
     else:
-        print(f"\n{description}; mean ± std over {args.folds} folds (verification) and "
-              f"{args.repeats} repeats (identification); {elapsed:.1f} s", file=text_out)
+        over = [text for name, text in (
+            ("verification", f"{args.folds} folds (verification)"),
+            ("identification", f"{args.repeats} repeats (identification)")) if name in ran]
+        notes.append(f"\n{description}; mean ± std over {' and '.join(over)}; "
+                     f"{elapsed:.1f} s")
     pca = result.info.get("pca", {})
-    notes = [f"{m}: each view reduced by PCA to {k} dims" for m, k in pca.items() if k != "auto"]
+    extra = [f"{m}: each view reduced by PCA to {k} dims" for m, k in pca.items() if k != "auto"]
     auto = [m for m, k in pca.items() if k == "auto"]
     training = result.info.get("training", {})
     widths = sorted({tuple(r["view_dims"]) for m in auto for r in training.get(m, ())
                      if "view_dims" in r})
     if auto and widths:
-        notes.append(f"{', '.join(auto)}: views reduced by PCA (fitted on each split's training "
+        extra.append(f"{', '.join(auto)}: views reduced by PCA (fitted on each split's training "
                      f"side, one PCA for views of one width) to the training identities - 1 = "
                      f"{' / '.join(str(w[0]) for w in widths)} dims")
     if any(m.endswith("-C") for m in result.methods):
-        notes.append("-C: single-modal learner on CCA-processed views (CCA fitted on the "
+        extra.append("-C: single-modal learner on CCA-processed views (CCA fitted on the "
                      "training pairs, 32 dims), as the CML-AUC paper's -C rows")
-    for note in notes:
-        print(f"  {note}", file=text_out)
+    notes.extend(f"  {note}" for note in extra)
     if result.info.get("tuned"):
         from crossmetric.model_selection import describe_choices
 
-        print(f"\nhyper-parameters chosen by {args.tune_folds}-fold inner cross-validation on "
-              f"each split's training objects (folds grouped by "
-              f"{result.info['tuning']['group']}); most frequent value (splits):", file=text_out)
-        for meth, runs in result.info["tuned"].items():
-            print(f"  {meth}: {describe_choices([r['params'] for r in runs])}", file=text_out)
+        notes.append(f"\nhyper-parameters chosen by {args.tune_folds}-fold inner "
+                     f"cross-validation on each split's training objects (folds grouped by "
+                     f"{result.info['tuning']['group']}); most frequent value (splits):")
+        notes.extend(f"  {meth}: {describe_choices([r['params'] for r in runs])}"
+                     for meth, runs in result.info["tuned"].items())
+    if args.json:
+        print("\n".join(notes), file=sys.stderr)
+    _write_stdout("\n".join(out) + "\n")
 
 
 def _write_outputs(result, description: str, args, cfg, names, estimators) -> None:

@@ -11,6 +11,7 @@ import numpy as np
 from crossmetric.cli._common import (
     CLIError,
     _check_output_file,
+    _check_outputs_not_inputs,
     _check_pair_rows,
     _load_array,
     _load_label_file,
@@ -64,6 +65,14 @@ def _validate_evaluate(args) -> tuple[bool, bool]:
     if args.scores is not None and verif and args.scores.lower().endswith(".npy"):
         raise CLIError("--scores: verification scores are written as .csv (i,j,label,"
                        "distance,score).")
+    outputs = {"--scores": args.scores}
+    if args.show_ranks is not None:  # the page and the PNG beside it
+        outputs.update({"--ranks-out": args.ranks_out,
+                        "--ranks-out (its PNG)": os.path.splitext(args.ranks_out)[0] + ".png"})
+    _check_outputs_not_inputs(outputs, {
+        "MODEL": args.model, "--x": args.x, "--y": args.y, "--pairs": args.pairs,
+        "--probe-labels": args.probe_labels, "--gallery-labels": args.gallery_labels,
+        "--probe-images": args.probe_images, "--gallery-images": args.gallery_images})
     return verif, ident
 
 
@@ -150,6 +159,9 @@ def _identification_sets(args, X: np.ndarray, Y: np.ndarray | None):
     gl = _load_label_file(args.gallery_labels, "--gallery-labels", G.shape[0])
     if pl.dtype.kind != gl.dtype.kind:
         pl, gl = pl.astype(str), gl.astype(str)
+    if not np.isin(pl, gl).any():
+        raise CLIError("--gallery-labels: no probe identity is in the gallery; expected the "
+                       "gallery to hold the identities of the probes (--probe-labels).")
     return G, pl, gl
 
 

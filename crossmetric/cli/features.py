@@ -5,7 +5,14 @@ from __future__ import annotations
 import os
 import sys
 
-from crossmetric.cli._common import CLIError, _check_int, _check_output_file, _one_line, _parse_size
+from crossmetric.cli._common import (
+    CLIError,
+    _check_int,
+    _check_output_file,
+    _check_outputs_not_inputs,
+    _one_line,
+    _parse_size,
+)
 
 #: ``crossmetric features`` without --pattern: every image file, id = path without extension
 _ANY_IMAGE = r"(?i)(?P<id>.+)\.(?:png|jpe?g|bmp|gif|tiff?|webp|ppm|pgm)"
@@ -16,6 +23,7 @@ def cmd_features(args) -> int:
     from crossmetric import datasets
 
     _check_output_file(args.out, "--out", (".npz",))
+    _check_outputs_not_inputs({"--out": args.out}, {"--weights": args.weights})
     _check_int(args, "--batch-size", 1)
     size = _parse_size(args.size)
     try:

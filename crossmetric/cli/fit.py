@@ -10,8 +10,10 @@ import numpy as np
 
 from crossmetric.cli._common import (
     CLIError,
+    _check_identities,
     _check_int,
     _check_output_file,
+    _check_outputs_not_inputs,
     _check_pair_rows,
     _load_array,
     _load_label_file,
@@ -33,6 +35,7 @@ def _fit_pairs(args, est, X: np.ndarray, Y: np.ndarray | None):
     from crossmetric.pairs import make_pairs
 
     labels = _load_label_file(args.labels, "--labels", X.shape[0])
+    _check_identities(labels, "--labels")
     if Y is not None and Y.shape[0] != X.shape[0]:
         raise CLIError(f"--labels with --y needs row-aligned files: --x has {X.shape[0]} rows, "
                        f"--y {Y.shape[0]}.")
@@ -59,16 +62,35 @@ def _fit_estimator(args):
     _check_int(args, "--seed", 0, 2**32 - 1)
     _check_output_file(args.out, "--out")
     _check_output_file(args.convergence, "--convergence", (".png",))
+    _check_outputs_not_inputs(
+        {"--out": args.out, "--convergence": args.convergence},
+        {"--x": args.x, "--y": args.y, "--pairs": args.pairs, "--labels": args.labels})
     status = method_status(name)
     if status is not None:
         raise CLIError(f"method {name!r} is not available: {status}.")
     params = _parse_params(name, args.param)
-    if args.seed is not None:
-        params.setdefault("random_state", args.seed)
     try:
-        return name, make_estimator(name, **params)
+        est = make_estimator(name, **params)
     except TypeError as exc:
+        if not params:  # not the user's options: a fault of the registry entry
+            raise
         raise CLIError(f"--param: {_one_line(exc)}") from None
+    _apply_seed(est, name, args.seed, params)
+    return name, est
+
+
+def _apply_seed(est, name: str, seed: int | None, params: dict) -> None:
+    """``--seed`` as the learner's ``random_state`` (a ``--param random_state=...`` wins); a
+    deterministic learner, which has no ``random_state``, ignores it with a note."""
+    if seed is None or "random_state" in params:
+        return
+    if "random_state" in est.get_params(deep=False):
+        est.set_params(random_state=seed)
+        return
+    from crossmetric.registry import METHODS
+
+    print(f"crossmetric: note: {METHODS[name].display} is deterministic (no random_state); "
+          f"--seed {seed} is ignored", file=sys.stderr)
 
 
 def _fit_reporting_warnings(est, pairs: np.ndarray, y: np.ndarray) -> float:

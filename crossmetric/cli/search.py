@@ -12,6 +12,7 @@ import numpy as np
 from crossmetric.cli._common import (
     CLIError,
     _check_output_file,
+    _check_outputs_not_inputs,
     _load_array,
     _load_model,
     _one_line,
@@ -49,6 +50,8 @@ def cmd_search(args) -> int:
     if args.k < 1:
         raise CLIError(f"-k must be >= 1, got {args.k}.")
     _check_output_file(args.out, "--out", (".csv", ".npz"))
+    _check_outputs_not_inputs({"--out": args.out}, {
+        "MODEL": args.model, "--database": args.database, "--queries": args.queries})
     est, method = _load_model(args.model, args.trust_pickle)
     images = int(getattr(est, "_sample_ndim", 1)) > 1
     D = _load_array(args.database, "--database", allow_images=images, key=args.key)

@@ -16,7 +16,9 @@ loader knows it, ``instance[r]`` the object id used for instance-level matching.
 * :func:`make_cross_modal` -- synthetic two-view data with a known shared latent space.
 * :func:`load_image_folder`, :func:`load_viper`, :func:`load_pku_sketch`, :func:`load_cufs`,
   :func:`load_cuhk01` -- images of any folder layout described by a regular expression (defined
-  in :mod:`crossmetric._image_folder`).
+  in :mod:`crossmetric._image_folder`); a file of more than :data:`MAX_IMAGE_PIXELS` pixels is
+  refused before it is decoded, and a resize ``size`` has sides of at most
+  :data:`MAX_IMAGE_SIDE` pixels.
 * :func:`describe_images`, :func:`pair_domains`, :func:`image_views` -- loaded images as
   feature rows, the two domains of a folder paired row by row (defined in
   :mod:`crossmetric._image_views`).
@@ -29,6 +31,8 @@ from __future__ import annotations
 
 from crossmetric._aliases import forward_assignments
 from crossmetric._image_folder import (
+    MAX_IMAGE_PIXELS,
+    MAX_IMAGE_SIDE,
     load_cufs,
     load_cuhk01,
     load_image_folder,
@@ -90,6 +94,8 @@ __all__ = [
     "load_pku_sketch",
     "load_cufs",
     "load_cuhk01",
+    "MAX_IMAGE_PIXELS",
+    "MAX_IMAGE_SIDE",
     "describe_images",
     "pair_domains",
     "image_views",

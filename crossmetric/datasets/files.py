@@ -25,6 +25,14 @@ def _is_number(text: str) -> bool:
     return True
 
 
+def _require_file(path: str, what: str) -> None:
+    """One-line errors for a ``path`` that is a folder or does not exist."""
+    if os.path.isdir(path):
+        raise ValueError(f"{what} {path!r} is a folder, expected a file.")
+    if not os.path.isfile(path):
+        raise ValueError(f"{what} {path!r} not found.")
+
+
 def _read_text_lines(path: str, what: str) -> list[str]:
     """The lines of a UTF-8 text file (a BOM is dropped); one-line errors for binary or empty."""
     with open(path, "rb") as fh:
@@ -112,8 +120,7 @@ def load_features(path: str | os.PathLike, *, key: str | None = None,
         Missing file, unknown extension, unreadable content, not 2-D, empty, or NaN/inf.
     """
     path = os.fspath(path)
-    if not os.path.isfile(path):
-        raise ValueError(f"feature file {path!r} not found.")
+    _require_file(path, "feature file")
     ext = os.path.splitext(path)[1].lower()
     try:
         if ext == ".npy":
@@ -185,8 +192,7 @@ def load_pairs(path: str | os.PathLike) -> tuple[np.ndarray, np.ndarray]:
         labels other than +1 / -1.
     """
     path = os.fspath(path)
-    if not os.path.isfile(path):
-        raise ValueError(f"pairs file {path!r} not found.")
+    _require_file(path, "pairs file")
     ext = os.path.splitext(path)[1].lower()
     if ext in (".npy", ".npz"):
         arr = load_features(path)
@@ -214,24 +220,27 @@ def load_labels(path: str | os.PathLike, *, key: str | None = None,
                 what: str = "labels file") -> np.ndarray:
     """One identity per sample, from ``.npy`` / ``.npz`` (a 1-D array) or a text file.
 
-    A text file holds one label per line (numbers or names; blank lines are skipped, a UTF-8
-    byte-order mark is dropped). The first line is taken as a header when it is one of the usual
-    column names (``label``, ``id``, ``class``, ``name``, ...) or when it is the only non-numeric
-    line of a file of numbers.
+    A text file holds one label per line (numbers or names, names may contain spaces:
+    ``José Díaz``; blank lines are skipped, a UTF-8 byte-order mark is dropped). The first line
+    is taken as a header when it is one of the usual column names (``label``, ``id``,
+    ``class``, ``name``, ...) or when it is the only non-numeric line of a file of numbers.
+    Integers are read exactly, never through a float (``9007199254740992`` and
+    ``9007199254740993`` stay two identities).
 
     Returns
     -------
     ndarray of shape (n_samples,)
-        ``int64`` when every label is an integer, else ``str``.
+        ``int64`` when every label is an integer that int64 holds; else ``str`` (integers
+        beyond int64 as their decimal digits, other labels as written).
 
     Raises
     ------
     ValueError
-        Missing, empty or binary file, several columns, or a multi-dimensional array.
+        Missing, empty or binary file, a folder, several columns (commas, tabs, or several
+        numbers on a line), or a multi-dimensional array.
     """
     path = os.fspath(path)
-    if not os.path.isfile(path):
-        raise ValueError(f"{what} {path!r} not found.")
+    _require_file(path, what)
     ext = os.path.splitext(path)[1].lower()
     if ext in (".npy", ".npz"):
         try:
@@ -265,7 +274,8 @@ def load_labels(path: str | os.PathLike, *, key: str | None = None,
     lines = [(k + 1, ln.strip()) for k, ln in enumerate(_read_text_lines(path, what))
              if ln.strip()]
     for lineno, ln in lines:
-        if "," in ln or "\t" in ln or len(ln.split()) > 1:
+        fields = ln.split()
+        if "," in ln or "\t" in ln or (len(fields) > 1 and all(map(_is_number, fields))):
             raise ValueError(f"{what} {path!r}, line {lineno}: expected one label per line, "
                              f"got {ln!r}.")
     values = [ln for _, ln in lines]
@@ -275,19 +285,49 @@ def load_labels(path: str | os.PathLike, *, key: str | None = None,
         values, numeric = values[1:], numeric[1:]
     if not values:
         raise ValueError(f"{what} {path!r} has no labels.")
-    if all(numeric):
-        num = np.array([float(v) for v in values])
-        if np.all(num == np.round(num)) and np.isfinite(num).all():
-            return num.astype(np.int64)
-    return np.array(values, dtype=str)
+    return _label_array(values)
+
+
+_INT64 = np.iinfo(np.int64)
+
+
+def _as_integer(text: str) -> int | None:
+    """The integer a label's text spells (``"7"``, ``"+7"``, ``"7.0"``, ``"7e3"``), read
+    exactly (never through a float, which merges integers above 2**53), else None."""
+    from decimal import Decimal, InvalidOperation
+
+    if text.isascii() and text.lstrip("+-").isdigit():
+        try:
+            return int(text)
+        except ValueError:  # "+-5", or longer than Python converts (sys.get_int_max_str_digits)
+            return None
+    try:
+        d = Decimal(text)
+    except InvalidOperation:
+        return None
+    # finite, no digit-group underscores, and small enough to expand (an int64 has 19 digits)
+    if "_" in text or not d.is_finite() or d.adjusted() > 18 or d != d.to_integral_value():
+        return None
+    return int(d)
+
+
+def _label_array(values: list[str]) -> np.ndarray:
+    """Labels read from text: int64 when every label is an integer int64 holds; integers
+    beyond int64 as their decimal text (``"18446744073709551615"``); anything else -- names,
+    with spaces or not, and non-integer numbers -- as the text itself."""
+    ints = [_as_integer(v) for v in values]
+    if any(i is None for i in ints):
+        return np.array(values, dtype=str)
+    if all(_INT64.min <= i <= _INT64.max for i in ints):
+        return np.array(ints, dtype=np.int64)
+    return np.array([str(i) for i in ints], dtype=str)
 
 
 def load_image_list(path: str | os.PathLike, what: str = "image list") -> list[str]:
     """One image name per line (e.g. ``Aaron_Peirsol_0001.jpg``), in the row order of a feature
     file; blank lines are skipped. For :func:`lfw_pair_indices`."""
     path = os.fspath(path)
-    if not os.path.isfile(path):
-        raise ValueError(f"{what} {path!r} not found.")
+    _require_file(path, what)
     names = [ln.strip() for ln in _read_text_lines(path, what) if ln.strip()]
     if not names:
         raise ValueError(f"{what} {path!r} has no names.")

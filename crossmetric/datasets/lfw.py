@@ -10,6 +10,8 @@ from collections.abc import Sequence
 import numpy as np
 from sklearn.utils import Bunch
 
+from crossmetric.datasets.files import _require_file
+
 __all__ = ["read_lfw_pairs", "lfw_pair_indices"]
 
 
@@ -35,8 +37,7 @@ def read_lfw_pairs(path: str | os.PathLike) -> Bunch:
         numbers, a positive block line with 4 fields or vice versa, or a wrong line count.
     """
     path = os.fspath(path)
-    if not os.path.isfile(path):
-        raise ValueError(f"LFW pairs file {path!r} not found.")
+    _require_file(path, "LFW pairs file")
     with open(path, encoding="utf-8") as fh:
         lines = [ln.split() for ln in fh if ln.strip()]
     if not lines:

@@ -48,19 +48,23 @@ def is_file_list(obj) -> bool:
 
 
 def read_image(path, mode: str, size=None) -> np.ndarray:
-    """Decode one file with Pillow as ``mode`` ("L" or "RGB"), resized to ``size = (h, w)``."""
-    from PIL import Image
+    """Decode one file as ``mode`` ("L" or "RGB"), resized to ``size = (h, w)``
+    (:func:`crossmetric._image_folder.read_image`: the pixel limit and the scaling of
+    high-bit-depth files; a 32-bit file's scaling is warned about)."""
+    import warnings
 
-    from crossmetric._image_folder import high_bit_depth_to_8bit
+    from PIL import UnidentifiedImageError
 
+    from crossmetric._image_folder import read_image as decode
+
+    wh = None if size is None else (int(size[1]), int(size[0]))
     try:
-        with Image.open(path) as im:
-            im = high_bit_depth_to_8bit(im).convert(mode)
-            if size is not None and (im.height, im.width) != tuple(size):
-                im = im.resize((int(size[1]), int(size[0])), Image.BILINEAR)
-            return np.asarray(im)
-    except (OSError, ValueError) as exc:
+        pixels, note = decode(path, mode, wh)
+    except (OSError, ValueError, SyntaxError, UnidentifiedImageError) as exc:
         raise ValueError(f"could not read image file {str(path)!r}: {exc}") from None
+    if note is not None:
+        warnings.warn(f"image file {str(path)!r}: {note}", UserWarning, stacklevel=2)
+    return pixels
 
 
 def image_layout(source, name: str) -> tuple[tuple[int, int], int]:
