@@ -281,7 +281,7 @@ def _fit_and_score(params, f, *, estimator, splits, views, scoring, labels, cros
     Xf, Yf = views[f]
     # a candidate's n_components above the fold's prepared views is capped, as the outer fit
     # caps it (crossmetric.protocols.views.cap_n_components)
-    cap_n_components({"": est}, min(Xf.shape[1], Yf.shape[1]))
+    cap_n_components({"": est}, Xf.shape[1] if Yf is None else min(Xf.shape[1], Yf.shape[1]))
     # the clone gets the fold's seed when its random_state is None; the inner fits'
     # warnings are recorded, not shown (the outer fit reports its own)
     fitted = fit_on_pairs(est, fold.train_pairs, fold.train_y,

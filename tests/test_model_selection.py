@@ -100,9 +100,12 @@ def test_search_reports_failing_candidates_and_rejects_empty_grid():
     from crossmetric.baselines import CCA
 
     X, Y, labels = make_data()
-    res = search_params(CCA(), {"n_components": [2, 50]}, X, Y, labels, random_state=0)
-    assert res.best_params == {"n_components": 2}
+    res = search_params(CCA(2), {"reg": [0.1, -1.0]}, X, Y, labels, random_state=0)
+    assert res.best_params == {"reg": 0.1}
     assert res.candidates[1]["n_failed"] == 3
+    # a dimension above the fold's views is capped, not a failure
+    res = search_params(CCA(), {"n_components": [2, 50]}, X, Y, labels, random_state=0)
+    assert res.candidates[1]["n_failed"] == 0
     with pytest.raises(ValueError, match="empty"):
         search_params(CCA(), [], X, Y, labels)
 

@@ -170,7 +170,7 @@ def test_protocols_bound_wide_views_and_cap_every_candidates_dimension():
     the identities minus one (not the untrained distance, not a learner that works in the
     span itself); every learner's and every tuning candidate's ``n_components`` above the
     views' width is capped, recorded per split."""
-    from crossmetric import Euclidean, LDML
+    from crossmetric import LDML, Euclidean
     from crossmetric.datasets import make_cross_modal
     from crossmetric.protocols import run_protocols
 
