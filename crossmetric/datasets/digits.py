@@ -117,8 +117,10 @@ def load_digits_views() -> Bunch:
     deformations use a fixed internal seed) and fast (the arrays are cached after the first
     call; each call returns fresh copies).
 
-    How the two modalities are made
-    -------------------------------
+    Notes
+    -----
+    How the two modalities are made:
+
     * **photo** ``images_x``: the 8 × 8 digit (grey levels 0..16, divided by 16) upsampled to
       16 × 16 by bilinear interpolation (``scipy.ndimage.zoom``, order 1), values in [0, 1].
     * **sketch** ``images_y``: a second rendering of the same image, drawn by "another hand":

@@ -310,7 +310,7 @@ class StripHistograms(TransformerMixin, BaseEstimator):
 
         Returns
         -------
-        ndarray of shape (n, n_features_out_), float64, non-negative
+        ndarray of shape ``(n, n_features_out_)``, float64, non-negative
         """
         check_is_fitted(self)
         images = check_images_as_fitted(self, images)
@@ -466,7 +466,7 @@ class HOG(TransformerMixin, BaseEstimator):
         return self
 
     def transform(self, images) -> np.ndarray:
-        """HOG vectors, shape (n, n_features_out_)."""
+        """HOG vectors, shape ``(n, n_features_out_)``."""
         check_is_fitted(self)
         images = check_images_as_fitted(self, images)
         return self._batch(images)

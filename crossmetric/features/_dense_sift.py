@@ -244,7 +244,7 @@ class DenseSIFT(TransformerMixin, BaseEstimator):
         return self
 
     def transform(self, images) -> np.ndarray:
-        """Descriptors of ``images``, shape (n, n_features_out_)."""
+        """Descriptors of ``images``, shape ``(n, n_features_out_)``."""
         check_is_fitted(self)
         images = check_images_as_fitted(self, images)
         fn = functools.partial(_dense_sift_rows,

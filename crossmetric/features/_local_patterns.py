@@ -238,7 +238,7 @@ class LBPGrid(TransformerMixin, BaseEstimator):
         return self
 
     def transform(self, images) -> np.ndarray:
-        """Histograms of ``images``, shape (n, n_features_out_), float64."""
+        """Histograms of ``images``, shape ``(n, n_features_out_)``, float64."""
         check_is_fitted(self)
         rows, cols = self._check_params()
         images = check_images_as_fitted(self, images)

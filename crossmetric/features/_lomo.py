@@ -270,7 +270,7 @@ class LOMO(TransformerMixin, BaseEstimator):
         return self
 
     def transform(self, images) -> np.ndarray:
-        """Descriptors of ``images``, shape (n, n_features_out_)."""
+        """Descriptors of ``images``, shape ``(n, n_features_out_)``."""
         check_is_fitted(self)
         bins, radii, sigmas = self._check_params()
         images = check_images_as_fitted(self, images, allow_gray=False)

@@ -241,7 +241,7 @@ class PatchColorSIFT(TransformerMixin, BaseEstimator):
         return self
 
     def transform(self, images) -> np.ndarray:
-        """Descriptors of ``images``, shape (n, n_features_out_)."""
+        """Descriptors of ``images``, shape ``(n, n_features_out_)``."""
         check_is_fitted(self)
         images = check_images_as_fitted(self, images, allow_gray=False)
         dtype = np.dtype(self.dtype)

@@ -71,7 +71,7 @@ class CLML(_LocalMetricsModel, SingleModalMixin, BaseEstimator):
     Fits, in this order: (1) optionally a PCA of the training samples to
     ``gmm_pca_components`` dimensions; (2) a ``GaussianMixture`` with ``n_clusters`` components on
     them (the fixed clustering of the paper); (3) the local projections ``L_s`` (n_components ×
-    n_features), translations ``b_s`` and the scalar bias ``b`` by L-BFGS on
+    n_features), translations ``b_s`` and the scalar bias ``b`` by L-BFGS on::
 
         J = (1/|P|) Σ_p ln(1 + exp(y_p (‖z_i − z_j‖² − b)))  +  (α / 2k) Σ_s (‖L_s‖_F² + ‖b_s‖²)
 

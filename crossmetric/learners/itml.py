@@ -234,7 +234,7 @@ class ITML(LinearSingleModalMixin, BaseEstimator):
     bounds_ : tuple (u, l)
     n_iter_ : int
         Passes run.
-    dual_coef_ : ndarray of shape (n_constraints_,)
+    dual_coef_ : ndarray of shape ``(n_constraints_,)``
         The dual variables λ (0 for constraints that are inactive at the solution).
     loss_curve_ : list of float
         The dual objective ``g(λ)`` after each pass (non-decreasing; module docstring).

@@ -94,7 +94,7 @@ class LDML(LinearSingleModalMixin, BaseEstimator):
     """Logistic discriminant metric learning (Guillaumin, Verbeek & Schmid, ICCV 2009).
 
     Learns ``D(x, x') = ‖L x − L x'‖²`` and a bias ``b`` such that ``σ(b − D)`` is the probability
-    that a pair is *same*, by minimising
+    that a pair is *same*, by minimising::
 
         J(L, b) = (1/|P|) Σ_p ln(1 + exp(y_p (D_p − b)))  +  (α/2) ‖L‖_F²
 

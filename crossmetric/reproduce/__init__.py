@@ -5,17 +5,17 @@ ones, with a difference column; :func:`run_reproduction` also writes ``results.c
 ``results.json`` and the figure into an output folder. The published numbers live in one place,
 :data:`PUBLISHED`, each labelled with the table or figure it comes from.
 
-=========================  ===============================================================
-name                       experiment
-=========================  ===============================================================
-``pcca-viper``             PCCA Table 2: VIPeR CMC at r = 1, 5, 10, 20, p = 316 and 532
-``pcca-viper-convergence`` PCCA Fig. 3: objective per iteration with / without K⁻¹
-``pcca-viper-negatives``   PCCA Fig. 6: CMC@20 as a function of n⁻
-``pku-sketch``             sketch → photo re-identification on PKU-Sketch (CMC, mAP)
-``cml-auc-cufs``           CML-AUC Tables I-II protocol on CUFS (:mod:`.cufs`)
-``gsm-cufs``               GSM Table II protocol on CUFS's fixed split (:mod:`.gsm_cufs`)
-``cmml-cufs``              CMML Figs. 6-7 on CUFS: rank-1, 1−EER vs d and n⁻ (:mod:`.cmml_cufs`)
-=========================  ===============================================================
+===========================  ===============================================================
+name                         experiment
+===========================  ===============================================================
+``pcca-viper``               PCCA Table 2: VIPeR CMC at r = 1, 5, 10, 20, p = 316 and 532
+``pcca-viper-convergence``   PCCA Fig. 3: objective per iteration with / without K⁻¹
+``pcca-viper-negatives``     PCCA Fig. 6: CMC@20 as a function of n⁻
+``pku-sketch``               sketch → photo re-identification on PKU-Sketch (CMC, mAP)
+``cml-auc-cufs``             CML-AUC Tables I-II protocol on CUFS (:mod:`.cufs`)
+``gsm-cufs``                 GSM Table II protocol on CUFS's fixed split (:mod:`.gsm_cufs`)
+``cmml-cufs``                CMML Figs. 6-7 on CUFS: rank-1, 1−EER vs d and n⁻ (:mod:`.cmml_cufs`)
+===========================  ===============================================================
 
 Choices the papers leave open, and what we measured (details in the README)
 -------------------------------------------------------------------------------

@@ -23,7 +23,7 @@ class CDFE(LinearTowers):
     """Common Discriminant Feature Extraction (Lin & Tang, ECCV 2006), linear version.
 
     Two linear maps ``f_x(x) = Uᵀ(x − m_x)``, ``f_y(y) = Vᵀ(y − m_y)`` into a common space
-    minimise (the paper's objective, in the matrix form of our ``W = [U; V]``)
+    minimise (the paper's objective, in the matrix form of our ``W = [U; V]``)::
 
         J(W) = mean_S ‖f_x − f_y‖² − α mean_D ‖f_x − f_y‖²
                + β [ Σ w^x_ij ‖f_x(x_i) − f_x(x_j)‖² / Σ w^x + (same for y) ]
