@@ -152,7 +152,9 @@ def fitted_towers(init, cross: bool) -> list[np.ndarray]:
 
     A shift the estimator subtracts first (``mean_x_``, ``mean_y_``) is not a point of a tower
     without bias: the start then differs from it by the constant offset ``A x̄ − B ȳ``, exact
-    where the two shifts map to one point (one mean of two views of one descriptor). Note
+    where the two shifts map to one point (one mean of two views of one descriptor). A
+    learner that works on a reduction (CML_AUC's ``reduce_to``, GSM's ``n_components``)
+    starts from the towers' part inside it. Note
     that :func:`sklearn.base.clone` (and so every protocol of the library) clones a fitted
     estimator given as a parameter into an unfitted one: give it to a learner that is fitted
     directly.

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from crossmetric._checks import check_positive_int
 from crossmetric._solvers.early_stopping import EarlyStopping, Validation, check_early_stopping
 from crossmetric._solvers.span import complement_distances, tower_bases
 from crossmetric._solvers.starting import FITTED, cca_start, fitted_towers, ridge_of
@@ -29,16 +30,39 @@ from crossmetric._solvers.starting import FITTED, cca_start, fitted_towers, ridg
 __all__ = ["metric_start", "metric_monitor", "quadratic_cross", "span_views", "from_span"]
 
 
-def span_views(data):
-    """``(data, (Q_x, Q_y))``: two views wider than their training samples on the coordinates
-    of their span (one basis when they have one width, so that the untrained distance stays a
-    start; :mod:`crossmetric._solvers.span`), ``Q`` None where a view is not wider. ``M`` is
-    then ``2m × 2m`` instead of ``(d_x + d_y)²``. Single-modal data (MahaAUC) as it is."""
+def span_views(data, reduce_to=None):
+    """``(data, (Q_x, Q_y))``: two views on the coordinates of an orthonormal basis ``Q`` of
+    their training samples -- their span (exact for them) when ``reduce_to`` is ``None``, their
+    top ``reduce_to`` principal axes otherwise -- one basis when they have one width, so that
+    the untrained distance stays a start and the part of a pair outside the basis can be kept
+    (:mod:`crossmetric._solvers.span`). ``Q`` is ``None`` where the span holds every feature.
+    ``M`` is then ``2k × 2k`` instead of ``(d_x + d_y)²``. Single-modal data (MahaAUC) as it
+    is."""
     if data.X is data.Y:
         return data, (None, None)
-    Qx, Qy = tower_bases([data.X, data.Y], joint=data.X.shape[1] == data.Y.shape[1])
+    joint = data.X.shape[1] == data.Y.shape[1]
+    if reduce_to is None:
+        Qx, Qy = tower_bases([data.X, data.Y], joint=joint)
+    else:
+        k = check_positive_int(reduce_to, "reduce_to")
+        sides = [np.vstack([data.X, data.Y])] if joint else [data.X, data.Y]
+        bases = [_principal_basis(S, k) for S in sides]
+        Qx, Qy = (bases[0], bases[0]) if joint else bases
     return data._replace(X=data.X if Qx is None else data.X @ Qx,
                          Y=data.Y if Qy is None else data.Y @ Qy), (Qx, Qy)
+
+
+def _principal_basis(S: np.ndarray, k: int):
+    """The top ``k`` principal axes of the rows ``S`` as columns (d × k), or ``None`` when
+    ``k`` covers every feature."""
+    if k >= S.shape[1]:
+        return None
+    Sc = S - S.mean(axis=0)
+    # through the n × n Gram matrix (wide rows): O(n² d), no d × d or thin-SVD of n × d
+    w, U = np.linalg.eigh(Sc @ Sc.T)
+    keep = np.argsort(w)[::-1][:k]
+    keep = keep[w[keep] > max(float(w.max()), 0.0) * 1e-12]
+    return (Sc.T @ U[:, keep]) / np.sqrt(w[keep])
 
 
 def from_span(A: np.ndarray, Q) -> np.ndarray:

@@ -261,7 +261,7 @@ class _AUCMetricLearner:
                  max_iter: int = 300, tol: float = 1e-3, n_iter_no_change: int = 10,
                  init: str = "auto", standardize="whiten", whiten_reg: float = 0.1,
                  eval_every=None, early_stopping="auto", validation_fraction: float = 0.2,
-                 random_state=None, verbose: int = 0, preprocessor=None):
+                 reduce_to=None, random_state=None, verbose: int = 0, preprocessor=None):
         self.n_components = n_components
         self.fpr_range = fpr_range
         self.gamma = gamma
@@ -280,6 +280,7 @@ class _AUCMetricLearner:
         self.eval_every = eval_every
         self.early_stopping = early_stopping
         self.validation_fraction = validation_fraction
+        self.reduce_to = reduce_to
         self.random_state = random_state
         self.verbose = verbose
         self.preprocessor = preprocessor
@@ -378,7 +379,7 @@ class _AUCMetricLearner:
         data, y, val = split_pairs(self, data, y)
         # views wider than the training samples: M on the coordinates of their span, the
         # untrained distance of the rest kept by the identity start (crossmetric._solvers.span)
-        data, self._spans = span_views(data)
+        data, self._spans = span_views(data, self.reduce_to)
         Xs, Ys = self._standardize_fit(data)
         state = {"scale": 0.0}
         monitor = metric_monitor(self, val, y, self._spans, state)
@@ -598,6 +599,13 @@ class CMLAUC(CrossModalMixin, _AUCMetricLearner, BaseEstimator):
         held-out loss has improved for ``n_iter_no_change`` checks. ``"auto"``: on with 30 to
         999 identity-complete training identities; ``False``: the paper's plain run.
     validation_fraction : float in (0, 1), default=0.2
+    reduce_to : int, optional
+        Learn ``M`` on the top ``reduce_to`` principal axes of the training samples (one PCA
+        for views of one width; the paper reduces its features by PCA first, §IV-A) instead of
+        their whole span; from the identity start the untrained distance of the rest is kept
+        (``complement_scale_``). A small ``M`` trains where a large one does not: every
+        proximal step (eq. 18) lifts the null directions of ``M`` to ``√(η μ)``, which on
+        hundreds of whitened coordinates outweighs the margin.
     standardize : {"whiten", "scale", "none"} or bool, default="whiten"
         Preconditioning of each modality, fitted on the distinct training samples the pairs
         use: ``"whiten"`` centres it and whitens it (ZCA with a ridge, see ``whiten_reg``), so
