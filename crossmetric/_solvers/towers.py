@@ -133,10 +133,13 @@ def fit_logistic_towers(est, data, y, *, kernels, gammas, side_names, name: str)
     if est.n_components is not None:
         k = check_n_components(est.n_components, sum(t.Phi.shape[1] for t in towers),
                                what=what)
-    # linear towers on wide views: learned in the span of the training samples (exact)
+    # linear towers on wide views: learned in the span of the training samples (exact for
+    # the starts in it; the paper's own start, drawn over every feature, keeps the feature
+    # space, as the paper fits it, unless full rank would form a d × d tower)
     joint = tied or data.X.shape[1] == data.Y.shape[1]
-    bases = (tower_bases(sides, joint=joint) if all(kind == "linear" for kind in kinds)
-             else [None] * len(towers))
+    in_span = all(kind == "linear" for kind in kinds) and (
+        init not in ("random", "pca") or est.n_components is None)
+    bases = tower_bases(sides, joint=joint) if in_span else [None] * len(towers)
     towers = [t if Q is None else Tower(S @ Q) for t, S, Q in zip(towers, sides, bases,
                                                                   strict=True)]
     if est.n_components is None:  # the untrained distance is a point of the model

@@ -84,7 +84,7 @@ from crossmetric._solvers.early_stopping import (
 )
 from crossmetric._solvers.proximal import phi_plus, ppa_step, prox_logdet
 from crossmetric._solvers.span import set_complement, with_complement
-from crossmetric._solvers.starting import check_init, start_candidates
+from crossmetric._solvers.starting import FITTED, check_init, start_candidates
 from crossmetric._solvers.stopping import BestPlateau
 from crossmetric.learners._auc_guard import from_span, metric_monitor, metric_start, span_views
 from crossmetric.losses import check_fpr_range, pauc_window, pauc_window_bounds
@@ -335,7 +335,9 @@ class _AUCMetricLearner:
             reg = float(self.whiten_reg)
             self.whitening_x_ = _preconditioner(Xu - self.mean_x_, mode, reg)
             self.whitening_y_ = _preconditioner(Yu - self.mean_y_, mode, reg)
-            if mode != "none" and X.shape[1] == Y.shape[1]:
+            if mode != "none" and X.shape[1] == Y.shape[1] and check_init(
+                    self.init, ("auto", "pca", "identity", "cca")) in ("auto", "identity",
+                                                                        FITTED):
                 # views of one width (one descriptor): one shift for both, so that x − y is
                 # kept and the untrained distance ‖x − y‖² is a point of the model
                 # (init="identity"); each view keeps its own preconditioner
@@ -379,7 +381,10 @@ class _AUCMetricLearner:
         data, y, val = split_pairs(self, data, y)
         # views wider than the training samples: M on the coordinates of their span, the
         # untrained distance of the rest kept by the identity start (crossmetric._solvers.span)
-        data, self._spans = span_views(data, self.reduce_to)
+        # (the paper's start with no reduce_to keeps the feature space, as the paper fits it)
+        data, self._spans = (span_views(data, self.reduce_to)
+                             if self.reduce_to is not None or self.init != "pca"
+                             else (data, (None, None)))
         Xs, Ys = self._standardize_fit(data)
         state = {"scale": 0.0}
         monitor = metric_monitor(self, val, y, self._spans, state)
@@ -616,8 +621,9 @@ class CMLAUC(CrossModalMixin, _AUCMetricLearner, BaseEstimator):
         method is scale dependent; this makes ``η₀, τ, μ`` mean the same whatever the input
         units, and the LogDet regulariser pulls ``M`` towards the identity in preconditioned
         coordinates. Views of one width are centred by one mean (of both), so that ``x − y``
-        is kept. (Our choice: the paper feeds PCA-reduced SIFT features and leaves scaling
-        open.)
+        is kept, when the start may be the untrained distance (``init`` ``"auto"``,
+        ``"identity"`` or a fitted estimator). (Our choice: the paper feeds PCA-reduced SIFT
+        features and leaves scaling open.)
     whiten_reg : float >= 0, default=0.1
         Ridge of the whitening, as a fraction of the mean eigenvalue ``λ̄`` of the covariance:
         ``P = V (Λ + whiten_reg λ̄ I)^{-1/2} Vᵀ``. 0 whitens exactly; it amplifies directions
