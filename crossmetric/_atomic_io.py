@@ -3,9 +3,11 @@
 :func:`atomic_path` and :func:`atomic_open` write to a temporary file in the destination's
 folder and move it over the destination with ``os.replace`` only once it is complete: a run
 stopped by Ctrl-C, SIGTERM or SIGKILL leaves the previous file intact (after SIGKILL a hidden
-``.NAME.*.tmp`` file may stay behind; it is never read). :func:`atomic_folder` stages several
-files and moves them into a folder under a lock, so that two runs writing the same folder at
-once leave one run's complete set of files.
+``.NAME.*.tmp`` file may stay behind; it is never read). :func:`atomic_folder` stages a
+folder of files beside the destination and swaps it in as a whole under a lock: the folder
+always holds one run's complete set, also after a kill at any step (the next run completes or
+removes what was left, :func:`recover_folder`), and two runs writing the same folder at once
+leave one run's complete set of files.
 
 Every writer of the package uses these helpers (the CLI, :mod:`crossmetric.retrieval`, the
 result writers of :mod:`crossmetric.protocols` and :mod:`crossmetric.reproduce`, DeepGSM
@@ -24,7 +26,8 @@ from collections.abc import Iterator
 
 import numpy as np
 
-__all__ = ["atomic_path", "atomic_open", "atomic_folder", "write_error", "json_ready"]
+__all__ = ["atomic_path", "atomic_open", "atomic_folder", "recover_folder", "write_error",
+           "json_ready"]
 
 
 def _umask() -> int:
@@ -133,48 +136,291 @@ def atomic_open(path, mode: str = "w", **kwargs):
 
 @contextlib.contextmanager
 def atomic_folder(folder, owned=()) -> Iterator[str]:
-    """Yield a private staging folder inside ``folder``; its files replace ``folder``'s at the end.
+    """Yield a private staging folder; at the end it replaces ``folder`` as a whole.
 
-    The move happens under an exclusive lock on ``folder/.crossmetric.lock`` (POSIX), so two
-    runs that write the same folder at once leave the complete file set of one of them. On an
-    error the staging folder is removed and ``folder`` is left as it was. ``owned``: the names
-    a run of this kind may write; those this run did not write are removed from ``folder`` in
-    the same locked step, so that the folder never mixes two runs' files (an old ``roc.png``
-    beside a new run that has no ROC).
+    ``folder`` always holds one run's complete set of files, even when the writer is killed
+    (SIGKILL, power loss) at any point. The files are written into a staging folder beside
+    it (``.NAME.staging-*``, NAME the folder's name); then, under an exclusive lock on the
+    parent folder (POSIX ``flock``, so that two runs writing one folder at once leave the
+    complete set of one of them), the swap: the staging folder is renamed ``.NAME.ready``,
+    ``folder`` is renamed ``.NAME.old``, ``.NAME.ready`` is renamed ``folder`` and ``.NAME.old``
+    is removed. Each step is one ``rename``; the next run (:func:`recover_folder`, under the
+    same lock) completes a swap that was stopped half-way -- a ``.NAME.ready`` is complete,
+    so it is moved in -- and removes a leftover ``.NAME.old`` and the staging folders of
+    writers that are gone (each writer holds a lock on its own staging folder while alive).
+
+    ``owned``: the names a run of this kind may write. The entries of the old ``folder`` that
+    this run did not write and that are not ``owned`` (a user's notes) are carried into the
+    new one (hard links, or copies across devices); owned names this run did not write are
+    dropped, so that the folder never mixes two runs' files (an old ``roc.png`` beside a new
+    run that has no ROC). On an error the staging folder is removed and ``folder`` is left
+    as it was.
+
+    Where ``folder`` cannot be renamed (a mount point) or its parent is not writable, the files
+    are staged inside ``folder`` (``.staging-*``) and moved in one by one under
+    ``folder/.crossmetric.lock``: each file is then whole, but a run killed during the moves
+    may leave the folder mixed.
+
+    Parameters
+    ----------
+    folder : str or path-like
+        The destination folder (created, with its parents, when missing).
+    owned : iterable of str, default=()
+        File names that runs of this kind write.
+
+    Yields
+    ------
+    str
+        The staging folder to write the files into.
     """
     import shutil
 
     folder = os.fspath(folder)
-    created = not os.path.isdir(folder)
+    dest = os.path.abspath(folder)
+    if os.path.islink(dest) and os.path.isdir(dest):
+        dest = os.path.realpath(dest)  # swap the folder the link points to, keep the link
+    if os.path.exists(dest) and not os.path.isdir(dest):
+        raise write_error(folder, NotADirectoryError(errno.ENOTDIR, "exists and is not a "
+                                                                     "folder"))
+    parent, name = os.path.split(dest)
+    made = _missing_parents(dest)
+    whole = not os.path.ismount(dest)  # a mount point cannot be renamed
+    stage = None
     try:
-        os.makedirs(folder, exist_ok=True)
-        stage = tempfile.mkdtemp(prefix=".staging-", dir=folder)
+        if whole:
+            try:
+                os.makedirs(parent, exist_ok=True)
+                stage = tempfile.mkdtemp(prefix=f".{name}.staging-", dir=parent)
+            except OSError as exc:
+                if not os.path.isdir(dest) or exc.errno not in (errno.EACCES, errno.EPERM,
+                                                                errno.EROFS):
+                    raise
+                whole = False  # the parent is not ours to write: stage inside the folder
+        if stage is None:
+            os.makedirs(dest, exist_ok=True)
+            stage = tempfile.mkdtemp(prefix=".staging-", dir=dest)
+        stage_fd = _hold(stage)
     except OSError as exc:
+        if stage is not None:
+            shutil.rmtree(stage, ignore_errors=True)
+        _remove_empty(made)
         raise write_error(folder, exc) from None
     done = False
     try:
         yield stage
-        with _locked(os.path.join(folder, ".crossmetric.lock")):
-            written = sorted(os.listdir(stage))
-            for name in written:
-                os.replace(os.path.join(stage, name), os.path.join(folder, name))
-            for name in set(owned) - set(written):
-                with contextlib.suppress(FileNotFoundError):
-                    os.remove(os.path.join(folder, name))
+        if whole:
+            with _locked_folder(parent):
+                recover_folder(dest)
+                _carry_over(dest, stage, set(owned))
+                _swap(dest, stage)
+        else:
+            _move_files(dest, stage, owned)
         done = True
     except OSError as exc:
-        name = exc.filename if isinstance(getattr(exc, "filename", None), str) else folder
-        err = write_error(name, exc)
+        name_ = exc.filename if isinstance(getattr(exc, "filename", None), str) else folder
+        err = write_error(name_, exc)
         if stage in str(err):  # name the destination, not the private staging folder
             new = OSError(str(err).replace(stage, folder))
             new.errno, new._crossmetric_write = err.errno, True
             err = new
         raise err from None
     finally:
+        os.close(stage_fd)
         shutil.rmtree(stage, ignore_errors=True)
-        if created and not done:  # a folder this call made holds nothing: remove it
-            with contextlib.suppress(OSError):
-                os.rmdir(folder)
+        if not done:  # folders this call made hold nothing: remove them
+            _remove_empty(made)
+
+
+def _ready(dest: str) -> str:
+    parent, name = os.path.split(dest)
+    return os.path.join(parent, f".{name}.ready")
+
+
+def _old(dest: str) -> str:
+    parent, name = os.path.split(dest)
+    return os.path.join(parent, f".{name}.old")
+
+
+def _swap(dest: str, stage: str) -> None:
+    """Steps 1-4 of the swap (see :func:`atomic_folder`): three renames, then the removal."""
+    import shutil
+
+    ready, old = _ready(dest), _old(dest)
+    try:   # a new folder gets mkdir's mode, an existing one keeps its own
+        mode = os.stat(dest).st_mode & 0o7777
+    except OSError:
+        mode = 0o777 & ~_umask()
+    os.chmod(stage, mode)
+    _fsync_folder(stage)
+    os.rename(stage, ready)
+    if os.path.isdir(dest):
+        os.rename(dest, old)
+    os.rename(ready, dest)
+    _fsync_folder(os.path.dirname(dest))
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def recover_folder(folder) -> None:
+    """Finish what a killed :func:`atomic_folder` left beside ``folder``.
+
+    A ``.NAME.ready`` folder is a complete staged set: it replaces ``folder`` (the swap is
+    completed). A ``.NAME.old`` folder is the set a finished swap replaced: it is removed.
+    ``.NAME.staging-*`` folders whose writer is gone (no lock held on them) are removed; those
+    of a live writer are left alone. Call it under the parent's lock
+    (:func:`atomic_folder` does).
+
+    Parameters
+    ----------
+    folder : str or path-like
+    """
+    import shutil
+
+    dest = os.path.abspath(os.fspath(folder))
+    parent, name = os.path.split(dest)
+    ready, old = _ready(dest), _old(dest)
+    if os.path.isdir(ready):
+        if os.path.isdir(dest):
+            if os.path.isdir(old):
+                shutil.rmtree(old)
+            os.rename(dest, old)
+        os.rename(ready, dest)
+        _fsync_folder(parent)
+    if os.path.isdir(old):
+        shutil.rmtree(old, ignore_errors=True)
+    prefix = f".{name}.staging-"
+    for entry in os.listdir(parent):
+        path = os.path.join(parent, entry)
+        if entry.startswith(prefix) and _abandoned(path):
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def _carry_over(dest: str, stage: str, owned: set) -> None:
+    """Entries of the old ``dest`` that the new set keeps: neither written by this run nor
+    ``owned``; the lock and staging folders of the former in-place writer are dropped."""
+    import shutil
+
+    if not os.path.isdir(dest):
+        return
+    written = set(os.listdir(stage))
+    for entry in os.listdir(dest):
+        if entry in written or entry in owned or entry == ".crossmetric.lock" \
+                or entry.startswith(".staging-"):
+            continue
+        src, dst = os.path.join(dest, entry), os.path.join(stage, entry)
+        if os.path.islink(src):
+            os.symlink(os.readlink(src), dst)
+        elif os.path.isdir(src):
+            shutil.copytree(src, dst, symlinks=True, copy_function=_link_or_copy)
+        else:
+            _link_or_copy(src, dst)
+
+
+def _link_or_copy(src: str, dst: str) -> None:
+    import shutil
+
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copy2(src, dst)
+
+
+def _move_files(dest: str, stage: str, owned) -> None:
+    """The in-place fallback (a mount point): each file staged in ``dest/.staging-*``
+    replaces its namesake in ``dest`` under ``dest/.crossmetric.lock``; owned names not
+    written and the staging folders of writers that are gone are removed."""
+    import shutil
+
+    with _locked(os.path.join(dest, ".crossmetric.lock")):
+        written = sorted(os.listdir(stage))
+        for entry in written:
+            os.replace(os.path.join(stage, entry), os.path.join(dest, entry))
+        for entry in set(owned) - set(written):
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(os.path.join(dest, entry))
+        for entry in os.listdir(dest):  # staging folders of writers that are gone
+            path = os.path.join(dest, entry)
+            if entry.startswith(".staging-") and path != stage and _abandoned(path):
+                shutil.rmtree(path, ignore_errors=True)
+    shutil.rmtree(stage, ignore_errors=True)
+
+
+def _hold(path: str) -> int:
+    """An open descriptor of ``path`` with an exclusive lock: the folder's writer is alive
+    while it is held (released by the system when the writer dies)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows
+        return fd
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    return fd
+
+
+def _abandoned(path: str) -> bool:
+    """Nobody holds the lock of the staging folder ``path`` (its writer is gone)."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows: never remove another's folder
+        return False
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def _locked_folder(path: str):
+    """An exclusive ``flock`` on the folder ``path`` itself (no lock file is left behind)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        try:
+            import fcntl
+        except ImportError:  # pragma: no cover - Windows
+            fcntl = None
+        if fcntl is not None:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def _fsync_folder(path: str) -> None:
+    """Make the entries of the folder ``path`` (renames included) durable, where possible."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _missing_parents(path: str) -> list[str]:
+    """The folders from ``path`` upwards that do not exist yet (deepest first)."""
+    out = []
+    while path and not os.path.exists(path):
+        out.append(path)
+        up = os.path.dirname(path)
+        if up == path:
+            break
+        path = up
+    return out
+
+
+def _remove_empty(folders: list[str]) -> None:
+    for path in folders:  # deepest first
+        with contextlib.suppress(OSError):
+            os.rmdir(path)
 
 
 @contextlib.contextmanager

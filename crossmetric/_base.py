@@ -34,11 +34,13 @@ from crossmetric._checks import as_float_array, check_indices, check_pair_labels
 from crossmetric._pair_data import (  # noqa: F401
     _FORMS,
     _HASH_MULTIPLIERS,
+    PairConflictError,
     PairData,
     PairInputsMixin,
     _row_keys,
     canonical_pairs,
     distinct_rows,
+    resolve_conflicts,
     used_pairs,
     used_rows,
 )
@@ -258,6 +260,13 @@ class PairLearnerMixin(PairInputsMixin, PairDecisionMixin):
         Returns
         -------
         self
+
+        Raises
+        ------
+        PairConflictError
+            Two pairs join the same two samples with opposite labels (a ``ValueError``
+            naming the first such pair); :func:`crossmetric.pairs.pair_conflicts` says to
+            drop or keep them instead.
         """
         data = self._resolve_pairs(pairs)
         if data.n_pairs == 0:
@@ -276,8 +285,20 @@ class PairLearnerMixin(PairInputsMixin, PairDecisionMixin):
             if not self._cross_modal:
                 self.n_features_in_ = data.X.shape[1]
         # the one step that makes a fit independent of the input form: every learner fits
-        # from distinct samples in a canonical order and index pairs into them
-        self._fit(self._canonical_pairs(data), y)
+        # from distinct samples in a canonical order and index pairs into them; pairs of the
+        # same two samples with opposite labels are found there (whatever the input form)
+        tied = not self._cross_modal
+        canon = canonical_pairs(data, tied=tied)
+        keep = resolve_conflicts(canon, y, tied)
+        if keep is not None:  # on_conflict="drop"
+            data = PairData(data.X, data.Y, data.ix[keep], data.iy[keep])
+            if data.n_pairs == 0:
+                raise ValueError("pairs: every pair was dropped as contradictory "
+                                 "(on_conflict='drop'); no pair is left to fit on.")
+            y = check_pair_labels(y[keep], data.n_pairs)
+            canon = canonical_pairs(data, tied=tied)
+        own_step = type(self)._canonical_pairs is not PairLearnerMixin._canonical_pairs
+        self._fit(self._canonical_pairs(data) if own_step else canon, y)
         self.classes_ = np.array([-1, 1])
         self.threshold_ = float(self._fit_threshold(data, y))
         return self

@@ -5,12 +5,18 @@ pairs ``(n_pairs, 2, ...)``, or row-aligned arrays ``(Xp, Yp)``). :class:`PairIn
 validates any of them into one :class:`PairData` ``(X, Y, ix, iy)``: the samples of each
 modality and, per pair, the row of ``X`` and the row of ``Y`` it joins. The pairs → samples
 steps work on that form: :func:`canonical_pairs` (distinct samples in a canonical order, the
-one step that makes a fit independent of the input form) and :func:`used_pairs` (only the rows
-a subset of the pairs uses). :mod:`crossmetric._base` re-exports every name of this module.
+one step that makes a fit independent of the input form), :func:`resolve_conflicts` (pairs of
+the same two samples labelled both +1 and -1: refused, dropped or kept, see
+:func:`pair_conflicts`) and :func:`used_pairs` (only the rows a subset of the pairs uses).
+:mod:`crossmetric._base` re-exports every name of this module.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+import warnings
+from collections.abc import Iterator
 from typing import NamedTuple
 
 import numpy as np
@@ -19,7 +25,8 @@ from sklearn.utils import gen_batches
 from crossmetric._checks import as_float_array, check_indices
 
 __all__ = ["PairData", "PairInputsMixin", "distinct_rows", "canonical_pairs", "used_rows",
-           "used_pairs"]
+           "used_pairs", "ON_CONFLICT", "PairConflictError", "pair_conflicts",
+           "conflict_policy", "resolve_conflicts"]
 
 _FORMS = (
     "pairs must be one of: (1) an integer array (n_pairs, 2) of indices with "
@@ -137,6 +144,157 @@ def canonical_pairs(data: PairData, tied: bool) -> PairData:
     X, ix = distinct_rows(data.X, data.ix)
     Y, iy = distinct_rows(data.Y, data.iy)
     return PairData(X, Y, ix, iy)
+
+
+#: what :func:`resolve_conflicts` does with contradictory pairs (see :func:`pair_conflicts`)
+ON_CONFLICT = ("error", "drop", "keep")
+
+_POLICY: contextvars.ContextVar[str] = contextvars.ContextVar("crossmetric_on_conflict",
+                                                              default="error")
+
+
+class PairConflictError(ValueError):
+    """Two pairs join the same two samples but one is labelled +1 and the other -1.
+
+    Parameters
+    ----------
+    message : str
+        The one-line message.
+    first, second : int
+        Positions of the two pairs in the ``pairs`` given to ``fit`` (``first < second``);
+        ``second`` is the first pair that contradicts an earlier one.
+    """
+
+    def __init__(self, message: str, first: int, second: int):
+        super().__init__(message)
+        self.first, self.second = int(first), int(second)
+
+
+def _check_policy(on_conflict) -> str:
+    if not isinstance(on_conflict, str) or on_conflict not in ON_CONFLICT:
+        raise ValueError(f"on_conflict must be one of {ON_CONFLICT}, got {on_conflict!r}.")
+    return on_conflict
+
+
+@contextlib.contextmanager
+def pair_conflicts(on_conflict: str) -> Iterator[str]:
+    """Say what every ``fit`` inside the block does with contradictory pairs.
+
+    Two pairs are contradictory when they join the same two samples (the same rows, or rows
+    of identical values; for a single-modal learner in either order) and one is labelled +1
+    (same), the other -1 (different). Outside any block ``fit`` refuses them.
+
+    Parameters
+    ----------
+    on_conflict : {"error", "drop", "keep"}
+        ``"error"`` (the default outside the block): a one-line :class:`PairConflictError`
+        naming the first contradictory pair. ``"drop"``: every pair of such samples is left
+        out of the fit (a ``UserWarning`` says how many). ``"keep"``: fitted as given (label
+        noise).
+
+    Yields
+    ------
+    str
+        The policy.
+
+    Notes
+    -----
+    The setting lives in a :mod:`contextvars` variable: it holds for the current thread (and
+    asyncio task), not for joblib worker processes started inside the block.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from crossmetric import Euclidean
+    >>> from crossmetric.pairs import pair_conflicts
+    >>> X = np.arange(8.0).reshape(4, 2)
+    >>> pairs, y = np.array([[0, 1], [2, 3], [0, 1]]), np.array([1, -1, -1])
+    >>> with pair_conflicts("keep"):
+    ...     model = Euclidean(preprocessor=X).fit(pairs, y)
+    """
+    token = _POLICY.set(_check_policy(on_conflict))
+    try:
+        yield on_conflict
+    finally:
+        _POLICY.reset(token)
+
+
+def conflict_policy() -> str:
+    """The policy of the innermost :func:`pair_conflicts` block (``"error"`` outside any).
+
+    Returns
+    -------
+    str
+    """
+    return _POLICY.get()
+
+
+def _pair_keys(data: PairData, tied: bool) -> np.ndarray:
+    """One integer per pair that is equal exactly for pairs of the same two samples."""
+    a, b = data.ix.astype(np.int64), data.iy.astype(np.int64)
+    if tied:
+        a, b = np.minimum(a, b), np.maximum(a, b)
+    return a * np.int64(data.Y.shape[0]) + b
+
+
+def resolve_conflicts(canon: PairData, y: np.ndarray, tied: bool,
+                      on_conflict: str | None = None) -> np.ndarray | None:
+    """Find contradictory pairs and apply the policy to them.
+
+    Parameters
+    ----------
+    canon : PairData
+        The pairs over distinct samples (:func:`canonical_pairs`), so that pairs of equal
+        samples have equal indices whatever the input form.
+    y : ndarray of shape (n_pairs,)
+        Checked labels, +1 / -1.
+    tied : bool
+        Single-modal learner: ``(a, b)`` and ``(b, a)`` are the same pair.
+    on_conflict : {"error", "drop", "keep"}, optional
+        Default: :func:`conflict_policy`.
+
+    Returns
+    -------
+    ndarray of bool or None
+        ``None`` when every pair is kept; else the mask of the pairs to fit on (``"drop"``).
+
+    Raises
+    ------
+    PairConflictError
+        ``"error"`` and a contradiction: names the first pair that contradicts an earlier one.
+    """
+    policy = _check_policy(conflict_policy() if on_conflict is None else on_conflict)
+    if policy == "keep":
+        return None
+    _, group = np.unique(_pair_keys(canon, tied), return_inverse=True)
+    group = group.reshape(-1)
+    n_groups = int(group.max()) + 1 if group.size else 0
+    has_pos = np.bincount(group[y == 1], minlength=n_groups) > 0
+    has_neg = np.bincount(group[y == -1], minlength=n_groups) > 0
+    bad = has_pos & has_neg
+    if not bad.any():
+        return None
+    in_bad = bad[group]
+    if policy == "drop":
+        warnings.warn(f"on_conflict='drop': left out {int(in_bad.sum())} pairs, those of the "
+                      f"{int(bad.sum())} pairs of samples labelled both +1 and -1.",
+                      UserWarning, stacklevel=3)
+        return ~in_bad
+    # the first pair (in the caller's order) whose label contradicts an earlier pair
+    n = y.shape[0]
+    first_pos = np.full(n_groups, n)
+    first_neg = np.full(n_groups, n)
+    idx = np.arange(n)
+    np.minimum.at(first_pos, group[y == 1], idx[y == 1])
+    np.minimum.at(first_neg, group[y == -1], idx[y == -1])
+    later = np.maximum(first_pos, first_neg)
+    g = int(np.argmin(np.where(bad, later, n)))
+    first, second = int(min(first_pos[g], first_neg[g])), int(later[g])
+    raise PairConflictError(
+        f"pairs[{first}] and pairs[{second}] join the same two samples but are labelled "
+        f"{int(y[first]):+d} and {int(y[second]):+d}; remove one of them, or fit inside "
+        "crossmetric.pairs.pair_conflicts('drop') (leave such pairs out) or "
+        "pair_conflicts('keep') (fit them as given).", first, second)
 
 
 def used_rows(A: np.ndarray, *indices: np.ndarray):

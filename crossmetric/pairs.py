@@ -15,9 +15,10 @@ from scipy.sparse.csgraph import connected_components
 from sklearn.utils import check_random_state
 
 from crossmetric._checks import check_positive_int
+from crossmetric._pair_data import ON_CONFLICT, PairConflictError, pair_conflicts
 
 __all__ = ["make_pairs", "identities_from_pairs", "labels_from_pairs", "group_pair_folds",
-           "positive_components"]
+           "positive_components", "pair_conflicts", "PairConflictError", "ON_CONFLICT"]
 
 
 def _as_labels(labels, name: str) -> np.ndarray:

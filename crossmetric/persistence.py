@@ -68,6 +68,7 @@ import numpy as np
 
 from crossmetric import _atomic_io
 from crossmetric._aliases import current_path, forward_assignments
+from crossmetric._array_files import ArrayFileError, check_array_file
 from crossmetric._atomic_io import (  # noqa: F401  (_umask, _locked, _remove: former home)
     _locked,
     _remove,
@@ -80,8 +81,8 @@ from crossmetric._atomic_io import (  # noqa: F401  (_umask, _locked, _remove: f
 )
 
 __all__ = ["FORMAT", "FORMAT_VERSION", "ALLOWED_CLASSES", "save_model", "load_model",
-           "save_object", "load_object", "atomic_path", "atomic_open", "atomic_folder",
-           "write_error", "json_ready"]
+           "check_model_state", "save_object", "load_object", "atomic_path", "atomic_open",
+           "atomic_folder", "write_error", "json_ready"]
 
 FORMAT = "crossmetric-model"
 #: version 1 was the joblib pickle of crossmetric <= 0.x; 2 is the ``.npz`` + JSON format; 3 is
@@ -354,6 +355,13 @@ def load_object(path, *, kind: str = "model", allow_pickle: bool = False):
         if allow_pickle:
             return _load_pickle(path, kind), None
         _refuse_pickle(path, head)
+    # every array's declared size against the bytes that hold it, before np.load allocates
+    try:
+        check_array_file(path, stored_only=True)
+    except ArrayFileError as exc:
+        what = "a .npy header" if exc.member is None else f"array {exc.member!r}"
+        raise ValueError(f"{path}: not a valid crossmetric file ({what} is unreadable: "
+                         f"{exc.reason}); nothing from it was run.") from None
     try:
         arrays = np.load(path, allow_pickle=False)
     except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
@@ -461,7 +469,105 @@ def load_model(path, *, allow_pickle: bool = False, return_header: bool = False)
     obj, header = load_object(path, kind="model", allow_pickle=allow_pickle)
     if not hasattr(obj, "get_params"):
         raise ValueError(f"{os.fspath(path)}: holds a {type(obj).__name__}, not an estimator.")
+    check_model_state(path, obj)
     return (obj, header) if return_header else obj
+
+
+#: the most values one sample of a model may have for :func:`check_model_state` to try it
+#: (16 Mi: a 4096 × 4096 image)
+_PROBE_LIMIT = 1 << 24
+
+
+def _probe_target(model):
+    """``(object to probe, (shape_x, shape_y))``: the model, or its member (an ensemble's
+    first, a wrapper's ``learner_``) where the model itself has no ``pair_distance`` or no
+    sample shapes; ``None`` when no part says the shape of its samples."""
+    members = (getattr(model, "learner_", None),
+               *(getattr(model, "estimators_", None) or ())[:1])
+    for obj in (model, *members):
+        sx = getattr(obj, "_sample_shape_x_", None)
+        sy = getattr(obj, "_sample_shape_y_", None)
+        if obj is not None and sx is not None and sy is not None:
+            return (model if hasattr(model, "pair_distance") else obj), (sx, sy)
+    return None
+
+
+def _sample_shape(shape, name: str) -> tuple[int, ...]:
+    if not isinstance(shape, tuple | list) or not shape or not all(
+            isinstance(n, int | np.integer) and not isinstance(n, bool) and n > 0
+            for n in shape):
+        raise ValueError(f"{name} is {shape!r}, expected a tuple of positive integers")
+    size = 1
+    for n in shape:
+        size *= int(n)
+    if size > _PROBE_LIMIT:
+        raise ValueError(f"{name} is {tuple(shape)!r}: {size} values per sample, more than "
+                         f"any crossmetric model takes ({_PROBE_LIMIT})")
+    return tuple(int(n) for n in shape)
+
+
+def check_model_state(path, model, *, what: str = "model file") -> None:
+    """Refuse a loaded model whose fitted state does not make a working model.
+
+    A file can be well-formed (safe classes, arrays, JSON) and still hold nonsense state: a
+    missing ``components_``, an array of the wrong shape, a string for a number. Such a model
+    failed only later, with an ``AttributeError`` from deep inside ``evaluate``. Here a
+    fitted model (:func:`sklearn.utils.validation.check_is_fitted`) must say the shape of
+    its samples (``_sample_shape_x_`` / ``_sample_shape_y_``, tuples of positive integers),
+    have a finite ``threshold_`` where it has one, and give one finite distance for one pair
+    of constant samples of those shapes -- which runs every part of the model once. An
+    unfitted model is accepted as it is.
+
+    Parameters
+    ----------
+    path : str or path-like
+        The file, for the message.
+    model : estimator
+        The loaded model.
+    what : str, default="model file"
+        What the file is, for the message (an index names its model).
+
+    Raises
+    ------
+    ValueError
+        ``"PATH: not a valid crossmetric model file: ..."``, one line naming what failed.
+    """
+    import warnings
+
+    from sklearn.exceptions import NotFittedError
+    from sklearn.utils.validation import check_is_fitted
+
+    try:
+        check_is_fitted(model)
+    except (NotFittedError, TypeError):
+        return
+    from crossmetric._base import PairLearnerMixin
+
+    try:
+        found = _probe_target(model)
+        if found is None:
+            if not isinstance(model, PairLearnerMixin):
+                return  # a wrapper of no pair learner (a kernel map): nothing to try
+            raise ValueError("the fitted state has no _sample_shape_x_ / _sample_shape_y_")
+        target, shapes = found
+        sx = _sample_shape(shapes[0], "_sample_shape_x_")
+        sy = _sample_shape(shapes[1], "_sample_shape_y_")
+        if hasattr(model, "threshold_"):
+            t = model.threshold_
+            if isinstance(t, bool) or not isinstance(t, int | float | np.number) \
+                    or not np.isfinite(t):
+                raise ValueError(f"threshold_ is {t!r}, expected a finite number")
+        with warnings.catch_warnings(), np.errstate(all="ignore"):
+            warnings.simplefilter("ignore")
+            d = np.asarray(target.pair_distance((np.full((1, *sx), 0.5),
+                                                 np.full((1, *sy), 0.5))), dtype=float)
+        if d.shape != (1,) or not np.isfinite(d).all():
+            raise ValueError(f"the distance of a test pair is {d.tolist()!r}, expected one "
+                             "finite number")
+    except Exception as exc:  # anything the state makes fail: the file is not a model
+        msg = " ".join(str(exc).split())[:200]
+        raise ValueError(f"{os.fspath(path)}: not a valid crossmetric {what}: "
+                         f"{type(exc).__name__}: {msg}") from None
 
 
 def _main(argv=None) -> int:

@@ -33,6 +33,9 @@ def _small(seed=0, n=40, d=4, n_pairs=80):
     X = np.r_[rng.randn(n // 2, d) - 2, rng.randn(n - n // 2, d) + 2]
     pairs = rng.randint(0, n, size=(n_pairs, 2))
     pairs = pairs[pairs[:, 0] != pairs[:, 1]]
+    # each pair of samples once: a repeat drawn with the other label is refused (issue 38)
+    _, first = np.unique(np.sort(pairs, axis=1), axis=0, return_index=True)
+    pairs = pairs[np.sort(first)]
     y = np.where(rng.rand(pairs.shape[0]) < 0.5, 1, -1)
     y[:2] = [1, -1]
     return X, pairs, y

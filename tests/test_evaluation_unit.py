@@ -49,7 +49,8 @@ def _reference_identification(est, X, G, pl, gl, ranks, scores_path, *, same_set
     from crossmetric import metrics as M
     from crossmetric._faiss_tools import uses_l2_score
 
-    max_rank = max(20, max(ranks))
+    # the curve stops at the gallery's size (issue 38: rank 10¹¹ asked for 745 GiB)
+    max_rank = max(20, min(max(ranks), len(gl)))
     refine = re_rank or query_expansion is not None
     D = None
     if uses_l2_score(est) and scores_path is None and not refine:

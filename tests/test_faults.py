@@ -13,7 +13,7 @@ import pytest
 from sklearn.exceptions import ConvergenceWarning
 
 from crossmetric.metrics import roc_auc
-from crossmetric.pairs import make_pairs
+from crossmetric.pairs import make_pairs, pair_conflicts
 from crossmetric.registry import METHODS, make_estimator
 
 NAMES = [n for n in METHODS if n != "deepgsm"]  # DeepGSM takes images: tests in test_deep_gsm
@@ -69,8 +69,13 @@ def test_awkward_inputs(name):
     for s in (1e6, 1e-6):
         auc = _fit(name, X * s, Y * s, pairs, y)
         assert auc > min(0.6, base - 0.1), (s, auc, base)
-    # contradictory labels (one pair both +1 and -1): label noise, fitted as such
-    _fit(name, X, Y, np.r_[pairs, pairs[:1]], np.r_[y, -y[:1]])
+    # contradictory labels (one pair both +1 and -1): refused naming the pair (issue 38),
+    # fitted as label noise where asked to keep them
+    bad_pairs, bad_y = np.r_[pairs, pairs[:1]], np.r_[y, -y[:1]]
+    with pytest.raises(ValueError, match=rf"pairs\[0\] and pairs\[{len(y)}\] join the same "):
+        _fit(name, X, Y, bad_pairs, bad_y)
+    with pair_conflicts("keep"):
+        _fit(name, X, Y, bad_pairs, bad_y)
     # a single identity: no negative pairs to learn from
     one = np.c_[np.arange(9), np.arange(1, 10)]  # rows 0..9 all of one identity
     with pytest.raises(ValueError, match=r"y must contain both \+1 \(same\) and -1"):

@@ -174,7 +174,8 @@ def test_pair_log_likelihood_is_the_data_term(digits):
     X, lab, pairs, y = digits
     model = LDML(4, alpha=1e-2, preprocessor=X, random_state=0).fit(pairs, y)
     ll = pair_log_likelihood(model, pairs, y)
-    penalty = 0.5 * 1e-2 * np.sum(model.components_ ** 2)
+    # the penalty acts on L for the samples divided by their scale (issue 38: scale-free fit)
+    penalty = 0.5 * 1e-2 * np.sum((model.components_ * model.input_scale_) ** 2)
     assert -ll + penalty == pytest.approx(model.loss_curve_[-1], rel=1e-6)
     slow = np.mean([np.log(p if t == 1 else 1 - p)
                     for p, t in zip(model.pair_probability(pairs), y, strict=True)])

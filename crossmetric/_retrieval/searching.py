@@ -3,6 +3,8 @@ an exact index, CLML's mixture lists, and range search."""
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 from sklearn.exceptions import NotFittedError
 
@@ -17,6 +19,26 @@ from crossmetric._faiss_tools import (
 from crossmetric._retrieval.embedding import batches, rows
 
 __all__ = ["IndexSearching"]
+
+
+#: the most bytes of padding (ids ``-1`` and sentinel distances beyond ``ntotal``) that
+#: :meth:`IndexSearching.search` returns before it clamps ``k`` to ``ntotal``
+PAD_LIMIT_BYTES = 1 << 28
+
+
+def _padded_columns(k: int, queries, ntotal: int) -> int:
+    """``k``, or ``ntotal`` (with a warning) when padding ``k - ntotal`` columns of every
+    query would take more than :data:`PAD_LIMIT_BYTES`."""
+    if ntotal <= 0 or k <= ntotal:
+        return k
+    n_queries = len(queries) if hasattr(queries, "__len__") else 1
+    pad = n_queries * (k - ntotal) * 12  # float32 distance + int64 id
+    if pad <= PAD_LIMIT_BYTES:
+        return k
+    warnings.warn(f"k={k} is more than the {ntotal} items of the index: returning {ntotal} "
+                  f"columns per query (padding to k with id -1 would take "
+                  f"{pad / 2**30:.1f} GiB).", UserWarning, stacklevel=3)
+    return ntotal
 
 
 class IndexSearching:
@@ -56,7 +78,9 @@ class IndexSearching:
             ``(n_queries + ntotal)²`` -- for databases up to some 10⁴ items. The returned
             distances are then the re-ranked ones (in [0, 1]).
         clamp : bool, default=False
-            Return ``min(k, ntotal)`` columns instead of ``k``.
+            Return ``min(k, ntotal)`` columns instead of ``k``. Without it, a ``k`` whose
+            padding beyond ``ntotal`` would take more than 256 MiB (``k=10**12``) is clamped
+            to ``ntotal`` all the same, with a ``UserWarning`` saying so.
 
         Returns
         -------
@@ -69,6 +93,7 @@ class IndexSearching:
         k = check_positive_int(k, "k")
         if clamp and self.ntotal > 0:
             k = min(k, self.ntotal)
+        k = _padded_columns(k, queries, self.ntotal)
         if re_rank:
             return self._search_re_ranked(queries, k, re_rank)
         Q, nprobe = self._prepare_search(queries, nprobe)

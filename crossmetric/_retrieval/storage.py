@@ -41,7 +41,7 @@ class IndexStorage:
         older crossmetric versions -- UNSAFE, a pickle runs the code it names; only for files
         you trust (then :meth:`save` it again).
         """
-        from crossmetric.persistence import load_object
+        from crossmetric.persistence import check_model_state, load_object
 
         path = os.fspath(path)
         index, header = load_object(path, kind="index", allow_pickle=allow_pickle)
@@ -49,6 +49,8 @@ class IndexStorage:
             return cls._from_old_payload(path, index)
         if not isinstance(index, cls):
             raise ValueError(f"{path}: holds a {type(index).__name__}, not an Index.")
+        if getattr(index, "model", None) is not None:  # its model's state must work
+            check_model_state(path, index.model, what="index file (its model)")
         return index
 
     @classmethod

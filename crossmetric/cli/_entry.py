@@ -57,7 +57,10 @@ def _main(argv: list[str] | None) -> int:
         if getattr(args, "func", None) is None:
             parser.print_help(sys.stderr)
             return 2
-        with _sigterm_unwinds():
+        from crossmetric._parallel import parent_watched_workers
+
+        # loky workers end with this process, even when it is killed (SIGKILL)
+        with _sigterm_unwinds(), parent_watched_workers():
             return int(args.func(args))
     except SystemExit as exc:  # --help / --version
         return int(exc.code or 0) if not isinstance(exc.code, str) else 2

@@ -93,7 +93,10 @@ def _load_pictures(path: str, what: str) -> np.ndarray:
     """Pictures for --show-ranks: a .npy array (n, h, w) or (n, h, w, 1 | 3 | 4)."""
     if not path.lower().endswith(".npy") or not os.path.isfile(path):
         raise CLIError(f"{what}: expected an existing .npy file of images, got {path!r}.")
+    from crossmetric._array_files import check_array_file
+
     try:
+        check_array_file(path)  # the declared size against the file's, before allocating
         arr = np.load(path, allow_pickle=False)
     except (ValueError, OSError) as exc:
         raise CLIError(f"{what}: {path!r} could not be read as .npy ({_one_line(exc)}).") \
@@ -219,6 +222,10 @@ def cmd_evaluate(args) -> int:
         pairs, y = _verification_pairs(args, X, Y)
     if ident:
         G, pl, gl = _identification_sets(args, X, Y)
+        beyond = [r for r in ranks if r > len(gl)]
+        if beyond:
+            print(f"crossmetric: note: --ranks {','.join(map(str, beyond))}: beyond the "
+                  f"gallery's {len(gl)} items; reported as rank {len(gl)}", file=sys.stderr)
     est.set_params(preprocessor=_preprocessor(est, X, Y))
     try:
         if verif:

@@ -93,13 +93,37 @@ def _apply_seed(est, name: str, seed: int | None, params: dict) -> None:
           f"--seed {seed} is ignored", file=sys.stderr)
 
 
-def _fit_reporting_warnings(est, pairs: np.ndarray, y: np.ndarray) -> float:
-    """Fit; each distinct warning printed once on stderr; returns the seconds taken."""
+def _conflict_message(exc, pairs: np.ndarray, y: np.ndarray, source: str) -> str:
+    """The one line of a :class:`~crossmetric.pairs.PairConflictError` in the terms of the
+    command line: the two rows of the --pairs file (or of the drawn pairs)."""
+    rows = []
+    for p in (exc.first, exc.second):
+        rows.append(f"{int(pairs[p, 0])},{int(pairs[p, 1])},{int(y[p])}")
+    if source == "--pairs":
+        return (f"--pairs: data rows {exc.first + 1} ({rows[0]}) and {exc.second + 1} "
+                f"({rows[1]}) join the same two samples with opposite labels; remove one, "
+                "or give --on-conflict drop (leave such pairs out) or --on-conflict keep "
+                "(fit them as given).")
+    return f"{source}: {_one_line(exc)}"
+
+
+def _fit_reporting_warnings(est, pairs: np.ndarray, y: np.ndarray,
+                            on_conflict: str = "error", source: str = "--pairs") -> float:
+    """Fit; each distinct warning printed once on stderr; returns the seconds taken.
+
+    ``on_conflict``: what the fit does with pairs of the same samples labelled both +1 and
+    -1 (:func:`crossmetric.pairs.pair_conflicts`); ``source`` names where the pairs came from
+    in the message that refuses them.
+    """
+    from crossmetric.pairs import PairConflictError, pair_conflicts
+
     t0 = time.perf_counter()
     try:
-        with warnings.catch_warnings(record=True) as caught:
+        with warnings.catch_warnings(record=True) as caught, pair_conflicts(on_conflict):
             warnings.simplefilter("always")
             est.fit(pairs, y)
+    except PairConflictError as exc:
+        raise CLIError(_conflict_message(exc, pairs, y, source)) from None
     except ValueError as exc:
         raise CLIError(_one_line(exc)) from None
     elapsed = time.perf_counter() - t0
@@ -129,7 +153,8 @@ def cmd_fit(args) -> int:
     Y = _load_array(args.y, "--y", allow_images=images, key=args.key) if args.y else None
     pairs, y = _fit_pairs(args, est, X, Y)
     est.set_params(preprocessor=_preprocessor(est, X, Y))
-    elapsed = _fit_reporting_warnings(est, pairs, y)
+    elapsed = _fit_reporting_warnings(est, pairs, y, getattr(args, "on_conflict", "error"),
+                                      "--pairs" if args.pairs is not None else "--labels")
     train_auc = est.score(pairs, y)
     if args.convergence:
         _plot_convergence(est, display, args.convergence)

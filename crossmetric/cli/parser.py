@@ -222,6 +222,10 @@ def _add_fit(sub) -> None:
                         "papers: all positives, --n-negatives negatives each)")
     f.add_argument("--n-negatives", type=int, default=1,
                    help="negatives per positive with --labels (default 1)")
+    f.add_argument("--on-conflict", choices=("error", "drop", "keep"), default="error",
+                   help="--pairs rows that join the same two samples with opposite labels: "
+                        "refuse them (error, default), leave them all out (drop) or fit "
+                        "them as given (keep)")
     f.add_argument("--out", required=True, help="model file to write (crossmetric's "
                    "safe .npz format: loading it runs no code)")
     f.add_argument("--param", action="append", metavar="NAME=VALUE",

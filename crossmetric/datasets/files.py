@@ -8,6 +8,7 @@ import os
 
 import numpy as np
 
+from crossmetric._array_files import check_array_file
 from crossmetric._checks import check_pair_labels
 
 __all__ = ["load_features", "load_pairs", "load_labels", "load_image_list"]
@@ -123,6 +124,8 @@ def load_features(path: str | os.PathLike, *, key: str | None = None,
     _require_file(path, "feature file")
     ext = os.path.splitext(path)[1].lower()
     try:
+        if ext in (".npy", ".npz"):  # declared sizes checked before np.load allocates them
+            check_array_file(path, what=f"feature file {path!r}")
         if ext == ".npy":
             arr = np.load(path, allow_pickle=False)
         elif ext == ".npz":
@@ -244,6 +247,7 @@ def load_labels(path: str | os.PathLike, *, key: str | None = None,
     ext = os.path.splitext(path)[1].lower()
     if ext in (".npy", ".npz"):
         try:
+            check_array_file(path, what=f"{what} {path!r}")
             if ext == ".npy":
                 arr = np.load(path, allow_pickle=False)
             else:

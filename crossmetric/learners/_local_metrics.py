@@ -96,8 +96,13 @@ class _LocalMetricsModel:
     ``q``), the embedding ``z = Σ_s q_s (L_s x + b_s)`` and the objective ``J`` with its
     gradient. The estimator lists it first among its bases."""
 
-    def _fit_mixture(self, Xu: np.ndarray) -> None:
-        """Steps (1)-(2): the optional PCA and the fixed clustering."""
+    def _fit_mixture(self, Xu: np.ndarray, scale: float = 1.0) -> None:
+        """Steps (1)-(2): the optional PCA and the fixed clustering.
+
+        ``scale``: the global scale of the samples (``CLML``'s ``input_scale_``); the
+        mixture's ``reg_covar`` is multiplied by its square, so that the clustering of
+        ``c · X`` is that of ``X``.
+        """
         k = self.n_clusters
         n, d = Xu.shape
         # (1)-(2) the fixed clustering
@@ -109,7 +114,7 @@ class _LocalMetricsModel:
             self.pca_ = None
             G = Xu
         self.gmm_ = GaussianMixture(n_components=k, covariance_type=self.covariance_type,
-                                    reg_covar=self.reg_covar,
+                                    reg_covar=self.reg_covar * scale ** 2,
                                     random_state=self.random_state).fit(G)
 
     def _gmm_dims(self, n_samples: int, d: int) -> int | None:

@@ -57,7 +57,7 @@ from crossmetric.learners._local_metrics import (  # noqa: F401  (former home of
     _LocalMetricsModel,
     sparsify_assignments,
 )
-from crossmetric.learners.ldml import LDML, _check_common
+from crossmetric.learners.ldml import LDML, _check_common, input_scale
 from crossmetric.pairs import group_pair_folds
 
 __all__ = ["CLML", "CLMLCV", "sparsify_assignments"]
@@ -96,7 +96,10 @@ class CLML(_LocalMetricsModel, SingleModalMixin, BaseEstimator):
         Dimension of the global space (rows of each ``L_s``; 32 in the paper). At most
         ``n_clusters · (n_features + 1)``, the dimension of ``x̃``.
     alpha : float, default=1e-4
-        ℓ2 penalty weight (see the objective above).
+        ℓ2 penalty weight (see the objective above). The local metrics are learned on the
+        samples divided by one global scale (:func:`crossmetric.learners.ldml.input_scale`;
+        ``input_scale_``) and folded back, and the mixture's ``reg_covar`` is multiplied by
+        its square, so that the fit is the same for ``X`` and ``c · X``.
     covariance_type : {"full", "tied", "diag", "spherical"}, default="diag"
         Covariance of the mixture components (scikit-learn's ``GaussianMixture``).
     gmm_pca_components : int, "auto" or None, default="auto"
@@ -170,6 +173,9 @@ class CLML(_LocalMetricsModel, SingleModalMixin, BaseEstimator):
         ``b_s``.
     bias_ : float
         LDML's ``b``: pairs with ``‖z_i − z_j‖² < b`` are more likely *same*.
+    input_scale_ : float
+        The global scale of the training samples (folded into ``local_components_``, which
+        act on raw samples).
     ldml_init_ : LDML
         The global metric the local ones started from (``init="ldml"`` only).
     n_iter_ : int
@@ -275,65 +281,77 @@ class CLML(_LocalMetricsModel, SingleModalMixin, BaseEstimator):
             self._fit_stochastic(data, y)
             clear(self)
             return
+        # one global scale of the samples (LDML's input_scale): the metrics are learned on
+        # X / scale and folded back, the mixture's reg_covar scaled by scale², so that the
+        # defaults act alike at any scale of the features
+        scale = input_scale(data.X)
         data, y, val = split_pairs(self, data, y)
         Xu, i, j = data.X, data.ix, data.iy
         n, d = Xu.shape
         k, p = self._check_params(n, d)
-        self._fit_mixture(Xu)
+        self._fit_mixture(Xu, scale)
         q = self._posteriors(Xu, True)
+        Xs = Xu / scale
 
         # (3) the coordinated local metrics
-        Ls0, bs0, b0 = self._initial_parameters(k, p, Xu, q, i, j, data, y)
+        Ls0, bs0, b0 = self._initial_parameters(k, p, Xs, q, i, j, data, y, scale)
         objective = PairLogisticObjective(i, j, y, 1.0, n, n)
 
         def embed_validation(theta, Xv):
             if not hasattr(embed_validation, "q"):  # the assignments are fixed: once
                 embed_validation.q = self._posteriors(Xv, sparse=True)
             Ls, bs, _ = self._unpack(theta, k, p, d)
-            return _local_embed(Xv, embed_validation.q, Ls, bs)
+            return _local_embed(Xv / scale, embed_validation.q, Ls, bs)
 
         theta = fit_lbfgs(
-            self, lambda t: self._loss_grad(t, Xu, q, objective, k, p),
+            self, lambda t: self._loss_grad(t, Xs, q, objective, k, p),
             np.r_[Ls0.ravel(), bs0.ravel(), b0],
             vector_monitor(self, val, embed_validation, y),
         )
-        self.local_components_, self.local_offsets_, self.bias_ = self._unpack(theta, k, p, d)
+        Ls, self.local_offsets_, self.bias_ = self._unpack(theta, k, p, d)
+        self.local_components_ = Ls / scale
+        self.input_scale_ = scale
 
     def _fit_stochastic(self, data: PairData, y: np.ndarray) -> None:
         """Mini-batch version of :meth:`_fit`
         (:func:`crossmetric._solvers.stochastic.fit_theta`)."""
         d = data.X.shape[1]
         shape = {}
+        scale = input_scale(data.X)  # as in _fit
 
         def init_fn(block):
             (Z,), i, j, yb = block
             shape["k"], shape["p"] = k, p = self._check_params(Z.shape[0], d)
-            self._fit_mixture(Z)
-            Ls0, bs0, b0 = self._initial_parameters(k, p, Z, self._posteriors(Z, True), i, j,
-                                                    PairData(Z, Z, i, j), yb)
+            self._fit_mixture(Z, scale)
+            Ls0, bs0, b0 = self._initial_parameters(k, p, Z / scale, self._posteriors(Z, True),
+                                                    i, j, PairData(Z, Z, i, j), yb, scale)
             return np.r_[Ls0.ravel(), bs0.ravel(), b0]
 
         def loss_fn(theta, block):
             (Z,), i, j, yb = block
             obj = PairLogisticObjective(i, j, yb, 1.0, Z.shape[0], Z.shape[0])
-            return self._loss_grad(theta, Z, self._posteriors(Z, True), obj, shape["k"],
-                                   shape["p"])
+            return self._loss_grad(theta, Z / scale, self._posteriors(Z, True), obj,
+                                   shape["k"], shape["p"])
 
         theta, self.loss_curve_, self.n_iter_ = fit_theta(
             data, y, init_fn, loss_fn, solver=self.solver, name="CLML",
             **stochastic_settings(self))
-        self.local_components_, self.local_offsets_, self.bias_ = self._unpack(
-            theta, shape["k"], shape["p"], d)
+        Ls, self.local_offsets_, self.bias_ = self._unpack(theta, shape["k"], shape["p"], d)
+        self.local_components_ = Ls / scale
+        self.input_scale_ = scale
 
-    def _initial_parameters(self, k, p, Xu, q, i, j, data, y):
-        d = Xu.shape[1]
+    def _initial_parameters(self, k, p, Xs, q, i, j, data, y, scale: float = 1.0):
+        """``(L_s, b_s, b)`` to start from, for the samples divided by ``scale`` (``Xs``);
+        ``data`` holds the raw samples (for ``init="ldml"``), a given ``init`` acts on raw
+        samples and is multiplied by ``scale``."""
+        d = Xs.shape[1]
         init = self.init
         if isinstance(init, str) and init == "ldml":
             ldml = LDML(p, alpha=self.alpha, init="auto", max_iter=self.max_iter, tol=self.tol,
                         random_state=self.random_state)
             ldml._fit(data, y)
             self.ldml_init_ = ldml
-            L0, b0 = ldml.components_, ldml.bias_
+            L0, b0 = ldml.components_ * scale, ldml.bias_  # LDML's acts on raw samples
         elif not isinstance(init, str) and np.ndim(init) == 3:
             Ls = as_float_array(init, "init", ndim=3).astype(np.float64, copy=True)
             if Ls.shape != (k, p, d):
@@ -341,11 +359,14 @@ class CLML(_LocalMetricsModel, SingleModalMixin, BaseEstimator):
                     f"init must have shape (n_clusters, n_components, n_features) = "
                     f"{(k, p, d)}, got {Ls.shape}."
                 )
-            Z0 = _local_embed(Xu, q, Ls, np.zeros((k, p)))
+            Ls *= scale
+            Z0 = _local_embed(Xs, q, Ls, np.zeros((k, p)))
             diff = Z0[i] - Z0[j]
             return Ls, np.zeros((k, p)), float(np.median(np.einsum("ij,ij->i", diff, diff)))
         else:
-            L0, b0 = initial_projection(init, p, Xu, i, j, self.random_state)
+            if not isinstance(init, str):
+                init = as_float_array(init, "init", ndim=2) * scale
+            L0, b0 = initial_projection(init, p, Xs, i, j, self.random_state)
         return np.repeat(L0[None], k, axis=0), np.zeros((k, p)), b0
 
     # ------------------------------------------------------------------- embedding
@@ -500,5 +521,5 @@ class CLMLCV(CLML):
         best = clone(base).set_params(n_clusters=self.best_n_clusters_).fit(pairs, y)
         self.best_estimator_ = best
         for name in ("pca_", "gmm_", "local_components_", "local_offsets_", "bias_",
-                     "n_iter_", "loss_curve_"):
+                     "input_scale_", "n_iter_", "loss_curve_"):
             setattr(self, name, getattr(best, name))

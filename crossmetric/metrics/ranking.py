@@ -289,7 +289,8 @@ def identification_report(FX, FY, probe_labels, gallery_labels, *, max_rank: int
             lt, le = _relevant_counts(G, (k > 0).astype(np.int64), rows[first], vals[first],
                                       self_cols)
         stats[sl] = _stats_from_counts(k, _first_run_length(k, rows, vals), lt, le)
-    curve = _cmc_from_stats(stats, max(max_rank, max(ranks)), ties)
+    # a rank beyond the gallery is the rate at the gallery's size: the curve stops there
+    curve = _cmc_from_stats(stats, max(max_rank, min(max(ranks), n_g)), ties)
     out: dict = {"cmc": curve[:max_rank]}
     for r in ranks:
         out[f"rank{r}"] = float(curve[min(r, curve.size) - 1])

@@ -177,8 +177,9 @@ def measure_identification(est, X, G, probe_ids, gallery_ids, *, ranks=RANKS,
     scores_path : str, optional
         Also write the distance matrix (``.npy``, else CSV rows), atomically.
     max_rank : int, optional
-        Length of the CMC curve (default ``max(20, max(ranks))``); ranks beyond the gallery
-        repeat its last value.
+        Length of the CMC curve (default ``max(20, min(max(ranks), n_gallery))``); ranks
+        beyond the gallery repeat its last value (``rank{r}`` for such a rank is the rate at
+        the gallery's size).
     distance : array-like (n_probes, n_gallery), optional
         ``est.cross_distance(X, G)`` when already computed.
     blockwise : bool, default=True
@@ -209,9 +210,12 @@ def measure_identification(est, X, G, probe_ids, gallery_ids, *, ranks=RANKS,
     (1.0, 1.0, (2, 3))
     """
     ranks = tuple(int(r) for r in ranks)
-    max_rank = max(20, max(ranks)) if max_rank is None else check_positive_int(
-        max_rank, "max_rank")
     pl, gl = np.asarray(probe_ids), np.asarray(gallery_ids)
+    # ranks beyond the gallery repeat the CMC's last value: the default curve stops there
+    # (rank 10¹¹ asked for a 745 GiB curve)
+    n_gallery = int(np.shape(distance)[1]) if distance is not None else len(gl)
+    max_rank = max(20, min(max(ranks), n_gallery)) if max_rank is None else \
+        check_positive_int(max_rank, "max_rank")
     refine = bool(re_rank) or query_expansion is not None
     D = None
     if (blockwise and not refine and scores_path is None and distance is None and not minp

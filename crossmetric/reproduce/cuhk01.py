@@ -110,6 +110,9 @@ def cuhk01_features(data_home, *, cache: str | None = None, chunk: int = 256,
         2 = camera B), ``shots``, ``n_features`` (the descriptor's width).
     """
     if cache is not None and os.path.exists(cache):
+        from crossmetric._array_files import check_array_file
+
+        check_array_file(cache)  # declared sizes against the file's, before allocating
         with np.load(cache, allow_pickle=False) as f:
             out = {k: f[k] for k in f.files} | {"n_features": int(f["n_features"])}
         if persons is not None:  # span coordinates of all images serve any subset
