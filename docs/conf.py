@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import os
 import sys
-import weakref
 from pathlib import Path
 
 DOCS = Path(__file__).resolve().parent
@@ -68,31 +67,9 @@ numpydoc_class_members_toctree = False
 numpydoc_xref_param_type = False
 
 # -- examples gallery -------------------------------------------------------------------
-_shown = weakref.WeakSet()
-
-
-def _crossmetric_figures(block, block_vars, gallery_conf):
-    """Show the figures of :mod:`crossmetric.plotting`, which are built without pyplot (so
-    the matplotlib scraper does not see them): every such figure the example holds in a
-    variable, once. It runs before the matplotlib scraper, which closes pyplot's figures: a
-    figure seen while pyplot still manages it is pyplot's and is never saved here."""
-    from matplotlib.figure import Figure
-    from sphinx_gallery.scrapers import figure_rst
-
-    paths = []
-    for value in list(block_vars["example_globals"].values()):
-        if not isinstance(value, Figure) or value in _shown:
-            continue
-        _shown.add(value)
-        if value.canvas.manager is None:  # built without pyplot
-            path = next(block_vars["image_path_iterator"])
-            value.savefig(path, bbox_inches="tight")
-            paths.append(path)
-    return figure_rst(paths, gallery_conf["src_dir"])
-
-
 sphinx_gallery_conf = {
-    "image_scrapers": (_crossmetric_figures, "matplotlib"),  # ours first: see above
+    # crossmetric.plotting's figures first (docs/_ext/crossmetric_gallery.py), then pyplot's
+    "image_scrapers": ("crossmetric_gallery.plotting_figures", "matplotlib"),
     "examples_dirs": "examples",
     "gallery_dirs": "auto_examples",
     "filename_pattern": r"/plot_",
