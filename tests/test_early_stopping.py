@@ -88,9 +88,9 @@ def test_monitor_keeps_the_best_score_and_waits_for_both_criteria():
 
 
 def test_a_check_moves_away_from_the_start_only_beyond_the_held_out_noise():
-    """Won probes must outnumber lost ones by 1.645 √(won + lost) (one-sided sign test): one or
-    two probes won and none lost is chance, three is not; with no probe changed the AUC
-    decides."""
+    """Won probes must outnumber lost ones by 1.645 √(won + lost) (one-sided sign test) with an
+    AUC no lower: one or two probes won and none lost is chance, three is not; with no probe
+    changed the AUC decides."""
     n = 40
     val = _validation(np.arange(n), np.arange(n))
     mon = EarlyStopping(lambda p: (p, 1.0), val, 3)
@@ -112,6 +112,14 @@ def test_a_check_moves_away_from_the_start_only_beyond_the_held_out_noise():
         s0, s1 = mon.score_matrix(start), mon.score_matrix(fixed(k))
         assert s1[0] > s0[0]
         assert mon.better(s1, mon.probe_hits(fixed(k)), s0, hits0) is expected
+    # three probes won but the AUC lower: not better (the ranking of all held-out pairs)
+    worse_auc = fixed(3)
+    worse_auc[20:, :20] = 0.05                 # negatives of hitting probes moved near, not
+    worse_auc[np.arange(20, n), np.arange(20, n)] = 0.01  # past, their matches
+    assert mon.probe_hits(worse_auc).sum() == 23
+    assert mon.score_matrix(worse_auc)[1] < mon.score_matrix(start)[1]
+    assert not mon.better(mon.score_matrix(worse_auc), mon.probe_hits(worse_auc),
+                          mon.score_matrix(start), hits0)
     # no probe changed: the AUC alone decides (matches pushed up, still nearest)
     duller = start.copy()
     duller[np.arange(20, n), np.arange(20, n)] = 0.4

@@ -19,7 +19,7 @@ untrained one. ``early_stopping`` makes the hold-out explicit, as scikit-learn's
    view's, as the identification protocol measures; leave-one-out for one view; ties count as
    misses) and the ROC AUC of same vs different identity. The check kept is the best (rank-1,
    then AUC) of those better than the start beyond the hold-out's noise -- its probes won
-   against the start outnumber those lost by a one-sided sign test at 5 %
+   against the start outnumber those lost by a one-sided sign test at 5 % with an AUC no lower
    (:meth:`EarlyStopping.better`), or, no probe changing, its AUC is higher -- and the start
    when there is none, so that the fitted model is never worse than its start on the
    held-out identities, and a move away from it is not one of chance. The solver
@@ -376,8 +376,8 @@ class EarlyStopping:
     def better(self, score, hits, than_score, than_hits) -> bool:
         """Whether a check beats a reference (the start) on the held-out identities beyond
         their noise: its probes won (hit where the reference missed) outnumber those lost by
-        more than 1.645 √(won + lost) (a one-sided sign test at 5 %), or no probe changed and
-        its AUC is higher. Moving away from the start on a difference the held-out probes
+        more than 1.645 √(won + lost) (a one-sided sign test at 5 %) and its AUC is not lower,
+        or no probe changed and its AUC is higher. Moving away from the start on a difference the held-out probes
         cannot tell from chance would make the returned model the luckiest of many checks
         rather than a better one."""
         if than_hits is None:
@@ -386,7 +386,9 @@ class EarlyStopping:
         lost = int(np.sum(~hits & than_hits))
         if won == lost == 0:
             return bool(score[1] > than_score[1])
-        return bool(won - lost > SIGN_TEST_Z * np.sqrt(won + lost))
+        # and no lower AUC: the ranking of every held-out pair, not only each probe's first
+        return bool(won - lost > SIGN_TEST_Z * np.sqrt(won + lost)
+                    and score[1] >= than_score[1])
 
     def update(self, iteration: int, params) -> bool:
         """Record the validation loss and score of ``params`` after ``iteration`` iterations;
