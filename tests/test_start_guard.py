@@ -197,3 +197,18 @@ def test_protocols_bound_wide_views_and_cap_every_candidates_dimension():
     assert res.info["pca"] == {"LDML": "auto"}
     assert res.info["training"]["LDML"][0]["view_dims"] == [n_ids - 1, n_ids - 1]
     assert "view_dims" not in res.info["training"]["CMML"][0]
+
+
+def test_a_large_metric_is_announced_up_front(monkeypatch):
+    """CML_AUC from the paper's start keeps the feature space: above LARGE_METRIC_SIDE it says
+    what M costs and the fix before fitting; the default (init="auto") works on the span."""
+    import crossmetric.learners.auc as auc
+
+    monkeypatch.setattr(auc, "LARGE_METRIC_SIDE", 50)
+    X, Y, labels = _wide_views(40, 30)
+    with pytest.warns(UserWarning, match="M is 60 x 60 .* give reduce_to"):
+        _fit(CMLAUC(init="pca", early_stopping=False, max_iter=2), X, Y, labels)
+    monkeypatch.setattr(auc, "LARGE_METRIC_SIDE", 200)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        _fit(CMLAUC(max_iter=2), X, Y, labels)

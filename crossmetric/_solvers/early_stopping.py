@@ -377,9 +377,9 @@ class EarlyStopping:
         """Whether a check beats a reference (the start) on the held-out identities beyond
         their noise: its probes won (hit where the reference missed) outnumber those lost by
         more than 1.645 √(won + lost) (a one-sided sign test at 5 %) and its AUC is not lower,
-        or no probe changed and its AUC is higher. Moving away from the start on a difference the held-out probes
-        cannot tell from chance would make the returned model the luckiest of many checks
-        rather than a better one."""
+        or no probe changed and its AUC is higher. Moving away from the start on a difference
+        the held-out probes cannot tell from chance would make the returned model the
+        luckiest of many checks rather than a better one."""
         if than_hits is None:
             return True
         won = int(np.sum(hits & ~than_hits))

@@ -241,6 +241,24 @@ def _batch_size(value, n_total: int, name: str) -> int:
 
 # ----------------------------------------------------------------------------- the learners
 
+#: above this size of ``M`` (its side) a fit warns up front: every iteration decomposes it
+LARGE_METRIC_SIDE = 4000
+
+
+def _warn_large_metric(est, data) -> None:
+    """One ``UserWarning`` before a fit whose ``M`` is large (``d_x + d_y`` above
+    :data:`LARGE_METRIC_SIDE`: the paper's start on wide views, which keeps the feature space):
+    its memory and the time of one eigendecomposition, and the fix."""
+    side = data.X.shape[1] + (data.Y.shape[1] if est._cross else 0)
+    if side > LARGE_METRIC_SIDE:
+        warnings.warn(
+            f"{type(est).__name__}: M is {side} x {side} ({side ** 2 * 8 * 3 / 2 ** 30:.1f} GiB "
+            f"with its eigenvectors and step) and every iteration decomposes it; give "
+            f"reduce_to (e.g. 32), or init='auto' (views wider than their samples on their "
+            f"span), or reduce the views by PCA first.", UserWarning,
+            stacklevel=user_stacklevel())
+
+
 def _principal_axes(A: np.ndarray, k: int) -> np.ndarray:
     """Top-``k`` principal axes (rows) of ``A`` with a deterministic sign (the largest entry of
     each axis positive, scikit-learn's ``svd_flip``): the cross block of ``M₀`` depends on
@@ -385,6 +403,7 @@ class _AUCMetricLearner:
         data, self._spans = (span_views(data, self.reduce_to)
                              if self.reduce_to is not None or self.init != "pca"
                              else (data, (None, None)))
+        _warn_large_metric(self, data)
         Xs, Ys = self._standardize_fit(data)
         state = {"scale": 0.0}
         monitor = metric_monitor(self, val, y, self._spans, state)
