@@ -344,6 +344,21 @@ METHODS: dict[str, MethodSpec] = {s.name: s for s in [
     MethodSpec("prdc", "PRDC", "PRDC", {"max_triplets": 20000, "random_state": 0},
                "PRDC, triplets = positive and negative pairs sharing a sample; columns added "
                "until the objective stops decreasing (relative 1e-3)", in_default=False),
+    MethodSpec("rca", "RCA", "RCA", {"n_components": 32},
+               "RCA (metric-learn's), chunklets = connected components of the positive "
+               "pairs; within-chunklet whitening in 32 Fisher directions (closed form)",
+               in_default=False),
+    MethodSpec("mlkr", "MLKR", "MLKR", {"n_components": 32, "random_state": 0},
+               "MLKR (metric-learn's), one-hot targets = connected components of the positive "
+               "pairs; 32 dims, L-BFGS-B to scipy's defaults, at most 1000 iterations",
+               in_default=False),
+    MethodSpec("lfda", "LFDA", "LFDA", {"n_components": 32},
+               "LFDA (Sugiyama 2007's scatters), classes = connected components of the "
+               "positive pairs; 32 weighted eigenvectors (closed form)", in_default=False),
+    MethodSpec("scml", "SCML", "SCML", {"random_state": 0},
+               "SCML (metric-learn's solver), triplets = 3 same-class and 10 other-class "
+               "nearest neighbours, classes = connected components of the positive pairs; "
+               "80 x d triplet-difference bases, 10000 mini-batch iterations", in_default=False),
 ]}
 
 
