@@ -24,6 +24,12 @@ SINGLE = {
     "LMNN": dict(n_components=3, max_iter=30),
     "MCC": dict(n_components=3, max_iter=30),
     "PRDC": dict(n_components=3, max_iter=30),
+    "RCA": dict(n_components=3),
+    "RCA_Supervised": dict(n_components=3),
+    "MLKR": dict(n_components=3, max_iter=30),
+    "LFDA": dict(n_components=3),
+    "SCML": dict(max_iter=300, output_iter=100),
+    "SCML_Supervised": dict(n_basis=20, max_iter=300, output_iter=100),
 }
 CROSS = {
     "CMML": dict(n_components=3, max_iter=30),
@@ -42,6 +48,7 @@ CROSS = {
 ALL = {**SINGLE, **CROSS}
 RANDOM = {"PCCA", "MahaAUC", "LDML", "CLML", "CMML", "CMLAUC", "GSM", "ITML", "NCA", "LMNN",
           "MCC", "PRDC"}
+RANDOM |= {"RCA_Supervised", "MLKR", "SCML", "SCML_Supervised"}
 
 
 def _make(name, X, Y):
