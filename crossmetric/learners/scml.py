@@ -50,9 +50,11 @@ def scml_weights(delta: np.ndarray, *, beta: float, gamma: float, max_iter: int,
                  output_iter: int, batch_size: int, random_state=None, verbose=False):
     """Regularised dual averaging with AdaGrad on SCML's objective; returns ``(w, n_iter)``.
 
-    Per iteration: a mini-batch of ``batch_size`` triplets (drawn with replacement), the
-    hinge subgradient ``g`` averaged into ``ḡ``, ``H = sqrt(Σ g²)`` per coordinate, and the
-    closed-form proximal step ``w = (t / (γ (δ + H))) · max(−ḡ − β, 0)`` (δ = 1e-3).
+    The objective is evaluated every ``output_iter`` iterations and at the last one; the best
+    evaluated ``w`` is returned. Per iteration: a mini-batch of ``batch_size`` triplets (drawn
+    with replacement), the hinge subgradient ``g`` averaged into ``ḡ``, ``H = sqrt(Σ g²)`` per
+    coordinate, and the closed-form proximal step ``w = (t / (γ (δ + H))) · max(−ḡ − β, 0)``
+    (δ = 1e-3).
     """
     n_triplets, K = delta.shape
     rng = check_random_state(random_state)
@@ -68,7 +70,7 @@ def scml_weights(delta: np.ndarray, *, beta: float, gamma: float, max_iter: int,
         avg += (g - avg) / (it + 1)
         ada = np.sqrt(ada ** 2 + g ** 2)
         w = (it + 1) / (gamma * (1e-3 + ada)) * np.maximum(-avg - beta, 0.0)
-        if (it + 1) % output_iter == 0:
+        if (it + 1) % output_iter == 0 or it + 1 == max_iter:
             obj = scml_objective(w, delta, beta)
             if verbose:
                 print(f"[SCML] iter {it + 1}\t obj {obj:.6f}")
@@ -157,9 +159,6 @@ class _BaseSCML(_SampleFormMetric):
     def _check_solver(self):
         for name in ("max_iter", "output_iter", "batch_size"):
             check_positive_int(getattr(self, name), name)
-        if self.output_iter > self.max_iter:
-            raise ValueError(f"output_iter ({self.output_iter}) must be <= max_iter "
-                             f"({self.max_iter}).")
         check_positive_scalar(self.beta, "beta", allow_zero=True)
         check_positive_scalar(self.gamma, "gamma")
 
@@ -211,7 +210,8 @@ _PARAMS_DOC = """
     max_iter : int, default=10000
         Solver iterations.
     output_iter : int, default=500
-        Iterations between evaluations of the full objective (the best ``w`` is kept).
+        Iterations between evaluations of the full objective (the best ``w`` is kept); the
+        last iterate is evaluated too (metric-learn refuses ``output_iter > max_iter``).
     batch_size : int, default=10
         Triplets per iteration.
     verbose : bool, default=False
