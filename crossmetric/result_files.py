@@ -15,7 +15,8 @@ RESULT_FILES = ("results.csv", "results.json", "results.md", "results.tex", "roc
                 "cmc.png")
 
 
-def write_result_files(result, folder, *, description: str = "") -> list[str]:
+def write_result_files(result, folder, *, description: str = "",
+                       top_k: int | None = None) -> list[str]:
     """Write a benchmark result's tables and figures into ``folder``, each file atomically.
 
     Parameters
@@ -25,7 +26,11 @@ def write_result_files(result, folder, *, description: str = "") -> list[str]:
     folder : str or path-like
         An existing folder.
     description : str, default=""
-        The data, used as the LaTeX caption and in the figures' titles.
+        The data, used as the LaTeX caption and in the figures' titles (where folders are
+        cut to their last component: :func:`crossmetric.plotting.figure_title`).
+    top_k : int, optional
+        Draw only the best ``top_k`` methods in each figure (by AUC in ``roc.png``, by rank-1
+        in ``cmc.png``); the tables keep every method.
 
     Returns
     -------
@@ -34,7 +39,9 @@ def write_result_files(result, folder, *, description: str = "") -> list[str]:
         ``results.json``, ``results.md``, ``results.tex``, then ``roc.png`` where some method
         has a ROC curve (verification; false positive rates 0 to 0.1, log scale, AUC in the
         legend) and ``cmc.png`` where some method has a CMC curve (identification; rank-1 in
-        the legend).
+        the legend); each method in its own colour and line style
+        (:func:`crossmetric.plotting.method_style`) with a band of ±1 std over the folds /
+        repeats (``result.curves[m]["roc_std"]`` / ``["cmc_std"]``) when the result has it.
 
     Examples
     --------
@@ -65,14 +72,17 @@ def write_result_files(result, folder, *, description: str = "") -> list[str]:
     written = list(RESULT_FILES[:4])
     if rocs or cmcs:
         from crossmetric.plotting import plot_cmc, plot_roc
+    what = f" -- {description}" if description else ""
     if rocs:
         auc = {m: result.value(m, "auc") for m in rocs}
-        plot_roc(rocs, fpr_range=(0.0, 0.1), log_fpr=True, auc=auc,
-                 title=f"ROC -- {description}", path=os.path.join(folder, "roc.png"))
+        std = {m: c["roc_std"] for m, c in result.curves.items() if "roc_std" in c}
+        plot_roc(rocs, fpr_range=(0.0, 0.1), log_fpr=True, auc=auc, std=std, top_k=top_k,
+                 title=f"ROC{what}", path=os.path.join(folder, "roc.png"))
         written.append("roc.png")
     if cmcs:
         rank1 = {m: result.value(m, "rank1") for m in cmcs}
-        plot_cmc(cmcs, rank1=rank1, title=f"CMC -- {description}",
+        std = {m: c["cmc_std"] for m, c in result.curves.items() if "cmc_std" in c}
+        plot_cmc(cmcs, rank1=rank1, std=std, top_k=top_k, title=f"CMC{what}",
                  path=os.path.join(folder, "cmc.png"))
         written.append("cmc.png")
     return written

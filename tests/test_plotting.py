@@ -49,7 +49,7 @@ def test_cmc_plot(tmp_path):
     low = plot_cmc({"m": np.linspace(0.1, 0.6, 20)}).axes[0].get_ylim()
     assert low == (0.0, 70.0)  # a low curve is not squeezed under an empty top
     with pytest.raises(ValueError, match="CMC"):
-        plot_cmc({"m": np.zeros((2, 2))})
+        plot_cmc({"m": np.zeros((2, 2, 2))})  # 2-D: one curve per repeat
 
 
 class _Fitted:

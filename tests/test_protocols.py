@@ -160,7 +160,7 @@ def test_runner_table_and_cca_variant(data, tmp_path):
     res.to_csv(tmp_path / "r.csv")
     res.to_json(tmp_path / "r.json")
     assert json.loads((tmp_path / "r.json").read_text())["methods"] == res.methods
-    assert set(res.curves["cmml"]) == {"roc", "cmc"}
+    assert set(res.curves["cmml"]) == {"roc", "cmc", "roc_std", "cmc_std"}
     # CMML with max_iter=30 stops early: recorded per fit, not printed
     assert res.warnings["cmml"]["ConvergenceWarning"] == 5
     skip = _run(data, unequal_dims="skip")

@@ -60,7 +60,9 @@ class BenchmarkResult:
         One row per (method, measure): ``mean``, ``std`` (ddof=1; 0 for one run), ``sem``
         (``std/√n``, LFW's standard error), ``n``.
     curves : dict
-        ``{method: {"roc": (fpr_grid, mean_tpr), "cmc": mean_cmc}}``.
+        ``{method: {"roc": (fpr_grid, mean_tpr), "cmc": mean_cmc}}``, with ``roc_std`` /
+        ``cmc_std``: the pointwise standard deviation over the splits (ddof=1; the bands of
+        the figures).
     skipped : dict
         ``{method: reason}`` for methods not run (e.g. image learners on a feature dataset).
     errors : dict
@@ -256,6 +258,9 @@ class BenchmarkResult:
                                   for a in c["roc"])
             if "cmc" in c:
                 cc["cmc"] = np.asarray([nan(v) for v in c["cmc"]], dtype=float)
+            for key in ("roc_std", "cmc_std"):
+                if key in c:
+                    cc[key] = np.asarray([nan(v) for v in c[key]], dtype=float)
             curves[meth] = cc
         def row(r, numeric):
             return {k: nan(v) if k in numeric else _measure_name(v) if k == "measure" else v

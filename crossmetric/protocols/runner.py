@@ -473,11 +473,19 @@ def _execute(result: BenchmarkResult, estimators: Mapping, X: np.ndarray, Y: np.
         c: dict = {}
         if meth in rocs:
             c["roc"] = (ROC_GRID.copy(), np.mean(rocs[meth], axis=0))
+            c["roc_std"] = _curve_std(rocs[meth])
         if meth in cmcs:
             c["cmc"] = np.mean(cmcs[meth], axis=0)
+            c["cmc_std"] = _curve_std(cmcs[meth])
         result.curves[meth] = c
     result.summary = _summarise(result.records, result.methods)
     return result
+
+
+def _curve_std(curves: list) -> np.ndarray:
+    """Pointwise std over the splits' curves (ddof=1, as the summary's; 0 for one split)."""
+    a = np.asarray(curves, dtype=float)
+    return a.std(axis=0, ddof=1) if a.shape[0] > 1 else np.zeros(a.shape[1:])
 
 
 def run_pair_folds(estimators: Mapping, X, Y=None, *, pairs, y, folds=None,
