@@ -99,6 +99,7 @@ def _validate_benchmark(args) -> None:
     _check_int(args, "--n-negatives", 1)
     _check_int(args, "--max-train-positives", 1)
     _check_int(args, "--tune-folds", 2)
+    _check_int(args, "--plot-top", 1)
     if args.tune and args.lfw_pairs is not None:
         raise CLIError("--tune is not available with --lfw-pairs (fixed pairs carry no "
                        "identities to group inner folds by).")
@@ -326,7 +327,8 @@ def _write_outputs(result, description: str, args, cfg, names, estimators) -> No
     out = args.out
     try:
         with atomic_folder(out, owned=_BENCHMARK_FILES) as stage:
-            written = _package_attr("_write_benchmark_files")(result, description, stage)
+            written = _package_attr("_write_benchmark_files")(
+                result, description, stage, top_k=getattr(args, "plot_top", None))
             cfg.options["methods"] = names
             cfg.write(os.path.join(stage, "config.toml"),
                       methods=[n for n in names if METHODS[n].display in estimators])
@@ -370,8 +372,9 @@ def cmd_benchmark(args) -> int:
 _BENCHMARK_FILES = (*RESULT_FILES, "config.toml")
 
 
-def _write_benchmark_files(result, description: str, out: str, rocs=None, cmcs=None):
+def _write_benchmark_files(result, description: str, out: str, rocs=None, cmcs=None, *,
+                           top_k: int | None = None):
     """The result files (:func:`crossmetric.result_files.write_result_files`; ``rocs`` and
-    ``cmcs``, the curves of ``result``, are accepted for the former signature and not used);
-    returns the names written."""
-    return write_result_files(result, out, description=description)
+    ``cmcs``, the curves of ``result``, are accepted for the former signature and not used;
+    ``top_k``: ``--plot-top``); returns the names written."""
+    return write_result_files(result, out, description=description, top_k=top_k)

@@ -185,6 +185,9 @@ def _benchmark_output_options(o) -> None:
     o.add_argument("--json", action="store_true", default=None,
                    help="print the results as JSON (results.json's content) instead of the "
                         "table")
+    o.add_argument("--plot-top", type=int, default=None, metavar="K",
+                   help="draw only the best K methods in roc.png (by AUC) and cmc.png (by "
+                        "rank-1); the tables keep every method")
     o.add_argument("--list", action="store_true",
                    help="list the methods (single- or cross-modal) and their settings")
 
