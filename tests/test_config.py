@@ -54,7 +54,7 @@ def test_round_trip_gives_the_same_run_settings(tmp_path):
     written = tomllib.loads((tmp_path / "config.toml").read_text())
     assert written["methods"]["gsm"] == {"n_components": 6, "max_iter": 1000, "mu": 1e-3,
                                          "structure": "ladf"}
-    assert written["methods"]["cmlauc"] == {"fpr_range": [0.0, 0.2]}
+    assert written["methods"]["cmlauc"] == {"fpr_range": [0.0, 0.2], "reduce_to": 32}
     again = resolve_config({}, tmp_path / "config.toml")
     assert again.options == cfg.options
     for name in names:

@@ -128,23 +128,11 @@ class CLML(_LocalMetricsModel, SingleModalMixin, BaseEstimator):
         Maximum number of L-BFGS iterations.
     tol : float, default=1e-4
         Stop on a plateau: when ``J`` has decreased by less than ``tol`` relative to its value
-        per iteration, over the last 10 L-BFGS iterations.
-        The default stops when 10 iterations together lower the objective by less than
-        0.1 %: on digits (1,600 objects) 1e-5 took up to 3× the iterations for the same
-        held-out AUC (PCCA 0.9750 vs 0.9748, CMML 0.9591 vs 0.9581, LDML 0.9575 vs 0.9576).
+        per iteration, over the last 10 L-BFGS iterations (as :class:`~crossmetric.LDML`).
     early_stopping : {"auto", True, False}, default="auto"
-        Hold out ``validation_fraction`` of the training samples, whole identities (the connected
-        components of the positive pairs), and score the start and every iteration on them: the
-        rank-1 rate, then the ROC AUC, over all cross distances of the held-out samples (see
-        :mod:`crossmetric._solvers.early_stopping`). The best of these -- the start
-        included -- is kept, so that the fitted model is never worse on held-out identities than
-        where it started; training stops once neither that score nor the model's loss on the
-        held-out samples has improved for ``n_iter_no_change`` iterations. The model is learned
-        from the remaining pairs. ``"auto"``: on with 30 to 999 training identities (where the
-        objective overfits), off with fewer (classes, which test pairs share) or more.
-        ``False``: the paper's plain run. The guard is the library's, not the paper's.
+        The held-out guard of every iterative learner, as in :class:`~crossmetric.PCCA`
+        (:mod:`crossmetric._solvers.early_stopping`); ``False``: the paper's plain run.
     validation_fraction : float in (0, 1), default=0.2
-        Share of the training samples (whole identities) held out by ``early_stopping``.
     n_iter_no_change : int, default=10
         Patience of early stopping, in iterations.
     verbose : int, default=0
@@ -180,13 +168,8 @@ class CLML(_LocalMetricsModel, SingleModalMixin, BaseEstimator):
         The global metric the local ones started from (``init="ldml"`` only).
     n_iter_ : int
     loss_curve_ : list of float
-    validation_scores_ : list of float or None
-        Validation rank-1 on the held-out identities after each iteration, entry 0 at the
-        start (``early_stopping``); ``validation_aucs_`` their ROC AUC.
-    validation_loss_curve_ : list of float or None
-        Loss on the validation pairs after each iteration (``early_stopping``).
-    best_iteration_ : int or None
-        Iteration whose parameters are kept (``early_stopping``).
+    validation_scores_, validation_aucs_, validation_loss_curve_, best_iteration_
+        As in :class:`~crossmetric.PCCA` (``early_stopping``).
     threshold_ : float
         The accuracy-optimal cut on the training pairs; when the learned distance separates
         the training pairs (every cut in the gap is 100 % accurate), ``bias_`` if it lies in
