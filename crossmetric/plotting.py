@@ -545,11 +545,33 @@ def plot_convergence(models_or_curves, *, log: bool = True, title: str = "conver
     return fig
 
 
+def _fit_box(h: int, w: int, box_w: float, box_h: float) -> tuple[float, float]:
+    """Width and height (inches) of an ``h`` x ``w`` image scaled to fit ``box_w`` x
+    ``box_h`` with its aspect ratio kept."""
+    scale = min(box_w / w, box_h / h)
+    return w * scale, h * scale
+
+
+def _shorten(text: str, n: int) -> str:
+    """``text`` cut in the middle to at most ``n`` characters (``abc…xyz``)."""
+    if len(text) <= n:
+        return text
+    head = (n - 1) // 2
+    return text[:head] + "\u2026" + text[len(text) - (n - 1 - head):]
+
+
 def plot_rank_lists(query_images, gallery_images, distance, q_labels, g_labels, *,
                     k: int = 10, n_queries: int = 5, queries=None, same_set: bool = False,
-                    title: str | None = None, path: str | os.PathLike | None = None):
+                    failures: bool = False, q_names=None, g_names=None,
+                    title: str | None = None, path: str | os.PathLike | None = None,
+                    image_height: float = 1.3):
     """Rank lists as a figure: one row per query, the query first (blue frame), then its
     ``k`` nearest gallery images, true matches framed green and false ones red.
+
+    Every image keeps its aspect ratio: the cells are sized from the images' median
+    height / width ratio and each image is scaled to fit its cell without being stretched.
+    Captions (identity, distance, file name) sit under each image, in columns wide enough for
+    them (names longer than the column are cut in the middle), so they never overlap.
 
     Parameters
     ----------
@@ -558,17 +580,25 @@ def plot_rank_lists(query_images, gallery_images, distance, q_labels, g_labels, 
         [0, 1]).
     distance : array-like of shape (n_query, n_gallery)
     q_labels, g_labels : array-like
-    k, n_queries, queries, same_set :
-        As in :func:`crossmetric.ranklists.top_k_lists`.
+    k, n_queries, queries, same_set, failures :
+        As in :func:`crossmetric.ranklists.top_k_lists` (``failures=True``: only the queries
+        whose first match is wrong).
+    q_names, g_names : sequence of str, optional
+        A name per query / gallery image (e.g. its file), shown in its caption (the last path
+        component only).
     title : str, optional
+        Path-like words are cut to their last component (:func:`figure_title`).
     path : path, optional
         Also write the figure there as PNG.
+    image_height : float, default=1.3
+        Height of the image cells in inches (images wider than tall get at most 1.8 inches of
+        width instead).
 
     Returns
     -------
     matplotlib.figure.Figure
         Its axes are in row order (query, then ranks 1..k); each axis carries ``match``
-        (True / False, None for the query).
+        (True / False, None for the query) and ``index`` (the query or gallery row shown).
 
     Examples
     --------
@@ -586,40 +616,76 @@ def plot_rank_lists(query_images, gallery_images, distance, q_labels, g_labels, 
         MATCH_COLOR,
         MISS_COLOR,
         QUERY_COLOR,
+        _names,
         to_rgb_uint8,
         top_k_lists,
     )
 
-    qs, order, match = top_k_lists(distance, q_labels, g_labels, k, queries=queries,
-                                   n_queries=n_queries, same_set=same_set)
-    ql, gl = np.asarray(q_labels).ravel(), np.asarray(g_labels).ravel()
     if len(query_images) != np.shape(distance)[0] or len(gallery_images) != np.shape(
             distance)[1]:
         raise ValueError(f"query_images and gallery_images must hold one image per row / "
                          f"column of distance {np.shape(distance)}, got {len(query_images)} "
                          f"and {len(gallery_images)}.")
+    qs, order, match = top_k_lists(distance, q_labels, g_labels, k, queries=queries,
+                                   n_queries=n_queries, same_set=same_set, failures=failures)
+    qn = _names(q_names, len(query_images), "q_names")
+    gn = _names(g_names, len(gallery_images), "g_names")
+    ql, gl = np.asarray(q_labels).ravel(), np.asarray(g_labels).ravel()
+    Dm = np.asarray(distance, dtype=float)
     n, kk = order.shape
-    height = 2.1 * n + (0.4 if title else 0.0)
-    fig = Figure(figsize=(1.0 * (kk + 1) + 0.3, height), dpi=100)
-    FigureCanvasAgg(fig)
-    grid = fig.add_gridspec(n, kk + 1, wspace=0.08, hspace=0.35,
-                            top=1.0 - (0.55 if title else 0.2) / height, bottom=0.1 / height)
+    rows = []
     for i, q in enumerate(qs):
-        cells = [(query_images[q], f"query\nid {ql[q]}", QUERY_COLOR, None)]
-        cells += [(gallery_images[g], f"{r + 1}. id {gl[g]}", MATCH_COLOR if ok else MISS_COLOR,
-                   bool(ok)) for r, (g, ok) in enumerate(zip(order[i], match[i], strict=True))]
-        for j, (img, label, color, ok) in enumerate(cells):
-            ax = fig.add_subplot(grid[i, j])
-            ax.imshow(to_rgb_uint8(img), interpolation="nearest", aspect="equal")
+        cells = [(q, to_rgb_uint8(query_images[q]),
+                  [f"query {q}", f"id {ql[q]}"] + ([qn[q]] if qn else []), QUERY_COLOR, None)]
+        for r, (g, ok) in enumerate(zip(order[i], match[i], strict=True)):
+            cells.append((g, to_rgb_uint8(gallery_images[g]),
+                          [f"{r + 1}. id {gl[g]}", f"d={Dm[q, g]:.3g}"]
+                          + ([gn[g]] if gn else []),
+                          MATCH_COLOR if ok else MISS_COLOR, bool(ok)))
+        rows.append(cells)
+    # the image box: the median aspect of the images shown, at most 1.8 in wide
+    ratios = [c[1].shape[0] / c[1].shape[1] for cells in rows for c in cells]
+    aspect = float(np.median(ratios))
+    box_h = float(image_height)
+    box_w = box_h / aspect
+    if box_w > 1.8:
+        box_w, box_h = 1.8, 1.8 * aspect
+    font = 7.0
+    char_w = 0.6 * font / 72.0          # inches per caption character (DejaVu Sans, approx.)
+    max_chars = 26
+    longest = max(len(t) for cells in rows for c in cells for t in c[2])
+    col_w = max(box_w, min(longest, max_chars) * char_w + 0.08)
+    n_lines = max(len(c[2]) for cells in rows for c in cells)
+    cap_h = n_lines * font * 1.3 / 72.0 + 0.06
+    gap_x, gap_q, gap_y = 0.10, 0.22, 0.18
+    top = 0.45 if title else 0.12
+    width = 0.15 + (kk + 1) * col_w + kk * gap_x + gap_q + 0.15
+    height = top + n * (box_h + cap_h) + (n - 1) * gap_y + 0.1
+    fig = Figure(figsize=(width, height), dpi=100)
+    FigureCanvasAgg(fig)
+    max_chars = max(6, int((col_w - 0.08) / char_w))
+    for i, cells in enumerate(rows):
+        y_top = height - top - i * (box_h + cap_h + gap_y)
+        for j, (idx, img, lines, color, ok) in enumerate(cells):
+            x0 = 0.15 + j * (col_w + gap_x) + (gap_q if j else 0.0)
+            w, h = _fit_box(img.shape[0], img.shape[1], box_w, box_h)
+            left = x0 + (col_w - w) / 2.0
+            bottom = y_top - h
+            ax = fig.add_axes((left / width, bottom / height, w / width, h / height))
+            ax.imshow(img, interpolation="antialiased", aspect="equal")
             ax.set_xticks([])
             ax.set_yticks([])
             for side in ax.spines.values():
                 side.set_edgecolor(color)
                 side.set_linewidth(4 if ok is not None else 3)
-            ax.set_title(label, fontsize=7, pad=2)
+            text = "\n".join(_shorten(t, max_chars) for t in lines)
+            fig.text((x0 + col_w / 2.0) / width, (y_top - box_h - 0.05) / height, text,
+                     ha="center", va="top", fontsize=font, linespacing=1.15)
             ax.match = ok
+            ax.index = int(idx)
     if title:
-        fig.suptitle(title, fontsize=10, y=1.0 - 0.1 / height)
+        fig.text(0.5, 1.0 - 0.12 / height, figure_title(title), ha="center", va="top",
+                 fontsize=10)
     if path is not None:
         save_figure(fig, path)
     return fig

@@ -18,14 +18,14 @@ import numpy as np
 
 from crossmetric._checks import as_float_array, check_positive_int
 
-__all__ = ["top_k_lists", "write_rank_html", "to_rgb_uint8"]
+__all__ = ["top_k_lists", "write_rank_html", "to_rgb_uint8", "display_name"]
 
 #: frame colours of true (green) and false (red) matches, and of the query (blue)
 MATCH_COLOR, MISS_COLOR, QUERY_COLOR = "#1a9641", "#d7191c", "#2c7bb6"
 
 
 def top_k_lists(distance, q_labels, g_labels, k: int = 10, *, queries=None,
-                n_queries: int = 10, same_set: bool = False):
+                n_queries: int = 10, same_set: bool = False, failures: bool = False):
     """The ``k`` nearest gallery items of each chosen query and which of them are true matches.
 
     Parameters
@@ -41,6 +41,9 @@ def top_k_lists(distance, q_labels, g_labels, k: int = 10, *, queries=None,
     n_queries : int, default=10
     same_set : bool, default=False
         The gallery is the query set: a query's own item is left out of its list.
+    failures : bool, default=False
+        Only queries whose first match is wrong (rank-1 failures): among ``queries`` (default:
+        every row, of which the first ``n_queries`` failures are kept).
 
     Returns
     -------
@@ -57,6 +60,8 @@ def top_k_lists(distance, q_labels, g_labels, k: int = 10, *, queries=None,
     >>> q, order, match = top_k_lists(D, [1, 2], [1, 2, 2], k=2)
     >>> order.tolist(), match.tolist()
     ([[1, 2], [2, 0]], [[False, False], [True, False]])
+    >>> top_k_lists(D, [1, 2], [1, 2, 2], k=2, failures=True)[0].tolist()
+    [0]
     """
     D = as_float_array(distance, "distance", ndim=2)
     n_q, n_g = D.shape
@@ -66,11 +71,22 @@ def top_k_lists(distance, q_labels, g_labels, k: int = 10, *, queries=None,
                          f"of distance), got {ql.shape[0]} and {gl.shape[0]}.")
     if same_set and n_q != n_g:
         raise ValueError(f"same_set=True needs a square distance matrix, got {D.shape}.")
+    n_queries = check_positive_int(n_queries, "n_queries")
     if queries is None:
-        queries = np.arange(min(check_positive_int(n_queries, "n_queries"), n_q))
+        queries = np.arange(n_q if failures else min(n_queries, n_q))
     queries = np.asarray(queries, dtype=np.int64).ravel()
     if queries.size == 0 or queries.min() < 0 or queries.max() >= n_q:
         raise ValueError(f"queries must be row indices in [0, {n_q}), got {queries.tolist()}.")
+    if failures:
+        rows = D[queries].copy()
+        if same_set:
+            rows[np.arange(queries.size), queries] = np.inf
+        first = np.argmin(rows, axis=1)
+        wrong = queries[gl[first] != ql[queries]]
+        if wrong.size == 0:
+            raise ValueError("no query's first match is wrong (failures=True found nothing "
+                             "to show).")
+        queries = wrong[:n_queries]
     k = min(check_positive_int(k, "k"), n_g - int(same_set))
     if k < 1:
         raise ValueError("the gallery has no item to list.")
@@ -132,11 +148,14 @@ figure.query img { border-color: QUERY; }
 figure.match img { border-color: MATCH; }
 figure.miss img { border-color: MISS; }
 .sep { width: 12px; }
+figcaption .name { display: inline-block; max-width: 12em; overflow: hidden;
+                   text-overflow: ellipsis; white-space: nowrap; color: #555; }
 """.replace("QUERY", QUERY_COLOR).replace("MATCH", MATCH_COLOR).replace("MISS", MISS_COLOR))
 
 
 def write_rank_html(path, query_images, gallery_images, distance, q_labels, g_labels, *,
                     k: int = 10, n_queries: int = 10, queries=None, same_set: bool = False,
+                    failures: bool = False, q_names=None, g_names=None,
                     title: str = "Rank lists", height: int = 128) -> str:
     """Write a self-contained HTML page of rank lists: each query, then its top-k gallery
     images, true matches framed green and false ones red.
@@ -155,8 +174,11 @@ def write_rank_html(path, query_images, gallery_images, distance, q_labels, g_la
     distance : array-like of shape (n_query, n_gallery), or mapping name -> such array
         A mapping gives one section per name (e.g. per method), all on the same queries.
     q_labels, g_labels : array-like
-    k, n_queries, queries, same_set :
+    k, n_queries, queries, same_set, failures :
         As in :func:`top_k_lists`.
+    q_names, g_names : sequence of str, optional
+        A name per query / gallery item (e.g. its image file), shown in its caption (the
+        last path component only).
     title : str
     height : int, default=128
         Displayed height of every image in pixels.
@@ -178,7 +200,10 @@ def write_rank_html(path, query_images, gallery_images, distance, q_labels, g_la
     q_uri, g_uri = {}, {}
     for name, D in sections.items():
         qs, order, match = top_k_lists(D, q_labels, g_labels, k, queries=queries,
-                                       n_queries=n_queries, same_set=same_set)
+                                       n_queries=n_queries, same_set=same_set,
+                                       failures=failures)
+        qn = _names(q_names, np.shape(D)[0], "q_names")
+        gn = _names(g_names, np.shape(D)[1], "g_names")
         _check_images(query_images, np.shape(D)[0], "query_images")
         _check_images(gallery_images, np.shape(D)[1], "gallery_images")
         ql, gl = np.asarray(q_labels).ravel(), np.asarray(g_labels).ravel()
@@ -192,7 +217,8 @@ def write_rank_html(path, query_images, gallery_images, distance, q_labels, g_la
                 q_uri[q] = _png_data_uri(query_images[q])
             cells = [f"<figure class='query' data-query='{q}'><img src='{q_uri[q]}' "
                      f"height='{height}' alt='query {q}'><figcaption>query {q}<br>id "
-                     f"{html.escape(str(ql[q]))}</figcaption></figure><div class='sep'></div>"]
+                     f"{html.escape(str(ql[q]))}{_name_line(qn, q)}</figcaption></figure>"
+                     f"<div class='sep'></div>"]
             for r, (g, ok) in enumerate(zip(order[i], match[i], strict=True)):
                 if g not in g_uri:
                     g_uri[g] = _png_data_uri(gallery_images[g])
@@ -200,10 +226,40 @@ def write_rank_html(path, query_images, gallery_images, distance, q_labels, g_la
                 cells.append(f"<figure class='{cls}' data-gallery='{g}' data-rank='{r + 1}'>"
                              f"<img src='{g_uri[g]}' height='{height}' alt='gallery {g}'>"
                              f"<figcaption>{r + 1}. id {html.escape(str(gl[g]))}<br>"
-                             f"d={Dm[q, g]:.3g}</figcaption></figure>")
+                             f"d={Dm[q, g]:.3g}{_name_line(gn, g)}</figcaption></figure>")
             parts.append("<div class='row'>" + "".join(cells) + "</div>")
     parts.append("</body></html>\n")
     return _write_text_atomic(path, "\n".join(parts))
+
+
+def _names(names, n: int, what: str) -> list[str] | None:
+    """The last path component of each name (``None``: no names)."""
+    if names is None:
+        return None
+    names = [str(v) for v in names]
+    if len(names) != n:
+        raise ValueError(f"{what} must hold one name per image ({n}), got {len(names)}.")
+    return [display_name(v) for v in names]
+
+
+def display_name(name: str) -> str:
+    """The last component of a path (``a/b/c.png`` -> ``c.png``; a name without a folder is
+    kept).
+
+    Examples
+    --------
+    >>> display_name("../data/cufs/photos/f-005-01.jpg")
+    'f-005-01.jpg'
+    """
+    text = str(name).rstrip("/\\")
+    return text.replace("\\", "/").rsplit("/", 1)[-1] or str(name)
+
+
+def _name_line(names, i: int) -> str:
+    if names is None:
+        return ""
+    name = html.escape(names[i])
+    return f"<br><span class='name' title='{name}'>{name}</span>"
 
 
 def _write_text_atomic(path, text: str) -> str:

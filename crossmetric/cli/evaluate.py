@@ -56,6 +56,8 @@ def _validate_evaluate(args) -> tuple[bool, bool]:
     if not ident and (args.same_set or refine or args.show_ranks):
         raise CLIError("--same-set, --re-rank, --query-expansion and --show-ranks apply to "
                        "identification: give --probe-labels and --gallery-labels.")
+    if getattr(args, "ranks_failures", False) and args.show_ranks is None:
+        raise CLIError("--ranks-failures needs --show-ranks N.")
     if args.show_ranks is not None:
         if args.show_ranks < 1:
             raise CLIError(f"--show-ranks must be >= 1, got {args.show_ranks}.")
@@ -126,22 +128,54 @@ def _show_ranks(args, est, X, G, pl, gl, D, images: bool) -> list[str]:
     if len(q_img) != X.shape[0] or len(g_img) != G.shape[0]:
         raise CLIError(f"--show-ranks: {len(q_img)} probe and {len(g_img)} gallery images "
                        f"for {X.shape[0]} probes and {G.shape[0]} gallery rows.")
-    n = min(args.show_ranks, X.shape[0])
-    sel = np.arange(n)
-    rows = np.array(D[:n], dtype=float) if D is not None else np.asarray(
-        est.cross_distance(X[:n], G), dtype=float)
+    failures = bool(getattr(args, "ranks_failures", False))
+    if failures:
+        sel = _failing_probes(est, X, G, pl, gl, D, args.show_ranks, args.same_set)
+        if sel.size == 0:
+            print("crossmetric: note: --ranks-failures: every probe's first match is right; "
+                  "no rank list written", file=sys.stderr)
+            return []
+    else:
+        sel = np.arange(min(args.show_ranks, X.shape[0]))
+    n = sel.size
+    rows = np.array(D[sel], dtype=float) if D is not None else np.asarray(
+        est.cross_distance(X[sel], G), dtype=float)
     k = args.top_k
     if args.same_set:  # own item after everything else, and never listed
-        rows[sel, sel] = rows.max() + 1.0 + abs(rows.max())
+        rows[np.arange(n), sel] = rows.max() + 1.0 + abs(rows.max())
         k = min(k, G.shape[0] - 1)
     html_path = args.ranks_out
     png_path = os.path.splitext(html_path)[0] + ".png"
-    title = f"{os.path.basename(args.model)}: top {k} of the first {n} probes"
-    write_rank_html(html_path, q_img[:n], g_img, rows, pl[:n], gl, k=k, n_queries=n,
-                    title=title)
-    plotting.plot_rank_lists(q_img[:n], g_img, rows, pl[:n], gl, k=k, n_queries=n,
-                             title=title, path=png_path)
+    what = "probes whose first match is wrong" if failures else "probes"
+    title = f"{os.path.basename(args.model)}: top {k} of the first {n} {what}"
+    q_src = args.x if images else args.probe_images
+    g_src = (args.y or args.x) if images else (args.gallery_images or args.probe_images)
+    q_names = [f"{os.path.basename(q_src)} #{i}" for i in sel]
+    g_names = [f"{os.path.basename(g_src)} #{j}" for j in range(len(g_img))]
+    q_show = [q_img[i] for i in sel]
+    write_rank_html(html_path, q_show, g_img, rows, pl[sel], gl, k=k, n_queries=n,
+                    q_names=q_names, g_names=g_names, title=title)
+    plotting.plot_rank_lists(q_show, g_img, rows, pl[sel], gl, k=k, n_queries=n,
+                             q_names=q_names, g_names=g_names, title=title, path=png_path)
     return [html_path, png_path]
+
+
+def _failing_probes(est, X, G, pl, gl, D, n: int, same_set: bool,
+                    block: int = 1024) -> np.ndarray:
+    """The first ``n`` probes whose nearest gallery item (their own left out with
+    ``same_set``) has another identity, read block by block when there is no matrix."""
+    found = []
+    for start in range(0, X.shape[0], block):
+        stop = min(start + block, X.shape[0])
+        rows = np.array(D[start:stop], dtype=float) if D is not None else np.asarray(
+            est.cross_distance(X[start:stop], G), dtype=float)
+        if same_set:
+            rows[np.arange(stop - start), np.arange(start, stop)] = np.inf
+        wrong = np.flatnonzero(gl[np.argmin(rows, axis=1)] != pl[start:stop]) + start
+        found.extend(wrong.tolist())
+        if len(found) >= n:
+            break
+    return np.asarray(found[:n], dtype=np.int64)
 
 
 def _verification_pairs(args, X: np.ndarray, Y: np.ndarray | None):

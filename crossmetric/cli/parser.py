@@ -276,6 +276,9 @@ def _add_evaluate(sub) -> None:
     e.add_argument("--show-ranks", type=int, default=None, metavar="N",
                    help="write the rank lists of the first N probes: HTML page (--ranks-out) "
                         "and a PNG beside it")
+    e.add_argument("--ranks-failures", action="store_true",
+                   help="with --show-ranks N: the first N probes whose first match is wrong "
+                        "instead of the first N probes")
     e.add_argument("--top-k", type=int, default=10,
                    help="gallery items per rank list (default 10)")
     e.add_argument("--ranks-out", default="crossmetric-ranks.html", metavar="FILE.html",
