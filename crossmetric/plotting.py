@@ -585,14 +585,15 @@ def plot_rank_lists(query_images, gallery_images, distance, q_labels, g_labels, 
         whose first match is wrong).
     q_names, g_names : sequence of str, optional
         A name per query / gallery image (e.g. its file), shown in its caption (the last path
-        component only).
+        component only; the query's then instead of its row number).
     title : str, optional
         Path-like words are cut to their last component (:func:`figure_title`).
     path : path, optional
         Also write the figure there as PNG.
     image_height : float, default=1.3
         Height of the image cells in inches (images wider than tall get at most 1.8 inches of
-        width instead).
+        width instead; tall images under wider captions grow to the column, up to 2.4
+        inches high).
 
     Returns
     -------
@@ -636,7 +637,8 @@ def plot_rank_lists(query_images, gallery_images, distance, q_labels, g_labels, 
     rows = []
     for i, q in enumerate(qs):
         cells = [(q, to_rgb_uint8(query_images[q]),
-                  [f"query {q}", f"id {ql[q]}"] + ([qn[q]] if qn else []), QUERY_COLOR, None)]
+                  [f"query {q}" if not qn else "query", f"id {ql[q]}"]
+                  + ([qn[q]] if qn else []), QUERY_COLOR, None)]
         for r, (g, ok) in enumerate(zip(order[i], match[i], strict=True)):
             cells.append((g, to_rgb_uint8(gallery_images[g]),
                           [f"{r + 1}. id {gl[g]}", f"d={Dm[q, g]:.3g}"]
@@ -655,6 +657,9 @@ def plot_rank_lists(query_images, gallery_images, distance, q_labels, g_labels, 
     max_chars = 26
     longest = max(len(t) for cells in rows for c in cells for t in c[2])
     col_w = max(box_w, min(longest, max_chars) * char_w + 0.08)
+    if box_w < col_w and box_h < 2.4:   # tall images under wide captions: use the room
+        box_h = min(col_w * aspect, 2.4)
+        box_w = box_h / aspect
     n_lines = max(len(c[2]) for cells in rows for c in cells)
     cap_h = n_lines * font * 1.3 / 72.0 + 0.06
     gap_x, gap_q, gap_y = 0.10, 0.22, 0.18

@@ -178,7 +178,7 @@ def write_rank_html(path, query_images, gallery_images, distance, q_labels, g_la
         As in :func:`top_k_lists`.
     q_names, g_names : sequence of str, optional
         A name per query / gallery item (e.g. its image file), shown in its caption (the
-        last path component only).
+        last path component only) instead of its row number.
     title : str
     height : int, default=128
         Displayed height of every image in pixels.
@@ -216,7 +216,8 @@ def write_rank_html(path, query_images, gallery_images, distance, q_labels, g_la
             if q not in q_uri:
                 q_uri[q] = _png_data_uri(query_images[q])
             cells = [f"<figure class='query' data-query='{q}'><img src='{q_uri[q]}' "
-                     f"height='{height}' alt='query {q}'><figcaption>query {q}<br>id "
+                     f"height='{height}' alt='query {q}'><figcaption>query"
+                     f"{'' if qn else f' {q}'}<br>id "
                      f"{html.escape(str(ql[q]))}{_name_line(qn, q)}</figcaption></figure>"
                      f"<div class='sep'></div>"]
             for r, (g, ok) in enumerate(zip(order[i], match[i], strict=True)):
