@@ -359,6 +359,20 @@ METHODS: dict[str, MethodSpec] = {s.name: s for s in [
                "SCML (metric-learn's solver), triplets = 3 same-class and 10 other-class "
                "nearest neighbours, classes = connected components of the positive pairs; "
                "80 x d triplet-difference bases, 10000 mini-batch iterations", in_default=False),
+    MethodSpec("mmc", "MMC", "MMC", {"diagonal": True},
+               "MMC (Xing et al. 2002), diagonal M by Newton's method (the full M, "
+               "diagonal=False, needs an eigendecomposition per projection: minutes at 64 "
+               "dims)", in_default=False),
+    MethodSpec("sdml", "SDML", "SDML", {"balance_param": 1e-3, "sparsity_param": 0.05},
+               "SDML (Qi et al. 2009) with scikit-learn's graphical lasso, identity prior; "
+               "balance 1e-3 and sparsity 0.05 (metric-learn's 0.5 / 0.01 make the lasso's "
+               "input indefinite on most pair sets)", in_default=False),
+    MethodSpec("lsml", "LSML", "LSML", {"random_state": 0},
+               "LSML (Liu et al. 2012), quadruplets = each positive pair against a random "
+               "negative pair; identity prior, tol 1e-3", in_default=False),
+    MethodSpec("covariance", "Covariance", "Covariance", {},
+               "inverse covariance of the distinct training samples (the Mahalanobis "
+               "baseline, no learning)", in_default=False),
 ]}
 
 

@@ -30,6 +30,11 @@ SINGLE = {
     "LFDA": dict(n_components=3),
     "SCML": dict(max_iter=300, output_iter=100),
     "SCML_Supervised": dict(n_basis=20, max_iter=300, output_iter=100),
+    "MMC": dict(max_iter=20),
+    "SDML": dict(balance_param=1e-5),
+    "LSML": dict(max_iter=50),
+    "LSML_Supervised": dict(max_iter=50),
+    "Covariance": dict(),
 }
 CROSS = {
     "CMML": dict(n_components=3, max_iter=30),
@@ -49,6 +54,7 @@ ALL = {**SINGLE, **CROSS}
 RANDOM = {"PCCA", "MahaAUC", "LDML", "CLML", "CMML", "CMLAUC", "GSM", "ITML", "NCA", "LMNN",
           "MCC", "PRDC"}
 RANDOM |= {"RCA_Supervised", "MLKR", "SCML", "SCML_Supervised"}
+RANDOM |= {"MMC", "SDML", "LSML", "LSML_Supervised"}
 
 
 def _make(name, X, Y):
