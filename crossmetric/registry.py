@@ -367,8 +367,8 @@ METHODS: dict[str, MethodSpec] = {s.name: s for s in [
                "dims)", in_default=False),
     MethodSpec("sdml", "SDML", "SDML", {"balance_param": 1e-3, "sparsity_param": 0.05},
                "SDML (Qi et al. 2009) with scikit-learn's graphical lasso, identity prior; "
-               "balance 1e-3 and sparsity 0.05 (metric-learn's 0.5 / 0.01 make the lasso's "
-               "input indefinite on most pair sets)", in_default=False),
+               "balance 1e-3 and sparsity 0.05 (with metric-learn's 0.5 / 0.01 the lasso's "
+               "input is too ill-conditioned on 200 digits)", in_default=False),
     MethodSpec("lsml", "LSML", "LSML", {"random_state": 0},
                "LSML (Liu et al. 2012), quadruplets = each positive pair against a random "
                "negative pair; identity prior, tol 1e-3", in_default=False),

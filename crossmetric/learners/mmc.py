@@ -29,7 +29,11 @@ step is the same, so the full ``M`` agrees to round-off where the first projecti
 (``benchmarks/bench_metric_learn_parity_a.py``). (2) The diagonal line search compares the
 paper's objective ``Σ_S ‖v‖²_w − C log Σ_D ‖v‖_w``, the function whose gradient and Hessian the
 Newton step uses; metric-learn adds the log term there (``+ C log``), so its search measures a
-different function than the one it descends.
+different function than the one it descends. Where both searches keep the full Newton step (iris
+and digits in the benchmark) the weights agree to round-off.
+
+*Cost.* Each projection of the full ``M`` is an eigendecomposition (``O(d³)``) and a cycle may
+take up to ``max_proj`` of them: minutes at 64 features. ``diagonal=True`` is cheap.
 """
 
 from __future__ import annotations
