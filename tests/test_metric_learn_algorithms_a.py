@@ -238,3 +238,22 @@ def test_bad_input_is_a_one_line_value_error(call, match, iris):
             warnings.simplefilter("ignore")
             call(X, pairs, y)
     _one_line(exc_info)
+
+
+# ------------------------------------------ metric-learn 0.7.0's own numbers (same iris pairs)
+#: ``metric_learn.MMC(preprocessor=X).fit(pairs, y).get_mahalanobis_matrix()`` (scikit-learn
+#: 1.7) for the ``iris`` fixture's pairs; the diagonal one with ``diagonal=True``
+ML_MMC_FULL = np.array([
+    [0.01098372309442763, 0.01311452622574378, -0.01929421939130012, -0.02343081227591789],
+    [0.01311452622574378, 0.01565869756976827, -0.02303722918332051, -0.02797630634360209],
+    [-0.01929421939130012, -0.02303722918332051, 0.03389259713844059, 0.04115901581652957],
+    [-0.02343081227591789, -0.02797630634360209, 0.04115901581652957, 0.04998332161048653]])
+ML_MMC_DIAG = np.array([7.599302788894485e-17, 0.0, 1.272793288079792, 1.193979874680993])
+
+
+def test_mmc_matches_metric_learns_numbers(iris):
+    X, _, pairs, y = iris
+    M = MMC(preprocessor=X).fit(pairs, y).get_mahalanobis_matrix()
+    np.testing.assert_allclose(M, ML_MMC_FULL, rtol=1e-6, atol=1e-12)
+    Md = MMC(diagonal=True, preprocessor=X).fit(pairs, y).get_mahalanobis_matrix()
+    np.testing.assert_allclose(np.diag(Md), ML_MMC_DIAG, rtol=1e-6, atol=1e-12)
