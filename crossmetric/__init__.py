@@ -56,6 +56,8 @@ _LAZY = {
     "SCML_Supervised": "crossmetric.learners.scml",
     "MMC": "crossmetric.learners.mmc",
     "SDML": "crossmetric.learners.sdml",
+    "MMC_Supervised": "crossmetric.learners.mmc",
+    "SDML_Supervised": "crossmetric.learners.sdml",
     "LSML": "crossmetric.learners.lsml",
     "LSML_Supervised": "crossmetric.learners.lsml",
     "Covariance": "crossmetric.learners.covariance",

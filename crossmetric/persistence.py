@@ -112,6 +112,7 @@ ALLOWED_CLASSES = frozenset({
     "crossmetric.learners.mlkr.MLKR", "crossmetric.learners.lfda.LFDA",
     "crossmetric.learners.scml.SCML", "crossmetric.learners.scml.SCML_Supervised",
     "crossmetric.learners.mmc.MMC", "crossmetric.learners.sdml.SDML",
+    "crossmetric.learners.mmc.MMC_Supervised", "crossmetric.learners.sdml.SDML_Supervised",
     "crossmetric.learners.lsml.LSML", "crossmetric.learners.lsml.LSML_Supervised",
     "crossmetric.learners.covariance.Covariance",
     "crossmetric.learners.supervised.Supervised", "crossmetric.learners.multiview.MCCA",

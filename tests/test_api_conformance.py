@@ -31,7 +31,9 @@ SINGLE = {
     "SCML": dict(max_iter=300, output_iter=100),
     "SCML_Supervised": dict(n_basis=20, max_iter=300, output_iter=100),
     "MMC": dict(max_iter=20),
+    "MMC_Supervised": dict(max_iter=20, diagonal=True),
     "SDML": dict(balance_param=1e-5),
+    "SDML_Supervised": dict(balance_param=1e-5),
     "LSML": dict(max_iter=50),
     "LSML_Supervised": dict(max_iter=50),
     "Covariance": dict(),
@@ -54,7 +56,7 @@ ALL = {**SINGLE, **CROSS}
 RANDOM = {"PCCA", "MahaAUC", "LDML", "CLML", "CMML", "CMLAUC", "GSM", "ITML", "NCA", "LMNN",
           "MCC", "PRDC"}
 RANDOM |= {"RCA_Supervised", "MLKR", "SCML", "SCML_Supervised"}
-RANDOM |= {"MMC", "SDML", "LSML", "LSML_Supervised"}
+RANDOM |= {"MMC", "MMC_Supervised", "SDML", "SDML_Supervised", "LSML", "LSML_Supervised"}
 
 
 def _make(name, X, Y):

@@ -257,3 +257,17 @@ def test_mmc_matches_metric_learns_numbers(iris):
     np.testing.assert_allclose(M, ML_MMC_FULL, rtol=1e-6, atol=1e-12)
     Md = MMC(diagonal=True, preprocessor=X).fit(pairs, y).get_mahalanobis_matrix()
     np.testing.assert_allclose(np.diag(Md), ML_MMC_DIAG, rtol=1e-6, atol=1e-12)
+
+
+@pytest.mark.parametrize("cls, kw", [
+    (crossmetric.MMC_Supervised, dict(diagonal=True)),
+    (crossmetric.SDML_Supervised, dict(prior="covariance", balance_param=1e-5))])
+def test_supervised_pair_learners_fit_samples_and_labels(cls, kw, iris):
+    X, labels, pairs, y = iris
+    model = cls(n_constraints=100, random_state=0, **kw).fit(X, labels)
+    assert model.transform(X).shape == X.shape and np.isfinite(model.threshold_)
+    assert model.score(X[pairs], y) > 0.5
+    params = cls().get_params()
+    assert "n_constraints" in params and params["preprocessor"] is None
+    with pytest.raises(ValueError, match="one label per sample"):
+        cls(**kw).fit(X, labels[:-1])

@@ -18,7 +18,8 @@ from sklearn.utils import check_random_state
 from crossmetric._base import LinearSingleModalMixin
 from crossmetric._checks import as_float_array
 
-__all__ = ["metric_matrix", "components_from_metric", "SampleMahalanobisMixin"]
+__all__ = ["metric_matrix", "components_from_metric", "SampleMahalanobisMixin",
+           "is_pair_input", "supervised_pairs"]
 
 _OPTIONS = ("identity", "covariance", "random")
 
@@ -85,6 +86,36 @@ def components_from_metric(M: np.ndarray) -> np.ndarray:
         return V.T * np.sqrt(np.maximum(w, 0.0))[:, None]
 
 
+def is_pair_input(X, preprocessor) -> bool:
+    """Whether ``X`` is pairs: a tuple ``(Xp, Yp)``, a float array ``(n, 2, d)``, or integer
+    index pairs ``(n, 2)`` with a ``preprocessor`` (else: samples)."""
+    if isinstance(X, tuple):
+        return True
+    arr = np.asarray(X)
+    if arr.ndim == 3 and arr.shape[1] == 2:
+        return True
+    return (arr.ndim == 2 and arr.shape[1] == 2 and preprocessor is not None
+            and np.issubdtype(arr.dtype, np.integer))
+
+
+def supervised_pairs(X, y, n_constraints, random_state):
+    """Float pairs ``(n, 2, d)`` and +1 / -1 labels drawn from class labels (metric-learn's
+    ``*_Supervised``): ``n_constraints`` (default ``20 * n_classes**2``) same-class and as many
+    different-class pairs (:func:`crossmetric.learners.lsml.label_pairs`)."""
+    from crossmetric._checks import check_positive_int
+    from crossmetric.learners.lsml import label_pairs
+
+    X = as_float_array(X, "X", ndim=2).astype(np.float64, copy=False)
+    y = np.asarray(y)
+    if y.ndim != 1 or y.shape[0] != X.shape[0]:
+        raise ValueError(f"y must be one label per sample ({X.shape[0]}), got shape {y.shape}.")
+    n = 20 * np.unique(y).size ** 2 if n_constraints is None else n_constraints
+    n = check_positive_int(n, "n_constraints")
+    a, b, c, d = label_pairs(y, n, random_state=random_state)
+    pairs = np.stack([np.stack([X[a], X[b]], 1), np.stack([X[c], X[d]], 1)])
+    return pairs.reshape(-1, 2, X.shape[1]), np.r_[np.ones(a.size, int), -np.ones(c.size, int)]
+
+
 class SampleMahalanobisMixin(LinearSingleModalMixin):
     """Pair-API members for a Mahalanobis learner fitted from samples or tuples.
 
@@ -100,13 +131,7 @@ class SampleMahalanobisMixin(LinearSingleModalMixin):
 
     def _is_pairs(self, X) -> bool:
         """Whether ``fit``'s first argument is pairs (any input form of the pair learners)."""
-        if isinstance(X, tuple):
-            return True
-        arr = np.asarray(X)
-        if arr.ndim == 3 and arr.shape[1] == 2:
-            return True
-        return (arr.ndim == 2 and arr.shape[1] == 2 and self.preprocessor is not None
-                and np.issubdtype(arr.dtype, np.integer))
+        return is_pair_input(X, self.preprocessor)
 
     def _fit_pairs(self, pairs, y):
         """The pair learners' ``fit`` (validation, canonical pairs, ``threshold_``)."""

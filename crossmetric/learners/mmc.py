@@ -46,9 +46,14 @@ from sklearn.exceptions import ConvergenceWarning
 
 from crossmetric._base import LinearSingleModalMixin, PairData
 from crossmetric._checks import check_positive_int, check_positive_scalar, user_stacklevel
-from crossmetric.learners._mahalanobis_common import components_from_metric, metric_matrix
+from crossmetric.learners._mahalanobis_common import (
+    components_from_metric,
+    is_pair_input,
+    metric_matrix,
+    supervised_pairs,
+)
 
-__all__ = ["MMC"]
+__all__ = ["MMC", "MMC_Supervised"]
 
 _EPS = 1e-6  # the 10⁻⁶ guards of the dissimilarity term (as the authors' code)
 
@@ -258,3 +263,48 @@ class MMC(LinearSingleModalMixin, BaseEstimator):
         self.n_iter_ = it
         self.converged_ = bool(error <= self.tol)
         return np.diag(w)
+
+
+class MMC_Supervised(MMC):  # noqa: N801 - metric-learn's name
+    """MMC from samples and class labels (metric-learn 0.7.0's ``MMC_Supervised``).
+
+    ``fit(X, y)`` draws ``n_constraints`` same-class and as many different-class pairs
+    (:func:`crossmetric.learners.lsml.label_pairs`) and fits :class:`MMC` on them; pairs and
+    +1 / -1 labels are also taken, as by :class:`MMC`. Parameters as :class:`MMC`, with
+    metric-learn's ``tol=1e-6`` default and ``n_constraints`` (default ``20 * n_classes**2``);
+    ``random_state`` also seeds the pairs.
+
+    Examples
+    --------
+    >>> from sklearn.datasets import load_iris
+    >>> from crossmetric import MMC_Supervised
+    >>> X, y = load_iris(return_X_y=True)
+    >>> mmc = MMC_Supervised(diagonal=True, n_constraints=200, random_state=0).fit(X, y)
+    >>> mmc.transform(X).shape
+    (150, 4)
+    """
+
+    def __init__(self, max_iter: int = 100, max_proj: int = 10000, tol: float = 1e-6,
+                 n_constraints=None, init="identity", diagonal: bool = False,
+                 diagonal_c: float = 1.0, verbose: bool = False, preprocessor=None,
+                 random_state=None):
+        super().__init__(max_iter=max_iter, max_proj=max_proj, tol=tol, init=init,
+                         diagonal=diagonal, diagonal_c=diagonal_c, verbose=verbose,
+                         preprocessor=preprocessor, random_state=random_state)
+        self.n_constraints = n_constraints
+
+    def fit(self, X, y):
+        """Draw pairs from the class labels ``y`` and fit MMC (or fit on given pairs).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features), or pairs
+        y : array-like of shape (n_samples,), or the pairs' +1 / -1 labels
+
+        Returns
+        -------
+        self
+        """
+        if is_pair_input(X, self.preprocessor):
+            return super().fit(X, y)
+        return super().fit(*supervised_pairs(X, y, self.n_constraints, self.random_state))

@@ -29,9 +29,14 @@ from sklearn.exceptions import ConvergenceWarning
 
 from crossmetric._base import LinearSingleModalMixin, PairData
 from crossmetric._checks import check_positive_scalar, user_stacklevel
-from crossmetric.learners._mahalanobis_common import components_from_metric, metric_matrix
+from crossmetric.learners._mahalanobis_common import (
+    components_from_metric,
+    is_pair_input,
+    metric_matrix,
+    supervised_pairs,
+)
 
-__all__ = ["SDML", "sdml_matrix"]
+__all__ = ["SDML", "SDML_Supervised", "sdml_matrix"]
 
 
 def sdml_matrix(prior_inv: np.ndarray, V: np.ndarray, y: np.ndarray,
@@ -127,3 +132,47 @@ class SDML(LinearSingleModalMixin, BaseEstimator):
             raise ValueError("SDML: the graphical lasso returned a matrix that is not positive "
                              "semi-definite; increase sparsity_param or decrease balance_param.")
         self.components_ = components_from_metric(M)
+
+
+class SDML_Supervised(SDML):  # noqa: N801 - metric-learn's name
+    """SDML from samples and class labels (metric-learn 0.7.0's ``SDML_Supervised``).
+
+    ``fit(X, y)`` draws ``n_constraints`` same-class and as many different-class pairs
+    (:func:`crossmetric.learners.lsml.label_pairs`) and fits :class:`SDML` on them; pairs and
+    +1 / -1 labels are also taken, as by :class:`SDML`. Parameters as :class:`SDML`, with
+    ``n_constraints`` (default ``20 * n_classes**2``); ``random_state`` also seeds the pairs.
+
+    Examples
+    --------
+    >>> from sklearn.datasets import load_iris
+    >>> from crossmetric import SDML_Supervised
+    >>> X, y = load_iris(return_X_y=True)
+    >>> sdml = SDML_Supervised(prior="covariance", balance_param=1e-5, n_constraints=200,
+    ...                        random_state=0).fit(X, y)
+    >>> sdml.transform(X).shape
+    (150, 4)
+    """
+
+    def __init__(self, balance_param: float = 0.5, sparsity_param: float = 0.01,
+                 prior="identity", n_constraints=None, verbose: bool = False,
+                 preprocessor=None, random_state=None):
+        super().__init__(balance_param=balance_param, sparsity_param=sparsity_param,
+                         prior=prior, verbose=verbose, preprocessor=preprocessor,
+                         random_state=random_state)
+        self.n_constraints = n_constraints
+
+    def fit(self, X, y):
+        """Draw pairs from the class labels ``y`` and fit SDML (or fit on given pairs).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features), or pairs
+        y : array-like of shape (n_samples,), or the pairs' +1 / -1 labels
+
+        Returns
+        -------
+        self
+        """
+        if is_pair_input(X, self.preprocessor):
+            return super().fit(X, y)
+        return super().fit(*supervised_pairs(X, y, self.n_constraints, self.random_state))
