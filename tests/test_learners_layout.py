@@ -164,6 +164,8 @@ def test_every_learner_saved_under_its_new_path_and_read_under_its_old_one(data,
         header = json.loads(bytes(arrays.pop("__header__")).decode())
         assert header["format_version"] == FORMAT_VERSION == 3
         assert header["class"].startswith("crossmetric.learners."), header["class"]
+        if header["tree"]["$object"].rpartition(".")[0] not in set(MOVED_MODULES.values()):
+            continue  # a learner added after the move has no path from before it
         old = {**header, "format_version": 2, "tree": _as_format2(header["tree"])}
         assert old["tree"]["$object"].startswith("crossmetric.") and \
             not old["tree"]["$object"].startswith("crossmetric.learners.")
