@@ -365,10 +365,12 @@ METHODS: dict[str, MethodSpec] = {s.name: s for s in [
                "MMC (Xing et al. 2002), diagonal M by Newton's method (the full M, "
                "diagonal=False, needs an eigendecomposition per projection: minutes at 64 "
                "dims)", in_default=False),
-    MethodSpec("sdml", "SDML", "SDML", {"balance_param": 1e-3, "sparsity_param": 0.05},
-               "SDML (Qi et al. 2009) with scikit-learn's graphical lasso, identity prior; "
-               "balance 1e-3 and sparsity 0.05 (with metric-learn's 0.5 / 0.01 the lasso's "
-               "input is too ill-conditioned on 200 digits)", in_default=False),
+    MethodSpec("sdml", "SDML", "SDML", {"prior": "covariance", "balance_param": 1e-4},
+               "SDML (Qi et al. 2009) with scikit-learn's graphical lasso; inverse-covariance "
+               "prior (so the pair term keeps its weight when the features are rescaled) and "
+               "balance 1e-4 (metric-learn's 0.5 makes the lasso's input indefinite); needs a "
+               "nonsingular sample covariance (reduce constant features first)",
+               in_default=False),
     MethodSpec("lsml", "LSML", "LSML", {"random_state": 0},
                "LSML (Liu et al. 2012), quadruplets = each positive pair against a random "
                "negative pair; identity prior, tol 1e-3", in_default=False),
