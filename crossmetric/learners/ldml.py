@@ -175,16 +175,10 @@ class LDML(LinearSingleModalMixin, BaseEstimator):
         0.1 %: on digits (1,600 objects) 1e-5 took up to 3× the iterations for the same
         held-out AUC (PCCA 0.9750 vs 0.9748, CMML 0.9591 vs 0.9581, LDML 0.9575 vs 0.9576).
     early_stopping : {"auto", True, False}, default="auto"
-        Hold out ``validation_fraction`` of the training samples, whole identities (the connected
-        components of the positive pairs), and score the start and every iteration on them: the
-        rank-1 rate, then the ROC AUC, over all cross distances of the held-out samples (see
-        :mod:`crossmetric._solvers.early_stopping`). The best of these -- the start
-        included -- is kept, so that the fitted model is never worse on held-out identities than
-        where it started; training stops once neither that score nor the model's loss on the
-        held-out samples has improved for ``n_iter_no_change`` iterations. The model is learned
-        from the remaining pairs. ``"auto"``: on with 30 to 999 training identities (where the
-        objective overfits), off with fewer (classes, which test pairs share) or more.
-        ``False``: the paper's plain run. The guard is the library's, not the paper's.
+        The held-out guard of every iterative learner, as in :class:`~crossmetric.PCCA`
+        (:mod:`crossmetric._solvers.early_stopping`): the start and every iteration scored on
+        held-out training identities, the best check that beats the start beyond the
+        hold-out's noise kept, else the start. ``False``: the paper's plain run.
     validation_fraction : float in (0, 1), default=0.2
         Share of the training samples (whole identities) held out by ``early_stopping``.
     n_iter_no_change : int, default=10
