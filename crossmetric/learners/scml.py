@@ -29,6 +29,7 @@ from crossmetric.learners._sample_forms import (
     check_samples_and_targets,
     knn_triplets,
 )
+from crossmetric.learners.ldml import input_scale
 
 __all__ = ["SCML", "SCML_Supervised", "scml_weights", "triplet_distance_differences"]
 
@@ -193,9 +194,15 @@ class _BaseSCML(_SampleFormMetric):
 
     def _fit_triplets(self, X, triplets, rng):
         B = self._array_basis(X.shape[1])
+        # bases made from the data: learned on X / input_scale(X) and the scale folded back
+        # into components_, so that the margin of 1 means the same for X and c · X (at
+        # X × 1e-6 every triplet was already satisfied and every weight zero)
+        scale = 1.0 if B is not None else input_scale(X)
         if B is None:
-            B = _triplet_diff_basis(X, triplets, self._n_basis(80 * X.shape[1]), rng)
-        self._learn(X, triplets, B)
+            B = _triplet_diff_basis(X / scale, triplets, self._n_basis(80 * X.shape[1]), rng)
+        self._learn(X / scale, triplets, B)
+        self.components_ = self.components_ / scale
+        self.input_scale_ = scale
 
 
 _PARAMS_DOC = """
