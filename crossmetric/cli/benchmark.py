@@ -301,6 +301,12 @@ def _print_results(result, args, description: str, elapsed: float, lfw) -> None:
         extra.append(f"{', '.join(auto)}: views reduced by PCA (fitted on each split's training "
                      f"side, one PCA for views of one width) to the training identities - 1 = "
                      f"{' / '.join(str(w[0]) for w in widths)} dims")
+    inside = result.info.get("reduced_inside", [])
+    if inside and max(result.info.get("dims", [0])) > result.info.get("n_samples", 0):
+        extra.append(f"{', '.join(inside)}: views wider than the training samples reduced "
+                     f"inside the learner on each split's training side (their span or "
+                     f"principal axes), the untrained distance of the rest kept from the "
+                     f"identity start")
     if any(m.endswith("-C") for m in result.methods):
         extra.append("-C: single-modal learner on CCA-processed views (CCA fitted on the "
                      "training pairs, 32 dims), as the CML-AUC paper's -C rows")

@@ -411,7 +411,9 @@ def _execute(result: BenchmarkResult, estimators: Mapping, X: np.ndarray, Y: np.
             if isinstance(k, str) and k == "auto":
                 # the untrained distance is measured on the views as given, and linear towers
                 # reduce wide views to their span themselves, exactly
-                if not (isinstance(est, Euclidean) or getattr(est, "_reduces_to_span", False)):
+                if getattr(est, "_reduces_to_span", False):
+                    result.info.setdefault("reduced_inside", []).append(name)
+                elif not isinstance(est, Euclidean):
                     opts = replace(opts, pca="auto")
                     result.info.setdefault("pca", {})[name] = "auto"
             elif k is not None:
