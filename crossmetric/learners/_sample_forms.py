@@ -49,6 +49,14 @@ class _SampleFormMetric(LinearSingleModalMixin, BaseEstimator):
     def _fit_labels(self, X: np.ndarray, labels: np.ndarray) -> None:  # pragma: no cover
         raise NotImplementedError
 
+    def _fit_class_samples(self, X, y):
+        """``fit(X, y)`` on samples and class labels: :meth:`_fit_labels` on the class
+        codes, then the attributes of a fit (:meth:`_finish_native`); returns ``self``."""
+        X, y = check_samples_and_targets(X, y, type(self).__name__)
+        self._fit_labels(X, np.unique(y, return_inverse=True)[1].ravel())
+        self._finish_native(X, y)
+        return self
+
     def _finish_native(self, X: np.ndarray, labels: np.ndarray | None) -> None:
         """Attributes a pair fit sets: feature counts, ``classes_`` and ``threshold_``.
 

@@ -29,7 +29,7 @@ import scipy.linalg
 
 from crossmetric._base import squared_euclidean_matrix
 from crossmetric._checks import check_choice, check_n_components
-from crossmetric.learners._sample_forms import _SampleFormMetric, check_samples_and_targets
+from crossmetric.learners._sample_forms import _SampleFormMetric
 
 __all__ = ["LFDA", "local_fisher_scatters", "lfda_components"]
 
@@ -153,10 +153,7 @@ class LFDA(_SampleFormMetric):
         """
         if self._is_pair_form(X):
             return super().fit(X, y)
-        X, y = check_samples_and_targets(X, y, type(self).__name__)
-        self._fit_labels(X, np.unique(y, return_inverse=True)[1].ravel())
-        self._finish_native(X, y)
-        return self
+        return self._fit_class_samples(X, y)
 
     def _fit_labels(self, X, labels):
         check_choice(self.embedding_type, "embedding_type",

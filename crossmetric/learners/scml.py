@@ -26,7 +26,6 @@ from sklearn.utils import check_random_state
 from crossmetric._checks import as_float_array, check_positive_int, check_positive_scalar
 from crossmetric.learners._sample_forms import (
     _SampleFormMetric,
-    check_samples_and_targets,
     knn_triplets,
 )
 from crossmetric.learners.ldml import input_scale
@@ -390,10 +389,7 @@ class SCML_Supervised(_BaseSCML):
         """
         if self._is_pair_form(X):
             return super().fit(X, y)
-        X, y = check_samples_and_targets(X, y, type(self).__name__)
-        self._fit_labels(X, np.unique(y, return_inverse=True)[1].ravel())
-        self._finish_native(X, y)
-        return self
+        return self._fit_class_samples(X, y)
 
     def _fit_labels(self, X, labels):
         self._check_solver()
