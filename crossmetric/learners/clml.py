@@ -204,8 +204,8 @@ class CLML(_LocalMetricsModel, SingleModalMixin, BaseEstimator):
                  covariance_type: str = "diag", gmm_pca_components="auto",
                  min_assignment: float = 0.01, max_assignments: int | None = 3,
                  reg_covar: float = 1e-6, init="auto", max_iter: int = 1000,
-                 tol: float = 1e-4, early_stopping: bool = False,
-                 validation_fraction: float = 0.1, n_iter_no_change: int = 10,
+                 tol: float = 1e-4, early_stopping="auto",
+                 validation_fraction: float = 0.2, n_iter_no_change: int = 10,
                  verbose: int = 0, random_state=None, preprocessor=None,
                  solver: str = "lbfgs", batch_size: int = 4096, learning_rate: float = 0.3):
         self.solver = solver
