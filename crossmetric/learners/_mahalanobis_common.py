@@ -88,14 +88,19 @@ def components_from_metric(M: np.ndarray) -> np.ndarray:
 
 def is_pair_input(X, preprocessor) -> bool:
     """Whether ``X`` is pairs: a tuple ``(Xp, Yp)``, a float array ``(n, 2, d)``, or integer
-    index pairs ``(n, 2)`` with a ``preprocessor`` (else: samples)."""
+    index pairs ``(n, 2)`` with a ``preprocessor`` (else: samples, or a ragged input whose
+    checks the samples' path gives). The one test of the metric-learn-style learners, which
+    take both their own input form and pairs."""
     if isinstance(X, tuple):
-        return True
-    arr = np.asarray(X)
-    if arr.ndim == 3 and arr.shape[1] == 2:
-        return True
-    return (arr.ndim == 2 and arr.shape[1] == 2 and preprocessor is not None
-            and np.issubdtype(arr.dtype, np.integer))
+        return len(X) == 2
+    try:
+        arr = np.asarray(X)
+    except ValueError:  # ragged: let the native checks say so
+        return False
+    if arr.ndim == 3:
+        return arr.shape[1] == 2
+    return (preprocessor is not None and arr.ndim == 2 and arr.shape[1] == 2
+            and arr.dtype.kind in "iu")
 
 
 def supervised_pairs(X, y, n_constraints, random_state):

@@ -18,6 +18,7 @@ from sklearn.base import BaseEstimator
 from crossmetric._base import LinearSingleModalMixin, PairData, squared_euclidean_rows
 from crossmetric._checks import check_array_2d
 from crossmetric._threshold import best_threshold
+from crossmetric.learners._mahalanobis_common import is_pair_input
 from crossmetric.pairs import labels_from_pairs
 
 #: pairs drawn to place ``threshold_`` after a fit on samples
@@ -31,16 +32,7 @@ class _SampleFormMetric(LinearSingleModalMixin, BaseEstimator):
     _native_tuple: int = 0
 
     def _is_pair_form(self, X) -> bool:
-        if isinstance(X, tuple):
-            return len(X) == 2
-        try:
-            arr = np.asarray(X)
-        except Exception:  # ragged: let the native checks say so
-            return False
-        if arr.ndim == 3:
-            return arr.shape[1] == 2
-        return (getattr(self, "preprocessor", None) is not None and arr.ndim == 2
-                and arr.shape[1] == 2 and arr.dtype.kind in "iu")
+        return is_pair_input(X, getattr(self, "preprocessor", None))
 
     def _fit(self, data: PairData, y: np.ndarray) -> None:
         labels = labels_from_pairs(data.ix, data.iy, y, data.X.shape[0])
