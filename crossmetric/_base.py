@@ -70,6 +70,23 @@ def squared_euclidean_matrix(F: np.ndarray, G: np.ndarray) -> np.ndarray:
     return d
 
 
+def complement_coordinates(S: np.ndarray, Q: np.ndarray) -> np.ndarray:
+    """``R s`` for each row ``s`` of ``S``, ``R = I − Q Qᵀ``: the part outside the span of the
+    orthonormal columns of ``Q``."""
+    return S - (S @ Q) @ Q.T
+
+
+def with_complement(est, F: np.ndarray, S: np.ndarray) -> np.ndarray:
+    """Embeddings ``F`` of samples ``S`` with their coordinates outside the model's basis
+    appended, scaled, when the model keeps the untrained distance there (``complement_scale_``
+    ``s`` > 0, ``complement_basis_`` Q): the squared Euclidean distance of two embeddings then
+    adds ``s² ‖R (x − y)‖²`` (:mod:`crossmetric._solvers.span`)."""
+    scale = getattr(est, "complement_scale_", 0.0)
+    if scale > 0:
+        F = np.hstack([F, scale * complement_coordinates(S, est.complement_basis_)])
+    return F
+
+
 class _ArrayStub:
     """Stands for an array in a repr: ``<array 900×64>``."""
 
@@ -467,35 +484,51 @@ class SingleModalMixin(PairLearnerMixin):
 
 
 class LinearSingleModalMixin(SingleModalMixin):
-    """Single-modal learner whose tower is ``x ↦ components_ @ x``.
+    """Single-modal learner whose tower is ``x ↦ components_ @ x``, with the scaled coordinates
+    of ``x`` outside ``complement_basis_`` appended when the model keeps the untrained distance
+    there (``complement_scale_`` > 0, :mod:`crossmetric._solvers.span`):
+    ``D(x, y) = ‖L (x − y)‖² + s² ‖(I − Q Qᵀ)(x − y)‖²``.
 
     A learner that is linear only for some settings (kernel PCCA) overrides ``_embed_x`` and
     leaves ``components_`` unset there; the Mahalanobis members then say so.
     """
 
     def _embed_x(self, X: np.ndarray) -> np.ndarray:
-        return X @ self.components_.T
+        return with_complement(self, X @ self.components_.T, X)
 
     def get_mahalanobis_matrix(self) -> np.ndarray:
-        """``M = Lᵀ L`` (n_features × n_features), formed on request only."""
+        """``M = Lᵀ L`` (+ ``s² (I − Q Qᵀ)`` when the model keeps the untrained distance
+        outside its basis), n_features × n_features, formed on request only."""
         check_is_fitted(self)
         if not hasattr(self, "components_"):
             raise ValueError(
                 f"get_mahalanobis_matrix needs a linear model; this {type(self).__name__} has "
                 "no components_ (it was fitted with a kernel)."
             )
-        return self.components_.T @ self.components_
+        M = self.components_.T @ self.components_
+        scale = getattr(self, "complement_scale_", 0.0)
+        if scale > 0:
+            Q = self.complement_basis_
+            M += scale ** 2 * (np.eye(M.shape[0]) - Q @ Q.T)
+        return M
 
     def get_metric(self):
-        """A function ``metric(u, v, squared=False) = ‖L (u − v)‖`` (squared if asked)."""
+        """A function ``metric(u, v, squared=False) = ‖L (u − v)‖`` (squared if asked; with
+        the kept untrained part, as :meth:`get_mahalanobis_matrix`)."""
         check_is_fitted(self)
         if not hasattr(self, "components_"):
             return super().get_metric()
         L = self.components_.copy()
+        scale = getattr(self, "complement_scale_", 0.0)
+        Q = self.complement_basis_.copy() if scale > 0 else None
 
         def metric(u, v, squared: bool = False) -> float:
-            diff = L @ (np.asarray(u, dtype=float) - np.asarray(v, dtype=float))
+            e = np.asarray(u, dtype=float) - np.asarray(v, dtype=float)
+            diff = L @ e
             d = float(diff @ diff)
+            if Q is not None:
+                r = e - Q @ (Q.T @ e)
+                d += scale ** 2 * float(r @ r)
             return d if squared else float(np.sqrt(d))
 
         return metric

@@ -99,6 +99,23 @@ def _centre(g: GraphBuilder, k: str, col: np.ndarray, total: float) -> str:
     return g.op("Sub", k, mean)
 
 
+def _complement(g: GraphBuilder, z: str, x: str, Q: np.ndarray, scale: float,
+                inserts: tuple) -> str:
+    """``z`` with ``scale · (x − x Q Qᵀ)`` of the input ``x`` inserted before each column
+    index of ``inserts`` (appended when there is none)."""
+    rest = g.op("Mul", g.op("Sub", x, g.op("MatMul", g.op("MatMul", x, g.const(Q, "Q")),
+                                           g.const(Q.T, "Qt"))), g.const(scale))
+    if not inserts:
+        return g.op("Concat", z, rest, axis=1)
+    bounds = [0, *inserts, np.iinfo(np.int64).max]
+    parts = []
+    for k, (a, b) in enumerate(zip(bounds[:-1], bounds[1:], strict=True)):
+        parts.append(g.op("Slice", z, g.ints([a]), g.ints([b]), g.ints([1])))
+        if k < len(inserts):
+            parts.append(rest)
+    return g.op("Concat", *parts, axis=1)
+
+
 def _l2_normalize(g: GraphBuilder, z: str) -> str:
     norm = g.op("Sqrt", g.row_sum(g.op("Mul", z, z)))
     safe = g.op("Where", g.op("Greater", norm, g.const(0.0)), norm, g.const(1.0))
@@ -168,7 +185,7 @@ def build_model(steps, input_shape: tuple, input_name: str, doc: str):
     from onnx import TensorProto, checker, helper
 
     g = GraphBuilder()
-    z = g.op("Cast", input_name, to=TensorProto.DOUBLE)
+    z = x = g.op("Cast", input_name, to=TensorProto.DOUBLE)
     for step in steps:
         kind, args = step[0], step[1:]
         if kind == "affine":
@@ -181,6 +198,8 @@ def build_model(steps, input_shape: tuple, input_name: str, doc: str):
             z = _l2_normalize(g, z)
         elif kind == "clml":
             z = _clml(g, z, *args)
+        elif kind == "complement":
+            z = _complement(g, z, x, *args)
         else:  # pragma: no cover - tower_steps only makes the kinds above
             raise ValueError(f"unknown tower step {kind!r}.")
     g.nodes.append(helper.make_node("Cast", [z], ["embedding"], to=TensorProto.FLOAT))

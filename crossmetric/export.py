@@ -176,6 +176,21 @@ def _handlers() -> dict:
     }
 
 
+def _complement(model, side) -> list:
+    """The scaled coordinates of the raw input outside the model's basis, inserted where its
+    transform puts them (:func:`crossmetric._base.with_complement`; GSM after each ``L``
+    block), when the model keeps the untrained distance there."""
+    scale = float(getattr(model, "complement_scale_", 0.0))
+    if scale <= 0:
+        return []
+    Q = np.asarray(model.complement_basis_, dtype=np.float64)
+    inserts: tuple = ()
+    if type(model).__name__ == "GSM":  # F = [L_A x, L_C x, dᵀx]: after each L block
+        r = (getattr(model, f"components_{side}_").shape[0] - 1) // 2
+        inserts = (r, 2 * r)
+    return [("complement", Q, scale, inserts)]
+
+
 def _handler(owner):
     fn = _handlers().get(owner)
     if fn is None:
@@ -207,7 +222,7 @@ def tower_steps(model, modality: str = "x") -> list:
     """
     side = _check_modality(modality)
     check_is_fitted(model)
-    steps = _handler(_owner(model, side))(model, side)
+    steps = _handler(_owner(model, side))(model, side) + _complement(model, side)
     folded: list = []
     for step in steps:
         if step[0] == "affine" and folded and folded[-1][0] == "affine":

@@ -243,13 +243,17 @@ METHODS: dict[str, MethodSpec] = {s.name: s for s in [
                paper_grid=CMLAUC_PAPER_GRID,
                paper_params={"init": "pca", "early_stopping": False},
                start_stage=AUC_START_STAGE),
-    MethodSpec("mahaauc", "Maha_AUC", "MahaAUC", {"n_components": 32},
-               "single-modal AUC metric (on the CCA views); Algorithm 1 with its defaults",
+    MethodSpec("mahaauc", "Maha_AUC", "MahaAUC", {"n_components": 32, "reduce_to": 32},
+               "single-modal AUC metric (on the CCA views when the views differ in width) on "
+               "the top 32 principal axes of the training samples, the untrained distance of "
+               "the rest kept from the identity start; Algorithm 1 with its defaults",
                grid={"gamma": [0.1, 1.0, 4.0], "mu": [1e-5, 1e-3]},
                paper_grid=CMLAUC_PAPER_GRID,
                paper_params={"init": "pca", "early_stopping": False}),
     MethodSpec("ldml", "LDML", "LDML", {"n_components": 32},
-               "low-rank LDML, 32 dims; L-BFGS to the plateau of the objective",
+               "LDML on the top 32 principal axes of the training samples (the untrained "
+               "distance of the rest kept from the identity start, or the paper's PCA start, "
+               "chosen on held-out identities); L-BFGS to the plateau of the objective",
                grid={"n_components": [8, 16, 32]},
                paper_params={"early_stopping": False}),
     MethodSpec("clml", "CLML", "CLML", {"n_clusters": 4, "n_components": 32},

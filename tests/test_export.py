@@ -269,3 +269,44 @@ def test_faiss_refuses_nonlinear_towers(data, tmp_path):
     with pytest.raises(ValueError, match="linear tower"):
         to_faiss(model, tmp_path / "k.faiss")
     assert not os.listdir(tmp_path)
+
+
+COMPLEMENT_LEARNERS = {
+    "PCCA": {"n_components": None}, "CMML": {"n_components": None},
+    "CMLAUC": {"reduce_to": 4}, "MahaAUC": {"n_components": 4, "reduce_to": 4},
+    "LDML": {"n_components": 4}, "CLML": {"n_clusters": 2, "n_components": 4},
+    "GSM": {"n_components": None},
+}
+
+
+@pytest.mark.parametrize("cls", sorted(COMPLEMENT_LEARNERS))
+def test_onnx_keeps_the_untrained_distance_outside_the_basis(cls, tmp_path):
+    """A model started from the identity on views wider than its training samples keeps the
+    untrained distance outside its basis (``complement_scale_``): the graph appends those
+    coordinates as transform does (GSM: after each ``L`` block), and faiss refuses it in one
+    line rather than index ``components_`` alone."""
+    import crossmetric
+
+    rng = np.random.RandomState(0)
+    Z = rng.randn(12, 30)
+    X, Y = Z + 0.5 * rng.randn(12, 30), Z + 0.5 * rng.randn(12, 30)
+    labels = np.arange(12)
+    est = getattr(crossmetric, cls)(init="identity", early_stopping=False, max_iter=3,
+                                     random_state=0, **COMPLEMENT_LEARNERS[cls])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        if est._cross_modal:
+            model = est.set_params(preprocessor=(X, Y)).fit(*make_pairs(labels, labels,
+                                                                      random_state=0))
+        else:
+            S = np.vstack([X, Y])
+            model = est.set_params(preprocessor=S).fit(*make_pairs(np.r_[labels, labels],
+                                                                   random_state=0))
+    assert model.complement_scale_ > 0
+    assert tower_steps(model, "x")[-1][0] == "complement"
+    T = rng.randn(5, 30)
+    _onnx_matches(model, tmp_path, T, T)
+    if cls != "GSM":
+        pytest.importorskip("faiss")
+        with pytest.raises(ValueError, match="not one matrix"):
+            to_faiss(model, tmp_path / "i.faiss")

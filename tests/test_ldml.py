@@ -58,12 +58,29 @@ def test_objective_matches_slow_version(p):
     assert loss == pytest.approx(_slow_objective(X, pairs, y, L, b, 0.3), rel=1e-12)
 
 
-@pytest.mark.parametrize("p", [None, 2])
-def test_gradient_finite_differences(p):
+def test_objective_with_a_fixed_part_matches_slow_version():
+    """A fixed part of each pair's distance (the untrained distance a model keeps outside its
+    basis) is added to ``‖L (x_i − x_j)‖²`` before the loss."""
+    X, pairs, y = _small()
+    model = LDML(3, alpha=0.3)
+    L, b = np.random.RandomState(1).randn(3, X.shape[1]) * 0.4, 1.3
+    Xu, i, j = used_rows(X, pairs[:, 0], pairs[:, 1])
+    rest = np.random.RandomState(4).rand(len(y))
+    obj = PairLogisticObjective(i, j, y, 1.0, Xu.shape[0], Xu.shape[0], offset=rest)
+    loss, _ = model._loss_grad(np.r_[L.ravel(), b], Xu, obj, 3)
+    E = (X[pairs[:, 0]] - X[pairs[:, 1]]) @ L.T
+    D = np.einsum("ij,ij->i", E, E) + rest
+    slow = np.mean(np.log1p(np.exp(-y * (b - D)))) + 0.15 * np.sum(L * L)
+    assert loss == pytest.approx(slow, rel=1e-12)
+
+
+@pytest.mark.parametrize("p, offset", [(None, False), (2, False), (2, True)])
+def test_gradient_finite_differences(p, offset):
     X, pairs, y = _small(seed=3)
     model = LDML(p, alpha=0.05)
     Xu, i, j = used_rows(X, pairs[:, 0], pairs[:, 1])
-    obj = PairLogisticObjective(i, j, y, 1.0, Xu.shape[0], Xu.shape[0])
+    rest = np.random.RandomState(5).rand(len(y)) if offset else None
+    obj = PairLogisticObjective(i, j, y, 1.0, Xu.shape[0], Xu.shape[0], offset=rest)
     r = X.shape[1] if p is None else p
     rng = np.random.RandomState(2)
     theta = np.r_[rng.randn(r * X.shape[1]) * 0.5, 0.7]

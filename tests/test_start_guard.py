@@ -11,7 +11,7 @@ from sklearn.exceptions import ConvergenceWarning
 
 import crossmetric._solvers.early_stopping as es
 import crossmetric._solvers.linalg as linalg
-from crossmetric import CMLAUC, CMML, GSM, PCCA, make_pairs
+from crossmetric import CLML, CMLAUC, CMML, GSM, ITML, LDML, PCCA, MahaAUC, make_pairs
 from crossmetric._base import PairData, squared_euclidean_matrix
 from crossmetric._solvers.span import complement_distances
 
@@ -28,6 +28,12 @@ LEARNERS = {
     "CMLAUC": lambda **kw: CMLAUC(max_iter=30, random_state=0, **kw),
     "CMLAUC-pca8": lambda **kw: CMLAUC(max_iter=30, reduce_to=8, random_state=0, **kw),
     "GSM": lambda **kw: GSM(None, max_iter=5, random_state=0, **kw),
+    # single-modal learners on a basis of the training samples, the rest kept
+    "LDML": lambda **kw: LDML(None, max_iter=30, random_state=0, **kw),
+    "LDML-8": lambda **kw: LDML(8, max_iter=30, random_state=0, **kw),
+    "CLML-8": lambda **kw: CLML(2, n_components=8, max_iter=30, random_state=0, **kw),
+    "MahaAUC": lambda **kw: MahaAUC(max_iter=30, random_state=0, **kw),
+    "MahaAUC-8": lambda **kw: MahaAUC(8, reduce_to=8, max_iter=30, random_state=0, **kw),
 }
 
 
@@ -173,7 +179,7 @@ def test_protocols_bound_wide_views_and_cap_every_candidates_dimension():
     the identities minus one (not the untrained distance, not a learner that works in the
     span itself); every learner's and every tuning candidate's ``n_components`` above the
     views' width is capped, recorded per split."""
-    from crossmetric import LDML, Euclidean
+    from crossmetric import Euclidean
     from crossmetric.datasets import make_cross_modal
     from crossmetric.protocols import run_protocols
 
@@ -190,12 +196,14 @@ def test_protocols_bound_wide_views_and_cap_every_candidates_dimension():
     wide = {"X": rng.randn(120, 300), "Y": rng.randn(120, 300), "labels": d.labels}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        res = run_protocols({"LDML": LDML(8), "CMML": CMML(None, max_iter=5),
-                             "Euclidean": Euclidean()}, wide, protocols=("identification",),
-                            n_repeats=1, pca_components="auto", pca_joint="auto")
+        res = run_protocols({"ITML": ITML(max_iter=5), "LDML": LDML(8),
+                             "CMML": CMML(None, max_iter=5), "Euclidean": Euclidean()}, wide,
+                            protocols=("identification",), n_repeats=1,
+                            pca_components="auto", pca_joint="auto")
     n_ids = 40 - round(0.3 * 40)  # training identities of the split
-    assert res.info["pca"] == {"LDML": "auto"}
-    assert res.info["training"]["LDML"][0]["view_dims"] == [n_ids - 1, n_ids - 1]
+    assert res.info["pca"] == {"ITML": "auto"}
+    assert res.info["reduced_inside"] == ["LDML", "CMML"]
+    assert res.info["training"]["ITML"][0]["view_dims"] == [n_ids - 1, n_ids - 1]
     assert "view_dims" not in res.info["training"]["CMML"][0]
 
 
@@ -212,3 +220,49 @@ def test_a_large_metric_is_announced_up_front(monkeypatch):
     with warnings.catch_warnings():
         warnings.simplefilter("error", UserWarning)
         _fit(CMLAUC(max_iter=2), X, Y, labels)
+
+
+def test_ldml_on_the_span_equals_the_full_space_fit():
+    """LDML at full rank from the identity on 120 features of 64 training samples: the fit on
+    their span (the default for samples fewer than their features) gives the distances of
+    the plain fit of a 120 × 120 ``L`` from the same start (without the ℓ2 penalty, which
+    the plain fit also applies outside the span)."""
+    X, Y, labels = _wide_views(32)
+    S = np.vstack([X, Y])
+    pairs, y = make_pairs(np.r_[labels, labels], n_negatives=3, random_state=0)
+    kw = dict(alpha=0.0, early_stopping=False, max_iter=15, tol=0.0, preprocessor=S)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        span = LDML(None, init="identity", **kw).fit(pairs, y)
+        assert span.components_.shape == (64, 120) and span.complement_scale_ > 0
+        # the same start, c·I on all 120 features, as an array (the plain full-space path)
+        full = LDML(None, init=span.complement_scale_ * np.eye(120), **kw).fit(pairs, y)
+    assert not hasattr(full, "complement_basis_") and full.components_.shape == (120, 120)
+    Xt, Yt, _ = _wide_views(10, seed=1)
+    np.testing.assert_allclose(span.cross_distance(Xt, Yt), full.cross_distance(Xt, Yt),
+                               rtol=1e-6)
+    assert span.bias_ == pytest.approx(full.bias_, rel=1e-6)
+
+
+@pytest.mark.parametrize("make", [
+    lambda: LDML(8, init="identity", early_stopping=False, max_iter=5),
+    lambda: MahaAUC(8, reduce_to=8, init="identity", early_stopping=False, max_iter=5),
+    lambda: PCCA(None, init="identity", early_stopping=False, max_iter=5),
+])
+def test_the_metric_matrix_and_function_include_the_kept_untrained_part(make):
+    """``get_mahalanobis_matrix`` and ``get_metric`` of a model that keeps the untrained
+    distance outside its basis give its ``pair_distance``, not that of ``components_`` alone."""
+    X, Y, labels = _wide_views(20, d=60)
+    S = np.vstack([X, Y])
+    pairs, y = make_pairs(np.r_[labels, labels], n_negatives=2, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        model = make().set_params(preprocessor=S).fit(pairs, y)
+    assert model.complement_scale_ > 0
+    E = S[pairs[:, 0]] - S[pairs[:, 1]]
+    D = model.pair_distance(pairs)
+    np.testing.assert_allclose(np.einsum("ij,jk,ik->i", E, model.get_mahalanobis_matrix(), E),
+                               D, rtol=1e-8)
+    metric = model.get_metric()
+    a, b = pairs[0]
+    assert metric(S[a], S[b], squared=True) == pytest.approx(D[0], rel=1e-8)

@@ -68,10 +68,14 @@ class PairLogisticObjective:
         Sharpness of ℓ_β.
     n_x, n_y : int
         Number of rows of ``FX`` / ``FY``.
+    offset : array (n_pairs,), optional
+        A fixed part of each pair's distance, added to ``‖FX[ix] − FY[iy]‖²`` (the untrained
+        distance outside a learner's basis: :func:`crossmetric._solvers.span.basis_form`).
     """
 
-    def __init__(self, ix, iy, y, beta: float, n_x: int, n_y: int):
+    def __init__(self, ix, iy, y, beta: float, n_x: int, n_y: int, offset=None):
         self.ix, self.iy = ix, iy
+        self.offset = None if offset is None else np.asarray(offset, dtype=float)
         self.y = y.astype(float)
         self.beta = float(beta)
         n = ix.shape[0]
@@ -83,12 +87,15 @@ class PairLogisticObjective:
 
     def distances(self, FX: np.ndarray, FY: np.ndarray) -> np.ndarray:
         E = FX[self.ix] - FY[self.iy]
-        return np.einsum("ij,ij->i", E, E)
+        D = np.einsum("ij,ij->i", E, E)
+        return D if self.offset is None else D + self.offset
 
     def _pair_terms(self, FX: np.ndarray, FY: np.ndarray, threshold: float = 1.0):
         """Loss, ``W[p] = ∂E/∂FX[ix[p]]`` (= −∂E/∂FY[iy[p]]) and ``c[p] = ∂E/∂D²_p``."""
         E = FX[self.ix] - FY[self.iy]
         D = np.einsum("ij,ij->i", E, E)
+        if self.offset is not None:
+            D = D + self.offset
         m = self.y * (D - threshold)
         loss = float(np.mean(generalized_logistic(m, self.beta)))
         c = self.y * generalized_logistic_grad(m, self.beta) / D.shape[0]

@@ -19,13 +19,15 @@ lie in the span already; the Gaussian one is drawn in it.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
-from crossmetric._base import squared_euclidean_matrix
+from crossmetric._base import squared_euclidean_matrix, squared_euclidean_rows
 from crossmetric._solvers.linalg import span_basis
 
-__all__ = ["tower_bases", "complement_coordinates", "complement_distances",
-           "with_complement", "set_complement"]
+__all__ = ["tower_bases", "principal_basis", "BasisForm", "basis_form", "complement_distances",
+           "set_complement"]
 
 
 def tower_bases(sides, *, joint: bool) -> list:
@@ -38,9 +40,44 @@ def tower_bases(sides, *, joint: bool) -> list:
     return [span_basis(S) for S in sides]
 
 
-def complement_coordinates(S: np.ndarray, Q: np.ndarray) -> np.ndarray:
-    """``R s`` for each row ``s`` of ``S``: the part outside the span of ``Q``'s columns."""
-    return S - (S @ Q) @ Q.T
+def principal_basis(S: np.ndarray, k: int):
+    """The top ``k`` principal axes of the rows ``S`` as orthonormal columns (d × k, fewer
+    when ``S`` has a lower rank), or ``None`` when ``k`` covers every feature."""
+    if k >= S.shape[1]:
+        return None
+    Sc = S - S.mean(axis=0)
+    # through the n × n Gram matrix (wide rows): O(n² d), no d × d or thin-SVD of n × d
+    w, U = np.linalg.eigh(Sc @ Sc.T)
+    keep = np.argsort(w)[::-1][:k]
+    keep = keep[w[keep] > max(float(w.max()), 0.0) * 1e-12]
+    return (Sc.T @ U[:, keep]) / np.sqrt(w[keep])
+
+
+class BasisForm(NamedTuple):
+    """Training samples of a single-modal learner on an orthonormal basis ``B`` of theirs.
+
+    A learner whose map acts on ``Bᵀ x`` and keeps ``c² ‖R (x − y)‖²`` (``R = I − B Bᵀ``, ``c``
+    fixed by its start) sees each training pair's distance as the learned part plus
+    ``c² rest``; from the identity start (``L = c I``) that is the untrained distance.
+    """
+
+    #: d × k orthonormal columns (``None``: every feature, no reduction)
+    basis: np.ndarray | None
+    #: the training samples on it (n × k)
+    coords: np.ndarray
+    #: ``‖R (x_i − x_j)‖²`` of each training pair (zeros on the span of the samples)
+    rest: np.ndarray
+
+
+def basis_form(X: np.ndarray, i: np.ndarray, j: np.ndarray, k: int | None = None) -> BasisForm:
+    """:class:`BasisForm` of the samples ``X`` and pairs ``(i, j)``: the span of the samples
+    (``k=None``; exact for them, nothing rests) or their top ``k`` principal axes."""
+    B = span_basis(X) if k is None else principal_basis(X, k)
+    if B is None:
+        return BasisForm(None, X, np.zeros(i.shape[0]))
+    U = X @ B
+    rest = squared_euclidean_rows(X[i], X[j]) - squared_euclidean_rows(U[i], U[j])
+    return BasisForm(B, U, np.maximum(rest, 0.0))
 
 
 def complement_distances(A: np.ndarray, B: np.ndarray, Q: np.ndarray) -> np.ndarray:
@@ -58,13 +95,3 @@ def set_complement(est, scale: float, basis) -> None:
         est.complement_basis_ = basis
     else:
         est.__dict__.pop("complement_basis_", None)
-
-
-def with_complement(est, F: np.ndarray, S: np.ndarray) -> np.ndarray:
-    """Embeddings ``F`` of samples ``S`` with their scaled coordinates outside the training
-    span appended when the model keeps them (:func:`set_complement`), so that the squared
-    Euclidean distance of two embeddings adds ``s² ‖R (x − y)‖²``."""
-    scale = getattr(est, "complement_scale_", 0.0)
-    if scale > 0:
-        F = np.hstack([F, scale * complement_coordinates(S, est.complement_basis_)])
-    return F

@@ -16,6 +16,7 @@ from __future__ import annotations
 import numpy as np
 from sklearn.utils import check_random_state
 
+from crossmetric._base import with_complement
 from crossmetric._checks import (
     check_choice,
     check_n_components,
@@ -31,12 +32,7 @@ from crossmetric._solvers.early_stopping import (
     split_pairs,
 )
 from crossmetric._solvers.logistic import PairLogisticObjective, Tower, TowerProblem
-from crossmetric._solvers.span import (
-    complement_distances,
-    set_complement,
-    tower_bases,
-    with_complement,
-)
+from crossmetric._solvers.span import complement_distances, set_complement, tower_bases
 from crossmetric._solvers.starting import (
     FITTED,
     cca_start,

@@ -24,7 +24,7 @@ import numpy as np
 
 from crossmetric._checks import check_positive_int
 from crossmetric._solvers.early_stopping import EarlyStopping, Validation, check_early_stopping
-from crossmetric._solvers.span import complement_distances, tower_bases
+from crossmetric._solvers.span import complement_distances, principal_basis, tower_bases
 from crossmetric._solvers.starting import FITTED, cca_start, fitted_towers, ridge_of
 
 __all__ = ["metric_start", "metric_monitor", "quadratic_cross", "span_views", "from_span"]
@@ -36,33 +36,24 @@ def span_views(data, reduce_to=None):
     top ``reduce_to`` principal axes otherwise -- one basis when they have one width, so that
     the untrained distance stays a start and the part of a pair outside the basis can be kept
     (:mod:`crossmetric._solvers.span`). ``Q`` is ``None`` where the span holds every feature.
-    ``M`` is then ``2k × 2k`` instead of ``(d_x + d_y)²``. Single-modal data (MahaAUC) as it
-    is."""
+    ``M`` is then ``2k × 2k`` instead of ``(d_x + d_y)²``. Single-modal data (MahaAUC, both
+    sides rows of one matrix) on one basis of its samples."""
+    k = None if reduce_to is None else check_positive_int(reduce_to, "reduce_to")
     if data.X is data.Y:
-        return data, (None, None)
+        Q = tower_bases([data.X], joint=True)[0] if k is None else principal_basis(data.X, k)
+        if Q is None:
+            return data, (None, None)
+        Xq = data.X @ Q
+        return data._replace(X=Xq, Y=Xq), (Q, Q)
     joint = data.X.shape[1] == data.Y.shape[1]
-    if reduce_to is None:
+    if k is None:
         Qx, Qy = tower_bases([data.X, data.Y], joint=joint)
     else:
-        k = check_positive_int(reduce_to, "reduce_to")
         sides = [np.vstack([data.X, data.Y])] if joint else [data.X, data.Y]
-        bases = [_principal_basis(S, k) for S in sides]
+        bases = [principal_basis(S, k) for S in sides]
         Qx, Qy = (bases[0], bases[0]) if joint else bases
     return data._replace(X=data.X if Qx is None else data.X @ Qx,
                          Y=data.Y if Qy is None else data.Y @ Qy), (Qx, Qy)
-
-
-def _principal_basis(S: np.ndarray, k: int):
-    """The top ``k`` principal axes of the rows ``S`` as columns (d × k), or ``None`` when
-    ``k`` covers every feature."""
-    if k >= S.shape[1]:
-        return None
-    Sc = S - S.mean(axis=0)
-    # through the n × n Gram matrix (wide rows): O(n² d), no d × d or thin-SVD of n × d
-    w, U = np.linalg.eigh(Sc @ Sc.T)
-    keep = np.argsort(w)[::-1][:k]
-    keep = keep[w[keep] > max(float(w.max()), 0.0) * 1e-12]
-    return (Sc.T @ U[:, keep]) / np.sqrt(w[keep])
 
 
 def from_span(A: np.ndarray, Q) -> np.ndarray:
@@ -137,8 +128,11 @@ def metric_monitor(est, validation: Validation | None, y_train: np.ndarray, span
         if Qx is not None and Qx is Qy:
             Dc = complement_distances(v.X, v.Y, Qx)
     else:
-        Xv = v.X @ est.whitening_
-        Yv = Xv if validation.tied else v.Y @ est.whitening_
+        Q = spans[0]
+        Xv = from_span(v.X, None if Q is None else Q.T) @ est.whitening_
+        Yv = Xv if validation.tied else from_span(v.Y, None if Q is None else Q.T) @ est.whitening_
+        if Q is not None:
+            Dc = complement_distances(v.X, v.X if validation.tied else v.Y, Q)
 
     def cross(params):
         D = quadratic_cross(params[0], Xv, Yv, est._cross)

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from crossmetric._base import squared_euclidean_rows
+from crossmetric._base import complement_coordinates, squared_euclidean_rows
 from crossmetric._solvers.early_stopping import (
     EarlyStopping,
     check_early_stopping,
@@ -31,11 +31,7 @@ from crossmetric._solvers.early_stopping import (
     resolve_early_stopping,
     validation_split,
 )
-from crossmetric._solvers.span import (
-    complement_coordinates,
-    complement_distances,
-    set_complement,
-)
+from crossmetric._solvers.span import complement_distances, set_complement
 from crossmetric._solvers.starting import (
     FITTED,
     cca_start,

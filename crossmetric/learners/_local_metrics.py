@@ -16,6 +16,7 @@ from sklearn.mixture import GaussianMixture
 from sklearn.utils.validation import check_is_fitted
 
 from crossmetric._solvers.logistic import PairLogisticObjective
+from crossmetric.learners._basis_guard import basis_starts, fit_in_basis, store_in_basis
 
 __all__ = ["sparsify_assignments"]
 
@@ -96,6 +97,11 @@ class _LocalMetricsModel:
     ``q``), the embedding ``z = Σ_s q_s (L_s x + b_s)`` and the objective ``J`` with its
     gradient. The estimator lists it first among its bases."""
 
+    #: wide samples are fitted on a basis of theirs, with the untrained distance of the rest
+    #: (:mod:`crossmetric.learners._basis_guard`): the protocols' ``pca_components="auto"``
+    #: leaves them as they are
+    _reduces_to_span = True
+
     def _fit_mixture(self, Xu: np.ndarray, scale: float = 1.0) -> None:
         """Steps (1)-(2): the optional PCA and the fixed clustering.
 
@@ -126,6 +132,26 @@ class _LocalMetricsModel:
                                  f"got {g!r}.")
             return min(32, n_samples) if d > 32 else None
         return g
+
+    def _fit_in_basis(self, Xs, q, i, j, y, val, k: int, p: int, scale: float) -> None:
+        """Step (3) on a basis of the training samples ``Xs`` (divided by ``scale``), with the
+        untrained distance of the rest kept by the identity start
+        (:mod:`crossmetric.learners._basis_guard`); ``q``: their assignments."""
+        form, starts = basis_starts(self, Xs, i, j, p, val is not None)
+        r, qv = form.coords.shape[1], {}
+
+        def embed(t, Vb):  # the held-out assignments are fixed: once
+            Ls, bs, _ = self._unpack(t, k, p, r)
+            q_v = qv.setdefault("q", self._posteriors(val.data.X, sparse=True))
+            return _local_embed(Vb, q_v, Ls, bs)
+
+        theta, c = fit_in_basis(
+            self, form, starts, i, j, y, val, None if val is None else val.data.X / scale,
+            pack=lambda L0, b0: np.r_[np.tile(L0.ravel(), k), np.zeros(k * p), b0],
+            loss_grad=lambda t, obj: self._loss_grad(t, form.coords, q, obj, k, p),
+            embed=embed)
+        Ls, self.local_offsets_, self.bias_ = self._unpack(theta, k, p, r)
+        self.local_components_ = store_in_basis(self, Ls, form, c, scale)
 
     @staticmethod
     def _unpack(theta: np.ndarray, k: int, p: int, d: int):

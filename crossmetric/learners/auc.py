@@ -69,6 +69,7 @@ from crossmetric._base import (
     CrossModalMixin,
     LinearSingleModalMixin,
     PairData,
+    with_complement,
 )
 from crossmetric._checks import (
     check_n_components,
@@ -83,7 +84,7 @@ from crossmetric._solvers.early_stopping import (
     split_pairs,
 )
 from crossmetric._solvers.proximal import phi_plus, ppa_step, prox_logdet
-from crossmetric._solvers.span import set_complement, with_complement
+from crossmetric._solvers.span import set_complement
 from crossmetric._solvers.starting import FITTED, check_init, start_candidates
 from crossmetric._solvers.stopping import BestPlateau
 from crossmetric.learners._auc_guard import from_span, metric_monitor, metric_start, span_views
@@ -761,6 +762,10 @@ class MahaAUC(LinearSingleModalMixin, _AUCMetricLearner, BaseEstimator):
     n_components, fpr_range, gamma, mu, batch_size_pos, batch_size_neg, eta0, rho, tau, \
 max_iter, tol, n_iter_no_change, eval_every, random_state, verbose
         As in :class:`CMLAUC`.
+    reduce_to : int, optional
+        As in :class:`CMLAUC`, with one basis of the training samples: ``M`` on their top
+        ``reduce_to`` principal axes (by default on their span when they are fewer than the
+        features), the untrained distance of the rest kept by the identity start.
     init : {"auto", "pca", "identity"}, default="auto"
         ``"pca"`` gives ``M₀ = I`` here (PCA with all directions kept is a rotation);
         ``"identity"`` the untrained distance ``‖x − y‖²`` (``I`` on the raw inputs);
@@ -797,10 +802,14 @@ max_iter, tol, n_iter_no_change, eval_every, random_state, verbose
     True
     """
 
+    #: samples wider than their training samples are fitted on one basis of theirs, with the
+    #: untrained distance of the rest: the protocols' ``pca_components="auto"`` leaves them
+    _reduces_to_span = True
     _cross = False
 
     def _fit(self, data: PairData, y: np.ndarray) -> None:
         self._run_ppa(data, y)
 
     def _store_components(self, L: np.ndarray) -> None:
-        self.components_ = L @ self.whitening_.T
+        # on the span coordinates x Q of wide samples, mapped back to the features here
+        self.components_ = from_span(L @ self.whitening_.T, self._spans[0])

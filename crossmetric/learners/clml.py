@@ -32,7 +32,7 @@ from sklearn.metrics import check_scoring
 from sklearn.model_selection import check_cv
 from sklearn.utils import check_random_state
 
-from crossmetric._base import PairData, SingleModalMixin
+from crossmetric._base import PairData, SingleModalMixin, with_complement
 from crossmetric._checks import (
     as_float_array,
     check_choice,
@@ -44,6 +44,7 @@ from crossmetric._selection_scan import scan_candidates
 from crossmetric._solvers.descent import fit_lbfgs
 from crossmetric._solvers.early_stopping import clear, split_pairs, vector_monitor
 from crossmetric._solvers.logistic import PairLogisticObjective
+from crossmetric._solvers.span import set_complement
 from crossmetric._solvers.starting import initial_projection
 from crossmetric._solvers.stochastic import (
     STOCHASTIC_SOLVERS,
@@ -51,6 +52,7 @@ from crossmetric._solvers.stochastic import (
     refuse_early_stopping,
     stochastic_settings,
 )
+from crossmetric.learners._basis_guard import uses_basis
 from crossmetric.learners._local_metrics import (  # noqa: F401  (former home of the helpers)
     _local_backprop,
     _local_embed,
@@ -105,11 +107,9 @@ class CLML(_LocalMetricsModel, SingleModalMixin, BaseEstimator):
     gmm_pca_components : int, "auto" or None, default="auto"
         Fit the mixture on the samples reduced by PCA to this many dimensions (the metric itself
         always acts on the full features). ``"auto"``: 32 dimensions when the features have
-        more (else no reduction); ``None``: no reduction. A diagonal mixture on hundreds of raw
-        features gives near-hard posteriors (the log-likelihood gaps grow with the dimension)
-        and poor clusters: on mfeat fou + pix (316 features, ``benchmarks/bench_clml.py``),
-        k = 16, mAP 86.9 with the mixture on the raw features against 95.3 on PCA-32 (issue
-        10); the CLML paper's mixture also works on a low-dimensional projection.
+        more (else no reduction); ``None``: no reduction. On hundreds of raw features a
+        diagonal mixture's posteriors are near-hard and its clusters poor (mfeat fou + pix, k =
+        16: mAP 86.9 against 95.3 on PCA-32, ``benchmarks/bench_clml.py``).
     min_assignment : float in [0, 1), default=0.01
         Assignments ``q_is`` below this are dropped (the row's largest is always kept).
     max_assignments : int, default=3
@@ -119,7 +119,9 @@ class CLML(_LocalMetricsModel, SingleModalMixin, BaseEstimator):
     init : {"auto", "pca", "identity", "random", "ldml"} or ndarray, default="auto"
         Initial local projections, all equal to one global ``L0`` (translations 0): the named
         initialisations of :class:`~crossmetric.ldml.LDML` (rescaled so that the median training
-        distance is 1), ``"ldml"`` (fit a global LDML with the same ``n_components``, ``alpha``,
+        distance is 1; ``"identity"`` and ``"auto"`` with held-out identities on a basis of
+        the training samples, the untrained distance of the rest kept, as LDML), ``"ldml"``
+        (fit a global LDML with the same ``n_components``, ``alpha``,
         ``max_iter``, ``tol`` first and start every cluster from it), or an array of shape
         (n_components, n_features) or (n_clusters, n_components, n_features). The initial model
         therefore is a global metric, and the initial bias is the median training distance (the
@@ -136,7 +138,6 @@ class CLML(_LocalMetricsModel, SingleModalMixin, BaseEstimator):
     n_iter_no_change : int, default=10
         Patience of early stopping, in iterations.
     verbose : int, default=0
-        Print a per-iteration table (iteration, objective, time).
     random_state : int, RandomState instance or None
         Seeds the PCA, the mixture, a random initialisation and the validation split.
     preprocessor : array-like, optional
@@ -162,8 +163,9 @@ class CLML(_LocalMetricsModel, SingleModalMixin, BaseEstimator):
     bias_ : float
         LDML's ``b``: pairs with ``‖z_i − z_j‖² < b`` are more likely *same*.
     input_scale_ : float
-        The global scale of the training samples (folded into ``local_components_``, which
-        act on raw samples).
+        The global scale of the training samples (folded into ``local_components_``).
+    init_, complement_scale_, complement_basis_
+        As in :class:`~crossmetric.LDML`.
     ldml_init_ : LDML
         The global metric the local ones started from (``init="ldml"`` only).
     n_iter_ : int
@@ -186,8 +188,7 @@ class CLML(_LocalMetricsModel, SingleModalMixin, BaseEstimator):
     References
     ----------
     S. Saxena, J. Verbeek. Coordinated local metric learning. ICCV ChaLearn Looking at People
-    workshop, 2015 (the abstract "Efficient face search using coordinated local metric
-    learning").
+    workshop, 2015.
 
     Examples
     --------
@@ -239,11 +240,7 @@ class CLML(_LocalMetricsModel, SingleModalMixin, BaseEstimator):
             )
         p = check_n_components(self.n_components, k * (d + 1),
                                what="n_clusters · (n_features + 1), the dimension of x̃")
-        if self.covariance_type not in _COVARIANCE_TYPES:
-            raise ValueError(
-                f"covariance_type must be one of {_COVARIANCE_TYPES}, "
-                f"got {self.covariance_type!r}."
-            )
+        check_choice(self.covariance_type, "covariance_type", _COVARIANCE_TYPES)
         if self._gmm_dims(n_samples, d) is not None and not (
                 isinstance(self.gmm_pca_components, str)):
             check_n_components(self.gmm_pca_components, min(n_samples, d),
@@ -259,6 +256,7 @@ class CLML(_LocalMetricsModel, SingleModalMixin, BaseEstimator):
 
     # -------------------------------------------------------------------------- fit
     def _fit(self, data: PairData, y: np.ndarray) -> None:
+        set_complement(self, 0.0, None)
         if check_choice(self.solver, "solver", ("lbfgs", *STOCHASTIC_SOLVERS)) != "lbfgs":
             refuse_early_stopping(self, self.solver)
             self._fit_stochastic(data, y)
@@ -275,8 +273,13 @@ class CLML(_LocalMetricsModel, SingleModalMixin, BaseEstimator):
         self._fit_mixture(Xu, scale)
         q = self._posteriors(Xu, True)
         Xs = Xu / scale
+        self.input_scale_ = scale
+        self.init_ = self.init if isinstance(self.init, str) else "array"
 
         # (3) the coordinated local metrics
+        if uses_basis(self, val, p, Xs):
+            self._fit_in_basis(Xs, q, i, j, y, val, k, p, scale)
+            return
         Ls0, bs0, b0 = self._initial_parameters(k, p, Xs, q, i, j, data, y, scale)
         objective = PairLogisticObjective(i, j, y, 1.0, n, n)
 
@@ -293,7 +296,6 @@ class CLML(_LocalMetricsModel, SingleModalMixin, BaseEstimator):
         )
         Ls, self.local_offsets_, self.bias_ = self._unpack(theta, k, p, d)
         self.local_components_ = Ls / scale
-        self.input_scale_ = scale
 
     def _fit_stochastic(self, data: PairData, y: np.ndarray) -> None:
         """Mini-batch version of :meth:`_fit`
@@ -355,7 +357,8 @@ class CLML(_LocalMetricsModel, SingleModalMixin, BaseEstimator):
     # ------------------------------------------------------------------- embedding
     def _embed_x(self, X: np.ndarray) -> np.ndarray:
         q = self._posteriors(X, sparse=True)
-        return _local_embed(X, q, self.local_components_, self.local_offsets_)
+        return with_complement(self, _local_embed(X, q, self.local_components_,
+                                                  self.local_offsets_), X)
 
     def _own_threshold(self) -> float:
         """The learned bias ``b`` (``p(same) = 1/2``): see ``threshold_``."""

@@ -41,6 +41,7 @@ from crossmetric._solvers.early_stopping import (
     vector_monitor,
 )
 from crossmetric._solvers.logistic import PairLogisticObjective
+from crossmetric._solvers.span import set_complement
 from crossmetric._solvers.starting import initial_projection
 from crossmetric._solvers.stochastic import (
     STOCHASTIC_SOLVERS,
@@ -48,6 +49,7 @@ from crossmetric._solvers.stochastic import (
     refuse_early_stopping,
     stochastic_settings,
 )
+from crossmetric.learners._basis_guard import basis_starts, fit_in_basis, store_in_basis, uses_basis
 from crossmetric.losses import generalized_logistic
 
 __all__ = ["LDML", "pair_log_likelihood", "input_scale"]
@@ -163,9 +165,15 @@ class LDML(LinearSingleModalMixin, BaseEstimator):
         ``X`` and ``c · X``. Standardise features of very different scales first: one global
         scale does not even them out.
     init : {"auto", "pca", "identity", "random"} or ndarray of shape (n_components, n_features)
-        Initial ``L``. ``"auto"`` is ``"pca"`` for a low-rank ``L`` and ``"identity"`` for the
-        full one. Named initialisations are rescaled so that the median training-pair distance
-        is 1; the initial bias is the median training-pair distance.
+        Initial ``L``. ``"identity"`` (the library's start, not the paper's) is the untrained
+        distance: ``L`` then acts on the top ``n_components`` principal axes of the training
+        samples (their span when ``None``) and the model keeps the untrained distance of the
+        rest (``complement_scale_``; :mod:`crossmetric.learners._basis_guard`).
+        ``"auto"``: with held-out identities (``early_stopping``) the better of
+        ``"identity"`` and the paper's ``"pca"`` on them; without, ``"pca"`` for a low-rank
+        ``L`` and ``"identity"`` for the full one (on the span of samples fewer than their
+        features, exactly). Named initialisations are rescaled so that the median
+        training-pair distance is 1; the initial bias is the median training-pair distance.
     max_iter : int, default=1000
         Maximum number of L-BFGS iterations.
     tol : float, default=1e-4
@@ -206,6 +214,11 @@ class LDML(LinearSingleModalMixin, BaseEstimator):
     input_scale_ : float
         The global scale of the training samples the fit divided them by (folded into
         ``components_``, which act on raw samples).
+    init_ : str
+        The start trained from (``"array"`` for a given ``L0``).
+    complement_scale_ : float
+        ``c`` of the kept untrained distance ``c² ‖(I − B Bᵀ)(x − y)‖²`` (0: none);
+        ``complement_basis_`` is ``B`` (n_features × k).
     n_iter_ : int
     loss_curve_ : list of float
         Objective ``J`` after each L-BFGS iteration.
@@ -248,6 +261,11 @@ class LDML(LinearSingleModalMixin, BaseEstimator):
     True
     """
 
+    #: wide samples are fitted on a basis of theirs, with the untrained distance of the rest
+    #: (:mod:`crossmetric.learners._basis_guard`): the protocols' ``pca_components="auto"``
+    #: leaves them as they are
+    _reduces_to_span = True
+
     def __init__(self, n_components: int | None = None, *, alpha: float = 1e-4,
                  init="auto", max_iter: int = 1000, tol: float = 1e-4,
                  early_stopping="auto", validation_fraction: float = 0.2,
@@ -278,6 +296,7 @@ class LDML(LinearSingleModalMixin, BaseEstimator):
 
     def _fit(self, data: PairData, y: np.ndarray) -> None:
         _check_common(self)
+        set_complement(self, 0.0, None)
         solver = check_choice(self.solver, "solver", ("lbfgs", *STOCHASTIC_SOLVERS))
         # fitted on the samples / one global scale, folded back into components_ at the end
         # (see input_scale): the defaults then act alike at any scale of the features
@@ -310,6 +329,19 @@ class LDML(LinearSingleModalMixin, BaseEstimator):
         Xu, i, j = data.X, data.ix, data.iy
         d = Xu.shape[1]
         p = d if self.n_components is None else check_n_components(self.n_components, d)
+        self.input_scale_ = scale
+        if uses_basis(self, val, self.n_components, Xu):
+            form, starts = basis_starts(self, Xu, i, j, self.n_components, val is not None)
+            p, k = next(iter(starts.values()))[0].shape
+            theta, c = fit_in_basis(
+                self, form, starts, i, j, y, val, None if val is None else val.data.X,
+                pack=lambda L0, b0: np.r_[L0.ravel(), b0],
+                loss_grad=lambda t, obj: self._loss_grad(t, form.coords, obj, p),
+                embed=lambda t, Vb: Vb @ t[:-1].reshape(p, k).T)
+            self.components_ = store_in_basis(self, theta[:-1].reshape(p, k), form, c, scale)
+            self.bias_ = float(theta[-1])
+            return
+        self.init_ = init if isinstance(init, str) else "array"
         L0, b0 = initial_projection(init, p, Xu, i, j, self.random_state)
         objective = PairLogisticObjective(i, j, y, 1.0, Xu.shape[0], Xu.shape[0])
         monitor = vector_monitor(self, val, lambda t, Xv: Xv @ t[:-1].reshape(p, d).T, y)
@@ -317,7 +349,6 @@ class LDML(LinearSingleModalMixin, BaseEstimator):
                           np.r_[L0.ravel(), b0], monitor)
         self.components_ = theta[:-1].reshape(p, d) / scale
         self.bias_ = float(theta[-1])
-        self.input_scale_ = scale
 
     def _loss_grad(self, theta: np.ndarray, Xu: np.ndarray,
                    objective: PairLogisticObjective, p: int) -> tuple[float, np.ndarray]:

@@ -1,0 +1,104 @@
+"""The starts and the held-out guard of LDML and CLML on a basis of their training samples.
+
+LDML's ``L`` (and each of CLML's local ``L_s``) acts on all ``d`` features; its paper starts
+from the leading principal axes, a truncation of the untrained distance. Here the map acts on
+the coordinates ``Bᵀ x`` of an orthonormal basis ``B`` of the training samples -- their top
+``n_components`` principal axes, or their span when ``n_components`` is ``None`` -- and the
+model keeps ``c² ‖(I − B Bᵀ)(x − y)‖²`` with ``c`` fixed by the start
+(:class:`crossmetric._solvers.span.BasisForm`):
+
+* ``"identity"`` -- ``L = c I`` and the rest kept at ``c``: the untrained distance ``c² ‖x −
+  y‖²``, ``c`` such that the median training-pair distance is 1 (the library's start);
+* ``"pca"`` -- ``L = c I`` on the principal axes and nothing kept: the paper's start.
+
+``init="auto"`` scores both on the held-out identities (:mod:`crossmetric._solvers.early_stopping`)
+and trains from the better; training changes ``L`` only, the kept part is fixed (neither
+trained nor penalised). On the span of the samples (``n_components=None``) the identity
+start's fit equals the plain full-space fit from the identity when ``alpha=0``: the gradient
+of the pair loss lies in that span. (With ``alpha > 0`` the plain fit also shrinks ``L``
+outside the span, L-BFGS in a few steps: the untrained distance there is lost.)
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from crossmetric._base import squared_euclidean_rows
+from crossmetric._solvers.descent import fit_lbfgs
+from crossmetric._solvers.early_stopping import choose_start, embedding_monitor
+from crossmetric._solvers.linalg import span_basis
+from crossmetric._solvers.logistic import PairLogisticObjective
+from crossmetric._solvers.span import basis_form, complement_distances, set_complement
+from crossmetric._solvers.starting import check_init, start_candidates
+
+__all__ = ["uses_basis", "basis_starts", "fit_in_basis", "store_in_basis"]
+
+
+def uses_basis(est, val, n_components: int | None, X: np.ndarray) -> bool:
+    """Whether a fit runs on a basis of the training samples ``X``: the ``"identity"`` start
+    (always), ``"auto"`` with held-out identities, and ``"auto"`` at full rank
+    (``n_components=None``) on samples fewer than their features (the plain identity start,
+    exactly, in the span)."""
+    init = est.init
+    if not isinstance(init, str):
+        return False
+    if init == "identity" or (init == "auto" and val is not None):
+        return True
+    return init == "auto" and n_components is None and span_basis(X) is not None
+
+
+def basis_starts(est, X, i, j, n_components, held_out: bool):
+    """``(form, starts)``: the :class:`~crossmetric._solvers.span.BasisForm` of the samples
+    ``X`` (already divided by the learner's input scale) and pairs ``(i, j)``, and the named
+    starts in order of preference, each ``(L0, c, b0)`` (``L0``: p × k)."""
+    form = basis_form(X, i, j, n_components)
+    k = form.coords.shape[1]
+    p = k if n_components is None else int(n_components)
+    part = squared_euclidean_rows(form.coords[i], form.coords[j])
+    paper = "pca" if n_components is not None else "identity"
+    names = start_candidates(check_init(est.init, ("auto", "identity")), paper, cross=False,
+                             features=True, equal_widths=True, held_out=held_out)
+    starts = {}
+    for name in names:
+        D = part + form.rest if name == "identity" else part
+        med = float(np.median(D))
+        c = 1.0 / np.sqrt(med) if med > 0 else 1.0
+        starts[name] = (c * np.eye(p, k), c if name == "identity" else 0.0, float(med * c * c))
+    return form, starts
+
+
+def fit_in_basis(est, form, starts, i, j, y, val, Xv, *, pack, loss_grad, embed):
+    """Choose the start on the held-out samples ``Xv`` (the rows of ``val``'s data, in the
+    units of ``form``) and train from it (L-BFGS, guarded).
+
+    ``pack(L0, b0)`` is the learner's parameter vector at a start (threshold last);
+    ``loss_grad(theta, objective)`` its objective on the basis coordinates; ``embed(theta,
+    Xv)`` embeds held-out samples given on the basis coordinates. Returns ``(theta, c)``
+    and sets ``init_``."""
+    n = form.coords.shape[0]
+    thetas = {name: pack(L0, b0) for name, (L0, _, b0) in starts.items()}
+    scales = {name: c for name, (_, c, _) in starts.items()}
+    state = {"c": 0.0}
+    monitor = None
+    if val is not None:
+        Vb = Xv if form.basis is None else Xv @ form.basis
+        Dc = None if form.basis is None else complement_distances(Xv, Xv, form.basis)
+        monitor = embedding_monitor(
+            est, val, lambda t, side: embed(t, Vb), lambda t: t[-1], y,
+            offset=None if Dc is None else (lambda: state["c"] ** 2 * Dc))
+    est.init_, theta0 = choose_start(monitor, thetas,
+                                     lambda name: state.update(c=scales[name]))
+    c = scales[est.init_]
+    state["c"] = c
+    objective = PairLogisticObjective(i, j, y, 1.0, n, n,
+                                      offset=None if c == 0 else c * c * form.rest)
+    theta = fit_lbfgs(est, lambda t: loss_grad(t, objective), theta0, monitor)
+    return theta, c
+
+
+def store_in_basis(est, components: np.ndarray, form, c: float, scale: float) -> np.ndarray:
+    """Maps learned on the basis coordinates of samples divided by ``scale``, as maps of raw
+    samples (``… × d``), and the kept part of the untrained distance (``complement_*_``)."""
+    B = form.basis
+    set_complement(est, c / scale if B is not None else 0.0, B)
+    return (components if B is None else components @ B.T) / scale
