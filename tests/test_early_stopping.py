@@ -250,3 +250,27 @@ def test_small_steps_that_add_up_beyond_noise_are_kept():
     for it in range(3):
         mon.update(it, np.full(1, float(it)))
     assert mon.best_iteration == 0  # two probes of thirty: the start stays
+
+
+def test_two_stacked_domains_are_held_out_as_probes_against_a_gallery():
+    """One sample set whose pairs join two disjoint parts (photos then sketches stacked, as the
+    protocols give them to a single-modal learner) is scored first part against second, as
+    the protocols score it; pairs within one set are scored all against all."""
+    from crossmetric._base import PairData
+    from crossmetric._solvers.early_stopping import split_pairs
+
+    rng = np.random.RandomState(0)
+    n = 60
+    S = rng.randn(2 * n, 5)
+    pairs, y = make_pairs(np.arange(n), np.arange(n), n_negatives=2, random_state=0)
+    model = LDML(2, early_stopping=True, random_state=0)
+    _, _, val = split_pairs(model, PairData(S, S, pairs[:, 0], pairs[:, 1] + n), y)
+    assert not val.tied
+    photos = {tuple(r) for r in np.round(S[:n], 12)}
+    assert all(tuple(r) in photos for r in np.round(val.data.X, 12))
+    assert not any(tuple(r) in photos for r in np.round(val.data.Y, 12))
+    assert np.array_equal(np.sort(val.ids_x), np.sort(val.ids_y))
+    labels = np.repeat(np.arange(n), 2)
+    pairs, y = make_pairs(labels, n_negatives=2, random_state=0)
+    _, _, val = split_pairs(model, PairData(S, S, pairs[:, 0], pairs[:, 1]), y)
+    assert val.tied and val.data.X is val.data.Y

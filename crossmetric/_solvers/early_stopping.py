@@ -236,9 +236,15 @@ def identity_validation(ids_x: np.ndarray, ids_y: np.ndarray, rng, *, tied: bool
     return Validation(data, y, ids_x[kx], ids_y[ky], bool(tied)), kx, ky
 
 
-def _validation(val: PairData, y_val: np.ndarray, tied: bool, rng) -> Validation:
+def _validation(val: PairData, y_val: np.ndarray, tied: bool, rng,
+                oriented: bool = False) -> Validation:
     if tied:
         _, comp = positive_components(val.X.shape[0], val.ix, val.iy, y_val)
+        if oriented:  # probes: the samples pairs name first; gallery: those named second
+            first, ix = np.unique(val.ix, return_inverse=True)
+            second, iy = np.unique(val.iy, return_inverse=True)
+            data = PairData(val.X[first], val.X[second], ix, iy)
+            return identity_validation(comp[first], comp[second], rng, data=data, y=y_val)[0]
         return identity_validation(comp, comp, rng, tied=True, data=val, y=y_val)[0]
     ids_x, ids_y, _ = identities_from_pairs(val.X.shape[0], val.Y.shape[0], val.ix, val.iy,
                                             y_val)
@@ -268,8 +274,12 @@ def split_pairs(estimator, data: PairData, y: np.ndarray, *, tied: bool | None =
             return data, y, None
         raise
     held = used_pairs(data._replace(ix=data.ix[val], iy=data.iy[val]), tied)
+    # one sample set whose pairs join two disjoint parts of it (two domains stacked, as the
+    # protocols give them to a single-modal learner) is scored as the protocols score it:
+    # the first part's samples as probes against the second's, not all against all
+    oriented = tied and np.intersect1d(data.ix, data.iy).size == 0
     return (used_pairs(data._replace(ix=data.ix[train], iy=data.iy[train]), tied), y[train],
-            _validation(held, y[val], tied, rng))
+            _validation(held, y[val], tied, rng, oriented))
 
 
 class EarlyStopping:
@@ -482,9 +492,10 @@ def embedding_monitor(estimator, validation: Validation | None, embed, threshold
 
 def vector_monitor(estimator, validation: Validation | None, embed, y_train):
     """:func:`embedding_monitor` for a flat parameter vector ``theta`` whose last entry is the
-    loss's threshold (LDML, CLML); ``embed(theta, Xv)`` embeds the validation samples."""
+    loss's threshold (LDML, CLML); ``embed(theta, V)`` embeds validation samples ``V``."""
     if validation is None:
         return None
-    Xv = validation.data.X
-    return embedding_monitor(estimator, validation, lambda t, side: embed(t, Xv),
+    v = validation.data
+    return embedding_monitor(estimator, validation,
+                             lambda t, side: embed(t, v.X if side == "x" else v.Y),
                              lambda t: t[-1], y_train)

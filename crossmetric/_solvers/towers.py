@@ -147,9 +147,11 @@ def fit_logistic_towers(est, data, y, *, kernels, gammas, side_names, name: str)
                                                          len(data.X), len(data.Y)))
     monitor = None
     if val is not None:
-        vsides = [val.data.X] if tied else [val.data.X, val.data.Y]
-        vtowers = [Tower(_tower_input(S, m, Q))
-                   for S, m, Q in zip(vsides, maps, bases, strict=True)]
+        # a tied tower's held-out samples may still be two sides (probes and gallery)
+        vsides = [val.data.X] if val.tied else [val.data.X, val.data.Y]
+        vtowers = [Tower(_tower_input(S, maps[min(s, len(maps) - 1)],
+                                      bases[min(s, len(bases) - 1)]))
+                   for s, S in enumerate(vsides)]
         Dc = (None if complement is None else
               complement_distances(vsides[0], vsides[-1], complement))
         monitor = embedding_monitor(

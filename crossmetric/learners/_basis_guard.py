@@ -67,24 +67,26 @@ def basis_starts(est, X, i, j, n_components, held_out: bool):
     return form, starts
 
 
-def fit_in_basis(est, form, starts, i, j, y, val, Xv, *, pack, loss_grad, embed):
-    """Choose the start on the held-out samples ``Xv`` (the rows of ``val``'s data, in the
-    units of ``form``) and train from it (L-BFGS, guarded).
+def fit_in_basis(est, form, starts, i, j, y, val, unit: float, *, pack, loss_grad, embed):
+    """Choose the start on the held-out samples of ``val`` (divided by ``unit`` to the units
+    of ``form``) and train from it (L-BFGS, guarded).
 
     ``pack(L0, b0)`` is the learner's parameter vector at a start (threshold last);
     ``loss_grad(theta, objective)`` its objective on the basis coordinates; ``embed(theta,
-    Xv)`` embeds held-out samples given on the basis coordinates. Returns ``(theta, c)``
-    and sets ``init_``."""
+    V, side)`` embeds the held-out samples of ``side`` ("x": probes, "y": gallery) given on
+    the basis coordinates ``V``. Returns ``(theta, c)`` and sets ``init_``."""
     n = form.coords.shape[0]
     thetas = {name: pack(L0, b0) for name, (L0, _, b0) in starts.items()}
     scales = {name: c for name, (_, c, _) in starts.items()}
     state = {"c": 0.0}
     monitor = None
     if val is not None:
-        Vb = Xv if form.basis is None else Xv @ form.basis
-        Dc = None if form.basis is None else complement_distances(Xv, Xv, form.basis)
+        B = form.basis
+        V = {"x": val.data.X / unit, "y": val.data.Y / unit}
+        Vb = {side: S if B is None else S @ B for side, S in V.items()}
+        Dc = None if B is None else complement_distances(V["x"], V["y"], B)
         monitor = embedding_monitor(
-            est, val, lambda t, side: embed(t, Vb), lambda t: t[-1], y,
+            est, val, lambda t, side: embed(t, Vb[side], side), lambda t: t[-1], y,
             offset=None if Dc is None else (lambda: state["c"] ** 2 * Dc))
     est.init_, theta0 = choose_start(monitor, thetas,
                                      lambda name: state.update(c=scales[name]))

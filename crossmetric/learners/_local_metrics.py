@@ -140,13 +140,14 @@ class _LocalMetricsModel:
         form, starts = basis_starts(self, Xs, i, j, p, val is not None)
         r, qv = form.coords.shape[1], {}
 
-        def embed(t, Vb):  # the held-out assignments are fixed: once
+        def embed(t, Vb, side):  # the held-out assignments are fixed: once a side
             Ls, bs, _ = self._unpack(t, k, p, r)
-            q_v = qv.setdefault("q", self._posteriors(val.data.X, sparse=True))
-            return _local_embed(Vb, q_v, Ls, bs)
+            if side not in qv:
+                qv[side] = self._posteriors(val.data.X if side == "x" else val.data.Y, True)
+            return _local_embed(Vb, qv[side], Ls, bs)
 
         theta, c = fit_in_basis(
-            self, form, starts, i, j, y, val, None if val is None else val.data.X / scale,
+            self, form, starts, i, j, y, val, scale,
             pack=lambda L0, b0: np.r_[np.tile(L0.ravel(), k), np.zeros(k * p), b0],
             loss_grad=lambda t, obj: self._loss_grad(t, form.coords, q, obj, k, p),
             embed=embed)

@@ -281,13 +281,13 @@ class CLML(_LocalMetricsModel, SingleModalMixin, BaseEstimator):
             self._fit_in_basis(Xs, q, i, j, y, val, k, p, scale)
             return
         Ls0, bs0, b0 = self._initial_parameters(k, p, Xs, q, i, j, data, y, scale)
-        objective = PairLogisticObjective(i, j, y, 1.0, n, n)
+        objective, qv = PairLogisticObjective(i, j, y, 1.0, n, n), {}
 
-        def embed_validation(theta, Xv):
-            if not hasattr(embed_validation, "q"):  # the assignments are fixed: once
-                embed_validation.q = self._posteriors(Xv, sparse=True)
+        def embed_validation(theta, Xv):  # the assignments are fixed: once a side
+            if id(Xv) not in qv:
+                qv[id(Xv)] = self._posteriors(Xv, True)
             Ls, bs, _ = self._unpack(theta, k, p, d)
-            return _local_embed(Xv / scale, embed_validation.q, Ls, bs)
+            return _local_embed(Xv / scale, qv[id(Xv)], Ls, bs)
 
         theta = fit_lbfgs(
             self, lambda t: self._loss_grad(t, Xs, q, objective, k, p),

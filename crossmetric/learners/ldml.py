@@ -334,10 +334,10 @@ class LDML(LinearSingleModalMixin, BaseEstimator):
             form, starts = basis_starts(self, Xu, i, j, self.n_components, val is not None)
             p, k = next(iter(starts.values()))[0].shape
             theta, c = fit_in_basis(
-                self, form, starts, i, j, y, val, None if val is None else val.data.X,
+                self, form, starts, i, j, y, val, 1.0,
                 pack=lambda L0, b0: np.r_[L0.ravel(), b0],
                 loss_grad=lambda t, obj: self._loss_grad(t, form.coords, obj, p),
-                embed=lambda t, Vb: Vb @ t[:-1].reshape(p, k).T)
+                embed=lambda t, Vb, side: Vb @ t[:-1].reshape(p, k).T)
             self.components_ = store_in_basis(self, theta[:-1].reshape(p, k), form, c, scale)
             self.bias_ = float(theta[-1])
             return
