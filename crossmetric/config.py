@@ -315,12 +315,15 @@ def parse_param(text: str) -> tuple[str, str, object]:
     """``"METHOD.NAME=VALUE"`` → ``(method, name, value)``, checked against the registry.
 
     The value is a TOML literal (``1e-3``, ``true``, ``"adam"``, ``[0.0, 0.1]``); a bare word
-    that is not one (``adam``, ``cuda:0``) is taken as a string.
+    that is not one (``adam``, ``cuda:0``) is taken as a string, except ``None`` (Python's
+    spelling; TOML has no null), which is ``None``.
 
     Examples
     --------
     >>> parse_param("gsm.mu=1e-3")
     ('gsm', 'mu', 0.001)
+    >>> parse_param("pcca.n_components=None")
+    ('pcca', 'n_components', None)
     >>> parse_param("cmlauc.fpr_range=[0.0, 0.1]")
     ('cmlauc', 'fpr_range', (0.0, 0.1))
     """
@@ -335,8 +338,10 @@ def parse_param(text: str) -> tuple[str, str, object]:
 
 
 def _literal(value: str, name: str, where: str):
-    """A TOML literal (arrays as tuples), or a bare word taken as a string."""
+    """A TOML literal (arrays as tuples), ``None``, or a bare word taken as a string."""
     value = value.strip()
+    if value == "None":
+        return None
     try:
         return _plain_value(tomllib.loads(f"v = {value}")["v"])
     except tomllib.TOMLDecodeError:

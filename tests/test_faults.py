@@ -538,3 +538,33 @@ def test_benchmark_footer_and_start_line_describe_only_what_ran(small_files, cap
     assert "identity = labels; 3-fold verification\n" in cap.err
     assert "; mean ± std over 3 folds (verification); " in cap.out
     assert "identification" not in cap.out
+
+
+@pytest.mark.parametrize("sig, code", [("SIGTERM", 143), ("SIGINT", 130)])
+def test_a_signal_inside_one_long_computation_ends_the_command_within_seconds(tmp_path, sig,
+                                                                              code):
+    """Python runs no signal handler inside one long call into C (here MahaAUC's first
+    eigendecomposition of a 4,000 × 4,000 metric, tens of seconds on one thread): the command
+    still ends within the grace period, with the interrupt's exit code, and writes nothing."""
+    import signal as _signal
+    import subprocess
+
+    from crossmetric.cli._entry import GRACE_SECONDS
+
+    rng = np.random.RandomState(0)
+    np.save(tmp_path / "x.npy", rng.rand(12, 4000))
+    np.savetxt(tmp_path / "labels.txt", np.arange(12) % 4, fmt="%d")
+    env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1",
+           "MKL_NUM_THREADS": "1",
+           "PYTHONPATH": os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "crossmetric", "fit", "mahaauc", "--x", "x.npy", "--labels",
+         "labels.txt", "--param", "init=pca", "--param", "reduce_to=None",
+         "--param", "n_components=None", "--out", "model.cmm"],
+        cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    time.sleep(6)  # started, inside the first eigendecomposition
+    t0 = time.time()
+    proc.send_signal(getattr(_signal, sig))
+    _, err = proc.communicate(timeout=120)
+    assert time.time() - t0 < GRACE_SECONDS + 3, err
+    assert proc.returncode == code and not (tmp_path / "model.cmm").exists()

@@ -11,6 +11,9 @@ import warnings
 from crossmetric.cli._common import CLIError, _one_line, _stdout_to_devnull
 from crossmetric.cli.parser import build_parser
 
+#: seconds a command has to unwind after Ctrl-C / SIGTERM before the process ends anyway
+GRACE_SECONDS = 3.0
+
 
 class _Terminated(KeyboardInterrupt):
     """SIGTERM, raised like Ctrl-C so that every ``with`` block unwinds (temporary files are
@@ -19,7 +22,13 @@ class _Terminated(KeyboardInterrupt):
 
 @contextlib.contextmanager
 def _sigterm_unwinds():
+    """SIGTERM raises :class:`_Terminated`; Ctrl-C and SIGTERM end the process within
+    :data:`GRACE_SECONDS` even inside one long computation in C (an eigendecomposition, a BLAS
+    call), where Python runs no handler until it returns: a watcher thread sees the signal
+    through :func:`signal.set_wakeup_fd` and, when the command has not unwound by then, ends
+    the process. Files are only ever replaced by a rename, so nothing half-written is left."""
     import signal
+    import socket
     import threading
 
     if threading.current_thread() is not threading.main_thread():
@@ -30,10 +39,35 @@ def _sigterm_unwinds():
         raise _Terminated()
 
     previous = signal.signal(signal.SIGTERM, handler)
+    reader, writer = socket.socketpair()
+    writer.setblocking(False)
+    old_fd = signal.set_wakeup_fd(writer.fileno(), warn_on_full_buffer=False)
+    done = threading.Event()
+
+    def watch():
+        while not done.is_set():
+            try:
+                data = reader.recv(1)
+            except OSError:
+                return
+            if not data or data[0] not in (signal.SIGINT, signal.SIGTERM):
+                continue
+            if done.wait(GRACE_SECONDS):
+                return
+            term = data[0] == signal.SIGTERM
+            os.write(2, f"crossmetric: {'terminated' if term else 'interrupted'} (inside a "
+                        "long computation)\n".encode())
+            os._exit(143 if term else 130)
+
+    threading.Thread(target=watch, name="crossmetric-signal-watch", daemon=True).start()
     try:
         yield
     finally:
+        done.set()
+        signal.set_wakeup_fd(old_fd)
         signal.signal(signal.SIGTERM, previous)
+        writer.close()
+        reader.close()
 
 
 def _warning_line(message, category, filename, lineno, file=None, line=None) -> None:
