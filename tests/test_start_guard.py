@@ -266,3 +266,24 @@ def test_the_metric_matrix_and_function_include_the_kept_untrained_part(make):
     metric = model.get_metric()
     a, b = pairs[0]
     assert metric(S[a], S[b], squared=True) == pytest.approx(D[0], rel=1e-8)
+
+
+def test_the_benchmark_note_tells_started_learners_from_closed_forms(tmp_path, capsys):
+    """On views wider than the training samples the note names the learners that keep the
+    untrained distance outside their basis apart from the closed forms solved on the span."""
+    from crossmetric.cli import main
+
+    X, Y, labels = _wide_views(40, d=300)
+    np.save(tmp_path / "x.npy", X)
+    np.save(tmp_path / "y.npy", Y)
+    np.savetxt(tmp_path / "labels.txt", labels, fmt="%d")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        code = main(["benchmark", "--x", str(tmp_path / "x.npy"), "--y", str(tmp_path / "y.npy"),
+                     "--labels", str(tmp_path / "labels.txt"), "--methods", "ldml,cca",
+                     "--protocol", "identification", "--repeats", "1", "--quiet",
+                     "--out", str(tmp_path / "out")])
+    out = " ".join(capsys.readouterr().out.split())
+    assert code == 0
+    assert "LDML: views wider than the training samples learned on a basis" in out
+    assert "CCA: solved on the span of each split's training samples" in out

@@ -303,10 +303,16 @@ def _print_results(result, args, description: str, elapsed: float, lfw) -> None:
                      f"{' / '.join(str(w[0]) for w in widths)} dims")
     inside = result.info.get("reduced_inside", [])
     if inside and max(result.info.get("dims", [0])) > result.info.get("n_samples", 0):
-        extra.append(f"{', '.join(inside)}: views wider than the training samples reduced "
-                     f"inside the learner on each split's training side (their span or "
-                     f"principal axes), the untrained distance of the rest kept from the "
-                     f"identity start")
+        started = [m for m in inside if any("init" in r for r in training.get(m, ()))]
+        closed = [m for m in inside if m not in started]
+        if started:
+            extra.append(f"{', '.join(started)}: views wider than the training samples "
+                         f"learned on a basis of each split's training samples (their span or "
+                         f"principal axes), the untrained distance of the rest kept when "
+                         f"started from it (init identity)")
+        if closed:
+            extra.append(f"{', '.join(closed)}: solved on the span of each split's training "
+                         f"samples (exact), no reduction before them")
     if any(m.endswith("-C") for m in result.methods):
         extra.append("-C: single-modal learner on CCA-processed views (CCA fitted on the "
                      "training pairs, 32 dims), as the CML-AUC paper's -C rows")
