@@ -373,6 +373,11 @@ def load_msmt17(data_home, split: str = "all", *, include_val: bool = False, siz
 
 _CUHK03_KINDS = ("detected", "labeled")
 
+#: the command line's ``--dataset`` names of the layouts (with their usual spellings)
+_LAYOUT_NAMES = {"market1501": "load_market1501", "market-1501": "load_market1501",
+                 "dukemtmc": "load_dukemtmc", "dukemtmc-reid": "load_dukemtmc",
+                 "msmt17": "load_msmt17", "cuhk03": "load_cuhk03"}
+
 
 def _mat_names(filelist) -> list[str]:
     """The strings of a MATLAB cell array of file names as :func:`scipy.io.loadmat` gives it."""

@@ -38,7 +38,8 @@ class TuneOptions:
 class RunOptions:
     """What one split's fit and measurement need (see :func:`run_protocols` for each).
 
-    ``labels``: the identity of every row (``None`` for fixed pairs); ``pca``: the width of the
+    ``labels``: the identity of every row (``None`` for fixed pairs); ``cams``: the camera of
+    every row of ``X`` and of ``Y`` (``None``: no camera ids); ``pca``: the width of the
     per-split PCA of the views (``None``: none; ``"auto"``: the training identities minus one,
     when the views are wider); ``cca``: the "-C" CCA step of a single-modal
     learner; ``tune``: the method's inner model selection.
@@ -62,6 +63,7 @@ class RunOptions:
     pca: int | str | None = None
     cca: bool = False
     tune: TuneOptions | None = None
+    cams: tuple | None = None
 
     @classmethod
     def of(cls, options) -> RunOptions:
