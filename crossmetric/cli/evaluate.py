@@ -99,12 +99,30 @@ def _identification(est, X: np.ndarray, G: np.ndarray, pl, gl, ranks, scores_pat
                                   scores_path=scores_path, probe_cams=pc, gallery_cams=gc)
 
 
+def _load_cams(path: str, what: str, n_rows: int) -> np.ndarray:
+    """Cameras from a label file (text, .npy) or the ``cams`` array of an .npz file (the
+    embeddings ``crossmetric features`` writes for a --pattern with a 'cam' group)."""
+    if not path.lower().endswith(".npz"):
+        return _load_label_file(path, what, n_rows)
+    from crossmetric.datasets import load_labels
+
+    try:
+        cams = load_labels(path, key="cams", what="file")
+    except ValueError as exc:
+        raise CLIError(f"{what}: {_one_line(exc)} (an .npz file gives its 'cams' array)") \
+            from None
+    if cams.shape[0] != n_rows:
+        raise CLIError(f"{what}: {path!r} has {cams.shape[0]} cameras, but the features have "
+                       f"{n_rows} rows (one camera per row expected).")
+    return cams
+
+
 def _camera_ids(args, n_probes: int, n_gallery: int):
     """``(probe cameras, gallery cameras)`` of --probe-cams / --gallery-cams, or None."""
     if getattr(args, "probe_cams", None) is None:
         return None
-    pc = _load_label_file(args.probe_cams, "--probe-cams", n_probes)
-    gc = _load_label_file(args.gallery_cams, "--gallery-cams", n_gallery)
+    pc = _load_cams(args.probe_cams, "--probe-cams", n_probes)
+    gc = _load_cams(args.gallery_cams, "--gallery-cams", n_gallery)
     if pc.dtype.kind != gc.dtype.kind:
         pc, gc = pc.astype(str), gc.astype(str)
     return pc, gc

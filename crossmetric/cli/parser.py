@@ -263,7 +263,8 @@ def _add_evaluate(sub) -> None:
     e.add_argument("--gallery-labels", default=None,
                    help="identity of each --y row (identification)")
     e.add_argument("--probe-cams", default=None, metavar="FILE",
-                   help="camera of each --x row (text or .npy, as --probe-labels); with "
+                   help="camera of each --x row (text or .npy, as --probe-labels, or the "
+                        "'cams' array of an .npz from 'crossmetric features'); with "
                         "--gallery-cams, gallery items of the probe's identity and camera are "
                         "left out of its ranking (Market-1501 / torchreid)")
     e.add_argument("--gallery-cams", default=None, metavar="FILE",
