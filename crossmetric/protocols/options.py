@@ -60,10 +60,10 @@ class RunOptions:
     query_expansion: int | None = None
     pair_measures: bool = False
     pca_joint: bool | str = False
+    cams: tuple | None = None
     pca: int | str | None = None
     cca: bool = False
     tune: TuneOptions | None = None
-    cams: tuple | None = None
 
     @classmethod
     def of(cls, options) -> RunOptions:
