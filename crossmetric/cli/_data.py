@@ -85,11 +85,13 @@ def _images_to_dataset(bunch, descriptor: str, what: str, params=None):
     except ValueError as exc:
         raise CLIError(f"{what}: {_one_line(exc)}") from None
     n_ids = np.unique(data.labels).size
+    cams = _attach_cams(data, bunch)
     if data.Y is None:
-        return data, f"{what}: {data.X.shape[0]} images, {n_ids} identities, one modality"
+        return data, (f"{what}: {data.X.shape[0]} images, {n_ids} identities, one "
+                      f"modality{cams}")
     a, b = data.domain_names
     return data, (f"{what}: {a} vs {b}, {data.X.shape[0]} matched pairs of images, "
-                  f"{n_ids} identities, {descriptor} descriptors")
+                  f"{n_ids} identities, {descriptor} descriptors{cams}")
 
 
 def _descriptor_args(args, source: dict) -> tuple[str, dict | None]:
@@ -204,18 +206,20 @@ def _reid_layout_dataset(name: str, spec: str, arg: str, args):
                   f"{counts['gallery']} gallery images), camera ids, {descriptor} descriptors")
 
 
-def _attach_cams(data, bunch) -> None:
-    """The cameras of a ``cam`` group of --pattern, row by row of ``data``'s views."""
+def _attach_cams(data, bunch) -> str:
+    """The cameras of a ``cam`` group of --pattern, row by row of ``data``'s views; the
+    description's words for them (``", 6 cameras"``, or nothing)."""
     cams = getattr(bunch, "cams", None)
     if cams is None:
-        return
+        return ""
     if data.Y is None:
         data.cams = cams
-        return
-    from crossmetric.datasets import pair_domains
+    else:
+        from crossmetric.datasets import pair_domains
 
-    rows_x, rows_y, _ = pair_domains(bunch.ids, bunch.domains)
-    data.cams, data.cams_y = cams[rows_x], cams[rows_y]
+        rows_x, rows_y, _ = pair_domains(bunch.ids, bunch.domains)
+        data.cams, data.cams_y = cams[rows_x], cams[rows_y]
+    return f", {np.unique(cams).size} cameras"
 
 
 def _check_identities_and_folds(args, data, what: str) -> None:
@@ -297,11 +301,7 @@ def _image_folder_dataset(args):
         bunch = load_image_folder(args.images, args.pattern, **_size_kw(args))
     except (ValueError, OSError) as exc:
         raise CLIError(f"--images: {_one_line(exc)}") from None
-    data, description = _images_to_dataset(bunch, descriptor, args.images, params)
-    _attach_cams(data, bunch)
-    if getattr(bunch, "cams", None) is not None:
-        description += f", {np.unique(bunch.cams).size} cameras"
-    return data, description
+    return _images_to_dataset(bunch, descriptor, args.images, params)
 
 
 def _check_instances(inst: np.ndarray, args) -> None:

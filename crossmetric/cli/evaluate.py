@@ -99,35 +99,6 @@ def _identification(est, X: np.ndarray, G: np.ndarray, pl, gl, ranks, scores_pat
                                   scores_path=scores_path, probe_cams=pc, gallery_cams=gc)
 
 
-def _load_cams(path: str, what: str, n_rows: int) -> np.ndarray:
-    """Cameras from a label file (text, .npy) or the ``cams`` array of an .npz file (the
-    embeddings ``crossmetric features`` writes for a --pattern with a 'cam' group)."""
-    if not path.lower().endswith(".npz"):
-        return _load_label_file(path, what, n_rows)
-    from crossmetric.datasets import load_labels
-
-    try:
-        cams = load_labels(path, key="cams", what="file")
-    except ValueError as exc:
-        raise CLIError(f"{what}: {_one_line(exc)} (an .npz file gives its 'cams' array)") \
-            from None
-    if cams.shape[0] != n_rows:
-        raise CLIError(f"{what}: {path!r} has {cams.shape[0]} cameras, but the features have "
-                       f"{n_rows} rows (one camera per row expected).")
-    return cams
-
-
-def _camera_ids(args, n_probes: int, n_gallery: int):
-    """``(probe cameras, gallery cameras)`` of --probe-cams / --gallery-cams, or None."""
-    if getattr(args, "probe_cams", None) is None:
-        return None
-    pc = _load_cams(args.probe_cams, "--probe-cams", n_probes)
-    gc = _load_cams(args.gallery_cams, "--gallery-cams", n_gallery)
-    if pc.dtype.kind != gc.dtype.kind:
-        pc, gc = pc.astype(str), gc.astype(str)
-    return pc, gc
-
-
 def _load_pictures(path: str, what: str) -> np.ndarray:
     """Pictures for --show-ranks: a .npy array (n, h, w) or (n, h, w, 1 | 3 | 4)."""
     if not path.lower().endswith(".npy") or not os.path.isfile(path):
@@ -239,6 +210,35 @@ def _identification_sets(args, X: np.ndarray, Y: np.ndarray | None):
     return G, pl, gl
 
 
+def _load_cams(path: str, what: str, n_rows: int) -> np.ndarray:
+    """Cameras from a label file (text, .npy) or the ``cams`` array of an .npz file (the
+    embeddings ``crossmetric features`` writes for a --pattern with a 'cam' group)."""
+    if not path.lower().endswith(".npz"):
+        return _load_label_file(path, what, n_rows)
+    from crossmetric.datasets import load_labels
+
+    try:
+        cams = load_labels(path, key="cams", what="file")
+    except ValueError as exc:
+        raise CLIError(f"{what}: {_one_line(exc)} (an .npz file gives its 'cams' array)") \
+            from None
+    if cams.shape[0] != n_rows:
+        raise CLIError(f"{what}: {path!r} has {cams.shape[0]} cameras, but the features have "
+                       f"{n_rows} rows (one camera per row expected).")
+    return cams
+
+
+def _camera_ids(args, n_probes: int, n_gallery: int):
+    """``(probe cameras, gallery cameras)`` of --probe-cams / --gallery-cams, or None."""
+    if getattr(args, "probe_cams", None) is None:
+        return None
+    pc = _load_cams(args.probe_cams, "--probe-cams", n_probes)
+    gc = _load_cams(args.gallery_cams, "--gallery-cams", n_gallery)
+    if pc.dtype.kind != gc.dtype.kind:
+        pc, gc = pc.astype(str), gc.astype(str)
+    return pc, gc
+
+
 def _verification(args, est, pairs: np.ndarray, y: np.ndarray) -> dict:
     """The verification measures of the pairs
     (:func:`crossmetric.protocols.measure_verification`) and --scores, written atomically."""
@@ -296,11 +296,11 @@ def cmd_evaluate(args) -> int:
         pairs, y = _verification_pairs(args, X, Y)
     if ident:
         G, pl, gl = _identification_sets(args, X, Y)
-        cams = _camera_ids(args, X.shape[0], G.shape[0])
         beyond = [r for r in ranks if r > len(gl)]
         if beyond:
             print(f"crossmetric: note: --ranks {','.join(map(str, beyond))}: beyond the "
                   f"gallery's {len(gl)} items; reported as rank {len(gl)}", file=sys.stderr)
+        cams = _camera_ids(args, X.shape[0], G.shape[0])
     est.set_params(preprocessor=_preprocessor(est, X, Y))
     try:
         if verif:
