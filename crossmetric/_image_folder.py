@@ -16,7 +16,8 @@ from sklearn.utils import Bunch
 from crossmetric._checks import check_choice
 
 __all__ = ["load_image_folder", "load_viper", "load_pku_sketch", "load_cufs", "load_cuhk01",
-           "read_image", "to_8bit", "ImageRefused", "MAX_IMAGE_PIXELS", "MAX_IMAGE_SIDE",
+           "read_image", "read_image_stack", "to_8bit", "ImageRefused", "MAX_IMAGE_PIXELS",
+           "MAX_IMAGE_SIDE",
            "VIPER_PATTERN", "PKU_SKETCH_PATTERN", "CUFS_PATTERN", "CUHK01_PATTERN"]
 
 #: VIPeR as in ``../shared/data/viper``: ``images/PPPPCCCC.png`` (person, camera 1 = A, 2 = B)
@@ -201,10 +202,14 @@ def load_image_folder(path, pattern: str, *, size=None, color: str = "rgb") -> B
     pattern : str
         Regular expression matched against the whole path of each file relative to ``path``
         (``re.fullmatch``, ``/`` as separator on every system). The named group ``id`` (required)
-        is the identity, the optional group ``domain`` the camera / modality. Examples:
+        is the identity, the optional group ``domain`` the modality (two values: two views
+        paired row by row) and the optional group ``cam`` the camera of a re-identification
+        image (gallery items of the query's identity *and* camera are left out of its ranking,
+        :func:`crossmetric.metrics.evaluate_rank`). Examples:
         ``r"cam_(?P<domain>[ab])/(?P<id>\\d+)_\\d+\\.bmp"`` (one folder per camera),
         ``r"(?P<id>\\d{4})(?P<domain>\\d{4})\\.png"`` (camera in the file name),
-        ``r"(?P<domain>photo|sketch)/(?P<id>\\d+).*\\.jpg"`` (modality folders).
+        ``r"(?P<domain>photo|sketch)/(?P<id>\\d+).*\\.jpg"`` (modality folders),
+        ``r"(?P<id>\\d{4})_c(?P<cam>\\d)s\\d_\\d+_\\d+\\.jpg"`` (camera in a Market-1501 name).
         Files that do not match are ignored (READMEs, lists, ...).
     size : (width, height), optional
         Resize every image to this size (Pillow, bilinear with antialiasing). Without it all
@@ -225,8 +230,9 @@ def load_image_folder(path, pattern: str, *, size=None, color: str = "rgb") -> B
         ``images`` (uint8, (n, h, w, 3) or (n, h, w)); ``ids`` and ``domains`` (n,) -- int64
         when every value is made of decimal digits (``"0007"`` → 7), str otherwise; ``domains``
         is all 0 when ``pattern`` has no ``domain`` group; ``filenames`` (n,) the relative
-        paths. Rows are sorted by (id, domain, file name), so the result does not depend on
-        the order in which the file system lists the folder.
+        paths; ``cams`` (n,) only when ``pattern`` has a ``cam`` group (int64 when every value
+        is made of decimal digits, str otherwise). Rows are sorted by (id, domain, file name),
+        so the result does not depend on the order in which the file system lists the folder.
 
     Raises
     ------
@@ -254,12 +260,14 @@ def load_image_folder(path, pattern: str, *, size=None, color: str = "rgb") -> B
     wh = _check_size(size)
 
     files = sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file())
-    matched = []
+    matched, cams_of = [], {}
     for rel in files:
         m = regex.fullmatch(rel)
         if m is not None:
             dom = m.group("domain") if "domain" in regex.groupindex else None
             matched.append((m.group("id"), dom, rel))
+            if "cam" in regex.groupindex:
+                cams_of[rel] = m.group("cam")
     if not matched:
         example = files[0] if files else None
         where = (f"e.g. {example!r} does not match" if example is not None
@@ -277,18 +285,61 @@ def load_image_folder(path, pattern: str, *, size=None, color: str = "rgb") -> B
     names = np.array([rel for _, _, rel in matched], dtype=str)
     order = np.lexsort((names, domains, ids))
     ids, domains, names = ids[order], domains[order], names[order]
+    cams = None
+    if "cam" in regex.groupindex:
+        missing = [rel for rel in names.tolist() if cams_of[rel] is None]
+        if missing:
+            raise ValueError(f"pattern {pattern!r} matched {missing[0]!r} without capturing its "
+                             "'cam' group.")
+        cams = _convert_labels([cams_of[rel] for rel in names.tolist()])
 
+    images = read_image_stack(root, names.tolist(), color, wh, where=os.fspath(path))
+    out = Bunch(images=images, ids=ids, domains=domains, filenames=names,
+                DESCR=f"images under {os.fspath(path)!r} matching {pattern!r}")
+    if cams is not None:
+        out.cams = cams
+    return out
+
+
+def read_image_stack(root, names, color: str = "rgb", size=None, *, where=None,
+                     stacklevel: int = 3) -> np.ndarray:
+    """The image files ``root / name`` for each of ``names`` decoded into one uint8 stack.
+
+    The reading step of :func:`load_image_folder` (and of the lazy
+    :class:`crossmetric.datasets.ImageFiles`): every file through :func:`read_image`; a
+    file that cannot be decoded or is refused, and images of different sizes without ``size``,
+    fail naming the file; 32-bit images stretched from their own range are named in one
+    warning.
+
+    Parameters
+    ----------
+    root : path-like
+    names : sequence of str
+        Paths relative to ``root`` (``/`` as separator).
+    color : {"rgb", "gray"}, default="rgb"
+    size : (width, height), optional
+        Checked by the callers (:func:`_check_size`).
+    where : str, optional
+        How the messages name ``root`` (default: ``root`` itself).
+    stacklevel : int, default=3
+        Of the warning.
+
+    Returns
+    -------
+    ndarray of uint8, (n, h, w, 3) or (n, h, w)
+    """
     from PIL import UnidentifiedImageError
 
+    root = Path(os.fspath(root))
+    where = os.fspath(root) if where is None else where
     images, first, notes = [], None, []
-    for rel in names.tolist():
+    for rel in names:
         try:
-            arr, note = read_image(root / rel, _COLORS[color], wh)
+            arr, note = read_image(root / rel, _COLORS[color], size)
         except ImageRefused as exc:
-            raise ValueError(f"image file {rel!r} under {os.fspath(path)!r} refused: "
-                             f"{exc}") from None
+            raise ValueError(f"image file {rel!r} under {where!r} refused: {exc}") from None
         except (OSError, UnidentifiedImageError, SyntaxError, ValueError) as exc:
-            raise ValueError(f"cannot decode image file {rel!r} under {os.fspath(path)!r}: "
+            raise ValueError(f"cannot decode image file {rel!r} under {where!r}: "
                              f"{exc}") from None
         if note is not None:
             notes.append(f"{rel!r}: {note}")
@@ -304,9 +355,11 @@ def load_image_folder(path, pattern: str, *, size=None, color: str = "rgb") -> B
         import warnings
 
         more = f" (and {len(notes) - 1} more such files)" if len(notes) > 1 else ""
-        warnings.warn(f"image file {notes[0]}{more}", UserWarning, stacklevel=2)
-    return Bunch(images=np.stack(images), ids=ids, domains=domains, filenames=names,
-                 DESCR=f"images under {os.fspath(path)!r} matching {pattern!r}")
+        warnings.warn(f"image file {notes[0]}{more}", UserWarning, stacklevel=stacklevel)
+    if not images:
+        shape = (0, 0, 0, 3) if color == "rgb" else (0, 0, 0)
+        return np.zeros(shape, dtype=np.uint8)
+    return np.stack(images)
 
 
 def _dataset_dir(data_home, name: str, marker: str) -> Path:

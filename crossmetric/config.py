@@ -374,11 +374,16 @@ def parse_descriptor_param(text: str) -> tuple[str, object]:
 
 
 def _default_descriptor(options: Mapping) -> str | None:
-    """The descriptor an image source gets without ``descriptor``: ``strips`` for VIPeR,
-    ``hog`` for an image folder or PKU-Sketch; ``None`` for data without images."""
+    """The descriptor an image source gets without ``descriptor``: ``strips`` for VIPeR and
+    the re-id layouts (Market-1501, ...), ``hog`` for an image folder or PKU-Sketch; ``None``
+    for data without images."""
     if options.get("images") is not None:
         return "hog"
+    from crossmetric.datasets.reid_layouts import _LAYOUT_NAMES
+
     dataset = str(options.get("dataset") or "").split(":")[0].strip().lower()
+    if dataset in _LAYOUT_NAMES:   # Market-1501, DukeMTMC-reID, MSMT17, CUHK03
+        return "strips"
     return {"viper": "strips", "pku-sketch": "hog", "pku_sketch": "hog"}.get(dataset)
 
 

@@ -203,6 +203,10 @@ def test_cli_features_writes_embeddings(zoo, tmp_path, capsys):
                  r"(?P<id>\d)_(?P<domain>[ab])\.png", "--out", str(out)]) == 0
     data = np.load(out)
     assert list(data["ids"]) == [0, 1, 2, 3] and list(data["domains"]) == ["a", "b", "a", "b"]
+    assert "cams" not in data.files
+    assert main(["features", "--backbone", "zoonet", "--images", str(folder), "--pattern",
+                 r"(?P<id>\d)_(?P<cam>[ab])\.png", "--out", str(out)]) == 0
+    assert list(np.load(out)["cams"]) == ["a", "b", "a", "b"]    # a 'cam' group is kept
     capsys.readouterr()
     torch.save(ZooNet(width=9).state_dict(), tmp_path / "wide.pth")
     assert main(["features", "--backbone", "zoonet", "--weights", str(tmp_path / "wide.pth"),

@@ -112,6 +112,8 @@ def test_patching_a_metrics_constant_reaches_the_counting_code(monkeypatch):
 DATASETS_NAMES = [
     "describe_images", "pair_domains", "image_views",  # added with crossmetric/cli/
     "MAX_IMAGE_PIXELS", "MAX_IMAGE_SIDE",  # added with issue 38 (image size limits)
+    "load_market1501", "load_dukemtmc", "load_msmt17", "load_cuhk03", "ImageFiles",
+    "REID_SPLITS",  # the re-id benchmarks' folder layouts
     "DIGITS_SIDE", "MFEAT_VIEWS", "TEXT_EXTENSIONS", "_EDGE_SIGMA", "_HEADER_WORDS",
     "_LFW_FILE", "_MFEAT_ROWS", "_SKETCH_SEED", "_digits_views_cached", "_is_number",
     "_parse_image_key", "_read_csv_matrix", "_read_mfeat_view", "_read_text_lines",

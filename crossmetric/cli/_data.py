@@ -85,11 +85,13 @@ def _images_to_dataset(bunch, descriptor: str, what: str, params=None):
     except ValueError as exc:
         raise CLIError(f"{what}: {_one_line(exc)}") from None
     n_ids = np.unique(data.labels).size
+    cams = _attach_cams(data, bunch)
     if data.Y is None:
-        return data, f"{what}: {data.X.shape[0]} images, {n_ids} identities, one modality"
+        return data, (f"{what}: {data.X.shape[0]} images, {n_ids} identities, one "
+                      f"modality{cams}")
     a, b = data.domain_names
     return data, (f"{what}: {a} vs {b}, {data.X.shape[0]} matched pairs of images, "
-                  f"{n_ids} identities, {descriptor} descriptors")
+                  f"{n_ids} identities, {descriptor} descriptors{cams}")
 
 
 def _descriptor_args(args, source: dict) -> tuple[str, dict | None]:
@@ -147,6 +149,79 @@ def _image_dataset(name: str, spec: str, arg: str, args):
     return _images_to_dataset(bunch, descriptor, name, params)
 
 
+#: the size re-id layouts are read at without --size (Market-1501's own crops)
+_LAYOUT_SIZE = (64, 128)
+
+
+def _reid_layout_dataset(name: str, spec: str, arg: str, args):
+    """``--dataset market1501`` / ``dukemtmc`` / ``msmt17`` / ``cuhk03[:labeled]``: the
+    benchmark's own split (train / query / gallery) and camera ids
+    (:mod:`crossmetric.datasets.reid_layouts`), each image described as it is read."""
+    import sys
+
+    from sklearn.utils import Bunch
+
+    from crossmetric import datasets
+    from crossmetric._image_views import DescriptorError
+    from crossmetric.datasets.reid_layouts import _CUHK03_KINDS, _LAYOUT_NAMES
+
+    kw = {}
+    if name == "cuhk03":
+        if arg and arg not in _CUHK03_KINDS:
+            raise CLIError(f"--dataset cuhk03:KIND takes {' or '.join(_CUHK03_KINDS)}, got "
+                           f"{spec!r}.")
+        kw["kind"] = arg or "detected"
+    elif arg:
+        raise CLIError(f"--dataset {name} takes no options, got {spec!r}.")
+    if not args.data_home:
+        raise CLIError(f"--dataset {name} needs --data-home DIR (the folder of its "
+                       "bounding_box_train/, list files or split file).")
+    if not os.path.isdir(args.data_home):
+        raise CLIError(f"--data-home: {args.data_home!r} is not a folder.")
+    if args.protocol == "verification":
+        raise CLIError(f"--dataset {name} gives its own query / gallery split: --protocol "
+                       "identification (verification folds do not apply).")
+    args.protocol = "identification"
+    descriptor, params = _descriptor_args(args, {"dataset": name})
+    size = _parse_size(args.size) or _LAYOUT_SIZE
+    try:
+        bunch = getattr(datasets, _LAYOUT_NAMES[name])(args.data_home, size=size, **kw)
+    except (ValueError, OSError) as exc:
+        raise CLIError(f"--data-home: {_one_line(exc)}") from None
+    counts = {r: int((bunch.split == r).sum()) for r in ("train", "query", "gallery")}
+    if not args.quiet:
+        print(f"crossmetric: describing {len(bunch.images)} images of {name} "
+              f"({descriptor}, {size[0]}x{size[1]})", file=sys.stderr)
+    try:
+        X = bunch.images.describe(descriptor, params)
+    except ImportError as exc:  # scikit-image or OpenCV, optional dependencies
+        raise CLIError(f"--descriptor {descriptor}: {_one_line(exc)}; use --descriptor "
+                       "pixels.") from None
+    except DescriptorError as exc:
+        raise _descriptor_error(descriptor, params, exc) from None
+    except ValueError as exc:
+        raise CLIError(f"--data-home: {_one_line(exc)}") from None
+    data = Bunch(X=X, Y=None, labels=bunch.ids, cams=bunch.cams, reid_split=bunch.split)
+    return data, (f"{name}: its own split ({counts['train']} training, {counts['query']} query, "
+                  f"{counts['gallery']} gallery images), camera ids, {descriptor} descriptors")
+
+
+def _attach_cams(data, bunch) -> str:
+    """The cameras of a ``cam`` group of --pattern, row by row of ``data``'s views; the
+    description's words for them (``", 6 cameras"``, or nothing)."""
+    cams = getattr(bunch, "cams", None)
+    if cams is None:
+        return ""
+    if data.Y is None:
+        data.cams = cams
+    else:
+        from crossmetric.datasets import pair_domains
+
+        rows_x, rows_y, _ = pair_domains(bunch.ids, bunch.domains)
+        data.cams, data.cams_y = cams[rows_x], cams[rows_y]
+    return f", {np.unique(cams).size} cameras"
+
+
 def _check_identities_and_folds(args, data, what: str) -> None:
     """The benchmark's identities (the labels, or the instance ids at ``--level instance``)
     allow its protocols: two identities at least, and no more ``--folds`` than the objects
@@ -195,8 +270,12 @@ def _named_dataset(spec: str, args):
         return _mfeat(spec, arg, args.data_home)
     if name in ("viper", "pku-sketch", "pku_sketch"):
         return _image_dataset(name, spec, arg, args)
-    raise CLIError(f"unknown --dataset {spec!r}; expected 'digits', 'mfeat:V1,V2', 'viper' "
-                   "or 'pku-sketch'.")
+    from crossmetric.datasets.reid_layouts import _LAYOUT_NAMES
+
+    if name in _LAYOUT_NAMES:
+        return _reid_layout_dataset(name, spec, arg, args)
+    raise CLIError(f"unknown --dataset {spec!r}; expected 'digits', 'mfeat:V1,V2', 'viper', "
+                   "'pku-sketch', 'market1501', 'dukemtmc', 'msmt17' or 'cuhk03[:labeled]'.")
 
 
 def _image_folder_dataset(args):
@@ -207,7 +286,8 @@ def _image_folder_dataset(args):
 
     if args.pattern is None:
         raise CLIError("--images needs --pattern REGEX with a named group 'id' (and "
-                       "optionally 'domain'), e.g. '(?P<id>\\d+)_(?P<domain>[ab])\\.png'.")
+                       "optionally 'domain' and 'cam'), e.g. "
+                       "'(?P<id>\\d+)_(?P<domain>[ab])\\.png'.")
     try:
         rx = re.compile(args.pattern)
     except re.error as exc:

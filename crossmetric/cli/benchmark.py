@@ -108,10 +108,13 @@ def _validate_benchmark(args) -> None:
     _check_data_source(args)
     if args.images is None and args.pattern is not None:
         raise CLIError("--pattern needs --images DIR.")
+    from crossmetric.datasets.reid_layouts import _LAYOUT_NAMES
+
+    image_sets = ("viper", "pku-sketch", "pku_sketch", *_LAYOUT_NAMES)
     if args.descriptor is not None and args.images is None and (
-            args.dataset or "").lower() not in ("viper", "pku-sketch", "pku_sketch"):
-        raise CLIError("--descriptor applies to image data (--images, --dataset viper or "
-                       "pku-sketch).")
+            args.dataset or "").lower().split(":")[0] not in image_sets:
+        raise CLIError("--descriptor applies to image data (--images, --dataset viper, "
+                       "pku-sketch or a re-id layout such as market1501).")
     _parse_size(args.size)
     if args.level == "instance" and args.x is not None and args.instance is None:
         raise CLIError("--level instance needs --instance FILE.")

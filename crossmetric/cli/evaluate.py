@@ -43,6 +43,12 @@ def _validate_evaluate(args) -> tuple[bool, bool]:
     if not verif and not ident:
         raise CLIError("evaluate needs --pairs FILE (verification) or --probe-labels and "
                        "--gallery-labels (identification: --x probes, --y gallery).")
+    pcams, gcams = getattr(args, "probe_cams", None), getattr(args, "gallery_cams", None)
+    if (pcams is None) != (gcams is None):
+        raise CLIError("camera ids need both --probe-cams and --gallery-cams.")
+    if pcams is not None and not ident:
+        raise CLIError("--probe-cams and --gallery-cams apply to identification: give "
+                       "--probe-labels and --gallery-labels.")
     if args.scores is not None and verif and ident:
         raise CLIError("--scores writes the scores of one task: give it with --pairs or with "
                        "the identification labels, not both.")
@@ -74,21 +80,23 @@ def _validate_evaluate(args) -> tuple[bool, bool]:
     _check_outputs_not_inputs(outputs, {
         "MODEL": args.model, "--x": args.x, "--y": args.y, "--pairs": args.pairs,
         "--probe-labels": args.probe_labels, "--gallery-labels": args.gallery_labels,
-        "--probe-images": args.probe_images, "--gallery-images": args.gallery_images})
+        "--probe-images": args.probe_images, "--gallery-images": args.gallery_images,
+        "--probe-cams": pcams, "--gallery-cams": gcams})
     return verif, ident
 
 
 def _identification(est, X: np.ndarray, G: np.ndarray, pl, gl, ranks, scores_path, *,
                     same_set: bool = False, re_rank: bool = False,
-                    query_expansion: int | None = None):
+                    query_expansion: int | None = None, cams=None):
     """The library's one identification measure
     (:func:`crossmetric.protocols.measure_identification`): the report and the distance matrix
-    (None on the blockwise path)."""
+    (None on the blockwise path). ``cams``: (probe cameras, gallery cameras) or None."""
     from crossmetric.protocols import measure_identification
 
+    pc, gc = (None, None) if cams is None else cams
     return measure_identification(est, X, G, pl, gl, ranks=ranks, same_set=same_set,
                                   re_rank=re_rank, query_expansion=query_expansion,
-                                  scores_path=scores_path)
+                                  scores_path=scores_path, probe_cams=pc, gallery_cams=gc)
 
 
 def _load_pictures(path: str, what: str) -> np.ndarray:
@@ -202,6 +210,35 @@ def _identification_sets(args, X: np.ndarray, Y: np.ndarray | None):
     return G, pl, gl
 
 
+def _load_cams(path: str, what: str, n_rows: int) -> np.ndarray:
+    """Cameras from a label file (text, .npy) or the ``cams`` array of an .npz file (the
+    embeddings ``crossmetric features`` writes for a --pattern with a 'cam' group)."""
+    if not path.lower().endswith(".npz"):
+        return _load_label_file(path, what, n_rows)
+    from crossmetric.datasets import load_labels
+
+    try:
+        cams = load_labels(path, key="cams", what="file")
+    except ValueError as exc:
+        raise CLIError(f"{what}: {_one_line(exc)} (an .npz file gives its 'cams' array)") \
+            from None
+    if cams.shape[0] != n_rows:
+        raise CLIError(f"{what}: {path!r} has {cams.shape[0]} cameras, but the features have "
+                       f"{n_rows} rows (one camera per row expected).")
+    return cams
+
+
+def _camera_ids(args, n_probes: int, n_gallery: int):
+    """``(probe cameras, gallery cameras)`` of --probe-cams / --gallery-cams, or None."""
+    if getattr(args, "probe_cams", None) is None:
+        return None
+    pc = _load_cams(args.probe_cams, "--probe-cams", n_probes)
+    gc = _load_cams(args.gallery_cams, "--gallery-cams", n_gallery)
+    if pc.dtype.kind != gc.dtype.kind:
+        pc, gc = pc.astype(str), gc.astype(str)
+    return pc, gc
+
+
 def _verification(args, est, pairs: np.ndarray, y: np.ndarray) -> dict:
     """The verification measures of the pairs
     (:func:`crossmetric.protocols.measure_verification`) and --scores, written atomically."""
@@ -236,6 +273,9 @@ def _print_identification(method: str, args, rep: dict, ranks) -> None:
     for r in ranks:
         print(f"  {'rank-' + str(r):34s} {100 * rep[f'rank{r}']:.2f} %")
     print(f"  {'mAP':34s} {100 * rep['map']:.2f} %")
+    if "n_skipped" in rep:
+        print(f"  (camera ids: gallery items of the probe's identity and camera left out; "
+              f"{rep['n_skipped']} probes without another match skipped)")
     if args.same_set or args.re_rank or args.query_expansion is not None:
         opts = [o for o, on in (("same set: own item left out", args.same_set),
                                 ("k-reciprocal re-ranking", args.re_rank),
@@ -260,6 +300,7 @@ def cmd_evaluate(args) -> int:
         if beyond:
             print(f"crossmetric: note: --ranks {','.join(map(str, beyond))}: beyond the "
                   f"gallery's {len(gl)} items; reported as rank {len(gl)}", file=sys.stderr)
+        cams = _camera_ids(args, X.shape[0], G.shape[0])
     est.set_params(preprocessor=_preprocessor(est, X, Y))
     try:
         if verif:
@@ -267,7 +308,7 @@ def cmd_evaluate(args) -> int:
         if ident:
             report["identification"], D = _identification(
                 est, X, G, pl, gl, ranks, args.scores, same_set=args.same_set,
-                re_rank=args.re_rank, query_expansion=args.query_expansion)
+                re_rank=args.re_rank, query_expansion=args.query_expansion, cams=cams)
             if args.show_ranks:
                 report["rank_lists"] = _show_ranks(args, est, X, G, pl, gl, D, images)
     except ValueError as exc:  # --scores is written atomically: an older file stays intact

@@ -38,8 +38,9 @@ def cmd_features(args) -> int:
     module = build_backbone(args.backbone, args.weights, random_state=args.seed,
                             normalize=None if args.normalize == "none" else args.normalize)
     X = extract_features(module, bunch.images, batch_size=args.batch_size, device=args.device)
+    cams = {"cams": bunch.cams} if "cams" in bunch else {}   # a 'cam' group in --pattern
     write_embeddings(args.out, X, ids=bunch.ids, domains=bunch.domains,
-                     filenames=bunch.filenames)
+                     filenames=bunch.filenames, **cams)
     print(f"crossmetric features: {X.shape[0]} images -> {X.shape[1]} features "
           f"({args.backbone}{', ' + os.path.basename(args.weights) if args.weights else ''}); "
           f"wrote {args.out}", file=sys.stderr)

@@ -94,9 +94,13 @@ def _add_benchmark(sub) -> None:
 def _benchmark_data_options(d) -> None:
     d.add_argument("--dataset", default=None,
                    help="'digits' (embedded, the default), 'mfeat:V1,V2' (e.g. mfeat:fou,pix), "
-                        "'viper' or 'pku-sketch' (with --data-home)")
+                        "'viper' or 'pku-sketch' (with --data-home); the re-id layouts "
+                        "'market1501', 'dukemtmc', 'msmt17', 'cuhk03[:labeled]' (their own "
+                        "train / query / gallery split and camera ids; images read at --size, "
+                        "default 64x128)")
     d.add_argument("--data-home", default=None,
-                   help="folder of the --dataset files (mfeat-*, VIPeR, PKU sketch)")
+                   help="folder of the --dataset files (mfeat-*, VIPeR, PKU sketch, "
+                        "Market-1501's bounding_box_train/ ...)")
     d.add_argument("--x", default=None, metavar="FILE",
                    help="your features, one row per object: .npy, .npz (see --key), .csv or "
                         "whitespace-separated text (UCI layout)")
@@ -114,7 +118,8 @@ def _benchmark_data_options(d) -> None:
     d.add_argument("--pattern", default=None, metavar="REGEX",
                    help="regular expression on each image's path relative to --images, with "
                         "a named group 'id' and optionally 'domain' (two values = two "
-                        "modalities)")
+                        "modalities) and 'cam' (camera: identification leaves out the gallery "
+                        "items of the probe's identity and camera)")
     d.add_argument("--descriptor", choices=_DESCRIPTORS, default=None, metavar="NAME",
                    help="image features. Faces / sketches: hog (default for --images, "
                         "pku-sketch), dense-sift (sides >= 160 px), lbp, ltp. Re-id, sized "
@@ -257,6 +262,13 @@ def _add_evaluate(sub) -> None:
                    help="identity of each --x row (identification)")
     e.add_argument("--gallery-labels", default=None,
                    help="identity of each --y row (identification)")
+    e.add_argument("--probe-cams", default=None, metavar="FILE",
+                   help="camera of each --x row (text or .npy, as --probe-labels, or the "
+                        "'cams' array of an .npz from 'crossmetric features'); with "
+                        "--gallery-cams, gallery items of the probe's identity and camera are "
+                        "left out of its ranking (Market-1501 / torchreid)")
+    e.add_argument("--gallery-cams", default=None, metavar="FILE",
+                   help="camera of each --y row (with --probe-cams)")
     e.add_argument("--ranks", default="1,5,10,20",
                    help="ranks r reported as rank-r rates (default 1,5,10,20)")
     e.add_argument("--fpr", type=float, default=1e-3, help="VR operating point (default 1e-3)")

@@ -19,12 +19,17 @@ loader knows it, ``instance[r]`` the object id used for instance-level matching.
   in :mod:`crossmetric._image_folder`); a file of more than :data:`MAX_IMAGE_PIXELS` pixels is
   refused before it is decoded, and a resize ``size`` has sides of at most
   :data:`MAX_IMAGE_SIDE` pixels.
+* :func:`load_market1501`, :func:`load_dukemtmc`, :func:`load_msmt17`, :func:`load_cuhk03` --
+  the large re-identification benchmarks in their own folder layouts, with their
+  train / query / gallery split and camera ids, the images read on demand
+  (:class:`ImageFiles`; defined in :mod:`.reid_layouts`).
 * :func:`describe_images`, :func:`pair_domains`, :func:`image_views` -- loaded images as
   feature rows, the two domains of a folder paired row by row (defined in
   :mod:`crossmetric._image_views`).
 
 One module per source (:mod:`.digits`, :mod:`.mfeat`, :mod:`.lfw`, :mod:`.files`,
-:mod:`.synthetic`); every name, private ones included, is importable from here as before.
+:mod:`.synthetic`, :mod:`.reid_layouts`); every name, private ones included, is importable
+from here as before.
 """
 
 from __future__ import annotations
@@ -40,7 +45,7 @@ from crossmetric._image_folder import (
     load_viper,
 )
 from crossmetric._image_views import describe_images, image_views, pair_domains
-from crossmetric.datasets import digits, files, lfw, mfeat, synthetic
+from crossmetric.datasets import digits, files, lfw, mfeat, reid_layouts, synthetic
 from crossmetric.datasets.digits import (  # noqa: F401
     _EDGE_SIGMA,
     _SKETCH_SEED,
@@ -73,6 +78,14 @@ from crossmetric.datasets.mfeat import (  # noqa: F401
     _read_mfeat_view,
     load_mfeat,
 )
+from crossmetric.datasets.reid_layouts import (
+    REID_SPLITS,
+    ImageFiles,
+    load_cuhk03,
+    load_dukemtmc,
+    load_market1501,
+    load_msmt17,
+)
 from crossmetric.datasets.synthetic import (  # noqa: F401
     make_cross_modal,
 )
@@ -94,6 +107,12 @@ __all__ = [
     "load_pku_sketch",
     "load_cufs",
     "load_cuhk01",
+    "load_market1501",
+    "load_dukemtmc",
+    "load_msmt17",
+    "load_cuhk03",
+    "ImageFiles",
+    "REID_SPLITS",
     "MAX_IMAGE_PIXELS",
     "MAX_IMAGE_SIDE",
     "describe_images",
@@ -102,4 +121,4 @@ __all__ = [
 ]
 
 # the loaders live in the submodules: assigning a name here also rebinds it there
-forward_assignments(__name__, digits, files, lfw, mfeat, synthetic)
+forward_assignments(__name__, digits, files, lfw, mfeat, reid_layouts, synthetic)

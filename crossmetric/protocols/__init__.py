@@ -11,7 +11,9 @@
   over every cross pair of a fold's held-out samples (see :func:`_verification_extras`).
 * **Identification** (VIPeR in PCCA, CUFSF in CML-AUC, GSM): repeated random splits; the test
   objects' first modality is the probe set, their second modality the gallery
-  (:func:`identification_splits`); measures are CMC / rank-r (1, 5, 10, 20) / mAP.
+  (:func:`identification_splits`), or the query and gallery a data set gives
+  (:func:`given_identification_splits`); measures are CMC / rank-r (1, 5, 10, 20) / mAP,
+  with camera ids under the Market-1501 / torchreid rule.
 * :func:`run_protocols` fits named estimators (cloned for every split) under both protocols,
   in parallel through joblib (and so on a Dask cluster with ``joblib.parallel_config("dask")``),
   and returns a :class:`BenchmarkResult` -- a tidy table (method × measure, mean ± std).
@@ -65,6 +67,7 @@ from crossmetric.protocols.splits import (
     _sample_folds,  # noqa: F401 - old private path
     _single_shot_gallery,  # noqa: F401 - old private path
     deal_identities,
+    given_identification_splits,
     hold_out_identities,
     identification_splits,
     inner_pair_splits,  # noqa: F401 - also crossmetric.model_selection.inner_pair_splits
@@ -90,6 +93,7 @@ __all__ = [
     "kfold_pairs",
     "verification_splits",
     "identification_splits",
+    "given_identification_splits",
     "CCAProjection",
     "run_protocols",
     "run_pair_folds",

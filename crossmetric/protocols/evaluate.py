@@ -155,7 +155,8 @@ def measure_identification(est, X, G, probe_ids, gallery_ids, *, ranks=RANKS,
                            same_set: bool = False, re_rank=False,
                            query_expansion: int | None = None, scores_path: str | None = None,
                            max_rank: int | None = None, distance=None,
-                           blockwise: bool = True, minp: bool = False):
+                           blockwise: bool = True, minp: bool = False,
+                           probe_cams=None, gallery_cams=None):
     """CMC / rank-r / mAP of probes ``X`` against gallery ``G`` under a fitted model.
 
     Parameters
@@ -191,12 +192,21 @@ def measure_identification(est, X, G, probe_ids, gallery_ids, *, ranks=RANKS,
         ``map`` and ``minp`` as the re-id codes compute them
         (:func:`crossmetric.metrics.evaluate_rank`) instead of
         :func:`crossmetric.metrics.mean_average_precision`.
+    probe_cams, gallery_cams : array-like, optional
+        Camera of every probe and gallery item (give both or neither): the Market-1501 /
+        torchreid rule -- gallery items of the probe's identity *and* camera are left out of
+        its ranking, and a probe left with no true match is skipped
+        (:func:`crossmetric.metrics.evaluate_rank` gives the CMC, ``map`` and ``minp``;
+        ``nn_accuracy`` is then the rank-1 rate, ``n_skipped`` counts the skipped probes).
+        With ``same_set`` each probe's own item has its identity and camera, so the rule
+        leaves it out.
 
     Returns
     -------
     (dict, ndarray or None)
         The report -- ``cmc`` (list of ``max_rank`` values), ``rank{r}``, ``map``,
-        ``nn_accuracy`` (not with ``same_set``), ``minp`` (with ``minp``), ``n_probes``,
+        ``nn_accuracy`` (not with ``same_set``), ``minp`` (with ``minp``), ``n_skipped`` (with
+        camera ids), ``n_probes``,
         ``n_gallery``, ``same_set``, ``re_rank``, ``query_expansion`` -- and the distance
         matrix (``None`` on the blockwise path).
 
@@ -217,8 +227,29 @@ def measure_identification(est, X, G, probe_ids, gallery_ids, *, ranks=RANKS,
     max_rank = max(20, min(max(ranks), n_gallery)) if max_rank is None else \
         check_positive_int(max_rank, "max_rank")
     refine = bool(re_rank) or query_expansion is not None
+    if (probe_cams is None) != (gallery_cams is None):
+        raise ValueError("probe_cams and gallery_cams must be given together (or neither).")
+    cams = probe_cams is not None
     D = None
-    if (blockwise and not refine and scores_path is None and distance is None and not minp
+    if cams:
+        pc, gc = np.asarray(probe_cams), np.asarray(gallery_cams)
+        if same_set and (pc.shape != gc.shape or np.any(pc != gc)):
+            raise ValueError("same_set: gallery_cams must be probe_cams (the gallery is the "
+                             "probe set).")
+        D = _distances(est, X, G, re_rank=re_rank, query_expansion=query_expansion,
+                       distance=distance)
+        rk = M.evaluate_rank(D, pl, gl, pc, gc, max_rank=min(max_rank, D.shape[1]))
+        curve = np.r_[rk["cmc"], np.full(max_rank - rk["cmc"].size, rk["cmc"][-1])]
+        rep = {"cmc": curve, "map": rk["map"], "n_skipped": rk["n_skipped"]}
+        if not same_set:
+            rep["nn_accuracy"] = float(curve[0])
+        for r in ranks:
+            rep[f"rank{r}"] = float(curve[min(r, curve.size) - 1])
+        if minp:
+            rep["minp"] = rk["minp"]
+        if scores_path is not None:
+            _write_scores(scores_path, D, pl, gl)
+    elif (blockwise and not refine and scores_path is None and distance is None and not minp
             and _uses_l2(est)):
         rep = M.identification_report(est.transform_x(X), est.transform_y(G), pl, gl,
                                       max_rank=max_rank, ranks=ranks, same_set=same_set)

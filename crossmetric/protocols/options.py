@@ -38,7 +38,8 @@ class TuneOptions:
 class RunOptions:
     """What one split's fit and measurement need (see :func:`run_protocols` for each).
 
-    ``labels``: the identity of every row (``None`` for fixed pairs); ``pca``: the width of the
+    ``labels``: the identity of every row (``None`` for fixed pairs); ``cams``: the camera of
+    every row of ``X`` and of ``Y`` (``None``: no camera ids); ``pca``: the width of the
     per-split PCA of the views (``None``: none; ``"auto"``: the training identities minus one,
     when the views are wider); ``cca``: the "-C" CCA step of a single-modal
     learner; ``tune``: the method's inner model selection.
@@ -59,6 +60,7 @@ class RunOptions:
     query_expansion: int | None = None
     pair_measures: bool = False
     pca_joint: bool | str = False
+    cams: tuple | None = None
     pca: int | str | None = None
     cca: bool = False
     tune: TuneOptions | None = None

@@ -28,6 +28,7 @@ from crossmetric.protocols.options import RunOptions, TuneOptions
 from crossmetric.protocols.results import BenchmarkResult, _summarise
 from crossmetric.protocols.splits import (
     Split,
+    given_identification_splits,
     identification_splits,
     kfold_pairs,
     verification_splits,
@@ -49,6 +50,25 @@ def _identity_groups(est, options) -> dict:
     if labels is None or "groups" not in inspect.signature(est.fit).parameters:
         return {}
     return {"groups": (labels, labels)}
+
+
+def _camera_ids(dataset: Mapping, n_rows: int) -> tuple | None:
+    """``(cameras of the X rows, cameras of the Y rows)`` of ``dataset["cams"]`` (and
+    ``dataset["cams_y"]``), or None without camera ids."""
+    if dataset.get("cams") is None:
+        if dataset.get("cams_y") is not None:
+            raise ValueError("dataset['cams_y'] needs dataset['cams'] (the cameras of the X "
+                             "rows).")
+        return None
+    cams = tuple(np.asarray(dataset[k] if dataset.get(k) is not None else dataset["cams"])
+                 for k in ("cams", "cams_y"))
+    for key, c in zip(("cams", "cams_y"), cams, strict=True):
+        if c.shape != (n_rows,):
+            raise ValueError(f"dataset[{key!r}] must give one camera per row ({n_rows}), got "
+                             f"shape {c.shape}.")
+    if cams[0].dtype.kind != cams[1].dtype.kind:
+        cams = tuple(c.astype(str) for c in cams)
+    return cams
 
 
 def _run_split(name: str, estimator, X: np.ndarray, Y: np.ndarray, split: Split,
@@ -95,10 +115,12 @@ def _run_split(name: str, estimator, X: np.ndarray, Y: np.ndarray, split: Split,
         out["roc"] = np.interp(ROC_GRID, fpr, tpr)
     else:
         pl, gl = opts.labels[split.probe_rows], opts.labels[split.gallery_rows]
+        cams = {} if opts.cams is None else {"probe_cams": opts.cams[0][split.probe_rows],
+                                             "gallery_cams": opts.cams[1][split.gallery_rows]}
         rep, D = measure_identification(
             est, Xs[split.probe_rows], Ys[split.gallery_rows], pl, gl, ranks=RANKS,
             re_rank=opts.re_rank, query_expansion=opts.query_expansion,
-            max_rank=opts.max_rank, blockwise=False)
+            max_rank=opts.max_rank, blockwise=False, **cams)
         out["cmc"] = np.asarray(rep["cmc"])
         out["measures"].update({k: rep[k] for k in (*(f"rank{r}" for r in RANKS), "map",
                                                     "nn_accuracy")})
@@ -196,6 +218,15 @@ def run_protocols(estimators: Mapping, dataset: Mapping, *,
         records them in ``skipped``). Without ``Y`` (missing or ``None``) the data has one
         modality: verification pairs are drawn within ``X`` and identification uses a
         single-shot gallery (:func:`identification_splits` with ``cross_modal=False``).
+        Re-identification data may also carry ``cams``, the camera of every row (of ``X``;
+        ``cams_y`` for the rows of ``Y`` when they differ): identification then leaves out,
+        for each probe, the gallery items of its identity *and* camera (the Market-1501 /
+        torchreid rule, :func:`crossmetric.metrics.evaluate_rank`); and ``reid_split``, the
+        data set's own split (``"train"`` / ``"query"`` / ``"gallery"`` per row, e.g. the
+        ``split`` of :func:`crossmetric.datasets.load_market1501`): identification then
+        measures its queries against its gallery in each of the ``n_repeats`` repetitions,
+        after training on pairs drawn among its training rows
+        (:func:`~crossmetric.protocols.given_identification_splits`; no verification).
     protocols : sequence of {"verification", "identification"}
     n_folds : int, default=10
         Verification folds (:func:`verification_splits`).
@@ -323,6 +354,11 @@ def run_protocols(estimators: Mapping, dataset: Mapping, *,
     if not (X.shape[0] == Y.shape[0] == labels.shape[0]):
         raise ValueError(f"dataset X, Y and labels must have the same number of rows, got "
                          f"{X.shape[0]}, {Y.shape[0]}, {labels.shape[0]}.")
+    cams = _camera_ids(dataset, X.shape[0])
+    given = dataset.get("reid_split")
+    if given is not None and "verification" in protocols:
+        raise ValueError("dataset['reid_split'] is a query / gallery split: the verification "
+                         "protocol does not apply; run protocols=('identification',).")
     images = None
     if "images_x" in dataset and "images_y" in dataset:
         images = (as_float_array(dataset["images_x"], "dataset images_x"),
@@ -341,7 +377,12 @@ def run_protocols(estimators: Mapping, dataset: Mapping, *,
                                       max_train_positives=max_train_positives,
                                       max_test_positives=max_test_positives, split=split,
                                       random_state=rng)
-    if "identification" in protocols:
+    if "identification" in protocols and given is not None:
+        splits += given_identification_splits(labels, given, n_repeats,
+                                              cross_modal=cross_modal, n_negatives=n_negatives,
+                                              max_train_positives=max_train_positives,
+                                              random_state=rng)
+    elif "identification" in protocols:
         splits += identification_splits(labels, n_repeats, test_size=test_size,
                                          cross_modal=cross_modal,
                                          n_negatives=n_negatives,
@@ -361,7 +402,7 @@ def run_protocols(estimators: Mapping, dataset: Mapping, *,
     base_options = RunOptions(fpr=fpr, fpr_range=fpr_range, max_rank=max_rank, labels=labels,
                               cca_components=cca_components, re_rank=re_rank,
                               query_expansion=query_expansion,
-                              pair_measures=bool(pair_measures),
+                              pair_measures=bool(pair_measures), cams=cams,
                               pca_joint=pca_joint if pca_joint == "auto" else bool(pca_joint))
     grids = {}
     if param_grids:

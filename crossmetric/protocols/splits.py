@@ -18,6 +18,7 @@ from crossmetric._checks import check_pair_labels, check_positive_int, user_stac
 from crossmetric.pairs import make_pairs
 
 __all__ = ["Split", "kfold_pairs", "verification_splits", "identification_splits",
+           "given_identification_splits",
            "deal_identities", "hold_out_identities", "object_folds", "inner_pair_splits",
            "reid_splits"]
 
@@ -426,4 +427,72 @@ def reid_splits(ids, domains=None, n_test: int = 316, *, n_negatives: int = 1,
                          probe_rows=pg[:, 0].astype(np.int64),
                          gallery_rows=pg[:, 1].astype(np.int64),
                          seed=int(rng.randint(2**31 - 1))))
+    return out
+
+
+def given_identification_splits(labels, roles, n_repeats: int = 1, *,
+                                cross_modal: bool = True, n_negatives: int = 1,
+                                max_train_positives: int | None = 1000,
+                                random_state=None) -> list[Split]:
+    """Identification on a split the data set gives: its query rows against its gallery rows.
+
+    The re-identification benchmarks fix their split (Market-1501's ``bounding_box_train/``,
+    ``query/`` and ``bounding_box_test/``; the loaders' ``split``). Every repetition measures
+    the same query and gallery rows, after training on pairs drawn afresh among the
+    ``"train"`` rows (the repetitions differ in those pairs and in the learners' seeds).
+
+    Parameters
+    ----------
+    labels : array-like of shape (n_rows,)
+        Identity of every row.
+    roles : array-like of shape (n_rows,)
+        ``"train"``, ``"query"`` or ``"gallery"`` for every row (other values, e.g. unused
+        rows, are left out).
+    n_repeats : int, default=1
+    cross_modal : bool, default=True
+        Training pairs join a row of ``X`` with a row of ``Y`` (two modalities) or two rows of
+        ``X``.
+    n_negatives : int, default=1
+    max_train_positives : int or None, default=1000
+    random_state : int, RandomState or None
+
+    Returns
+    -------
+    list of Split
+        ``protocol="identification"``, ``probe_rows`` the query rows (of ``X``),
+        ``gallery_rows`` the gallery rows (of ``Y``).
+
+    Examples
+    --------
+    >>> from crossmetric.protocols import given_identification_splits
+    >>> labels = [0, 0, 1, 1, 2, 2, 3]
+    >>> roles = ["train"] * 4 + ["query", "gallery", "gallery"]
+    >>> sp = given_identification_splits(labels, roles, cross_modal=False, random_state=0)[0]
+    >>> sp.probe_rows.tolist(), sp.gallery_rows.tolist(), int((sp.train_y == 1).sum())
+    ([4], [5, 6], 2)
+    """
+    labels, roles = np.asarray(labels), np.asarray(roles).astype(str)
+    if labels.ndim != 1 or roles.shape != labels.shape:
+        raise ValueError(f"roles must give one of 'train', 'query', 'gallery' for each of the "
+                         f"{labels.size} rows, got shape {roles.shape}.")
+    n_repeats = check_positive_int(n_repeats, "n_repeats")
+    rng = check_random_state(random_state)
+    train_rows, probe_rows, gallery_rows = (np.flatnonzero(roles == r)
+                                            for r in ("train", "query", "gallery"))
+    for name, rows in (("query", probe_rows), ("gallery", gallery_rows)):
+        if rows.size == 0:
+            raise ValueError(f"roles name no {name!r} row; the given split needs query and "
+                             "gallery rows.")
+    if np.unique(labels[train_rows]).size < 2:
+        raise ValueError("roles: the 'train' rows need at least two identities (pairs of "
+                         "different identities to learn from).")
+    if not np.isin(labels[probe_rows], labels[gallery_rows]).any():
+        raise ValueError("roles: no query identity is in the gallery.")
+    out = []
+    for k in range(n_repeats):
+        tr_p, tr_y = _pairs_among(train_rows, labels, cross_modal=cross_modal,
+                                  n_negatives=n_negatives, max_positives=max_train_positives,
+                                  rng=rng)
+        out.append(Split("identification", k, tr_p, tr_y, probe_rows=probe_rows.copy(),
+                         gallery_rows=gallery_rows.copy(), seed=int(rng.randint(2**31 - 1))))
     return out
