@@ -37,6 +37,7 @@ from crossmetric.protocols.evaluate import (
     _verification_extras,  # noqa: F401 - old private path
     fit_on_pairs,
     measure_identification,
+    measure_retrieval,
     measure_verification,
 )
 from crossmetric.protocols.options import RunOptions, TuneOptions
@@ -65,6 +66,7 @@ from crossmetric.protocols.splits import (
     _sample_folds,  # noqa: F401 - old private path
     _single_shot_gallery,  # noqa: F401 - old private path
     deal_identities,
+    fixed_split,
     hold_out_identities,
     identification_splits,
     inner_pair_splits,  # noqa: F401 - also crossmetric.model_selection.inner_pair_splits
@@ -111,4 +113,6 @@ __all__ = [
     "Gathered",
     "run_many",
     "gather",
+    "fixed_split",
+    "measure_retrieval",
 ]
