@@ -17,7 +17,8 @@ from sklearn.utils import check_random_state
 from crossmetric._checks import check_positive_int
 from crossmetric._pair_data import ON_CONFLICT, PairConflictError, pair_conflicts
 
-__all__ = ["make_pairs", "identities_from_pairs", "labels_from_pairs", "group_pair_folds",
+__all__ = ["make_pairs", "count_positive_pairs", "DEFAULT_MAX_POSITIVES",
+           "identities_from_pairs", "labels_from_pairs", "group_pair_folds",
            "positive_components", "pair_conflicts", "PairConflictError", "ON_CONFLICT"]
 
 
@@ -30,6 +31,37 @@ def _as_labels(labels, name: str) -> np.ndarray:
     if arr.dtype.kind == "f" and not np.isfinite(arr).all():
         raise ValueError(f"{name} contains NaN or infinity.")
     return arr
+
+
+#: the cap on positive pairs drawn from class labels where a caller sets none (``crossmetric fit
+#: --labels``): class-level labels make quadratically many positives (2,173 items of 10
+#: categories: 472,216 cross-modal positives), far more than the learners need
+DEFAULT_MAX_POSITIVES = 10_000
+
+
+def count_positive_pairs(labels_x, labels_y=None) -> int:
+    """How many positive pairs :func:`make_pairs` can form, counted without forming them.
+
+    Cross-modal: ``Σ_c n_x(c) · n_y(c)``; one modality (``labels_y=None``):
+    ``Σ_c n(c) (n(c) − 1) / 2``.
+
+    Examples
+    --------
+    >>> from crossmetric.pairs import count_positive_pairs
+    >>> count_positive_pairs([0, 0, 0, 1, 1]), count_positive_pairs([0, 0, 1], [0, 1, 1])
+    (4, 4)
+    """
+    lx = _as_labels(labels_x, "labels_x")
+    if labels_y is None:
+        _, n = np.unique(lx, return_counts=True)
+        return int(np.sum(n.astype(np.int64) * (n - 1) // 2))
+    ly = _as_labels(labels_y, "labels_y")
+    _, codes = np.unique(np.concatenate([lx, ly]), return_inverse=True)
+    codes = codes.reshape(-1)
+    m = int(codes.max()) + 1
+    nx = np.bincount(codes[: lx.size], minlength=m).astype(np.int64)
+    ny = np.bincount(codes[lx.size:], minlength=m).astype(np.int64)
+    return int(np.sum(nx * ny))
 
 
 def _positive_pairs(codes_x: np.ndarray, codes_y: np.ndarray, single: bool) -> np.ndarray:
@@ -67,7 +99,11 @@ def make_pairs(labels_x, labels_y=None, *, n_negatives: int = 1,
     n_negatives : int, default=1
         Random different-identity pairs per positive pair (the papers' ``n⁻``).
     max_positives : int, optional
-        Cap on the number of positives; when more exist a random subset is kept.
+        Cap on the number of positives; when more exist a random subset is kept (drawn from
+        ``random_state``). Class-level labels (categories rather than identities) make
+        quadratically many positives (:func:`count_positive_pairs`); the command line caps
+        them at :data:`DEFAULT_MAX_POSITIVES` and the protocols at their
+        ``max_train_positives``.
     random_state : int, RandomState instance or None
         Seeds the subset of positives and the negatives.
 

@@ -381,6 +381,8 @@ def run_protocols(estimators: Mapping, dataset: Mapping, *,
 
     if probe != "x":
         result.info["probe"] = probe
+    if train_rows is None and {"identification", "retrieval"} & set(protocols):
+        result.info["test_size"] = test_size
     if "retrieval" in protocols:
         result.info["retrieval_k"] = retrieval_k
     splits: list[Split] = []
