@@ -60,6 +60,11 @@ from crossmetric.protocols.runner import (
     run_pair_folds,
     run_protocols,
 )
+from crossmetric.protocols.split_files import (
+    read_split_file,
+    read_train_index,
+    write_split_file,
+)
 from crossmetric.protocols.splits import (
     Split,
     _pairs_among,  # noqa: F401 - old private path
@@ -115,4 +120,7 @@ __all__ = [
     "gather",
     "fixed_split",
     "measure_retrieval",
+    "read_split_file",
+    "read_train_index",
+    "write_split_file",
 ]
