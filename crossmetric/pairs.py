@@ -35,7 +35,8 @@ def _as_labels(labels, name: str) -> np.ndarray:
 
 #: the cap on positive pairs drawn from class labels where a caller sets none (``crossmetric fit
 #: --labels``): class-level labels make quadratically many positives (2,173 items of 10
-#: categories: 472,216 cross-modal positives), far more than the learners need
+#: categories: at least 472,193 cross-modal positives); on mfeat (1,500 training rows) CCA
+#: fitted on 10,000 of the 225,000 positives scores within a point of mAP of all of them
 DEFAULT_MAX_POSITIVES = 10_000
 
 
