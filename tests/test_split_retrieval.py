@@ -336,3 +336,45 @@ def test_config_file_accepts_the_split_options(tiny, capsys):
     (tmp / "d.toml").write_text('[benchmark]\ntest_size = "half"\n')
     assert main(["benchmark", "--config", str(tmp / "d.toml")]) == 2
     assert "test_size" in capsys.readouterr().err
+
+
+def test_cli_probe_domain_and_id_split_on_an_image_folder(tmp_path, capsys):
+    """--probe-domain sketch searches the photos with the sketches of the split file's test
+    identities: the rank-1 rates equal those of the transposed / plain distance matrix."""
+    pytest.importorskip("PIL")
+    from PIL import Image
+
+    from crossmetric.datasets import image_views, load_image_folder
+    from crossmetric.metrics import cmc
+
+    rng = np.random.default_rng(0)
+    root = tmp_path / "imgs"
+    root.mkdir()
+    for ident in range(24):
+        base = rng.integers(110, 146, (16, 8, 3))     # faint identities under strong noise
+        for dom in ("photo", "sketch"):
+            img = np.clip(base + rng.normal(0, 40, base.shape), 0, 255).astype(np.uint8)
+            Image.fromarray(img).save(root / f"{ident:03d}_{dom}.png")
+    pattern = r"(?P<id>\d+)_(?P<domain>photo|sketch)\.png"
+    test_ids = [f"{i:03d}" for i in range(0, 24, 2)]
+    (tmp_path / "split.txt").write_text("id,split\n" + "".join(
+        f"{i:03d},{'test' if f'{i:03d}' in test_ids else 'train'}\n" for i in range(24)))
+    rank1 = {}
+    for probe in ("photo", "sketch"):
+        assert main(["benchmark", "--images", str(root), "--pattern", pattern, "--descriptor",
+                     "pixels", "--methods", "euclidean", "--protocol", "identification",
+                     "--split-file", str(tmp_path / "split.txt"), "--probe-domain", probe,
+                     "--json", "-q", "--n-jobs", "1", "--out", str(tmp_path / probe)]) == 0
+        out = capsys.readouterr()
+        res = json.loads(out.out)
+        assert res["info"].get("probe", "x") == ("y" if probe == "sketch" else "x")
+        rank1[probe] = [r["mean"] for r in res["summary"] if r["measure"] == "rank1"][0]
+    data = image_views(*(lambda b: (b.images, b.ids, b.domains))(
+        load_image_folder(str(root), pattern)), descriptor="pixels")
+    assert list(data.domain_names) == ["photo", "sketch"]
+    test = np.asarray(data.labels).astype(int) % 2 == 0     # the even ids are tested
+    D = ((data.X[test][:, None, :] - data.Y[test][None, :, :]) ** 2).sum(-1)
+    lab = data.labels[test]
+    assert rank1["photo"] == pytest.approx(cmc(D, lab, lab, max_rank=1)[0])
+    assert rank1["sketch"] == pytest.approx(cmc(D.T, lab, lab, max_rank=1)[0])
+    assert rank1["photo"] != rank1["sketch"]

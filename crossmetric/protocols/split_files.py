@@ -9,7 +9,8 @@ columns, which says what the entries name:
     ``r``-th matched pair of an image folder in the loader's order), then ``train`` or
     ``test``. Every row must be named once.
 ``id,split``
-    One line per identity or category: its label (as written in the labels file), then
+    One line per identity or category: its label (as written in the labels file or the
+    folder's ``id`` group; numbers match whatever their spelling, ``007`` = ``7``), then
     ``train`` or ``test``; all rows of the identity go to that side. Every identity of the
     data must be named once.
 ``split``
@@ -150,24 +151,40 @@ def _by_id(body, name: str, n_rows: int, labels) -> np.ndarray:
     if labels is None:
         raise ValueError(f"split file {name!r}: an 'id,split' file needs the identity labels "
                          "of the data.")
-    text = np.array([str(v) for v in np.asarray(labels).tolist()])
-    if text.size != n_rows:
-        raise ValueError(f"labels must have one entry per row ({n_rows}), got {text.size}.")
-    known = set(text.tolist())
+    text = [_id_key(v) for v in np.asarray(labels).tolist()]
+    if len(text) != n_rows:
+        raise ValueError(f"labels must have one entry per row ({n_rows}), got {len(text)}.")
+    known = set(text)
     side_of: dict[str, bool] = {}
     for no, (ident, side) in body:
-        if ident not in known:
+        key = _id_key(ident)
+        if key not in known:
             raise ValueError(f"split file {name!r} line {no}: identity {ident!r} is not in "
                              "the data's labels.")
-        if ident in side_of:
+        if key in side_of:
             raise ValueError(f"split file {name!r} line {no}: identity {ident!r} is named "
                              "twice.")
-        side_of[ident] = _side(side, name, no)
+        side_of[key] = _side(side, name, no)
     missing = sorted(known - set(side_of))
     if missing:
         raise ValueError(f"split file {name!r}: {len(missing)} identities are not named "
                          f"(first: {missing[0]!r}); expected every identity once.")
-    return np.array([side_of[t] for t in text.tolist()], dtype=bool)
+    return np.array([side_of[t] for t in text], dtype=bool)
+
+
+def _id_key(value) -> str:
+    """An identity as text, numbers in one spelling (``007``, ``7`` and ``7.0`` are one id:
+    a folder's ``id`` group or a labels file may have been read as numbers)."""
+    t = str(value).strip()
+    try:
+        return str(int(t))
+    except ValueError:
+        pass
+    try:
+        f = float(t)
+    except ValueError:
+        return t
+    return str(int(f)) if f.is_integer() else repr(f)
 
 
 def read_train_index(path, n_rows: int) -> np.ndarray:
