@@ -198,6 +198,20 @@ def test_fixed_split_trains_and_tests_on_the_given_rows(data):
         fixed_split(data.labels, np.ones(data.labels.size, bool))
 
 
+def test_retrieval_curves_survive_save_and_load(data, tmp_path):
+    from crossmetric.protocols import BenchmarkResult
+
+    res = run_protocols({"CCA": CCA(n_components=3)}, data, protocols=("retrieval",),
+                        n_repeats=2, test_size=0.5)
+    rec, prec = res.curves["CCA"]["pr_x2y"]
+    assert rec.tolist() == pytest.approx(np.linspace(0, 1, 11).tolist())
+    assert prec[0] >= prec[-1] > 0
+    res.save(tmp_path / "r.json")
+    back = BenchmarkResult.load(tmp_path / "r.json")
+    np.testing.assert_allclose(back.curves["CCA"]["pr_y2x"][1], res.curves["CCA"]["pr_y2x"][1])
+    assert back.value("CCA", "map_x2y") == pytest.approx(res.value("CCA", "map_x2y"))
+
+
 # ---------------------------------------------------------------------------------- split files
 def test_split_file_round_trip_and_forms(tmp_path):
     labels = np.array(["a", "a", "b", "b", "c", "c"])

@@ -198,7 +198,8 @@ def _benchmark_split_options(r) -> None:
     r.add_argument("--test-size", type=_test_size, default=None, metavar="N|SHARE",
                    help="identification / retrieval test set of each repeat: a count of "
                         "identities (e.g. 100) or a share of them (e.g. 0.5; default 0.3); "
-                        "with few identities (< 20) a share of the rows of every identity")
+                        "with few identities (< 20), and always for --protocol retrieval, "
+                        "a count or share of the rows, stratified by label")
     r.add_argument("--probe-domain", default=None, metavar="NAME",
                    help="identification: the domain (image folder's 'domain' group, mfeat "
                         "view) or side (x, y) whose test items are the probes; the other is "

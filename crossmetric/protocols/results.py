@@ -267,6 +267,10 @@ class BenchmarkResult:
             for key in ("roc_std", "cmc_std"):
                 if key in c:
                     cc[key] = np.asarray([nan(v) for v in c[key]], dtype=float)
+            for key in ("pr_x2y", "pr_y2x"):   # retrieval: (recall, mean precision)
+                if key in c:
+                    cc[key] = tuple(np.asarray([nan(v) for v in a], dtype=float)
+                                    for a in c[key])
             curves[meth] = cc
         def row(r, numeric):
             return {k: nan(v) if k in numeric else _measure_name(v) if k == "measure" else v
