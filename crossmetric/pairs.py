@@ -65,6 +65,50 @@ def count_positive_pairs(labels_x, labels_y=None) -> int:
     return int(np.sum(nx * ny))
 
 
+#: above this many positives a capped :func:`make_pairs` samples them without listing them all
+#: (listing 2**24 pairs takes 256 MB); at or below it the listed pairs are subsampled
+_ENUMERATE_LIMIT = 2**24
+
+
+def _n_positives(cx: np.ndarray, cy: np.ndarray, single: bool) -> int:
+    m = int(max(cx.max(), cy.max())) + 1
+    nx = np.bincount(cx, minlength=m).astype(np.int64)
+    if single:
+        return int(np.sum(nx * (nx - 1) // 2))
+    return int(np.sum(nx * np.bincount(cy, minlength=m).astype(np.int64)))
+
+
+def _sample_positives(cx: np.ndarray, cy: np.ndarray, single: bool, n: int,
+                      rng) -> np.ndarray:
+    """``n`` distinct positive pairs drawn uniformly from all of them, never listing them:
+    a class with probability proportional to its positive pairs, then one member of each
+    side (two different members, ``i < j``, for one modality); repeats are drawn again."""
+    m = int(max(cx.max(), cy.max())) + 1
+    nx = np.bincount(cx, minlength=m).astype(np.int64)
+    ny = nx if single else np.bincount(cy, minlength=m).astype(np.int64)
+    weight = (nx * (nx - 1) // 2 if single else nx * ny).astype(float)
+    order_x, order_y = np.argsort(cx, kind="stable"), np.argsort(cy, kind="stable")
+    start_x = np.r_[0, np.cumsum(nx)[:-1]]
+    start_y = np.r_[0, np.cumsum(ny)[:-1]]
+    n_y = cy.size
+    keys = np.empty(0, dtype=np.int64)
+    while keys.size < n:
+        k = 2 * (n - keys.size) + 16
+        c = rng.choice(m, size=k, p=weight / weight.sum())
+        a = order_x[start_x[c] + (rng.random_sample(k) * nx[c]).astype(np.int64)]
+        b = order_y[start_y[c] + (rng.random_sample(k) * ny[c]).astype(np.int64)]
+        if single:
+            keep = a != b
+            a, b = np.minimum(a, b)[keep], np.maximum(a, b)[keep]
+        new = a * n_y + b
+        _, first = np.unique(new, return_index=True)
+        new = new[np.sort(first)]                       # first draw of each, in draw order
+        new = new[~np.isin(new, keys)]
+        keys = np.concatenate([keys, new[: n - keys.size]])
+    keys = np.sort(keys)
+    return np.column_stack([keys // n_y, keys % n_y]).astype(np.int64)
+
+
 def _positive_pairs(codes_x: np.ndarray, codes_y: np.ndarray, single: bool) -> np.ndarray:
     """All (i, j) with equal identity; for single-modal only i < j."""
     order_y = np.argsort(codes_y, kind="stable")
@@ -140,7 +184,12 @@ def make_pairs(labels_x, labels_y=None, *, n_negatives: int = 1,
     _, codes = np.unique(np.concatenate([lx, ly]), return_inverse=True)
     cx, cy = codes[: lx.size].astype(np.int64), codes[lx.size:].astype(np.int64)
 
-    pos = _positive_pairs(cx, cy, single)
+    if max_positives is not None and _n_positives(cx, cy, single) > max(
+            max_positives, _ENUMERATE_LIMIT):
+        # too many to list (class labels on a large set): sample them without listing
+        pos = _sample_positives(cx, cy, single, max_positives, rng)
+    else:
+        pos = _positive_pairs(cx, cy, single)
     if pos.shape[0] == 0:
         raise ValueError(
             "no positive pair can be formed: no identity appears "

@@ -110,6 +110,32 @@ def test_category_pairs_are_capped_and_deterministic():
     np.testing.assert_array_equal(same, y1 == 1)   # positives within, negatives across
 
 
+@pytest.mark.parametrize("single", [False, True])
+def test_capped_pairs_are_sampled_without_listing_them(monkeypatch, single):
+    """Above the listing limit the positives are drawn class by class (here the limit is
+    lowered so that a small set takes that path): the same guarantees, and every class in
+    proportion to its positive pairs."""
+    import crossmetric.pairs as P
+
+    monkeypatch.setattr(P, "_ENUMERATE_LIMIT", 100)
+    labels = np.repeat(np.arange(3), [20, 40, 60])
+    ly = None if single else labels
+    pairs, y = make_pairs(labels, ly, max_positives=1500, random_state=5)
+    again, _ = make_pairs(labels, ly, max_positives=1500, random_state=5)
+    np.testing.assert_array_equal(pairs, again)
+    pos, neg = pairs[y == 1], pairs[y == -1]
+    assert pos.shape[0] == 1500 and neg.shape[0] == 1500
+    assert (labels[pos[:, 0]] == labels[pos[:, 1]]).all()
+    assert (labels[neg[:, 0]] != labels[neg[:, 1]]).all()
+    assert np.unique(pos, axis=0).shape[0] == 1500
+    if single:
+        assert (pos[:, 0] < pos[:, 1]).all()
+    sizes = np.array([20, 40, 60])
+    share = (sizes * (sizes - 1) / 2 if single else sizes ** 2).astype(float)
+    got = np.bincount(labels[pos[:, 0]], minlength=3) / 1500
+    np.testing.assert_allclose(got, share / share.sum(), atol=0.04)
+
+
 def test_fit_labels_caps_the_pairs_and_says_so(tmp_path, capsys):
     data = make_cross_modal(300, n_classes=3, n_features_x=4, n_features_y=4, random_state=0)
     np.save(tmp_path / "x.npy", data.X)
