@@ -313,6 +313,34 @@ def test_cli_benchmark_retrieval_on_a_fixed_split(tiny, capsys):
     assert (tmp / "out" / "config.toml").read_text().count('split_file = ') == 1
 
 
+def test_cli_train_index_gives_the_split_files_numbers(tiny, capsys):
+    tmp, _, train = tiny
+    (tmp / "train.txt").write_text("\n".join(map(str, np.flatnonzero(train))) + "\n")
+    runs = []
+    for extra in (["--split-file", str(tmp / "split.csv")],
+                  ["--train-index", str(tmp / "train.txt")]):
+        assert main(["benchmark", "--x", str(tmp / "x.npy"), "--y", str(tmp / "y.npy"),
+                     "--labels", str(tmp / "labels.txt"), "--protocol", "retrieval",
+                     "--methods", "cca", "--n-jobs", "1", "-q", "--json", "--out",
+                     str(tmp / "o"), *extra]) == 0
+        runs.append({r["measure"]: r["mean"] for r in json.loads(capsys.readouterr().out)[
+            "summary"] if r["measure"] != "fit_seconds"})
+    assert runs[0] == runs[1] and "map_x2y" in runs[0]
+
+
+@pytest.mark.parametrize("text, match", [
+    ("0\nx\n", "line 2: expected 0-based row indices"),
+    ("0 1 7\n", "row 7 is not in the data"),
+    ("0 1\n1\n", "line 2: row 1 is named twice"),
+    ("0\n", "names 1 of 6 rows"),
+])
+def test_bad_train_index_files(tmp_path, text, match):
+    (tmp_path / "t.txt").write_text(text)
+    with pytest.raises(ValueError, match=match) as err:
+        read_train_index(tmp_path / "t.txt", 6)
+    assert "\n" not in str(err.value)
+
+
 def test_cli_benchmark_split_options_errors(tiny, capsys):
     tmp, _, _ = tiny
     (tmp / "bad.csv").write_text("row,split\n0,train\n")
