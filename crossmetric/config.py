@@ -96,7 +96,10 @@ BENCHMARK_OPTIONS: dict[str, _Option] = {
     "methods": _Option((str, list)),
     "folds": _Option(int, _protocol_default("n_folds")),
     "repeats": _Option(int, _protocol_default("n_repeats")),
-    "protocol": _Option(str, "both", ("both", "verification", "identification")),
+    "protocol": _Option(str, "both", ("both", "verification", "identification", "retrieval")),
+    # the split: share (float) or count (int) of test identities, the probe side, a fixed split
+    "test_size": _Option((int, float), _protocol_default("test_size")),
+    "probe_domain": _Option(str), "split_file": _Option(str), "train_index": _Option(str),
     "level": _Option(str, None, ("labels", "instance")),
     "n_negatives": _Option(int, _protocol_default("n_negatives")),
     "max_train_positives": _Option(int, _protocol_default("max_train_positives")),

@@ -114,7 +114,8 @@ def test_bad_params_name_the_culprit(item, message):
     ("[benchmark]\nfolds = \"3\"\n", "option 'folds' must be int, got '3'."),
     ("[benchmark]\nquiet = 1\n", "option 'quiet' must be bool, got 1."),
     ("[benchmark]\nprotocol = \"both ways\"\n", "option 'protocol' must be one of both, "
-                                                "verification, identification, got 'both ways'."),
+                                                "verification, identification, "
+                                                "retrieval, got 'both ways'."),
     ("[benchmark]\nmethods = [\"gsm\", 3]\n", "option 'methods' must be str or list of str"),
     ("[methods.gsmm]\nmu = 1\n", "unknown method 'gsmm' (did you mean 'gsm'?)"),
     ("[methods.gsm]\nmuu = 1\n", "method 'gsm' (GSM) has no parameter 'muu' (did you mean "

@@ -233,7 +233,7 @@ def _check_identities_and_folds(args, data, what: str) -> None:
     else:
         labels = data["labels"]
     _check_identities(labels, what)
-    if args.folds is None or args.protocol == "identification":
+    if args.folds is None or args.protocol in ("identification", "retrieval"):
         return
     ids, counts = np.unique(np.asarray(labels), return_counts=True)
     # crossmetric.protocols.verification_splits: identity-disjoint folds (two identities

@@ -116,10 +116,69 @@ def _validate_benchmark(args) -> None:
         raise CLIError("--descriptor applies to image data (--images, --dataset viper, "
                        "pku-sketch or a re-id layout such as market1501).")
     _parse_size(args.size)
+    _validate_split_options(args)
     if args.level == "instance" and args.x is not None and args.instance is None:
         raise CLIError("--level instance needs --instance FILE.")
     _method_list(args.methods)
     _check_output_dir(args.out)
+
+
+def _validate_split_options(args) -> None:
+    """--test-size, --probe-domain, --split-file / --train-index and --protocol retrieval."""
+    size = getattr(args, "test_size", None)
+    if isinstance(size, float) and not 0.0 < size < 1.0:
+        raise CLIError(f"--test-size as a share must lie in (0, 1), got {size}.")
+    if isinstance(size, int) and size < 2:
+        raise CLIError(f"--test-size as a count must be >= 2, got {size}.")
+    split_file, train_index = getattr(args, "split_file", None), getattr(args, "train_index",
+                                                                         None)
+    if split_file is not None and train_index is not None:
+        raise CLIError("give one fixed split: --split-file or --train-index, not both.")
+    for opt, path in (("--split-file", split_file), ("--train-index", train_index)):
+        if path is not None and not os.path.isfile(path):
+            raise CLIError(f"{opt}: {path!r} is not a file.")
+    if args.lfw_pairs is not None:
+        used = [o for o, v in (("--split-file", split_file), ("--train-index", train_index),
+                               ("--probe-domain", getattr(args, "probe_domain", None)),
+                               ("--protocol retrieval", args.protocol == "retrieval")) if v]
+        if used:
+            raise CLIError(f"{', '.join(used)} do(es) not apply to --lfw-pairs (pairs.txt "
+                           "fixes the pairs and folds).")
+
+
+def _split_options(args, dataset, level: str) -> dict:
+    """``run_protocols`` keywords of the split options (checked against the loaded data):
+    ``test_size``, ``probe`` (``--probe-domain``) and ``train_rows`` (the fixed split)."""
+    from crossmetric.protocols.split_files import read_split_file, read_train_index
+
+    kw: dict = {}
+    if getattr(args, "test_size", None) is not None:
+        kw["test_size"] = args.test_size
+    if getattr(args, "probe_domain", None) is not None:
+        kw["probe"] = _probe_side(args.probe_domain, dataset)
+    n_rows = int(np.asarray(dataset["X"]).shape[0])
+    labels = dataset["instance"] if level == "instance" else dataset["labels"]
+    try:
+        if getattr(args, "split_file", None) is not None:
+            kw["train_rows"] = read_split_file(args.split_file, n_rows, labels)
+        elif getattr(args, "train_index", None) is not None:
+            kw["train_rows"] = read_train_index(args.train_index, n_rows)
+    except ValueError as exc:
+        opt = "--split-file" if getattr(args, "split_file", None) else "--train-index"
+        raise CLIError(f"{opt}: {_one_line(exc)}") from None
+    return kw
+
+
+def _probe_side(name: str, dataset) -> str:
+    """``--probe-domain NAME`` as the side of the probes: ``"x"`` or ``"y"``."""
+    if dataset.get("Y") is None:
+        raise CLIError("--probe-domain needs two modalities; the data has one.")
+    names = [str(n) for n in (dataset.get("domain_names") or dataset.get("view_names")
+                              or ())][:2]
+    sides = {"x": "x", "y": "y", **dict(zip(names, "xy", strict=False))}
+    if name not in sides:
+        raise CLIError(f"--probe-domain: expected one of {', '.join(sides)}, got {name!r}.")
+    return sides[name]
 
 
 def _resolve_benchmark_config(args):
@@ -196,7 +255,8 @@ def _benchmark_estimators(names, cfg, args):
     return estimators, pca, grids
 
 
-def _announce(args, n_methods: int, description: str, X, Y, level: str, lfw) -> None:
+def _announce(args, n_methods: int, description: str, X, Y, level: str, lfw,
+              split_kw=None) -> None:
     """The start lines on stderr: the data, the protocols that will run (only those) and the
     resolved output folder, printed before anything is written (``--out`` may come from a
     ``--config`` file)."""
@@ -213,6 +273,15 @@ def _announce(args, n_methods: int, description: str, X, Y, level: str, lfw) -> 
             runs.append(f"{args.folds}-fold verification")
         if args.protocol in ("both", "identification"):
             runs.append(f"{args.repeats} identification repeats")
+        if args.protocol == "retrieval":
+            runs.append(f"{args.repeats} retrieval repeats")
+        if split_kw and "train_rows" in split_kw:
+            n_train = int(np.sum(split_kw["train_rows"]))
+            runs = [f"{args.protocol} on the fixed split of "
+                    f"{args.split_file or args.train_index} ({n_train} training, "
+                    f"{X.shape[0] - n_train} test rows)"]
+        if split_kw and split_kw.get("probe") == "y":
+            runs.append(f"probes: {args.probe_domain} (y), gallery: x")
         print(f"crossmetric benchmark: {n_methods} method(s) on {description}, "
               f"{X.shape[0]} objects, {'views of ' if Y is not None else ''}{dims} features; "
               f"identity = {level}; {', '.join(runs)}", file=sys.stderr)
@@ -233,7 +302,8 @@ def _dask_context(args) -> contextlib.ExitStack:
     return dask
 
 
-def _run(args, estimators, dataset, protocols, level, pca, grids, lfw, lfw_pairs):
+def _run(args, estimators, dataset, protocols, level, pca, grids, lfw, lfw_pairs,
+         split_kw=None):
     """The library's protocol runner on the chosen data (fixed LFW folds or the papers')."""
     from crossmetric.protocols import run_pair_folds, run_protocols
 
@@ -252,7 +322,7 @@ def _run(args, estimators, dataset, protocols, level, pca, grids, lfw, lfw_pairs
             pca_components=pca, pca_joint="auto",
             n_jobs=args.n_jobs, random_state=args.seed, progress=not args.quiet,
             on_error="record", param_grids=grids or None, tune_folds=args.tune_folds,
-            tune_scoring=args.tune_scoring)
+            tune_scoring=args.tune_scoring, **(split_kw or {}))
     except ValueError as exc:
         raise CLIError(_one_line(exc)) from None
     finally:
@@ -266,7 +336,9 @@ def _print_problems(result, args, protocols) -> None:
     for meth, msg in result.errors.items():
         print(f"crossmetric: {meth} failed: {_one_line(msg)}", file=sys.stderr)
     n_fits = result.info.get("n_folds", args.folds) * ("verification" in protocols) + \
-        args.repeats * ("identification" in protocols)
+        args.repeats * ("identification" in protocols) + args.repeats * ("retrieval" in protocols)
+    if result.info.get("fixed_split"):
+        n_fits = len(protocols)
     for meth, counts in result.warnings.items():
         what = ", ".join(f"{cat} in {k}/{n_fits} fits" for cat, k in counts.items())
         print(f"crossmetric: note: {meth}: {what}", file=sys.stderr)
@@ -291,9 +363,17 @@ def _print_results(result, args, description: str, elapsed: float, lfw) -> None:
     else:
         over = [text for name, text in (
             ("verification", f"{args.folds} folds (verification)"),
-            ("identification", f"{args.repeats} repeats (identification)")) if name in ran]
+            ("identification", f"{args.repeats} repeats (identification)"),
+            ("retrieval", f"{args.repeats} repeats (retrieval)")) if name in ran]
+        if result.info.get("fixed_split"):
+            over = [f"one fixed split ({args.split_file or args.train_index})"]
         notes.append(f"\n{description}; mean ± std over {' and '.join(over)}; "
                      f"{elapsed:.1f} s")
+        if "retrieval" in ran:
+            notes.append(f"  retrieval: every test item of one side queries all test items of "
+                         f"the other, relevant = same label; mAP@k with k = "
+                         f"{result.info.get('retrieval_k')}; precision-recall curves in "
+                         f"results.json")
     pca = result.info.get("pca", {})
     extra = [f"{m}: each view reduced by PCA to {k} dims" for m, k in pca.items() if k != "auto"]
     auto = [m for m, k in pca.items() if k == "auto"]
@@ -368,9 +448,12 @@ def cmd_benchmark(args) -> int:
         protocols = ("verification",)
     level = args.level or ("instance" if dataset.get("instance") is not None
                            and args.instance is not None else "labels")
-    _announce(args, len(estimators), description, dataset["X"], dataset.get("Y"), level, lfw)
+    split_kw = _split_options(args, dataset, level) if lfw is None else None
+    _announce(args, len(estimators), description, dataset["X"], dataset.get("Y"), level, lfw,
+              split_kw)
     t0 = time.perf_counter()
-    result = _run(args, estimators, dataset, protocols, level, pca, grids, lfw, lfw_pairs)
+    result = _run(args, estimators, dataset, protocols, level, pca, grids, lfw, lfw_pairs,
+                  split_kw)
     elapsed = time.perf_counter() - t0
     result.info.update(dataset=description, seconds=round(elapsed, 1), seed=args.seed)
     _print_problems(result, args, protocols)

@@ -52,6 +52,8 @@ def _validate_evaluate(args) -> tuple[bool, bool]:
     if args.scores is not None and verif and ident:
         raise CLIError("--scores writes the scores of one task: give it with --pairs or with "
                        "the identification labels, not both.")
+    if getattr(args, "protocol", None) == "retrieval":
+        _validate_retrieval(args, ident)
     if not 0.0 < args.fpr < 1.0:
         raise CLIError(f"--fpr must be in (0, 1), got {args.fpr}.")
     _parse_ranks(args.ranks)
@@ -83,6 +85,48 @@ def _validate_evaluate(args) -> tuple[bool, bool]:
         "--probe-images": args.probe_images, "--gallery-images": args.gallery_images,
         "--probe-cams": pcams, "--gallery-cams": gcams})
     return verif, ident
+
+
+def _validate_retrieval(args, ident: bool) -> None:
+    """``--protocol retrieval``: two modalities with their categories, nothing of the rank
+    lists or of the re-id refinements."""
+    if not ident or args.y is None:
+        raise CLIError("--protocol retrieval needs --y and the categories of both sides: "
+                       "--probe-labels (of --x rows) and --gallery-labels (of --y rows).")
+    extra = [o for o, on in (("--same-set", args.same_set), ("--re-rank", args.re_rank),
+                             ("--query-expansion", args.query_expansion is not None),
+                             ("--show-ranks", args.show_ranks is not None),
+                             ("--scores", args.scores is not None)) if on]
+    if extra:
+        raise CLIError(f"{', '.join(extra)} do(es) not apply to --protocol retrieval.")
+    if args.map_k < 1:
+        raise CLIError(f"--map-k must be >= 1, got {args.map_k}.")
+
+
+def _retrieval(args, est, X, Y, pl, gl) -> dict:
+    """Class-level retrieval both ways (:func:`crossmetric.protocols.measure_retrieval`)."""
+    from crossmetric.protocols import measure_retrieval
+
+    rep, curves, _ = measure_retrieval(est, X, Y, pl, gl, k=args.map_k)
+    rep.update({"k": int(min(args.map_k, len(gl), len(pl))), "n_x": int(len(pl)),
+                "n_y": int(len(gl))})
+    rep["precision_recall"] = {key: {"recall": r, "precision": p}
+                               for key, (r, p) in curves.items()}
+    return rep
+
+
+def _print_retrieval(method: str, rep: dict) -> None:
+    print(f"{method}: {rep['n_x']} x items and {rep['n_y']} y items, each querying the other "
+          "side (class-level retrieval, relevant = same category)")
+    for key, label in (("map_x2y", "mAP x->y"), ("map_y2x", "mAP y->x"),
+                       ("map_mean", "mAP (mean of both)"),
+                       ("map_at_k_x2y", f"mAP@{rep['k']} x->y"),
+                       ("map_at_k_y2x", f"mAP@{rep['k']} y->x")):
+        print(f"  {label:34s} {100 * rep[key]:.2f} %")
+    for key in ("pr_x2y", "pr_y2x"):
+        pr = rep["precision_recall"][key]
+        pts = " ".join(f"{p:.2f}" for p in pr["precision"])
+        print(f"  {'precision at recall 0,.1..1 ' + key[3:].replace('2', '->'):34s} {pts}")
 
 
 def _identification(est, X: np.ndarray, G: np.ndarray, pl, gl, ranks, scores_path, *,
@@ -297,7 +341,7 @@ def cmd_evaluate(args) -> int:
     if ident:
         G, pl, gl = _identification_sets(args, X, Y)
         beyond = [r for r in ranks if r > len(gl)]
-        if beyond:
+        if beyond and getattr(args, "protocol", None) != "retrieval":
             print(f"crossmetric: note: --ranks {','.join(map(str, beyond))}: beyond the "
                   f"gallery's {len(gl)} items; reported as rank {len(gl)}", file=sys.stderr)
         cams = _camera_ids(args, X.shape[0], G.shape[0])
@@ -305,7 +349,9 @@ def cmd_evaluate(args) -> int:
     try:
         if verif:
             report.update(_verification(args, est, pairs, y))
-        if ident:
+        if ident and getattr(args, "protocol", None) == "retrieval":
+            report["retrieval"] = _retrieval(args, est, X, G, pl, gl)
+        elif ident:
             report["identification"], D = _identification(
                 est, X, G, pl, gl, ranks, args.scores, same_set=args.same_set,
                 re_rank=args.re_rank, query_expansion=args.query_expansion, cams=cams)
@@ -320,7 +366,9 @@ def cmd_evaluate(args) -> int:
         return 0
     if verif:
         _print_verification(method, args, report)
-    if ident:
+    if "retrieval" in report:
+        _print_retrieval(method, report["retrieval"])
+    elif ident:
         _print_identification(method, args, report["identification"], ranks)
     if report.get("rank_lists"):
         print(f"wrote rank lists to {', '.join(report['rank_lists'])}", file=sys.stderr)

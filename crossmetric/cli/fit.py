@@ -40,11 +40,39 @@ def _fit_pairs(args, est, X: np.ndarray, Y: np.ndarray | None):
         raise CLIError(f"--labels with --y needs row-aligned files: --x has {X.shape[0]} rows, "
                        f"--y {Y.shape[0]}.")
     cross = Y is not None or bool(getattr(est, "_cross_modal", True))
+    cap = _max_positives(args)
+    if cap is not None:
+        from crossmetric.pairs import count_positive_pairs
+
+        n_pos = count_positive_pairs(labels, labels if cross else None)
+        if n_pos > cap:
+            print(f"crossmetric: note: --labels: {n_pos} positive pairs exist; {cap} drawn at "
+                  f"random (--max-positives; 'all' takes every one)", file=sys.stderr)
     try:
         return make_pairs(labels, labels if cross else None, n_negatives=args.n_negatives,
+                          max_positives=cap,
                           random_state=args.seed if args.seed is not None else 0)
     except ValueError as exc:
         raise CLIError(f"--labels: {_one_line(exc)}") from None
+
+
+def _max_positives(args) -> int | None:
+    """``--max-positives N|all`` (default :data:`crossmetric.pairs.DEFAULT_MAX_POSITIVES`);
+    ``None``: every positive."""
+    from crossmetric.pairs import DEFAULT_MAX_POSITIVES
+
+    text = getattr(args, "max_positives", None)
+    if text is None:
+        return DEFAULT_MAX_POSITIVES
+    if str(text).strip().lower() == "all":
+        return None
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise CLIError(f"--max-positives must be a positive integer or 'all', got {text!r}.")
+    return value
 
 
 def _fit_estimator(args):
@@ -60,6 +88,8 @@ def _fit_estimator(args):
                        "(one identity per row; pairs are drawn from it).")
     _check_int(args, "--n-negatives", 1)
     _check_int(args, "--seed", 0, 2**32 - 1)
+    if args.labels is not None:
+        _max_positives(args)
     _check_output_file(args.out, "--out")
     _check_output_file(args.convergence, "--convergence", (".png",))
     _check_outputs_not_inputs(

@@ -160,7 +160,10 @@ def _benchmark_protocol_options(r) -> None:
                    help=f"identification repetitions (default {dflt['repeats'].default}, as "
                         "VIPeR / CUFSF)")
     r.add_argument("--protocol", choices=dflt["protocol"].choices, default=None,
-                   help="which protocols to run (default both)")
+                   help="which protocols to run (default both: verification and "
+                        "identification; retrieval: class-level cross-modal retrieval, mAP "
+                        "x->y and y->x over the whole test set)")
+    _benchmark_split_options(r)
     r.add_argument("--level", choices=dflt["level"].choices, default=None,
                    help="identity of a pair: the class label (default) or the object "
                         "(photo <-> sketch of the same image; needs instance ids)")
@@ -180,6 +183,39 @@ def _benchmark_protocol_options(r) -> None:
     r.add_argument("--seed", type=int, default=None,
                    help=f"random seed of splits, pairs and learners (default "
                         f"{dflt['seed'].default})")
+
+
+def _test_size(text: str):
+    """``--test-size``: an integer count or a float share (argparse type)."""
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a count (e.g. 100) or a share (e.g. 0.3), "
+                                         f"got {text!r}") from None
+
+
+def _benchmark_split_options(r) -> None:
+    """Who is tested and from which side: --test-size, --probe-domain, a fixed split."""
+    r.add_argument("--test-size", type=_test_size, default=None, metavar="N|SHARE",
+                   help="identification / retrieval test set of each repeat: a count of "
+                        "identities (e.g. 100) or a share of them (e.g. 0.5; default 0.3); "
+                        "with few identities (< 20), and always for --protocol retrieval, "
+                        "a count or share of the rows, stratified by label")
+    r.add_argument("--probe-domain", default=None, metavar="NAME",
+                   help="identification: the domain (image folder's 'domain' group, mfeat "
+                        "view) or side (x, y) whose test items are the probes; the other is "
+                        "the gallery (default: x, the first domain in sorted order)")
+    r.add_argument("--split-file", default=None, metavar="FILE",
+                   help="a fixed train/test split instead of random draws: a text/CSV file "
+                        "with a header row,split | id,split | split and one line per row or "
+                        "identity (train or test); every protocol then runs once on it")
+    r.add_argument("--train-index", default=None, metavar="FILE",
+                   help="a fixed split given as the 0-based indices of the training rows "
+                        "(the rest is tested)")
 
 
 def _benchmark_output_options(o) -> None:
@@ -226,10 +262,14 @@ def _add_fit(sub) -> None:
     f.add_argument("--key", default=None, help="array name inside .npz feature files")
     f.add_argument("--pairs", default=None, help=".csv with rows i,j,label (+1/-1)")
     f.add_argument("--labels", default=None,
-                   help="instead of --pairs: identity of each row (pairs drawn as in the "
-                        "papers: all positives, --n-negatives negatives each)")
+                   help="instead of --pairs: identity or category of each row (pairs drawn "
+                        "as in the papers: positives within a label, at most --max-positives, "
+                        "--n-negatives negatives each)")
     f.add_argument("--n-negatives", type=int, default=1,
                    help="negatives per positive with --labels (default 1)")
+    f.add_argument("--max-positives", default=None, metavar="N|all",
+                   help="with --labels: at most N positive pairs, drawn at random from --seed "
+                        "(default 10000; class labels make quadratically many), or 'all'")
     f.add_argument("--on-conflict", choices=("error", "drop", "keep"), default="error",
                    help="--pairs rows that join the same two samples with opposite labels: "
                         "refuse them (error, default), leave them all out (drop) or fit "
@@ -271,6 +311,14 @@ def _add_evaluate(sub) -> None:
                    help="camera of each --y row (with --probe-cams)")
     e.add_argument("--ranks", default="1,5,10,20",
                    help="ranks r reported as rank-r rates (default 1,5,10,20)")
+    e.add_argument("--protocol", choices=("identification", "retrieval"),
+                   default="identification",
+                   help="with the labels: identification (default; ranks, mAP of --x probes "
+                        "against the --y gallery) or retrieval (class-level cross-modal "
+                        "retrieval: labels are categories, mAP x->y and y->x over the whole "
+                        "sets, mAP@k, precision-recall)")
+    e.add_argument("--map-k", type=int, default=50, metavar="K",
+                   help="--protocol retrieval: list length of mAP@K (default 50)")
     e.add_argument("--fpr", type=float, default=1e-3, help="VR operating point (default 1e-3)")
     e.add_argument("--scores", default=None, metavar="FILE",
                    help="write per-pair scores: .csv (i,j,label,distance,score for --pairs; "

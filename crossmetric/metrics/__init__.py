@@ -7,6 +7,7 @@ module                      what
 :mod:`.ranking`             CMC, rank-r, mAP, 1-call@n, :func:`identification_report`
 :mod:`.knn`                 accuracies over kNN lists (``knn_accuracy``, ``knn_rank_report``)
 :mod:`.reid`                the Market-1501 / torchreid protocol (:func:`evaluate_rank`)
+:mod:`.retrieval`           class-level retrieval: mAP@k, precision-recall curve, report
 :mod:`._counts`             the counting core shared by the rank measures (no sorting)
 ==========================  ==================================================================
 
@@ -136,6 +137,15 @@ __all__ += ["knn_accuracy", "knn_rank_report", "evaluate_rank"]
 from crossmetric.reranking import query_expansion, re_ranking  # noqa: E402
 
 __all__ += ["re_ranking", "query_expansion"]
+
+# class-level (cross-modal) retrieval: mAP@k and the precision-recall curve
+from crossmetric.metrics.retrieval import (  # noqa: E402
+    mean_average_precision_at_k,
+    precision_recall_curve_mean,
+    retrieval_report,
+)
+
+__all__ += ["mean_average_precision_at_k", "precision_recall_curve_mean", "retrieval_report"]
 
 # the code lives in the submodules: ``crossmetric.metrics._CHUNK_BYTES = ...`` (or a
 # monkeypatch of any name here) also rebinds it where the code reads it

@@ -39,6 +39,7 @@ from crossmetric.protocols.evaluate import (
     _verification_extras,  # noqa: F401 - old private path
     fit_on_pairs,
     measure_identification,
+    measure_retrieval,
     measure_verification,
 )
 from crossmetric.protocols.options import RunOptions, TuneOptions
@@ -61,12 +62,18 @@ from crossmetric.protocols.runner import (
     run_pair_folds,
     run_protocols,
 )
+from crossmetric.protocols.split_files import (
+    read_split_file,
+    read_train_index,
+    write_split_file,
+)
 from crossmetric.protocols.splits import (
     Split,
     _pairs_among,  # noqa: F401 - old private path
     _sample_folds,  # noqa: F401 - old private path
     _single_shot_gallery,  # noqa: F401 - old private path
     deal_identities,
+    fixed_split,
     given_identification_splits,
     hold_out_identities,
     identification_splits,
@@ -115,4 +122,9 @@ __all__ = [
     "Gathered",
     "run_many",
     "gather",
+    "fixed_split",
+    "measure_retrieval",
+    "read_split_file",
+    "read_train_index",
+    "write_split_file",
 ]

@@ -6,6 +6,8 @@
 * :func:`measure_identification` ranks a gallery for every probe: CMC, ``rank{r}`` for
   :data:`RANKS`, mAP and nearest-neighbour accuracy (blockwise, without the distance matrix,
   for a model whose distance is the squared Euclidean distance between its embeddings).
+* :func:`measure_retrieval` ranks the whole test set of each modality for every item of the
+  other (class-level cross-modal retrieval): mAP x→y and y→x, mAP@k, precision-recall curves.
 * :func:`measure_verification` scores labelled pairs: AUC, 1 − EER, VR@FPR, pAUC, the accuracy
   at the median distance and at the model's own threshold (``accuracy_at_threshold``).
 
@@ -27,7 +29,8 @@ from crossmetric import metrics as M
 from crossmetric._checks import check_positive_int
 from crossmetric.protocols.splits import Split
 
-__all__ = ["RANKS", "fit_on_pairs", "measure_identification", "measure_verification"]
+__all__ = ["RANKS", "fit_on_pairs", "measure_identification", "measure_verification",
+           "measure_retrieval"]
 
 #: the ranks at which CMC curves are reported everywhere (PCCA Table 2: 1, 5, 10, 20)
 RANKS = (1, 5, 10, 20)
@@ -280,6 +283,54 @@ def measure_identification(est, X, G, probe_ids, gallery_ids, *, ranks=RANKS,
     rep["same_set"], rep["re_rank"] = bool(same_set), bool(re_rank)
     rep["query_expansion"] = query_expansion
     return rep, D
+
+
+def measure_retrieval(est, X, Y, labels_x, labels_y, *, k: int = 50, distance=None):
+    """Class-level cross-modal retrieval of a fitted model in both directions.
+
+    Every item of ``X`` queries all of ``Y`` (x→y) and every item of ``Y`` queries all of
+    ``X`` (y→x), ranked by the model's distance; an item is relevant when it has the query's
+    category (:func:`crossmetric.metrics.retrieval_report`). This is the protocol of
+    Rasiwasia et al. (ACM MM 2010) on Wikipedia image/text: mAP over the whole test set.
+
+    Parameters
+    ----------
+    est : fitted pair learner, or None
+        ``None``: the squared Euclidean distance of ``X`` and ``Y``.
+    X, Y : array-like
+        The model's inputs of the two modalities (not read when ``distance`` is given).
+    labels_x, labels_y : array-like
+        Category of every row of ``X`` and ``Y``.
+    k : int, default=50
+        Length of the lists of ``map_at_k``.
+    distance : array-like (n_x, n_y), optional
+        ``est.cross_distance(X, Y)`` when already computed.
+
+    Returns
+    -------
+    (dict, dict, ndarray)
+        The measures -- ``map_x2y``, ``map_y2x``, their mean ``map_mean``, ``map_at_k_x2y``,
+        ``map_at_k_y2x`` --, the curves ``{"pr_x2y": (recall, precision), "pr_y2x": ...}``
+        and the ``(n_x, n_y)`` distance matrix.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from crossmetric.protocols import measure_retrieval
+    >>> X, Y = np.array([[0.0], [1.0], [5.0]]), np.array([[0.2], [5.1], [4.9]])
+    >>> rep, curves, D = measure_retrieval(None, X, Y, [0, 0, 1], [0, 1, 1], k=2)
+    >>> rep["map_x2y"], rep["map_y2x"], D.shape
+    (1.0, 1.0, (3, 3))
+    """
+    D = _distances(est, X, Y, re_rank=False, query_expansion=None, distance=distance)
+    D = np.asarray(D)
+    rep, curves = {}, {}
+    for tag, dist, q, db in (("x2y", D, labels_x, labels_y), ("y2x", D.T, labels_y, labels_x)):
+        r = M.retrieval_report(dist, q, db, k=k)
+        rep[f"map_{tag}"], rep[f"map_at_k_{tag}"] = r["map"], r["map_at_k"]
+        curves[f"pr_{tag}"] = (r["recall"], r["precision"])
+    rep["map_mean"] = (rep["map_x2y"] + rep["map_y2x"]) / 2
+    return rep, curves, D
 
 
 def measure_verification(est, pairs, y, *, fpr: float = 1e-3, fpr_range=(0.0, 0.1),

@@ -42,7 +42,9 @@ class RunOptions:
     every row of ``X`` and of ``Y`` (``None``: no camera ids); ``pca``: the width of the
     per-split PCA of the views (``None``: none; ``"auto"``: the training identities minus one,
     when the views are wider); ``cca``: the "-C" CCA step of a single-modal
-    learner; ``tune``: the method's inner model selection.
+    learner; ``tune``: the method's inner model selection; ``probe``: the modality of the
+    identification probes (``"x"``, or ``"y"`` against a gallery of ``X`` rows);
+    ``retrieval_k``: the list length of the retrieval protocol's mAP@k.
 
     Examples
     --------
@@ -64,6 +66,8 @@ class RunOptions:
     pca: int | str | None = None
     cca: bool = False
     tune: TuneOptions | None = None
+    probe: str = "x"
+    retrieval_k: int = 50
 
     @classmethod
     def of(cls, options) -> RunOptions:

@@ -27,6 +27,11 @@ MEASURES = {
     "map": ("mAP(%)", 100.0, "identification"),
     "nn_accuracy": ("NN(%)", 100.0, "identification"),
     "fit_seconds": ("fit(s)", 1.0, "both"),
+    "map_x2y": ("mAP x->y(%)", 100.0, "retrieval"),
+    "map_y2x": ("mAP y->x(%)", 100.0, "retrieval"),
+    "map_mean": ("mAP avg(%)", 100.0, "retrieval"),
+    "map_at_k_x2y": ("mAP@k x->y(%)", 100.0, "retrieval"),
+    "map_at_k_y2x": ("mAP@k y->x(%)", 100.0, "retrieval"),
 }
 
 #: ``results.json`` written by :meth:`BenchmarkResult.to_json` (version 1: no format keys)
@@ -38,7 +43,8 @@ RESULT_VERSION = 2
 #: headline accuracy is ``accuracy_at_threshold`` (LFW's rule: threshold chosen on the training
 #: folds). ``rank20`` is in the records, not in the default columns.
 TABLE_MEASURES = ("auc", "one_minus_eer", "vr", "pauc", "accuracy_at_threshold", "rank1",
-                  "rank5", "rank10", "map", "fit_seconds")
+                  "rank5", "rank10", "map", "map_x2y", "map_y2x", "map_mean", "map_at_k_x2y",
+                  "map_at_k_y2x", "fit_seconds")
 #: former measure names -> current ones: results files written before (and code asking for
 #: the old name) stay readable
 MEASURE_ALIASES = {"accuracy": "accuracy_at_threshold"}
@@ -261,6 +267,10 @@ class BenchmarkResult:
             for key in ("roc_std", "cmc_std"):
                 if key in c:
                     cc[key] = np.asarray([nan(v) for v in c[key]], dtype=float)
+            for key in ("pr_x2y", "pr_y2x"):   # retrieval: (recall, mean precision)
+                if key in c:
+                    cc[key] = tuple(np.asarray([nan(v) for v in a], dtype=float)
+                                    for a in c[key])
             curves[meth] = cc
         def row(r, numeric):
             return {k: nan(v) if k in numeric else _measure_name(v) if k == "measure" else v

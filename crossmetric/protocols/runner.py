@@ -21,6 +21,7 @@ from crossmetric.protocols.evaluate import (
     _verification_extras,
     fit_on_pairs,
     measure_identification,
+    measure_retrieval,
     measure_verification,
     seeded_clone,
 )
@@ -28,6 +29,7 @@ from crossmetric.protocols.options import RunOptions, TuneOptions
 from crossmetric.protocols.results import BenchmarkResult, _summarise
 from crossmetric.protocols.splits import (
     Split,
+    fixed_split,
     given_identification_splits,
     identification_splits,
     kfold_pairs,
@@ -113,14 +115,27 @@ def _run_split(name: str, estimator, X: np.ndarray, Y: np.ndarray, split: Split,
         out["measures"].update(_verification_extras(est, Xs, Ys, split, opts))
         fpr, tpr, _ = M.roc(split.test_y, -d)
         out["roc"] = np.interp(ROC_GRID, fpr, tpr)
+    elif split.protocol == "retrieval":
+        rows = split.probe_rows
+        rep, curves, _ = measure_retrieval(est, Xs[rows], Ys[rows], opts.labels[rows],
+                                           opts.labels[rows], k=opts.retrieval_k)
+        out["measures"].update(rep)
+        out["curves"] = curves
     else:
         pl, gl = opts.labels[split.probe_rows], opts.labels[split.gallery_rows]
         cams = {} if opts.cams is None else {"probe_cams": opts.cams[0][split.probe_rows],
                                              "gallery_cams": opts.cams[1][split.gallery_rows]}
+        D = None
+        if opts.probe == "y":   # probes: the gallery rows of Y, gallery: the probe rows of X
+            D = np.asarray(est.cross_distance(Xs[split.probe_rows],
+                                              Ys[split.gallery_rows])).T
+            pl, gl = gl, pl
+            if cams:
+                cams = {"probe_cams": cams["gallery_cams"], "gallery_cams": cams["probe_cams"]}
         rep, D = measure_identification(
             est, Xs[split.probe_rows], Ys[split.gallery_rows], pl, gl, ranks=RANKS,
             re_rank=opts.re_rank, query_expansion=opts.query_expansion,
-            max_rank=opts.max_rank, blockwise=False, **cams)
+            max_rank=opts.max_rank, blockwise=False, distance=D, **cams)
         out["cmc"] = np.asarray(rep["cmc"])
         out["measures"].update({k: rep[k] for k in (*(f"rank{r}" for r in RANKS), "map",
                                                     "nn_accuracy")})
@@ -203,7 +218,8 @@ def run_protocols(estimators: Mapping, dataset: Mapping, *,
                   param_grids: Mapping | None = None, tune_folds: int = 3,
                   tune_scoring: str = "auc", re_rank=False,
                   query_expansion: int | None = None,
-                  pair_measures: bool = False, pca_joint: bool = False) -> BenchmarkResult:
+                  pair_measures: bool = False, pca_joint: bool = False, probe: str = "x",
+                  train_rows=None, retrieval_k: int = 50) -> BenchmarkResult:
     """Run named estimators under the verification and identification protocols.
 
     Parameters
@@ -227,7 +243,14 @@ def run_protocols(estimators: Mapping, dataset: Mapping, *,
         measures its queries against its gallery in each of the ``n_repeats`` repetitions,
         after training on pairs drawn among its training rows
         (:func:`~crossmetric.protocols.given_identification_splits`; no verification).
-    protocols : sequence of {"verification", "identification"}
+    protocols : sequence of {"verification", "identification", "retrieval"}
+        ``"retrieval"``: class-level cross-modal retrieval (Rasiwasia et al. 2010): every
+        test item of ``X`` ranks all test items of ``Y`` and vice versa, relevant = same
+        label; measures ``map_x2y``, ``map_y2x``, ``map_mean``, ``map_at_k_x2y``,
+        ``map_at_k_y2x`` (:func:`~crossmetric.protocols.measure_retrieval`) and the mean
+        precision-recall curves ``curves[name]["pr_x2y"]`` / ``["pr_y2x"]``. It needs two
+        modalities. Its split is ``train_rows`` when given, else ``n_repeats`` draws of
+        ``test_size`` of the rows stratified by label (every category on both sides).
     n_folds : int, default=10
         Verification folds (:func:`verification_splits`).
     n_repeats : int, default=10
@@ -309,6 +332,19 @@ def run_protocols(estimators: Mapping, dataset: Mapping, *,
         sketch and of a photo, of camera A and camera B), where per-view PCAs would give
         coordinates that do not correspond. Needs views of equal width; ``"auto"``: joint when
         they have one width.
+    probe : {"x", "y"}, default="x"
+        Identification: the modality of the probes. ``"x"``: test rows of ``X`` search a
+        gallery of ``Y`` rows (as before); ``"y"``: test rows of ``Y`` search the ``X`` rows
+        (sketch → photo on a photo / sketch set). Not with ``re_rank`` / ``query_expansion``,
+        nor with one modality.
+    train_rows : array-like, optional
+        A fixed split instead of drawn ones (a published split, e.g. from
+        :func:`crossmetric.protocols.split_files.read_split_file`): a boolean mask of the
+        training rows or their indices. Every protocol then runs once on it
+        (:func:`~crossmetric.protocols.fixed_split`); ``n_folds``, ``n_repeats`` and
+        ``test_size`` are not used.
+    retrieval_k : int, default=50
+        List length of the retrieval protocol's mAP@k.
 
     Returns
     -------
@@ -330,9 +366,12 @@ def run_protocols(estimators: Mapping, dataset: Mapping, *,
     """
 
     for p in protocols:
-        if p not in ("verification", "identification"):
-            raise ValueError(f"protocols must name 'verification' and/or 'identification', "
-                             f"got {p!r}.")
+        if p not in ("verification", "identification", "retrieval"):
+            raise ValueError(f"protocols must name 'verification', 'identification' and/or "
+                             f"'retrieval', got {p!r}.")
+    if probe not in ("x", "y"):
+        raise ValueError(f"probe must be 'x' or 'y', got {probe!r}.")
+    retrieval_k = check_positive_int(retrieval_k, "retrieval_k")
     if on_error not in ("raise", "record"):
         raise ValueError(f"on_error must be 'raise' or 'record', got {on_error!r}.")
     if unequal_dims not in ("cca", "skip"):
@@ -359,10 +398,21 @@ def run_protocols(estimators: Mapping, dataset: Mapping, *,
     if given is not None and "verification" in protocols:
         raise ValueError("dataset['reid_split'] is a query / gallery split: the verification "
                          "protocol does not apply; run protocols=('identification',).")
+    if given is not None and train_rows is not None:
+        raise ValueError("train_rows: dataset['reid_split'] is the data set's own split; give "
+                         "one of them, not both.")
     images = None
     if "images_x" in dataset and "images_y" in dataset:
         images = (as_float_array(dataset["images_x"], "dataset images_x"),
                   as_float_array(dataset["images_y"], "dataset images_y"))
+    if probe == "y" and not cross_modal:
+        raise ValueError("probe='y' needs two modalities (dataset Y); one-modality data has "
+                         "one side.")
+    if probe == "y" and (re_rank or query_expansion is not None):
+        raise ValueError("probe='y' does not combine with re_rank / query_expansion; swap "
+                         "the views instead.")
+    if "retrieval" in protocols and not cross_modal:
+        raise ValueError("protocol 'retrieval' needs two modalities (dataset Y).")
     rng = check_random_state(random_state)
     result = BenchmarkResult()
     result.info = {"n_samples": int(X.shape[0]), "dims": [int(X.shape[1]), int(Y.shape[1])],
@@ -370,8 +420,20 @@ def run_protocols(estimators: Mapping, dataset: Mapping, *,
                    "level": level, "n_folds": n_folds, "n_repeats": n_repeats,
                    "protocols": list(protocols)}
 
+    if probe != "x":
+        result.info["probe"] = probe
+    if train_rows is None and {"identification", "retrieval"} & set(protocols):
+        result.info["test_size"] = test_size
+    if "retrieval" in protocols:
+        result.info["retrieval_k"] = retrieval_k
     splits: list[Split] = []
-    if "verification" in protocols:
+    if train_rows is not None:
+        result.info["fixed_split"] = True
+        splits = [fixed_split(labels, train_rows, protocol=p, cross_modal=cross_modal,
+                              n_negatives=n_negatives, max_train_positives=max_train_positives,
+                              max_test_positives=max_test_positives, random_state=rng)
+                  for p in protocols]
+    if "verification" in protocols and train_rows is None:
         splits += verification_splits(labels, n_folds, cross_modal=cross_modal,
                                       n_negatives=n_negatives,
                                       max_train_positives=max_train_positives,
@@ -382,12 +444,18 @@ def run_protocols(estimators: Mapping, dataset: Mapping, *,
                                               cross_modal=cross_modal, n_negatives=n_negatives,
                                               max_train_positives=max_train_positives,
                                               random_state=rng)
-    elif "identification" in protocols:
+    elif "identification" in protocols and train_rows is None:
         splits += identification_splits(labels, n_repeats, test_size=test_size,
                                          cross_modal=cross_modal,
                                          n_negatives=n_negatives,
                                          max_train_positives=max_train_positives,
                                          split=split, random_state=rng)
+    if "retrieval" in protocols and train_rows is None:
+        # categories, not identities: every category on both sides of each draw
+        splits += [replace(sp, protocol="retrieval") for sp in identification_splits(
+            labels, n_repeats, test_size=test_size, cross_modal=True,
+            n_negatives=n_negatives, max_train_positives=max_train_positives,
+            split="sample", random_state=rng)]
     if query_expansion is not None:
         query_expansion = check_positive_int(query_expansion, "query_expansion")
     from crossmetric.reid import _re_rank_params
@@ -403,7 +471,8 @@ def run_protocols(estimators: Mapping, dataset: Mapping, *,
                               cca_components=cca_components, re_rank=re_rank,
                               query_expansion=query_expansion,
                               pair_measures=bool(pair_measures), cams=cams,
-                              pca_joint=pca_joint if pca_joint == "auto" else bool(pca_joint))
+                              pca_joint=pca_joint if pca_joint == "auto" else bool(pca_joint),
+                              probe=probe, retrieval_k=retrieval_k)
     grids = {}
     if param_grids:
         n_ids = np.unique(labels).size
@@ -487,6 +556,7 @@ def _execute(result: BenchmarkResult, estimators: Mapping, X: np.ndarray, Y: np.
 
     rocs: dict[str, list] = {}
     cmcs: dict[str, list] = {}
+    prs: dict[str, dict] = {}
     for out in outputs:
         meth = out["method"]
         if "error" in out:
@@ -508,6 +578,8 @@ def _execute(result: BenchmarkResult, estimators: Mapping, X: np.ndarray, Y: np.
             rocs.setdefault(meth, []).append(out["roc"])
         if "cmc" in out:
             cmcs.setdefault(meth, []).append(out["cmc"])
+        for key, (rec, prec) in out.get("curves", {}).items():
+            prs.setdefault(meth, {}).setdefault(key, (rec, []))[1].append(prec)
     for meth in result.errors:
         result.records = [r for r in result.records if r["method"] != meth]
     for meth in result.methods:
@@ -520,6 +592,8 @@ def _execute(result: BenchmarkResult, estimators: Mapping, X: np.ndarray, Y: np.
         if meth in cmcs:
             c["cmc"] = np.mean(cmcs[meth], axis=0)
             c["cmc_std"] = _curve_std(cmcs[meth])
+        for key, (rec, precs) in prs.get(meth, {}).items():   # retrieval: mean PR curves
+            c[key] = (np.asarray(rec), np.mean(precs, axis=0))
         result.curves[meth] = c
     result.summary = _summarise(result.records, result.methods)
     return result

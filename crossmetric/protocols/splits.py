@@ -20,7 +20,7 @@ from crossmetric.pairs import make_pairs
 __all__ = ["Split", "kfold_pairs", "verification_splits", "identification_splits",
            "given_identification_splits",
            "deal_identities", "hold_out_identities", "object_folds", "inner_pair_splits",
-           "reid_splits"]
+           "reid_splits", "fixed_split"]
 
 
 # the shared random draws live below the layers that use them (pairs, the solvers' hold-out)
@@ -266,6 +266,86 @@ def identification_splits(labels, n_repeats: int = 10, *, test_size: float | int
         out.append(Split("identification", k, tr_p, tr_y, probe_rows=probe_rows,
                          gallery_rows=gallery_rows, seed=int(rng.randint(2**31 - 1))))
     return out
+
+
+def fixed_split(labels, train, *, protocol: str = "identification", cross_modal: bool = True,
+                n_negatives: int = 1, max_train_positives: int | None = 2000,
+                max_test_positives: int | None = 1000, random_state=None) -> Split:
+    """One split whose training and test rows are given, not drawn (a published split).
+
+    The training pairs are drawn among the training rows as in the random splits (positives
+    within an identity or category, ``n_negatives`` negatives each, at most
+    ``max_train_positives`` positives). ``protocol="verification"``: test pairs among the
+    test rows (``max_test_positives``, one negative each); ``"identification"`` and
+    ``"retrieval"``: the test rows are the probes (rows of ``X``) and the gallery (rows of
+    ``Y``); with ``cross_modal=False`` identification takes a single-shot gallery.
+
+    Parameters
+    ----------
+    labels : array-like of shape (n_rows,)
+    train : array-like
+        Boolean mask of the training rows (``n_rows`` entries), or their integer indices;
+        every other row is a test row.
+
+    Returns
+    -------
+    Split
+        ``index=0``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from crossmetric.protocols import fixed_split
+    >>> labels = np.repeat(np.arange(4), 3)
+    >>> sp = fixed_split(labels, np.arange(12) < 6, protocol="retrieval", random_state=0)
+    >>> sp.probe_rows.tolist(), bool(np.isin(sp.train_pairs, np.arange(6)).all())
+    ([6, 7, 8, 9, 10, 11], True)
+    """
+    labels = np.asarray(labels)
+    if protocol not in ("verification", "identification", "retrieval"):
+        raise ValueError(f"protocol must be 'verification', 'identification' or 'retrieval', "
+                         f"got {protocol!r}.")
+    is_train = _train_mask(train, labels.size)
+    train_rows, test_rows = np.flatnonzero(is_train), np.flatnonzero(~is_train)
+    if train_rows.size < 2 or test_rows.size < 2:
+        raise ValueError(f"train must leave at least 2 rows on each side, got "
+                         f"{train_rows.size} training and {test_rows.size} test rows.")
+    rng = check_random_state(random_state)
+    tr_p, tr_y = _pairs_among(train_rows, labels, cross_modal=cross_modal,
+                              n_negatives=n_negatives, max_positives=max_train_positives,
+                              rng=rng)
+    if protocol == "verification":
+        te_p, te_y = _pairs_among(test_rows, labels, cross_modal=cross_modal, n_negatives=1,
+                                  max_positives=max_test_positives, rng=rng)
+        return Split("verification", 0, tr_p, tr_y, test_pairs=te_p, test_y=te_y,
+                     probe_rows=test_rows, seed=int(rng.randint(2**31 - 1)))
+    if cross_modal or protocol == "retrieval":
+        probe_rows, gallery_rows = test_rows, test_rows.copy()
+    else:
+        probe_rows, gallery_rows = _single_shot_gallery(test_rows, labels, rng)
+    return Split(protocol, 0, tr_p, tr_y, probe_rows=probe_rows, gallery_rows=gallery_rows,
+                 seed=int(rng.randint(2**31 - 1)))
+
+
+def _train_mask(train, n_rows: int) -> np.ndarray:
+    """``train`` (a boolean mask or integer row indices) as a boolean mask of ``n_rows``."""
+    arr = np.asarray(train)
+    if arr.dtype == bool:
+        if arr.shape != (n_rows,):
+            raise ValueError(f"train as a boolean mask must have one entry per row "
+                             f"({n_rows}), got shape {arr.shape}.")
+        return arr.copy()
+    if arr.ndim != 1 or (arr.size and arr.dtype.kind not in "iu"):
+        raise ValueError(f"train must be a boolean mask or integer row indices, got dtype "
+                         f"{arr.dtype} and shape {arr.shape}.")
+    if arr.size and (arr.min() < 0 or arr.max() >= n_rows):
+        raise ValueError(f"train indices must lie in 0..{n_rows - 1}, got "
+                         f"{int(arr.min())}..{int(arr.max())}.")
+    if np.unique(arr).size != arr.size:
+        raise ValueError("train indices must not repeat a row.")
+    mask = np.zeros(n_rows, bool)
+    mask[arr] = True
+    return mask
 
 
 def _single_shot_gallery(test_rows: np.ndarray, labels: np.ndarray, rng
