@@ -336,3 +336,13 @@ def test_descriptor_progress_gives_the_rows_of_one_call():
     F = describe_images(photos, "hog", progress=seen.append)
     assert seen == [64, 6]
     assert np.array_equal(F, describe_images(photos, "hog"))
+
+
+def test_fit_shows_the_descriptor_progress_unless_quiet(faces, tmp_path, capsys):
+    args = ["fit", "cca", "--images", str(faces / "cufs"), "--pattern", r"train/" + ALL,
+            "--descriptor", "pixels", "--out", str(tmp_path / "m.npz")]
+    assert main(args) == 0
+    err = capsys.readouterr().err
+    assert "pixels descriptors" in err and "32/32" in err
+    assert main([*args, "--quiet"]) == 0
+    assert "descriptors:" not in capsys.readouterr().err

@@ -181,12 +181,9 @@ def _hold_out(args, pairs: np.ndarray, y: np.ndarray, n_x: int, n_y: int, tied: 
         return None
     from crossmetric._solvers.early_stopping import validation_split
 
-    fraction = args.validation_fraction
-    if not 0.0 < fraction < 0.5:
-        raise CLIError(f"--validation-fraction must be in (0, 0.5), got {fraction}.")
-    try:
+    try:  # --validation-fraction was checked with the other options
         return validation_split(pairs[:, 0], pairs[:, 1], y, n_x, n_y, tied=tied,
-                                fraction=fraction,
+                                fraction=args.validation_fraction,
                                 random_state=args.seed if args.seed is not None else 0)
     except ValueError as exc:
         print(f"crossmetric: note: no held-out check ({_one_line(exc).split(';')[0]}); "

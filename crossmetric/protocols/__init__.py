@@ -40,6 +40,7 @@ from crossmetric.protocols.evaluate import (
     measure_verification,
 )
 from crossmetric.protocols.options import RunOptions, TuneOptions
+from crossmetric.protocols.pipeline import ViewPipeline
 from crossmetric.protocols.results import (
     MEASURE_ALIASES,
     MEASURES,
@@ -76,12 +77,15 @@ from crossmetric.protocols.splits import (
 from crossmetric.protocols.views import (
     CCAProjection,
     PCAThen,
+    ViewReduction,
     _is_cross_modal,  # noqa: F401 - old private path
     _pca_fit_views,  # noqa: F401 - old private path
     _pca_views,  # noqa: F401 - old private path
     _prepare_views,  # noqa: F401 - old private path
     _uses_images,  # noqa: F401 - old private path
     fit_view_pca,
+    fit_view_reduction,
+    method_view_pca,
     pca_views,
 )
 
@@ -111,4 +115,8 @@ __all__ = [
     "Gathered",
     "run_many",
     "gather",
+    "ViewReduction",
+    "fit_view_reduction",
+    "method_view_pca",
+    "ViewPipeline",
 ]
