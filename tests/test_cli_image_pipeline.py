@@ -346,3 +346,27 @@ def test_fit_shows_the_descriptor_progress_unless_quiet(faces, tmp_path, capsys)
     assert "pixels descriptors" in err and "32/32" in err
     assert main([*args, "--quiet"]) == 0
     assert "descriptors:" not in capsys.readouterr().err
+
+
+def test_contradictory_pairs_are_refused_by_their_rows_with_a_hold_out(tmp_path, capsys):
+    """With identities held out, the rows named are still those of the --pairs file, and a
+    contradiction among held-out pairs is refused too."""
+    X, Y, labels = _features(n_ids=30)
+    _save(tmp_path, x=X, y=Y)
+    rows = [(i, i, 1) for i in range(30)] + [(i, (i + 1) % 30, -1) for i in range(30)]
+    for k in (13, 17):   # identity 13 is held out (seed 0), 17 is not
+        bad = [*rows, (k, k, -1)]
+        (tmp_path / "p.csv").write_text("i,j,label\n" + "".join(f"{a},{b},{c}\n"
+                                                               for a, b, c in bad))
+        assert main(["fit", "cca", "--x", str(tmp_path / "x.npy"), "--y",
+                     str(tmp_path / "y.npy"), "--pairs", str(tmp_path / "p.csv"),
+                     "--out", str(tmp_path / "m.npz")]) == 2
+        assert (f"--pairs: data rows {k + 1} ({k},{k},1) and 61 ({k},{k},-1) join the same "
+                "two samples") in capsys.readouterr().err
+    from crossmetric._solvers.early_stopping import validation_split
+
+    p, y = np.array([r[:2] for r in rows]), np.array([r[2] for r in rows])
+    held = validation_split(p[:, 0], p[:, 1], y, 30, 30, tied=False, fraction=0.1,
+                            random_state=0)[1]
+    assert 13 in p[held, 0] and 17 not in p[held, 0]
+    assert not (tmp_path / "m.npz").exists()

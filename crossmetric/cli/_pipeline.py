@@ -15,6 +15,8 @@ from crossmetric.cli._common import CLIError, _one_line
 #: (:meth:`~crossmetric.protocols.pipeline.ViewPipeline.side_distances`) is below this share of
 #: the distance to their own side's, and smaller by this many pooled variances
 SIDE_RATIO, SIDE_MARGIN = 0.5, 0.1
+#: ``fit`` holds identities out from this many training identities on
+MIN_HOLD_OUT_IDENTITIES = 10
 #: ``fit`` warns when the held-out identities' AUC is this much below the training one's
 AUC_GAP = 0.05
 #: ... or their rank-1 this much below (a share; the held-out gallery is the smaller one)
@@ -174,21 +176,31 @@ class _SwappedSides:
 
 # --------------------------------------------------------------- fit's held-out check
 def _hold_out(args, pairs: np.ndarray, y: np.ndarray, n_x: int, n_y: int, tied: bool):
-    """``(train, validation)`` masks over the pairs: whole identities held out by the one
-    splitter of the learners' early stopping
-    (:func:`crossmetric._solvers.early_stopping.validation_split`), or ``None``."""
+    """``((train, validation) masks over the pairs, None)``: whole identities held out by the
+    one splitter of the learners' early stopping
+    (:func:`crossmetric._solvers.early_stopping.validation_split`); ``(None, why not)`` when
+    there is no hold-out (``--no-validation``: ``(None, None)``)."""
     if getattr(args, "no_validation", False):
-        return None
+        return None, None
     from crossmetric._solvers.early_stopping import validation_split
+    from crossmetric.pairs import identities_from_pairs, positive_components
 
+    pos = y == 1
+    if tied:
+        comp = positive_components(n_x, pairs[:, 0], pairs[:, 1], y)[1]
+        n_ids = np.unique(comp[pairs[pos, 0]]).size
+    else:
+        ids_x = identities_from_pairs(n_x, n_y, pairs[:, 0], pairs[:, 1], y)[0]
+        n_ids = np.unique(ids_x[pairs[pos, 0]]).size
+    if n_ids < MIN_HOLD_OUT_IDENTITIES:
+        return None, (f"{n_ids} identities, fewer than {MIN_HOLD_OUT_IDENTITIES}; fitted on "
+                      "every pair")
     try:  # --validation-fraction was checked with the other options
         return validation_split(pairs[:, 0], pairs[:, 1], y, n_x, n_y, tied=tied,
                                 fraction=args.validation_fraction,
-                                random_state=args.seed if args.seed is not None else 0)
+                                random_state=args.seed if args.seed is not None else 0), None
     except ValueError as exc:
-        print(f"crossmetric: note: no held-out check ({_one_line(exc).split(';')[0]}); "
-              "fitted on every pair", file=sys.stderr)
-        return None
+        return None, f"{_one_line(exc).split(';')[0]}; fitted on every pair"
 
 
 def _identity_scores(model, X, Y, pairs: np.ndarray, y: np.ndarray, tied: bool, seed):

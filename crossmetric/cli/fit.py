@@ -154,6 +154,25 @@ def _fit_reporting_warnings(est, pairs: np.ndarray, y: np.ndarray,
     return elapsed
 
 
+def _refuse_conflicts(est, X, Y, pairs, y, source: str) -> None:
+    """Pairs of the same two samples labelled +1 and -1 among all the pairs given, before
+    some are held out (:func:`crossmetric._pair_data.resolve_conflicts`, as the learners'
+    ``fit`` checks them)."""
+    from crossmetric._pair_data import (
+        PairConflictError,
+        PairData,
+        canonical_pairs,
+        resolve_conflicts,
+    )
+
+    tied = Y is None and not bool(getattr(est, "_cross_modal", True))
+    data = PairData(X, X if Y is None else Y, pairs[:, 0], pairs[:, 1])
+    try:
+        resolve_conflicts(canonical_pairs(data, tied), y, tied, "error")
+    except PairConflictError as exc:
+        raise CLIError(_conflict_message(exc, pairs, y, source)) from None
+
+
 def _plot_convergence(est, display: str, path: str) -> None:
     curve = getattr(est, "loss_curve_", None)
     if curve is None or len(curve) == 0:
@@ -214,13 +233,17 @@ def _fit_pipeline(args, name: str, est, X, Y, pairs, y, names, settings):
     for note in cap_n_components_to_views({METHODS[name].display: est}, X, Y):
         print(note, file=sys.stderr)
     tied = Y is None
-    split = _hold_out(args, pairs, y, X.shape[0], X.shape[0] if tied else Y.shape[0], tied)
+    source = "--pairs" if args.pairs is not None else "--labels"
+    if getattr(args, "on_conflict", "error") == "error":
+        _refuse_conflicts(est, X, Y, pairs, y, source)  # on every pair given, held out or not
+    split, args.hold_out_note = _hold_out(args, pairs, y, X.shape[0],
+                                          X.shape[0] if tied else Y.shape[0], tied)
     train = np.ones(y.size, dtype=bool) if split is None else split[0]
     model = ViewPipeline(est, pca=_pca_setting(args, name), domain_names=names,
                          preprocessor=_preprocessor(est, X, Y), **settings)
     elapsed = _fit_reporting_warnings(model, pairs[train], y[train],
                                       getattr(args, "on_conflict", "error"),
-                                      "--pairs" if args.pairs is not None else "--labels")
+                                      source)
     red = model.reduction_
     if red is not None and red.pca_x is not None:
         widths = sorted({int(red.pca_x.n_components_), int(red.pca_y.n_components_)})
@@ -262,4 +285,6 @@ def cmd_fit(args) -> int:
           f"(training AUC {train_auc:.4f}); saved to {args.out}")
     for line in lines:
         print(line)
+    if getattr(args, "hold_out_note", None):
+        print(f"  no held-out identities: {args.hold_out_note}")
     return 0
