@@ -136,7 +136,10 @@ def uses_l2_score(model) -> bool:
     """Whether the model's distance is ‖f(x) − g(y)‖² (the pair-learner base default), the
     only distance an ℓ2 faiss index over its embeddings reproduces."""
     from crossmetric._base import PairLearnerMixin
+    from crossmetric.protocols.pipeline import ViewPipeline
 
+    if isinstance(model, ViewPipeline):  # a linear view step before the learner's embedding
+        return uses_l2_score(model.learner_)
     if not isinstance(model, PairLearnerMixin):
         return True  # a plain transformer: ℓ2 in its output space
     cls = type(model)

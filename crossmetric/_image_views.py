@@ -150,7 +150,12 @@ def make_descriptor(descriptor: str = "hog", params: Mapping | None = None):
     return cls(**{**_DESCRIPTOR_SPECS[descriptor][1], **params})
 
 
-def describe_images(images, descriptor: str = "hog", params: Mapping | None = None) -> np.ndarray:
+#: images described at once when :func:`describe_images` reports its progress
+PROGRESS_BATCH = 64
+
+
+def describe_images(images, descriptor: str = "hog", params: Mapping | None = None, *,
+                    progress=None) -> np.ndarray:
     """One feature row per image of a stack ``(n, h, w)`` or ``(n, h, w, 3)``.
 
     Parameters
@@ -176,6 +181,10 @@ def describe_images(images, descriptor: str = "hog", params: Mapping | None = No
         scikit-image is needed by all but ``"pixels"``, OpenCV by the SIFT ones.
     params : mapping, optional
         Parameters of the descriptor's class (:func:`make_descriptor`).
+    progress : callable, optional
+        ``progress(k)`` is called after each batch of ``k`` images (:data:`PROGRESS_BATCH`)
+        has been described, e.g. a tqdm bar's ``update``. The rows are the same as without it:
+        every descriptor describes each image on its own.
 
     Returns
     -------
@@ -201,7 +210,16 @@ def describe_images(images, descriptor: str = "hog", params: Mapping | None = No
         raise ValueError("images must be one array of shape (n, h, w) or (n, h, w, 3); images "
                          "of different sizes must be resized first (the loaders' size=).")
     try:
-        F = est.fit_transform(images)
+        if progress is None:
+            F = est.fit_transform(images)
+        else:
+            est.fit(images[:1])
+            parts = []
+            for start in range(0, images.shape[0], PROGRESS_BATCH):
+                batch = images[start:start + PROGRESS_BATCH]
+                parts.append(np.asarray(est.transform(batch), dtype=np.float64))
+                progress(batch.shape[0])
+            F = np.concatenate(parts) if parts else est.fit_transform(images)
     except (ValueError, TypeError) as exc:  # a parameter value, or the image size
         raise DescriptorError(descriptor, type(est).__name__,
                               " ".join(str(exc).split())) from exc
@@ -266,7 +284,7 @@ def _one_domain(domains) -> bool:
 
 
 def image_views(images, ids, domains=None, *, descriptor: str = "hog",
-                descriptor_params: Mapping | None = None) -> Bunch:
+                descriptor_params: Mapping | None = None, progress=None) -> Bunch:
     """A dataset of feature rows from images, their identities and (optionally) domains.
 
     No ``domains`` (or one value): one modality, ``X`` = descriptors, ``Y`` = None. Two
@@ -282,6 +300,8 @@ def image_views(images, ids, domains=None, *, descriptor: str = "hog",
         One of :data:`DESCRIPTORS`; see :func:`describe_images`.
     descriptor_params : mapping, optional
         Parameters of the descriptor's class (:func:`make_descriptor`).
+    progress : callable, optional
+        Handed to :func:`describe_images`.
 
     Returns
     -------
@@ -305,11 +325,11 @@ def image_views(images, ids, domains=None, *, descriptor: str = "hog",
     if ids.size == 0:
         raise ValueError("no image matched.")
     if _one_domain(domains):
-        F = describe_images(images, descriptor, descriptor_params)
+        F = describe_images(images, descriptor, descriptor_params, progress=progress)
         codes = np.unique(ids.astype(str), return_inverse=True)[1].astype(np.int64)
         return Bunch(X=F, Y=None, labels=codes, domain_names=None)
     ra, rb, names = pair_domains(ids, domains)
-    F = describe_images(images, descriptor, descriptor_params)
+    F = describe_images(images, descriptor, descriptor_params, progress=progress)
     codes = np.unique(ids.astype(str)[ra], return_inverse=True)[1].astype(np.int64)
     data = Bunch(X=F[ra], Y=F[rb], labels=codes, instance=np.arange(ra.size),
                  domain_names=(str(names[0]), str(names[1])))

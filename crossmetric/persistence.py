@@ -119,6 +119,9 @@ ALLOWED_CLASSES = frozenset({
     "crossmetric.kernels.KernelMap", "crossmetric.kernels.HellingerMap",
     "crossmetric.kernels.KernelCoordinates", "crossmetric.kernels.NystroemMap",
     "crossmetric.retrieval.Index",
+    # a learner with its view step and input statistics (crossmetric fit)
+    "crossmetric.protocols.pipeline.ViewPipeline", "crossmetric.protocols.views.ViewReduction",
+    "crossmetric.protocols.views.CCAProjection",
     # scikit-learn estimators held by fitted learners, by their public import paths
     "sklearn.decomposition.PCA", "sklearn.preprocessing.StandardScaler",
     "sklearn.cross_decomposition.PLSCanonical", "sklearn.cross_decomposition.CCA",

@@ -3,7 +3,9 @@ image folder."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import sys
 
 import numpy as np
 
@@ -17,16 +19,19 @@ from crossmetric.cli._common import (
 )
 
 
-def _describe_images(images, descriptor: str, params=None) -> np.ndarray:
+def _describe_images(images, descriptor: str, params=None, progress: bool = False
+                     ) -> np.ndarray:
     """Feature rows of an image stack ``(n, h, w[, 3])``
-    (:func:`crossmetric.datasets.describe_images`), with the command line's messages."""
+    (:func:`crossmetric.datasets.describe_images`), with the command line's messages;
+    ``progress``: a bar on stderr."""
     from crossmetric._image_views import DescriptorError
     from crossmetric.datasets import describe_images
 
     _check_image_stack(images)
     _check_descriptor(descriptor, params)
     try:
-        return describe_images(images, descriptor, params)
+        with _descriptor_bar(progress, len(images), descriptor) as update:
+            return describe_images(images, descriptor, params, progress=update)
     except ImportError as exc:  # scikit-image, an optional dependency
         raise CLIError(f"--descriptor {descriptor}: {_one_line(exc)}; use --descriptor "
                        "pixels.") from None
@@ -64,10 +69,25 @@ def _check_image_stack(images) -> None:
         raise CLIError("the images differ in size; give --size WIDTHxHEIGHT to resize them.")
 
 
-def _images_to_dataset(bunch, descriptor: str, what: str, params=None):
+@contextlib.contextmanager
+def _descriptor_bar(show: bool, total: int, descriptor: str):
+    """A tqdm bar on stderr over the images being described (its ``update``), or ``None``."""
+    if not show:
+        yield None
+        return
+    from tqdm.auto import tqdm
+
+    with tqdm(total=total, desc=f"{descriptor} descriptors", unit="image",
+              file=sys.stderr) as bar:
+        yield bar.update
+
+
+def _images_to_dataset(bunch, descriptor: str, what: str, params=None,
+                       progress: bool = False):
     """``(dataset, description)`` from a loader's ``images``, ``ids``, ``domains``
     (:func:`crossmetric.datasets.image_views`: one modality, or two domains paired row by
-    row), described by ``descriptor`` with the class parameters ``params``."""
+    row), described by ``descriptor`` with the class parameters ``params``; ``progress``: a
+    bar on stderr while the descriptors are computed."""
     from crossmetric._image_views import DescriptorError
     from crossmetric.datasets import image_views
 
@@ -75,8 +95,10 @@ def _images_to_dataset(bunch, descriptor: str, what: str, params=None):
         _check_image_stack(bunch.images)
     _check_descriptor(descriptor, params)
     try:
-        data = image_views(bunch.images, bunch.ids, getattr(bunch, "domains", None),
-                           descriptor=descriptor, descriptor_params=params)
+        with _descriptor_bar(progress, len(bunch.ids), descriptor) as update:
+            data = image_views(bunch.images, bunch.ids, getattr(bunch, "domains", None),
+                               descriptor=descriptor, descriptor_params=params,
+                               progress=update)
     except ImportError as exc:  # scikit-image or OpenCV, optional dependencies
         raise CLIError(f"--descriptor {descriptor}: {_one_line(exc)}; use --descriptor "
                        "pixels.") from None
@@ -278,8 +300,16 @@ def _named_dataset(spec: str, args):
                    "'pku-sketch', 'market1501', 'dukemtmc', 'msmt17' or 'cuhk03[:labeled]'.")
 
 
-def _image_folder_dataset(args):
-    """``--images DIR --pattern REGEX``."""
+def _image_folder_dataset(args, progress: bool = False):
+    """``--images DIR --pattern REGEX``; ``progress``: a bar while the descriptors are
+    computed."""
+    bunch, descriptor, params = _load_image_folder(args)
+    return _images_to_dataset(bunch, descriptor, args.images, params, progress)
+
+
+def _load_image_folder(args):
+    """``(bunch, descriptor, params)`` of ``--images DIR --pattern REGEX`` (the images as
+    :func:`crossmetric.datasets.load_image_folder` reads them, not yet described)."""
     import re
 
     from crossmetric.datasets import load_image_folder
@@ -301,7 +331,7 @@ def _image_folder_dataset(args):
         bunch = load_image_folder(args.images, args.pattern, **_size_kw(args))
     except (ValueError, OSError) as exc:
         raise CLIError(f"--images: {_one_line(exc)}") from None
-    return _images_to_dataset(bunch, descriptor, args.images, params)
+    return bunch, descriptor, params
 
 
 def _check_instances(inst: np.ndarray, args) -> None:

@@ -20,6 +20,14 @@ from crossmetric.cli._common import (
     _one_line,
     _preprocessor,
 )
+from crossmetric.cli._pipeline import (
+    _apply_pipeline,
+    _check_image_options,
+    _domain_names,
+    _probe_swap,
+    _SwappedSides,
+    _use_model_settings,
+)
 from crossmetric.persistence import atomic_open
 
 
@@ -36,8 +44,19 @@ def _parse_ranks(text: str) -> tuple[int, ...]:
 
 
 def _validate_evaluate(args) -> tuple[bool, bool]:
-    ident = args.probe_labels is not None or args.gallery_labels is not None
-    if ident and (args.probe_labels is None or args.gallery_labels is None):
+    if getattr(args, "images", None) is not None:  # identification of the folder's identities
+        _check_image_options(args, ("--x", "--y", "--key", "--pairs", "--probe-labels",
+                                    "--gallery-labels", "--probe-images", "--gallery-images"))
+        ident = True
+    else:
+        if hasattr(args, "images"):
+            _check_image_options(args, ())
+        if args.x is None:
+            raise CLIError("evaluate needs the probes: --x FILE, or --images DIR --pattern "
+                           "REGEX.")
+        ident = args.probe_labels is not None or args.gallery_labels is not None
+    if ident and args.images is None and (args.probe_labels is None or
+                                          args.gallery_labels is None):
         raise CLIError("identification needs both --probe-labels and --gallery-labels.")
     verif = args.pairs is not None
     if not verif and not ident:
@@ -81,6 +100,7 @@ def _validate_evaluate(args) -> tuple[bool, bool]:
                         "--ranks-out (its PNG)": os.path.splitext(args.ranks_out)[0] + ".png"})
     _check_outputs_not_inputs(outputs, {
         "MODEL": args.model, "--x": args.x, "--y": args.y, "--pairs": args.pairs,
+        "--images": getattr(args, "images", None),
         "--probe-labels": args.probe_labels, "--gallery-labels": args.gallery_labels,
         "--probe-images": args.probe_images, "--gallery-images": args.gallery_images,
         "--probe-cams": pcams, "--gallery-cams": gcams})
@@ -131,7 +151,7 @@ def _print_retrieval(method: str, rep: dict) -> None:
 
 def _identification(est, X: np.ndarray, G: np.ndarray, pl, gl, ranks, scores_path, *,
                     same_set: bool = False, re_rank: bool = False,
-                    query_expansion: int | None = None, cams=None):
+                    query_expansion: int | None = None, cams=None, distance=None):
     """The library's one identification measure
     (:func:`crossmetric.protocols.measure_identification`): the report and the distance matrix
     (None on the blockwise path). ``cams``: (probe cameras, gallery cameras) or None."""
@@ -140,7 +160,8 @@ def _identification(est, X: np.ndarray, G: np.ndarray, pl, gl, ranks, scores_pat
     pc, gc = (None, None) if cams is None else cams
     return measure_identification(est, X, G, pl, gl, ranks=ranks, same_set=same_set,
                                   re_rank=re_rank, query_expansion=query_expansion,
-                                  scores_path=scores_path, probe_cams=pc, gallery_cams=gc)
+                                  scores_path=scores_path, probe_cams=pc, gallery_cams=gc,
+                                  distance=distance)
 
 
 def _load_pictures(path: str, what: str) -> np.ndarray:
@@ -162,12 +183,15 @@ def _load_pictures(path: str, what: str) -> np.ndarray:
     return arr
 
 
-def _show_ranks(args, est, X, G, pl, gl, D, images: bool) -> list[str]:
-    """``--show-ranks N``: the rank lists of the first N probes as HTML (+ PNG beside)."""
+def _show_ranks(args, est, X, G, pl, gl, D, images: bool, pictures=None) -> list[str]:
+    """``--show-ranks N``: the rank lists of the first N probes as HTML (+ PNG beside);
+    ``pictures``: the probes' and the gallery's images (``--images``)."""
     from crossmetric import plotting
     from crossmetric.ranklists import write_rank_html
 
-    if images:
+    if pictures is not None:
+        q_img, g_img = pictures
+    elif images:
         q_img, g_img = X, G
     else:
         if args.probe_images is None:
@@ -202,6 +226,8 @@ def _show_ranks(args, est, X, G, pl, gl, D, images: bool) -> list[str]:
     title = f"{os.path.basename(args.model)}: top {k} of the first {n} {what}"
     q_src = args.x if images else args.probe_images
     g_src = (args.y or args.x) if images else (args.gallery_images or args.probe_images)
+    if pictures is not None:
+        q_src = g_src = args.images
     q_names = [f"{os.path.basename(q_src)} #{i}" for i in sel]
     g_names = [f"{os.path.basename(g_src)} #{j}" for j in range(len(g_img))]
     q_show = [q_img[i] for i in sel]
@@ -283,12 +309,13 @@ def _camera_ids(args, n_probes: int, n_gallery: int):
     return pc, gc
 
 
-def _verification(args, est, pairs: np.ndarray, y: np.ndarray) -> dict:
+def _verification(args, est, pairs: np.ndarray, y: np.ndarray, swap: bool = False) -> dict:
     """The verification measures of the pairs
-    (:func:`crossmetric.protocols.measure_verification`) and --scores, written atomically."""
+    (:func:`crossmetric.protocols.measure_verification`) and --scores, written atomically;
+    ``swap``: the pairs' first column indexes the model's second side."""
     from crossmetric.protocols import measure_verification
 
-    d = np.asarray(est.pair_distance(pairs))
+    d = np.asarray(est.pair_distance(pairs[:, ::-1] if swap else pairs))
     rep = measure_verification(est, pairs, y, fpr=args.fpr, distance=d)
     rep["n_pairs"] = int(y.size)
     if args.scores:
@@ -328,35 +355,83 @@ def _print_identification(method: str, args, rep: dict, ranks) -> None:
         print(f"  ({'; '.join(opts)})")
 
 
+def _evaluate_images(args, model, swap: bool):
+    """``(probes, gallery, labels, pictures)`` of ``--images``: the folder read and described
+    as ``benchmark`` does (the model's descriptor settings), the probe domain's rows against
+    the other's (one domain: the gallery is the probe set, own item left out)."""
+    from crossmetric.cli._data import _image_folder_dataset
+
+    _use_model_settings(args, model)
+    data, description = _image_folder_dataset(args, progress=not args.quiet)
+    print(f"crossmetric evaluate: {description}", file=sys.stderr)
+    if data.Y is None:
+        args.same_set = True
+        return data.X, None, data.labels, None
+    sides = [(data.X, data.images_x), (data.Y, data.images_y)]
+    names = _domain_names(model)
+    if set(data.domain_names) == set(names):
+        if data.domain_names[0] != names[0]:
+            sides.reverse()
+    else:
+        print(f"crossmetric: note: the folder's domains {data.domain_names[0]!r}, "
+              f"{data.domain_names[1]!r} are not the model's {names[0]!r}, {names[1]!r}; "
+              "taken in that order", file=sys.stderr)
+    if swap:
+        sides.reverse()
+    return sides[0][0], sides[1][0], data.labels, (sides[0][1], sides[1][1])
+
+
+def _evaluate_data(args, est, swap: bool, images: bool):
+    """``(X, Y, labels, pictures)``: --images, or the feature files (labels None)."""
+    if getattr(args, "images", None) is not None:
+        return _evaluate_images(args, est, swap)
+    X = _load_array(args.x, "--x", allow_images=images, key=args.key)
+    Y = _load_array(args.y, "--y", allow_images=images, key=args.key) if args.y else None
+    return X, Y, None, None
+
+
 def cmd_evaluate(args) -> int:
     verif, ident = _validate_evaluate(args)
     ranks = _parse_ranks(args.ranks)
     est, method = _load_model(args.model, args.trust_pickle)
+    swap = _probe_swap(args, est)
+    if swap and (args.re_rank or args.query_expansion is not None):
+        raise CLIError("--re-rank and --query-expansion rank the model's first side against "
+                       "its second; leave them out with --probe-domain "
+                       f"{args.probe_domain}.")
     images = int(getattr(est, "_sample_ndim", 1)) > 1
-    X = _load_array(args.x, "--x", allow_images=images, key=args.key)
-    Y = _load_array(args.y, "--y", allow_images=images, key=args.key) if args.y else None
+    X, Y, labels, pictures = _evaluate_data(args, est, swap, images)
+    est, X, Y = _apply_pipeline(est, X, Y, swap, "--x" if args.images is None else "probes",
+                                "--y" if args.images is None else "gallery")
     report: dict = {"method": method}
     if verif:
         pairs, y = _verification_pairs(args, X, Y)
     if ident:
-        G, pl, gl = _identification_sets(args, X, Y)
+        if labels is not None:
+            G, pl, gl = (Y if Y is not None else X), labels, labels
+        else:
+            G, pl, gl = _identification_sets(args, X, Y)
         beyond = [r for r in ranks if r > len(gl)]
         if beyond and getattr(args, "protocol", None) != "retrieval":
             print(f"crossmetric: note: --ranks {','.join(map(str, beyond))}: beyond the "
                   f"gallery's {len(gl)} items; reported as rank {len(gl)}", file=sys.stderr)
         cams = _camera_ids(args, X.shape[0], G.shape[0])
-    est.set_params(preprocessor=_preprocessor(est, X, Y))
+    est.set_params(preprocessor=(Y, X) if swap and Y is not None else
+                   _preprocessor(est, X, Y))
     try:
         if verif:
-            report.update(_verification(args, est, pairs, y))
+            report.update(_verification(args, est, pairs, y, swap))
         if ident and getattr(args, "protocol", None) == "retrieval":
-            report["retrieval"] = _retrieval(args, est, X, G, pl, gl)
+            report["retrieval"] = _retrieval(args, _SwappedSides(est) if swap else est,
+                                             X, G, pl, gl)
         elif ident:
             report["identification"], D = _identification(
                 est, X, G, pl, gl, ranks, args.scores, same_set=args.same_set,
-                re_rank=args.re_rank, query_expansion=args.query_expansion, cams=cams)
+                re_rank=args.re_rank, query_expansion=args.query_expansion, cams=cams,
+                distance=_SwappedSides(est).cross_distance(X, G) if swap else None)
             if args.show_ranks:
-                report["rank_lists"] = _show_ranks(args, est, X, G, pl, gl, D, images)
+                report["rank_lists"] = _show_ranks(args, est, X, G, pl, gl, D, images,
+                                                   pictures)
     except ValueError as exc:  # --scores is written atomically: an older file stays intact
         raise CLIError(_one_line(exc)) from None
     if args.json:

@@ -249,14 +249,50 @@ def _benchmark_tune_options(r) -> None:
                    help="inner cross-validation folds of --tune (default 3)")
 
 
+def _image_source_options(g, command: str) -> None:
+    """``--images --pattern --descriptor --descriptor-param --size`` of ``fit``, ``evaluate``
+    and ``search`` (read and described as ``benchmark`` does)."""
+    g.add_argument("--images", default=None, metavar="DIR",
+                   help="folder of images instead of feature files (read as 'benchmark "
+                        "--images' reads it)")
+    g.add_argument("--pattern", default=None, metavar="REGEX",
+                   help="regular expression on each image's path relative to --images, with "
+                        "a named group 'id' and optionally 'domain' (two values = the two "
+                        "sides, e.g. photo and sketch)")
+    model = ("" if command == "fit" else
+             " (default: the model's; a model fitted on images takes only what it was "
+             "fitted with)")
+    g.add_argument("--descriptor", choices=_DESCRIPTORS, default=None, metavar="NAME",
+                   help="image features, as in 'benchmark --descriptor' (default hog)" + model)
+    g.add_argument("--descriptor-param", dest="descriptor_param", action="append",
+                   default=None, metavar="NAME=VALUE",
+                   help="a parameter of the descriptor's class (repeatable; VALUE is a TOML "
+                        "literal)" + model)
+    g.add_argument("--size", default=None, metavar="WxH",
+                   help="resize images to WIDTHxHEIGHT pixels" + model)
+
+
+def _probe_domain_option(g, probes: str) -> None:
+    g.add_argument("--probe-domain", default=None, metavar="NAME",
+                   help=f"the model's side that {probes} belong to (a domain of fit's "
+                        "--pattern, or its --x-name / --y-name; default the first): naming "
+                        "the second evaluates the model the other way round")
+
+
 def _add_fit(sub) -> None:
     f = sub.add_parser("fit", help="fit a method on labelled pairs and save the model",
                        formatter_class=_RAW, epilog=_methods_epilog(),
                        description="Fit METHOD on your data and save it. Training "
                                    "pairs come from --pairs (rows i,j,label) or are drawn "
-                                   "from --labels.")
+                                   "from --labels, or from the identities of an image folder "
+                                   "(--images DIR --pattern REGEX). The model file holds the "
+                                   "whole pipeline: descriptor settings, the view step (PCA "
+                                   "fitted on the training side) and the learner, with the "
+                                   "sides' names and feature statistics. A share of the "
+                                   "training identities is held out to check the fit "
+                                   "(--no-validation: none).")
     f.add_argument("method", help="method name (listed below)")
-    f.add_argument("--x", required=True,
+    f.add_argument("--x", default=None,
                    help="first-modality samples (.npy/.npz/.csv/whitespace text)")
     f.add_argument("--y", default=None, help="second-modality samples (cross-modal)")
     f.add_argument("--key", default=None, help="array name inside .npz feature files")
@@ -281,6 +317,22 @@ def _add_fit(sub) -> None:
     f.add_argument("--seed", type=int, default=None, help="random_state of the learner")
     f.add_argument("--convergence", default=None, metavar="PNG",
                    help="also plot the objective per iteration (loss_curve_) to this file")
+    f.add_argument("--x-name", default=None, metavar="NAME",
+                   help="name of the --x side (default x; --images: the first domain)")
+    f.add_argument("--y-name", default=None, metavar="NAME",
+                   help="name of the --y side (default y; --images: the second domain)")
+    f.add_argument("--pca", default="auto", metavar="auto|none|N",
+                   help="the view step before the learner, as in benchmark: auto (default) "
+                        "reduces views wider than the training identities minus one by a PCA "
+                        "fitted on the training side (learners that reduce to their span "
+                        "themselves keep them), none, or a width")
+    f.add_argument("--no-validation", action="store_true",
+                   help="fit on every training identity, without the held-out check")
+    f.add_argument("--validation-fraction", type=float, default=0.1, metavar="F",
+                   help="share of the training samples (whole identities) held out to check "
+                        "the fit (default 0.1); the model is fitted on the others")
+    _quiet_options(f, "hide the progress bar of the image descriptors")
+    _image_source_options(f.add_argument_group("images"), "fit")
     f.set_defaults(func=cmd_fit)
 
 
@@ -288,13 +340,14 @@ def _add_evaluate(sub) -> None:
     e = sub.add_parser("evaluate", help="verification / identification measures of a model",
                        description="Verification (--pairs: AUC, EER, VR, pAUC) and/or "
                                    "identification (--probe-labels/--gallery-labels: CMC, "
-                                   "rank-r, mAP; --x = probes, --y = gallery) of a saved "
+                                   "rank-r, mAP; --x = probes, --y = gallery, or an image "
+                                   "folder: --images DIR --pattern REGEX) of a saved "
                                    "model.")
     e.add_argument("model", help="model file written by 'crossmetric fit'")
     e.add_argument("--trust-pickle", action="store_true",
                    help="also read a pickle/joblib model of an older crossmetric (UNSAFE: "
                         "it runs the file's code; only for files you trust)")
-    e.add_argument("--x", required=True, help="first-modality samples (probes)")
+    e.add_argument("--x", default=None, help="first-modality samples (probes)")
     e.add_argument("--y", default=None, help="second-modality samples (gallery)")
     e.add_argument("--key", default=None, help="array name inside .npz feature files")
     e.add_argument("--pairs", default=None, help="verification pairs: .csv rows i,j,label")
@@ -348,6 +401,11 @@ def _add_evaluate(sub) -> None:
                         "the model takes features")
     e.add_argument("--gallery-images", default=None, metavar="FILE.npy",
                    help="pictures of the gallery for --show-ranks")
+    _probe_domain_option(e, "--x (or the --images of that domain)")
+    _quiet_options(e, "hide the progress bar of the image descriptors")
+    _image_source_options(e.add_argument_group(
+        "images (identification of the folder's identities: the probe domain against the "
+        "other)"), "evaluate")
     e.set_defaults(func=cmd_evaluate)
 
 
@@ -359,8 +417,8 @@ def _add_search(sub) -> None:
     s.add_argument("--trust-pickle", action="store_true",
                    help="also read a pickle/joblib model of an older crossmetric (UNSAFE: "
                         "it runs the file's code; only for files you trust)")
-    s.add_argument("--database", required=True, help="database rows (second modality)")
-    s.add_argument("--queries", required=True, help="queries (first modality)")
+    s.add_argument("--database", default=None, help="database rows (second modality)")
+    s.add_argument("--queries", default=None, help="queries (first modality)")
     s.add_argument("--key", default=None, help="array name inside .npz feature files")
     s.add_argument("-k", type=int, default=10,
                    help="neighbours per query (default 10; at most the database size)")
@@ -369,6 +427,11 @@ def _add_search(sub) -> None:
     s.add_argument("--out", default=None, help="write .csv or .npz instead of stdout")
     s.add_argument("--json", action="store_true",
                    help="print the results as JSON (one object per query) instead of CSV")
+    _probe_domain_option(s, "--queries (or the --images of that domain)")
+    _quiet_options(s, "hide the progress bar of the image descriptors")
+    _image_source_options(s.add_argument_group(
+        "images (the probe domain's images are the queries, the other domain's the "
+        "database; one domain: both)"), "search")
     s.set_defaults(func=cmd_search)
 
 

@@ -43,6 +43,7 @@ from crossmetric.protocols.evaluate import (
     measure_verification,
 )
 from crossmetric.protocols.options import RunOptions, TuneOptions
+from crossmetric.protocols.pipeline import ViewPipeline
 from crossmetric.protocols.results import (
     MEASURE_ALIASES,
     MEASURES,
@@ -86,12 +87,15 @@ from crossmetric.protocols.splits import (
 from crossmetric.protocols.views import (
     CCAProjection,
     PCAThen,
+    ViewReduction,
     _is_cross_modal,  # noqa: F401 - old private path
     _pca_fit_views,  # noqa: F401 - old private path
     _pca_views,  # noqa: F401 - old private path
     _prepare_views,  # noqa: F401 - old private path
     _uses_images,  # noqa: F401 - old private path
     fit_view_pca,
+    fit_view_reduction,
+    method_view_pca,
     pca_views,
 )
 
@@ -127,4 +131,8 @@ __all__ = [
     "read_split_file",
     "read_train_index",
     "write_split_file",
+    "ViewReduction",
+    "fit_view_reduction",
+    "method_view_pca",
+    "ViewPipeline",
 ]

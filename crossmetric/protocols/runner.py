@@ -14,7 +14,7 @@ from sklearn.utils import check_random_state
 
 from crossmetric import metrics as M
 from crossmetric._checks import as_float_array, check_pair_labels, check_positive_int
-from crossmetric.learners.baselines import Euclidean
+from crossmetric.learners.baselines import Euclidean  # noqa: F401 - former name here
 from crossmetric.protocols.evaluate import (
     RANKS,
     ROC_GRID,
@@ -35,7 +35,12 @@ from crossmetric.protocols.splits import (
     kfold_pairs,
     verification_splits,
 )
-from crossmetric.protocols.views import _is_cross_modal, _prepare_views, _uses_images
+from crossmetric.protocols.views import (
+    _is_cross_modal,
+    _prepare_views,
+    _uses_images,
+    method_view_pca,
+)
 
 __all__ = ["run_protocols", "run_pair_folds"]
 
@@ -520,10 +525,10 @@ def _execute(result: BenchmarkResult, estimators: Mapping, X: np.ndarray, Y: np.
                  else pca_components)
             if isinstance(k, str) and k == "auto":
                 # the untrained distance is measured on the views as given, and linear towers
-                # reduce wide views to their span themselves, exactly
+                # reduce wide views to their span themselves, exactly (method_view_pca)
                 if getattr(est, "_reduces_to_span", False):
                     result.info.setdefault("reduced_inside", []).append(name)
-                elif not isinstance(est, Euclidean):
+                elif method_view_pca(est, k) == "auto":
                     opts = replace(opts, pca="auto")
                     result.info.setdefault("pca", {})[name] = "auto"
             elif k is not None:

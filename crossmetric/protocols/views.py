@@ -8,8 +8,8 @@ import numpy as np
 from crossmetric._checks import as_float_array
 from crossmetric.protocols.splits import Split
 
-__all__ = ["CCAProjection", "PCAThen", "fit_view_pca", "pca_views", "bounded_dimension",
-           "cap_n_components"]
+__all__ = ["CCAProjection", "PCAThen", "ViewReduction", "fit_view_pca", "fit_view_reduction",
+           "method_view_pca", "pca_views", "bounded_dimension", "cap_n_components"]
 
 
 class CCAProjection:
@@ -53,7 +53,13 @@ class CCAProjection:
         return self
 
     def transform(self, X: np.ndarray, Y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        return (X - self.mean_x_) @ self.x_weights_, (Y - self.mean_y_) @ self.y_weights_
+        return self.transform_x(X), self.transform_y(Y)
+
+    def transform_x(self, X: np.ndarray) -> np.ndarray:
+        return (X - self.mean_x_) @ self.x_weights_
+
+    def transform_y(self, Y: np.ndarray) -> np.ndarray:
+        return (Y - self.mean_y_) @ self.y_weights_
 
 
 def _pca_views(X: np.ndarray, Y: np.ndarray, split: Split, k: int):
@@ -115,14 +121,22 @@ def pca_views(X: np.ndarray, Y: np.ndarray, rows_x: np.ndarray, rows_y: np.ndarr
     >>> [V.shape for V in pca_views(X, Y, np.arange(20), np.arange(20), 4)]
     [(30, 4), (30, 4)]
     """
+    pca_x, pca_y = _fit_view_pcas(X, Y, rows_x, rows_y, k, joint=joint, svd_solver=svd_solver)
+    return pca_x.transform(X), pca_y.transform(Y)
+
+
+def _fit_view_pcas(X, Y, rows_x, rows_y, k: int, *, joint: bool = False,
+                   svd_solver: str | None = None):
+    """The fitted PCAs of :func:`pca_views` ``(pca_x, pca_y)``: one object twice when
+    ``joint``."""
     if joint:
         kk = min(int(k), X.shape[1], rows_x.size + rows_y.size)
         pca = fit_view_pca(np.vstack([X[rows_x], Y[rows_y]]), kk, svd_solver=svd_solver)
-        return pca.transform(X), pca.transform(Y)
+        return pca, pca
     out = []
     for V, rows in ((X, rows_x), (Y, rows_y)):
         kk = min(int(k), V.shape[1], rows.size)
-        out.append(fit_view_pca(V[rows], kk, svd_solver=svd_solver).transform(V))
+        out.append(fit_view_pca(V[rows], kk, svd_solver=svd_solver))
     return out[0], out[1]
 
 
@@ -208,27 +222,127 @@ def cap_n_components(estimators, n_features: int) -> dict:
 def _prepare_views(X: np.ndarray, Y: np.ndarray, train_pairs: np.ndarray,
                    train_y: np.ndarray, est, options):
     """The per-split preprocessing (PCA, then CCA for single-modal learners), fitted on the
-    training pairs only. ``options``: a :class:`~crossmetric.protocols.options.RunOptions`
-    (or a mapping of its fields). ``pca="auto"`` reduces the views to the training identities
-    minus one when they are wider (:func:`bounded_dimension`); ``pca_joint="auto"`` fits one
-    PCA on both views when they have one width. A learner's ``n_components`` above the
-    prepared views' width is capped (:func:`cap_n_components`)."""
+    training pairs only: the views of :func:`fit_view_reduction`."""
+    return fit_view_reduction(X, Y, train_pairs, train_y, est, options)[1:]
+
+
+def fit_view_reduction(X: np.ndarray, Y: np.ndarray, train_pairs: np.ndarray,
+                       train_y: np.ndarray, est, options):
+    """``(reduction, Xs, Ys)``: the view step before a learner fitted on the training pairs
+    only, and the views it gives.
+
+    PCA, then CCA for single-modal learners. ``options``: a
+    :class:`~crossmetric.protocols.options.RunOptions` (or a mapping of its fields).
+    ``pca="auto"`` reduces the views to the training identities minus one when they are
+    wider (:func:`bounded_dimension`); ``pca_joint="auto"`` fits one PCA on both views when
+    they have one width. A learner's ``n_components`` above the prepared views' width is
+    capped (:func:`cap_n_components`). ``reduction`` is a :class:`ViewReduction` (``None``
+    when the views are kept as they are) that applies the same step to new samples.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from crossmetric import CCA
+    >>> from crossmetric.protocols.views import fit_view_reduction
+    >>> rng = np.random.RandomState(0)
+    >>> X, Y = rng.randn(12, 20), rng.randn(12, 20)
+    >>> pairs, y = np.c_[np.arange(12), np.arange(12)], np.ones(12, dtype=int)
+    >>> red, Xs, Ys = fit_view_reduction(X, Y, pairs, y, CCA(), {"pca": "auto"})
+    >>> Xs.shape, bool(np.allclose(red.transform_x(X), Xs))
+    ((12, 11), True)
+    """
     from crossmetric.protocols.options import RunOptions
 
     opts = RunOptions.of(options)
     Xs, Ys = X, Y
+    pcas, proj = None, None
     k = opts.pca
     if k == "auto":
         k = bounded_dimension(X, Y, train_pairs, train_y)
     if k:
         joint = X.shape[1] == Y.shape[1] if opts.pca_joint == "auto" else opts.pca_joint
-        Xs, Ys = _pca_fit_views(X, Y, train_pairs, k, joint=bool(joint))
+        rx, ry = np.unique(train_pairs[:, 0]), np.unique(train_pairs[:, 1])
+        pcas = _fit_view_pcas(X, Y, rx, ry, k, joint=bool(joint))
+        Xs, Ys = pcas[0].transform(X), pcas[1].transform(Y)
     if opts.cca and not _is_cross_modal(est):
         pos = train_pairs[train_y == 1]
         proj = CCAProjection(opts.cca_components).fit(Xs[pos[:, 0]], Ys[pos[:, 1]])
         Xs, Ys = proj.transform(Xs, Ys)
     cap_n_components({"": est}, min(Xs.shape[1], Ys.shape[1]))
-    return Xs, Ys
+    reduction = None
+    if pcas is not None or proj is not None:
+        reduction = ViewReduction(*(pcas or (None, None)), cca=proj)
+    return reduction, Xs, Ys
+
+
+class ViewReduction:
+    """The fitted view step of :func:`fit_view_reduction`, applied to new samples: each view's
+    PCA (one object for both views when it was fitted jointly; ``None``: none), then the
+    "-C" :class:`CCAProjection` (``None``: none).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from crossmetric.protocols.views import ViewReduction, fit_view_pca
+    >>> V = np.random.RandomState(0).randn(10, 5)
+    >>> pca = fit_view_pca(V, 2)
+    >>> ViewReduction(pca, pca).transform_y(V).shape
+    (10, 2)
+    """
+
+    def __init__(self, pca_x=None, pca_y=None, cca=None):
+        self.pca_x = pca_x
+        self.pca_y = pca_y
+        self.cca = cca
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        if self.pca_x is not None and self.pca_y is self.pca_x:  # one PCA, stored once
+            state["pca_y"], state["joint"] = None, True
+        return state
+
+    def __setstate__(self, state):
+        state = dict(state)
+        joint = bool(state.pop("joint", False))
+        self.__dict__.update(state)
+        if joint:
+            self.pca_y = self.pca_x
+
+    def transform_x(self, X) -> np.ndarray:
+        """First-view samples through the step."""
+        Z = X if self.pca_x is None else self.pca_x.transform(X)
+        return Z if self.cca is None else self.cca.transform_x(Z)
+
+    def transform_y(self, Y) -> np.ndarray:
+        """Second-view samples through the step."""
+        Z = Y if self.pca_y is None else self.pca_y.transform(Y)
+        return Z if self.cca is None else self.cca.transform_y(Z)
+
+    def transform(self, X, Y) -> tuple[np.ndarray, np.ndarray]:
+        """Both views through the step."""
+        return self.transform_x(X), self.transform_y(Y)
+
+
+def method_view_pca(est, pca_components):
+    """The view step's ``pca`` of one learner under a protocol's ``pca_components`` setting
+    (``None``, ``"auto"`` or a width): ``"auto"`` is dropped for the learners that reduce wide
+    views to their span themselves (``_reduces_to_span``) and for the untrained
+    :class:`~crossmetric.Euclidean`, whose distance is measured on the views as given.
+
+    Examples
+    --------
+    >>> from crossmetric import CCA, RCA
+    >>> from crossmetric.protocols.views import method_view_pca
+    >>> method_view_pca(CCA(), "auto"), method_view_pca(RCA(), "auto"), method_view_pca(RCA(), 5)
+    (None, 'auto', 5)
+    """
+    from crossmetric.learners.baselines import Euclidean
+
+    if isinstance(pca_components, str) and pca_components == "auto":
+        if getattr(est, "_reduces_to_span", False) or isinstance(est, Euclidean):
+            return None
+        return "auto"
+    return pca_components
 
 
 class PCAThen:
