@@ -182,7 +182,7 @@ def _hold_out(args, pairs: np.ndarray, y: np.ndarray, n_x: int, n_y: int, tied: 
     there is no hold-out (``--no-validation``: ``(None, None)``)."""
     if getattr(args, "no_validation", False):
         return None, None
-    from crossmetric._solvers.early_stopping import validation_split
+    from crossmetric._solvers.early_stopping import positive_completeness, validation_split
     from crossmetric.pairs import identities_from_pairs, positive_components
 
     pos = y == 1
@@ -195,6 +195,14 @@ def _hold_out(args, pairs: np.ndarray, y: np.ndarray, n_x: int, n_y: int, tied: 
     if n_ids < MIN_HOLD_OUT_IDENTITIES:
         return None, (f"{n_ids} identities, fewer than {MIN_HOLD_OUT_IDENTITIES}; fitted on "
                       "every pair")
+    # as the learners' early stopping: only when the positives list every same-identity
+    # pair, so that their components are identities and not fragments of sampled classes
+    offset = 0 if tied else n_x
+    comp = positive_components(n_x if tied else n_x + n_y, pairs[:, 0], pairs[:, 1] + offset,
+                               y)[1]
+    if positive_completeness(comp, pairs[:, 0], pairs[:, 1] + offset, y, n_x, tied) < 1 - 1e-9:
+        return None, ("the positive pairs are a sample of each class's, not identities; "
+                      "fitted on every pair")
     try:  # --validation-fraction was checked with the other options
         return validation_split(pairs[:, 0], pairs[:, 1], y, n_x, n_y, tied=tied,
                                 fraction=args.validation_fraction,
