@@ -20,6 +20,7 @@ from crossmetric.cli._common import (
     _parse_size,
 )
 from crossmetric.cli._data import _load_named_dataset, _own_dataset
+from crossmetric.cli._resume import open_records, run_settings, stopped_note
 from crossmetric.result_files import RESULT_FILES, write_result_files
 
 
@@ -233,10 +234,15 @@ def _dask_context(args) -> contextlib.ExitStack:
     return dask
 
 
-def _run(args, estimators, dataset, protocols, level, pca, grids, lfw, lfw_pairs):
-    """The library's protocol runner on the chosen data (fixed LFW folds or the papers')."""
+def _run(args, estimators, dataset, protocols, level, pca, grids, lfw, lfw_pairs,
+         records=None):
+    """The library's protocol runner on the chosen data (fixed LFW folds or the papers');
+    ``records``: each finished (method, split) written as it arrives, those of a stopped run
+    skipped (:mod:`crossmetric.cli._resume`)."""
     from crossmetric.protocols import run_pair_folds, run_protocols
 
+    kept = {} if records is None else {"on_output": records.add,
+                                       "completed": records.completed}
     dask = _dask_context(args)
     try:
         if lfw is not None:
@@ -244,7 +250,7 @@ def _run(args, estimators, dataset, protocols, level, pca, grids, lfw, lfw_pairs
                 estimators, dataset["X"], pairs=lfw_pairs, y=lfw.y,
                 folds=lfw.fold if lfw.n_folds > 1 else None, n_folds=args.folds,
                 pca_components=pca, n_jobs=args.n_jobs, random_state=args.seed,
-                progress=not args.quiet, on_error="record")
+                progress=not args.quiet, on_error="record", **kept)
         return run_protocols(
             estimators, dataset, protocols=protocols, n_folds=args.folds,
             n_repeats=args.repeats, n_negatives=args.n_negatives,
@@ -252,7 +258,7 @@ def _run(args, estimators, dataset, protocols, level, pca, grids, lfw, lfw_pairs
             pca_components=pca, pca_joint="auto",
             n_jobs=args.n_jobs, random_state=args.seed, progress=not args.quiet,
             on_error="record", param_grids=grids or None, tune_folds=args.tune_folds,
-            tune_scoring=args.tune_scoring)
+            tune_scoring=args.tune_scoring, **kept)
     except ValueError as exc:
         raise CLIError(_one_line(exc)) from None
     finally:
@@ -369,17 +375,30 @@ def cmd_benchmark(args) -> int:
     level = args.level or ("instance" if dataset.get("instance") is not None
                            and args.instance is not None else "labels")
     _announce(args, len(estimators), description, dataset["X"], dataset.get("Y"), level, lfw)
+    records = open_records(args, run_settings(cfg, estimators, dataset, protocols, level,
+                                              lfw_pairs, lfw))
     t0 = time.perf_counter()
-    result = _run(args, estimators, dataset, protocols, level, pca, grids, lfw, lfw_pairs)
+    try:
+        result = _run(args, estimators, dataset, protocols, level, pca, grids, lfw, lfw_pairs,
+                      records)
+    except BaseException:
+        stopped_note(records)   # the finished records are kept for --resume
+        raise
     elapsed = time.perf_counter() - t0
     result.info.update(dataset=description, seconds=round(elapsed, 1), seed=args.seed)
     _print_problems(result, args, protocols)
     if not result.summary:
+        records.finish()
         print("crossmetric: error: no method produced results (see above); nothing written",
               file=sys.stderr)
         return 1
-    _print_results(result, args, description, elapsed, lfw)
-    _write_outputs(result, description, args, cfg, names, estimators)
+    try:
+        _print_results(result, args, description, elapsed, lfw)
+        _write_outputs(result, description, args, cfg, names, estimators)
+    except BaseException:
+        stopped_note(records)
+        raise
+    records.finish()
     return 0
 
 

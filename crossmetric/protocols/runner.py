@@ -161,6 +161,13 @@ def _with_progress(outputs, names: list[str]):
             yield out
 
 
+def _reported(outputs, on_output):
+    """Yield ``outputs``, each handed to ``on_output`` first (in this process)."""
+    for out in outputs:
+        on_output(out)
+        yield out
+
+
 def _tune_split(est, X: np.ndarray, Y: np.ndarray, split: Split, options):
     """Inner cross-validation on the split's training objects only (issue 10 item 8).
 
@@ -203,7 +210,8 @@ def run_protocols(estimators: Mapping, dataset: Mapping, *,
                   param_grids: Mapping | None = None, tune_folds: int = 3,
                   tune_scoring: str = "auc", re_rank=False,
                   query_expansion: int | None = None,
-                  pair_measures: bool = False, pca_joint: bool = False) -> BenchmarkResult:
+                  pair_measures: bool = False, pca_joint: bool = False,
+                  on_output=None, completed: Mapping | None = None) -> BenchmarkResult:
     """Run named estimators under the verification and identification protocols.
 
     Parameters
@@ -309,6 +317,15 @@ def run_protocols(estimators: Mapping, dataset: Mapping, *,
         sketch and of a photo, of camera A and camera B), where per-view PCAs would give
         coordinates that do not correspond. Needs views of equal width; ``"auto"``: joint when
         they have one width.
+    on_output : callable, optional
+        ``on_output(output)``, called in the calling process with each (method, split)
+        output as it arrives (a dict with ``method``, ``protocol``, ``split`` and either
+        ``measures`` or ``error``): ``crossmetric benchmark`` writes each as a record at once,
+        so that a stopped run can be resumed. The worker processes never call it.
+    completed : mapping, optional
+        ``{(method, protocol, split): output}`` of an earlier, stopped run with the same
+        arguments (outputs given to its ``on_output``): these units are not run again and
+        their outputs are used as they are, so the result equals that of a run never stopped.
 
     Returns
     -------
@@ -426,14 +443,17 @@ def run_protocols(estimators: Mapping, dataset: Mapping, *,
                                  "grids": {k: v.grid for k, v in grids.items()}}
     return _execute(result, estimators, X, Y, images, splits, base_options,
                     pca_components=pca_components, unequal_dims=unequal_dims, n_jobs=n_jobs,
-                    progress=progress, on_error=on_error, grids=grids)
+                    progress=progress, on_error=on_error, grids=grids, on_output=on_output,
+                    completed=completed)
 
 
 def _execute(result: BenchmarkResult, estimators: Mapping, X: np.ndarray, Y: np.ndarray,
              images, splits: list[Split], base_options: RunOptions, *, pca_components,
              unequal_dims: str, n_jobs, progress: bool, on_error: str,
-             grids: Mapping | None = None) -> BenchmarkResult:
-    """Fit every estimator on every split (joblib) and gather the results."""
+             grids: Mapping | None = None, on_output=None,
+             completed: Mapping | None = None) -> BenchmarkResult:
+    """Fit every estimator on every split (joblib) and gather the results (``on_output``,
+    ``completed``: see :func:`run_protocols`)."""
     from joblib import Parallel, delayed
 
     tasks = []
@@ -473,8 +493,11 @@ def _execute(result: BenchmarkResult, estimators: Mapping, X: np.ndarray, Y: np.
             tasks.append((shown, est, data, sp, opts))
 
     runner = _run_safely if on_error == "record" else _run_split
+    keys = [(t[0], t[3].protocol, t[3].index) for t in tasks]   # (method, protocol, split)
+    done = {k: completed[k] for k in keys if k in completed} if completed else {}
+    todo = [t for t, k in zip(tasks, keys, strict=True) if k not in done]
     jobs = (delayed(runner)(shown, est, data[0], data[1], sp, opts)
-            for shown, est, data, sp, opts in tasks)
+            for shown, est, data, sp, opts in todo)
     parallel = Parallel(n_jobs=n_jobs, return_as="generator")
     with warnings.catch_warnings():
         # loky restarts a worker whose memory grew (e.g. after importing torch) and says so;
@@ -482,8 +505,12 @@ def _execute(result: BenchmarkResult, estimators: Mapping, X: np.ndarray, Y: np.
         warnings.filterwarnings("ignore", message="A worker stopped while some jobs")
         outputs = parallel(jobs)
         if progress:
-            outputs = _with_progress(outputs, [t[0] for t in tasks])
-        outputs = list(outputs)
+            outputs = _with_progress(outputs, [t[0] for t in todo])
+        if on_output is not None:
+            outputs = _reported(outputs, on_output)
+        outputs = iter(list(outputs))
+    # in task order: the outputs of an earlier run where given, else this run's
+    outputs = [done[k] if k in done else next(outputs) for k in keys]
 
     rocs: dict[str, list] = {}
     cmcs: dict[str, list] = {}
@@ -535,7 +562,8 @@ def run_pair_folds(estimators: Mapping, X, Y=None, *, pairs, y, folds=None,
                    n_folds: int = 10, unequal_dims: str = "cca", cca_components: int = 32,
                    pca_components=None, fpr: float = 1e-3, fpr_range=(0.0, 0.1),
                    n_jobs: int | None = None, random_state=0, progress: bool = False,
-                   on_error: str = "raise") -> BenchmarkResult:
+                   on_error: str = "raise", on_output=None,
+                   completed: Mapping | None = None) -> BenchmarkResult:
     """k-fold verification on a fixed set of labelled pairs (LFW's restricted setting).
 
     Every estimator (cloned per fold) is trained on the pairs of k − 1 folds and scored on the
@@ -554,7 +582,7 @@ def run_pair_folds(estimators: Mapping, X, Y=None, *, pairs, y, folds=None,
         Predefined fold of every pair (``read_lfw_pairs(...).fold``); else ``n_folds``
         stratified random folds (:func:`kfold_pairs`).
     unequal_dims, cca_components, pca_components, fpr, fpr_range, n_jobs, random_state, \
-progress, on_error :
+progress, on_error, on_output, completed :
         As in :func:`run_protocols`.
 
     Returns
@@ -600,4 +628,5 @@ progress, on_error :
                          cca_components=cca_components)
     return _execute(result, estimators, X, Y, None, splits, options,
                     pca_components=pca_components, unequal_dims=unequal_dims, n_jobs=n_jobs,
-                    progress=progress, on_error=on_error)
+                    progress=progress, on_error=on_error, on_output=on_output,
+                    completed=completed)
