@@ -143,6 +143,17 @@ class RunRecords:
         return [os.path.join(parent, f".{name}{STAGE}"), os.path.join(dest, STAGE)]
 
     @classmethod
+    def stopped_run(cls, out) -> str:
+        """The staging area of a stopped run into ``out``; :class:`ResumeError` if none."""
+        out = os.fspath(out)
+        places = cls._places(out)
+        found = [p for p in places if os.path.isdir(p)]
+        if not found:
+            raise ResumeError(f"--resume: no stopped run of {out!r} to continue (its records "
+                              f"would be in {places[0]!r}); run without --resume.")
+        return found[0]
+
+    @classmethod
     def open(cls, out, settings: dict, *, resume: bool = False) -> RunRecords:
         """The staging area of a run into ``out`` with ``settings`` (a flat mapping of
         JSON values: what must be equal for a resume).
@@ -164,11 +175,7 @@ class RunRecords:
         out = os.fspath(out)
         places = cls._places(out)
         if resume:
-            found = [p for p in places if os.path.isdir(p)]
-            if not found:
-                raise ResumeError(f"--resume: no stopped run of {out!r} to continue (its "
-                                  f"records would be in {places[0]!r}); run without --resume.")
-            path = found[0]
+            path = cls.stopped_run(out)
             if not _abandoned(path):
                 raise ResumeError(f"--resume: the run writing {out!r} is still running.")
             stored = _read_settings(path)

@@ -29,12 +29,23 @@ def run_settings(cfg, estimators, dataset, protocols, level, lfw_pairs=None, lfw
     if lfw_pairs is not None:
         out["data pairs"] = data_digest(lfw_pairs, lfw.y, lfw.fold)
     out.update({f"method {name}": method_settings(est) for name, est in estimators.items()})
-    out["--protocol"] = list(protocols)
+    out["protocols run"] = list(protocols)
     out["identity level"] = level
     out.update({f"--{k.replace('_', '-')}": v for k, v in sorted(cfg.options.items())
                 if k not in _FREE})
     out["crossmetric version"] = crossmetric.__version__
     return json.loads(json.dumps(out, default=repr))
+
+
+def check_resume(args) -> None:
+    """``--resume``: a stopped run into ``--out`` exists (checked before any data is read)."""
+    from crossmetric._run_records import ResumeError, RunRecords
+
+    if getattr(args, "resume", False):
+        try:
+            RunRecords.stopped_run(args.out)
+        except ResumeError as exc:
+            raise CLIError(str(exc)) from None
 
 
 def open_records(args, settings: dict):

@@ -20,7 +20,7 @@ from crossmetric.cli._common import (
     _parse_size,
 )
 from crossmetric.cli._data import _load_named_dataset, _own_dataset
-from crossmetric.cli._resume import open_records, run_settings, stopped_note
+from crossmetric.cli._resume import check_resume, open_records, run_settings, stopped_note
 from crossmetric.result_files import RESULT_FILES, write_result_files
 
 
@@ -364,6 +364,7 @@ def cmd_benchmark(args) -> int:
         return 0
     cfg = _resolve_benchmark_config(args)
     _validate_benchmark(args)
+    check_resume(args)
     names = _method_list(args.methods)
     dataset, description, lfw, lfw_pairs = _benchmark_data(args)
     estimators, pca, grids = _benchmark_estimators(names, cfg, args)
