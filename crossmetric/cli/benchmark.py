@@ -36,6 +36,18 @@ def _method_list(text: str | None) -> list[str]:
         raise CLIError(_one_line(exc)) from None
 
 
+def _check_param_methods(params, names: list[str]) -> None:
+    """Every ``--param METHOD.NAME=VALUE`` names a method of ``--methods`` (one for another
+    method would be silently unused)."""
+    from crossmetric.config import parse_param
+
+    for item in params or ():
+        method = parse_param(item)[0]
+        if method not in names:
+            raise CLIError(f"--param {item!r}: method {method!r} is not in --methods "
+                           f"({','.join(names)}); add it there or leave this --param out.")
+
+
 def _method_kind(name: str) -> tuple[str, str | None]:
     """:func:`crossmetric.registry.method_kind` (the former private name)."""
     from crossmetric.registry import method_kind
@@ -366,6 +378,7 @@ def cmd_benchmark(args) -> int:
     _validate_benchmark(args)
     check_resume(args)
     names = _method_list(args.methods)
+    _check_param_methods(args.param, names)
     dataset, description, lfw, lfw_pairs = _benchmark_data(args)
     estimators, pca, grids = _benchmark_estimators(names, cfg, args)
     _cap_components(estimators, dataset["X"], dataset.get("Y"))

@@ -14,7 +14,12 @@ from crossmetric.cli.search import cmd_search
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse with one-line errors (``crossmetric: error: ...``) and exit code 2."""
+    """argparse with one-line errors (``crossmetric: error: ...``) and exit code 2; no
+    prefix matching of long options (``--fold 3`` is not taken for ``--folds``)."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str):  # noqa: D401 - argparse hook
         raise CLIError(f"{message} (see '{self.prog} --help')")
