@@ -263,3 +263,18 @@ def test_killed_cli_run_resumes_to_the_uninterrupted_result(tmp_path, sig):
     assert f"resuming: {kept} finished (method, split) records kept" in r.stderr
     assert _numbers(t / "res") == _numbers(t / "whole")
     assert sorted(os.listdir(t)) == ["res", "whole"]
+
+
+@pytest.mark.slow
+def test_a_tuned_run_resumes_to_the_same_choices_and_numbers(data, monkeypatch, capsys):
+    """--tune: the records hold each split's tuning choice and its candidates' scores."""
+    t = data
+    methods = "euclidean,gsm,pcca"
+    assert main(_args(t, t / "whole", "--tune", methods=methods)) == 0
+    _stop_after(monkeypatch, 8)
+    assert main(_args(t, t / "res", "--tune", methods=methods)) == 130
+    monkeypatch.undo()
+    assert main(_args(t, t / "res", "--tune", "--resume", methods=methods)) == 0
+    got = _numbers(t / "res")
+    assert got == _numbers(t / "whole")
+    assert sorted(got["json"]["info"]["tuned"]) == ["GSM", "PCCA"]
