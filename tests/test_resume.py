@@ -278,3 +278,33 @@ def test_a_tuned_run_resumes_to_the_same_choices_and_numbers(data, monkeypatch, 
     got = _numbers(t / "res")
     assert got == _numbers(t / "whole")
     assert sorted(got["json"]["info"]["tuned"]) == ["GSM", "PCCA"]
+
+
+@pytest.mark.slow
+def test_a_method_whose_worker_process_dies_is_that_methods_failure(data):
+    """The real command line with two workers; PCCA's fit kills its process (as a
+    segmentation fault or the system's out-of-memory kill would): PCCA is reported as failed,
+    Euclidean and CCA are in the result files."""
+    t = data
+    (t / "site").mkdir()
+    (t / "site" / "sitecustomize.py").write_text(
+        "import os\n"
+        "if os.environ.get('CROSSMETRIC_TEST_KILL_PCCA'):\n"
+        "    from crossmetric.learners.pcca import PCCA\n"
+        "    def fit(self, *args, **kwargs):\n"
+        "        os._exit(9)\n"
+        "    PCCA.fit = fit\n")
+    env = {k: v for k, v in os.environ.items() if k != "CROSSMETRIC_DEBUG"}
+    env["PYTHONPATH"] = os.pathsep.join([str(t / "site"), ROOT, env.get("PYTHONPATH", "")])
+    env["CROSSMETRIC_TEST_KILL_PCCA"] = "1"
+    argv = _args(t, t / "res")
+    argv[argv.index("--n-jobs") + 1] = "2"
+    r = subprocess.run([sys.executable, "-m", "crossmetric", *argv], cwd=t, env=env,
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert ("crossmetric: PCCA failed: TerminatedWorkerError: the worker process fitting it "
+            "died (EXIT(9))") in r.stderr
+    res = json.loads((t / "res" / "results.json").read_text())
+    assert res["methods"] == ["Euclidean", "CCA", "PCCA"] and list(res["errors"]) == ["PCCA"]
+    assert {r["method"] for r in res["records"]} == {"Euclidean", "CCA"}
+    assert len([r for r in res["records"] if r["measure"] == "auc"]) == 2 * 3

@@ -168,6 +168,45 @@ def _reported(outputs, on_output):
         yield out
 
 
+def _gathered(outputs, todo: list, runner, on_output, on_error: str) -> list:
+    """The outputs as a list. A worker process that dies (a segmentation fault, the system's
+    out-of-memory kill) stops joblib's pool; with ``on_error="record"`` the units not yet
+    returned are then run one at a time, each in a worker of its own, so that the unit that
+    kills its process is recorded as its method's failure and the others go on."""
+    from joblib.externals.loky.process_executor import TerminatedWorkerError
+
+    got: list = []
+    try:
+        got.extend(outputs)
+    except TerminatedWorkerError:
+        if on_error != "record":
+            raise
+        for task in todo[len(got):]:
+            out = _in_own_worker(runner, task)
+            if on_output is not None:
+                on_output(out)
+            got.append(out)
+    return got
+
+
+def _in_own_worker(runner, task) -> dict:
+    """One unit in a worker process; its death is the unit's error."""
+    from joblib import Parallel, delayed
+    from joblib.externals.loky.process_executor import TerminatedWorkerError
+
+    shown, est, data, sp, opts = task
+    try:
+        return Parallel(n_jobs=2, backend="loky")(
+            [delayed(runner)(shown, est, data[0], data[1], sp, opts)])[0]
+    except TerminatedWorkerError as exc:
+        import re
+
+        codes = re.search(r"exit codes of the workers are \{([^}]*)\}", str(exc))
+        why = f" ({codes.group(1)})" if codes else ""
+        return {"method": shown, "protocol": sp.protocol, "split": sp.index,
+                "error": f"TerminatedWorkerError: the worker process fitting it died{why}"}
+
+
 def _tune_split(est, X: np.ndarray, Y: np.ndarray, split: Split, options):
     """Inner cross-validation on the split's training objects only (issue 10 item 8).
 
@@ -281,7 +320,9 @@ def run_protocols(estimators: Mapping, dataset: Mapping, *,
     progress : bool, default=False
         tqdm progress bar over the (method, split) units.
     on_error : {"raise", "record"}, default="raise"
-        ``"record"``: a failing method is reported in ``errors`` and left out of the table.
+        ``"record"``: a failing method is reported in ``errors`` and left out of the table
+        (also one whose joblib worker process dies: the units left are then run one worker
+        each, so that the others go on).
     param_grids : mapping name -> grid or list of grids, optional
         Hyper-parameter search (:func:`crossmetric.model_selection.search_stages`): for every
         split, the named estimators' parameters are chosen from their grid by ``tune_folds``-
@@ -508,7 +549,7 @@ def _execute(result: BenchmarkResult, estimators: Mapping, X: np.ndarray, Y: np.
             outputs = _with_progress(outputs, [t[0] for t in todo])
         if on_output is not None:
             outputs = _reported(outputs, on_output)
-        outputs = iter(list(outputs))
+        outputs = iter(_gathered(outputs, todo, runner, on_output, on_error))
     # in task order: the outputs of an earlier run where given, else this run's
     outputs = [done[k] if k in done else next(outputs) for k in keys]
 
