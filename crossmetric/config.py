@@ -181,7 +181,8 @@ def _check_method_params(method: str, params: Mapping, where: str) -> tuple[str,
             raise ValueError(f"{where}: method {key!r} ({METHODS[key].class_name}) has no "
                              f"parameter {name!r}{_suggest(name, names)}; expected one of "
                              f"{_expected(names)}.")
-    return key, {k: _plain_value(v) for k, v in params.items()}
+    # "None" (as --param writes it; TOML has no null) is None
+    return key, {k: None if v == "None" else _plain_value(v) for k, v in params.items()}
 
 
 def _plain_value(v):
@@ -242,10 +243,22 @@ class RunConfig:
         out = {"benchmark": {k: v for k, v in self.options.items()
                              if v is not None and k not in _TABLE_ONLY}}
         if names:
-            out["methods"] = {m: self.estimator_params(m) for m in names}
+            out["methods"] = {m: self._written_params(m) for m in names}
         if self.options.get("descriptor_params"):
             out["descriptor"] = dict(self.options["descriptor_params"])
         return out
+
+    def _written_params(self, method: str) -> dict:
+        """:meth:`estimator_params` for the file: a ``None`` set by :attr:`method_params` is
+        written ``"None"`` (read back as ``None``; TOML has no null), the other ``None``
+        values -- the defaults -- are left out."""
+        from crossmetric.registry import _spec
+
+        params = self.estimator_params(method)
+        for k, v in self.method_params.get(_spec(method).name, {}).items():
+            if v is None:
+                params[k] = "None"
+        return params
 
     def to_toml(self, methods: Sequence[str] | None = None) -> str:
         """The configuration as a TOML document that :func:`load_config` reads back."""

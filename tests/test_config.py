@@ -77,6 +77,19 @@ def test_round_trip_gives_the_same_run_settings(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["config.toml", "run.toml"]
 
 
+def test_a_none_set_by_param_survives_config_toml(tmp_path):
+    """`--param cmlauc.reduce_to=None` (the registry sets 32): config.toml writes it so that
+    --config gives None again, not the registry's 32."""
+    cfg = resolve_config({}, None, params=["cmlauc.reduce_to=None", "gsm.mu=1e-3"])
+    assert cfg.make_estimator("cmlauc").reduce_to is None
+    cfg.write(tmp_path / "config.toml", methods=["cmlauc", "gsm"])
+    text = (tmp_path / "config.toml").read_text()
+    assert 'reduce_to = "None"' in text
+    again = resolve_config({}, tmp_path / "config.toml")
+    for name in ("cmlauc", "gsm"):
+        assert again.make_estimator(name).get_params() == cfg.make_estimator(name).get_params()
+
+
 def test_precedence_defaults_file_options_params(tmp_path):
     (tmp_path / "run.toml").write_text(RUN)
     cfg = resolve_config({"folds": 3, "repeats": None}, tmp_path / "run.toml",
