@@ -23,7 +23,7 @@ def run_settings(cfg, estimators, dataset, protocols, level, lfw_pairs=None, lfw
     from crossmetric._run_records import data_digest, method_settings
 
     out = {"data X": data_digest(dataset["X"]), "data Y": data_digest(dataset.get("Y"))}
-    for key in ("labels", "instance"):
+    for key in ("labels", "instance", "cams", "cams_y", "reid_split"):
         if dataset.get(key) is not None:
             out[f"data {key}"] = data_digest(dataset[key])
     if lfw_pairs is not None:
