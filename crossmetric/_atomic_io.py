@@ -157,8 +157,9 @@ def atomic_folder(folder, owned=()) -> Iterator[str]:
     as it was.
 
     Where ``folder`` cannot be renamed (a mount point) or its parent is not writable, the files
-    are staged inside ``folder`` (``.staging-*``) and moved in one by one under
-    ``folder/.crossmetric.lock``: each file is then whole, but a run killed during the moves
+    are staged inside ``folder`` (``.staging-*``) and moved in one by one under an exclusive
+    lock on ``folder`` itself (no lock file is left in it; the empty ``.crossmetric.lock`` of
+    earlier versions is removed): each file is then whole, but a run killed during the moves
     may leave the folder mixed.
 
     Parameters
@@ -326,11 +327,16 @@ def _link_or_copy(src: str, dst: str) -> None:
 
 def _move_files(dest: str, stage: str, owned) -> None:
     """The in-place fallback (a mount point): each file staged in ``dest/.staging-*``
-    replaces its namesake in ``dest`` under ``dest/.crossmetric.lock``; owned names not
-    written and the staging folders of writers that are gone are removed."""
+    replaces its namesake in ``dest`` under a lock on ``dest`` itself; owned names not
+    written, the staging folders of writers that are gone and an empty ``.crossmetric.lock``
+    (earlier versions' lock file) are removed."""
     import shutil
 
-    with _locked(os.path.join(dest, ".crossmetric.lock")):
+    with _locked_folder(dest):
+        lock = os.path.join(dest, ".crossmetric.lock")
+        with contextlib.suppress(OSError):
+            if os.path.isfile(lock) and os.path.getsize(lock) == 0:
+                os.remove(lock)
         written = sorted(os.listdir(stage))
         for entry in written:
             os.replace(os.path.join(stage, entry), os.path.join(dest, entry))

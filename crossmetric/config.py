@@ -184,12 +184,13 @@ def _check_method_params(method: str, params: Mapping, where: str) -> tuple[str,
             raise ValueError(f"{where}: method {key!r} ({METHODS[key].class_name}) has no "
                              f"parameter {name!r}{_suggest(name, names)}; expected one of "
                              f"{_expected(names)}.")
-    return key, {k: _plain_value(v) for k, v in params.items()}
+    # "None" (as --param writes it; TOML has no null) is None
+    return key, {k: None if v == "None" else _plain_value(v) for k, v in params.items()}
 
 
 def _plain_value(v):
     """TOML arrays become tuples (as the registry writes sequences), recursively."""
-    if isinstance(v, list):
+    if isinstance(v, list | tuple):
         return tuple(_plain_value(x) for x in v)
     if isinstance(v, dict):
         return {k: _plain_value(x) for k, x in v.items()}
@@ -214,13 +215,21 @@ class RunConfig:
     method_params: dict = field(default_factory=dict)
 
     def estimator_params(self, method: str) -> dict:
-        """The registry's settings of ``method`` updated by :attr:`method_params`."""
-        from crossmetric.registry import _spec
+        """Every constructor parameter of ``method``'s learner as :meth:`make_estimator`
+        builds it (the class defaults, the registry's settings, then :attr:`method_params`),
+        but ``preprocessor``; sequences as tuples. For a method not available here (its
+        optional dependency missing): the registry's settings updated by
+        :attr:`method_params`."""
+        from crossmetric.registry import _spec, method_status
 
         spec = _spec(method)
-        params = {k: _plain_value(v) for k, v in spec.params.items()}
-        params.update(self.method_params.get(spec.name, {}))
-        return params
+        if method_status(spec.name) is not None:
+            params = {k: _plain_value(v) for k, v in spec.params.items()}
+            params.update(self.method_params.get(spec.name, {}))
+            return params
+        est = self.make_estimator(method)
+        return {k: _plain_value(v) for k, v in est.get_params(deep=False).items()
+                if k != "preprocessor"}
 
     def make_estimator(self, method: str):
         """The learner for ``method``: :func:`crossmetric.registry.make_estimator` with
@@ -237,10 +246,22 @@ class RunConfig:
         out = {"benchmark": {k: v for k, v in self.options.items()
                              if v is not None and k not in _TABLE_ONLY}}
         if names:
-            out["methods"] = {m: self.estimator_params(m) for m in names}
+            out["methods"] = {m: self._written_params(m) for m in names}
         if self.options.get("descriptor_params"):
             out["descriptor"] = dict(self.options["descriptor_params"])
         return out
+
+    def _written_params(self, method: str) -> dict:
+        """:meth:`estimator_params` for the file: a ``None`` set by :attr:`method_params` is
+        written ``"None"`` (read back as ``None``; TOML has no null), the other ``None``
+        values -- the defaults -- are left out."""
+        from crossmetric.registry import _spec
+
+        params = self.estimator_params(method)
+        for k, v in self.method_params.get(_spec(method).name, {}).items():
+            if v is None:
+                params[k] = "None"
+        return params
 
     def to_toml(self, methods: Sequence[str] | None = None) -> str:
         """The configuration as a TOML document that :func:`load_config` reads back."""
@@ -523,7 +544,8 @@ def _toml_value(v) -> str:
 def to_toml(data: Mapping) -> str:
     """A two-level mapping (tables of values, tables of tables) as a TOML document.
 
-    ``None`` values are left out (TOML has no null).
+    ``None`` values are left out (TOML has no null); those of a sub-table are named in a
+    comment line at its end.
 
     Examples
     --------
@@ -548,5 +570,8 @@ def to_toml(data: Mapping) -> str:
             lines.append(f"[{_toml_key(table)}.{_toml_key(sub)}]")
             lines.extend(f"{_toml_key(k)} = {_toml_value(v)}" for k, v in values.items()
                          if v is not None)
+            unset = [str(k) for k, v in values.items() if v is None]
+            if unset:
+                lines.append(f"# None (TOML has no null; left out): {', '.join(unset)}")
             lines.append("")
     return "\n".join(lines)

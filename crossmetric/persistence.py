@@ -335,10 +335,17 @@ def save_object(path, obj, *, kind: str = "model", meta: dict | None = None) -> 
         np.savez(fh, **arrays)
 
 
-def _refuse_pickle(path: str, head: bytes) -> None:
+def _refuse_pickle(path: str, head: bytes, kind: str = "model") -> None:
     looks_pickle = head[:1] == b"\x80" or head[:2] in (b"x\x9c", b"x\x01", b"x\xda") \
         or head[:3] == b"ZF\x00" or head[:2] == b"\x1f\x8b"
-    what = "a pickle/joblib file" if looks_pickle else "not a crossmetric model file"
+    if not looks_pickle:   # a .npy array, JSON, text, an image...: no advice about pickles
+        what = ("a NumPy .npy array" if head[:4] == b"\x93NUM" else
+                "JSON" if head.lstrip()[:1] in (b"{", b"[") else None)
+        by = {"model": "crossmetric fit --out or save_model", "index": "Index.save"}
+        raise ValueError(f"{path}: not a crossmetric {kind} file"
+                         f"{f' ({what})' if what else ''}; expected a file written by "
+                         f"{by.get(kind, 'crossmetric')}.")
+    what = "a pickle/joblib file"
     raise ValueError(
         f"{path}: {what}; loading pickles can run code, so it is refused. If you trust where "
         "it came from, convert it once: python -m crossmetric.persistence OLD NEW "
@@ -364,7 +371,7 @@ def load_object(path, *, kind: str = "model", allow_pickle: bool = False):
     if head != _ZIP_MAGIC:
         if allow_pickle:
             return _load_pickle(path, kind), None
-        _refuse_pickle(path, head)
+        _refuse_pickle(path, head, kind)
     # every array's declared size against the bytes that hold it, before np.load allocates
     try:
         check_array_file(path, stored_only=True)
@@ -584,7 +591,7 @@ def _main(argv=None) -> int:
     import argparse
 
     p = argparse.ArgumentParser(
-        prog="python -m crossmetric.persistence",
+        prog="python -m crossmetric.persistence", allow_abbrev=False,
         description="Convert a pickle/joblib model file of an older crossmetric to the safe "
                     "format. UNSAFE for files you do not trust: reading a pickle runs its code.")
     p.add_argument("old")

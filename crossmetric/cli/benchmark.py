@@ -20,6 +20,7 @@ from crossmetric.cli._common import (
     _parse_size,
 )
 from crossmetric.cli._data import _load_named_dataset, _own_dataset
+from crossmetric.cli._resume import check_resume, open_records, run_settings, stopped_note
 from crossmetric.result_files import RESULT_FILES, write_result_files
 
 
@@ -33,6 +34,18 @@ def _method_list(text: str | None) -> list[str]:
         return select_methods(text)
     except ValueError as exc:
         raise CLIError(_one_line(exc)) from None
+
+
+def _check_param_methods(params, names: list[str]) -> None:
+    """Every ``--param METHOD.NAME=VALUE`` names a method of ``--methods`` (one for another
+    method would be silently unused)."""
+    from crossmetric.config import parse_param
+
+    for item in params or ():
+        method = parse_param(item)[0]
+        if method not in names:
+            raise CLIError(f"--param {item!r}: method {method!r} is not in --methods "
+                           f"({','.join(names)}); add it there or leave this --param out.")
 
 
 def _method_kind(name: str) -> tuple[str, str | None]:
@@ -303,10 +316,15 @@ def _dask_context(args) -> contextlib.ExitStack:
 
 
 def _run(args, estimators, dataset, protocols, level, pca, grids, lfw, lfw_pairs,
-         split_kw=None):
-    """The library's protocol runner on the chosen data (fixed LFW folds or the papers')."""
+         split_kw=None, records=None):
+    """The library's protocol runner on the chosen data (fixed LFW folds or the papers');
+    ``split_kw``: the split options of :func:`_split_options`; ``records``: each finished
+    (method, split) written as it arrives, those of a stopped run skipped
+    (:mod:`crossmetric.cli._resume`)."""
     from crossmetric.protocols import run_pair_folds, run_protocols
 
+    kept = {} if records is None else {"on_output": records.add,
+                                       "completed": records.completed}
     dask = _dask_context(args)
     try:
         if lfw is not None:
@@ -314,7 +332,7 @@ def _run(args, estimators, dataset, protocols, level, pca, grids, lfw, lfw_pairs
                 estimators, dataset["X"], pairs=lfw_pairs, y=lfw.y,
                 folds=lfw.fold if lfw.n_folds > 1 else None, n_folds=args.folds,
                 pca_components=pca, n_jobs=args.n_jobs, random_state=args.seed,
-                progress=not args.quiet, on_error="record")
+                progress=not args.quiet, on_error="record", **kept)
         return run_protocols(
             estimators, dataset, protocols=protocols, n_folds=args.folds,
             n_repeats=args.repeats, n_negatives=args.n_negatives,
@@ -322,7 +340,7 @@ def _run(args, estimators, dataset, protocols, level, pca, grids, lfw, lfw_pairs
             pca_components=pca, pca_joint="auto",
             n_jobs=args.n_jobs, random_state=args.seed, progress=not args.quiet,
             on_error="record", param_grids=grids or None, tune_folds=args.tune_folds,
-            tune_scoring=args.tune_scoring, **(split_kw or {}))
+            tune_scoring=args.tune_scoring, **(split_kw or {}), **kept)
     except ValueError as exc:
         raise CLIError(_one_line(exc)) from None
     finally:
@@ -438,7 +456,9 @@ def cmd_benchmark(args) -> int:
         return 0
     cfg = _resolve_benchmark_config(args)
     _validate_benchmark(args)
+    check_resume(args)
     names = _method_list(args.methods)
+    _check_param_methods(args.param, names)
     dataset, description, lfw, lfw_pairs = _benchmark_data(args)
     estimators, pca, grids = _benchmark_estimators(names, cfg, args)
     _cap_components(estimators, dataset["X"], dataset.get("Y"))
@@ -451,18 +471,30 @@ def cmd_benchmark(args) -> int:
     split_kw = _split_options(args, dataset, level) if lfw is None else None
     _announce(args, len(estimators), description, dataset["X"], dataset.get("Y"), level, lfw,
               split_kw)
+    records = open_records(args, run_settings(cfg, estimators, dataset, protocols, level,
+                                              lfw_pairs, lfw, split_kw))
     t0 = time.perf_counter()
-    result = _run(args, estimators, dataset, protocols, level, pca, grids, lfw, lfw_pairs,
-                  split_kw)
+    try:
+        result = _run(args, estimators, dataset, protocols, level, pca, grids, lfw, lfw_pairs,
+                      split_kw, records)
+    except BaseException:
+        stopped_note(records)   # the finished records are kept for --resume
+        raise
     elapsed = time.perf_counter() - t0
     result.info.update(dataset=description, seconds=round(elapsed, 1), seed=args.seed)
     _print_problems(result, args, protocols)
     if not result.summary:
+        records.finish()
         print("crossmetric: error: no method produced results (see above); nothing written",
               file=sys.stderr)
         return 1
-    _print_results(result, args, description, elapsed, lfw)
-    _write_outputs(result, description, args, cfg, names, estimators)
+    try:
+        _print_results(result, args, description, elapsed, lfw)
+        _write_outputs(result, description, args, cfg, names, estimators)
+    except BaseException:
+        stopped_note(records)
+        raise
+    records.finish()
     return 0
 
 

@@ -14,7 +14,12 @@ from crossmetric.cli.search import cmd_search
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse with one-line errors (``crossmetric: error: ...``) and exit code 2."""
+    """argparse with one-line errors (``crossmetric: error: ...``) and exit code 2; no
+    prefix matching of long options (``--fold 3`` is not taken for ``--folds``)."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str):  # noqa: D401 - argparse hook
         raise CLIError(f"{message} (see '{self.prog} --help')")
@@ -229,6 +234,11 @@ def _benchmark_output_options(o) -> None:
     o.add_argument("--plot-top", type=int, default=None, metavar="K",
                    help="draw only the best K methods in roc.png (by AUC) and cmc.png (by "
                         "rank-1); the tables keep every method")
+    o.add_argument("--resume", action="store_true",
+                   help="continue a run into --out that was stopped (Ctrl-C, a kill, a "
+                        "crash): the (method, split) records it finished are kept and not run "
+                        "again; the data, the methods' parameters, the seed and the protocol "
+                        "must be the same")
     o.add_argument("--list", action="store_true",
                    help="list the methods (single- or cross-modal) and their settings")
 

@@ -40,8 +40,13 @@ def build_net(p, input_shape, channels=(1, 1), *, seed: int = 0, load: bool = Fa
                   bool(p.learn_f), channels=channels, backbone=bb)
 
 
-def load_backbone_file(p, net: GSMNet) -> None:
-    """Start ``net``'s feature layers from the state-dict file ``p.backbone``."""
+def load_backbone_file(p, net: GSMNet) -> bool:
+    """Start ``net`` from the state-dict file ``p.backbone``: its feature layers, and its
+    GSM head (the similarity sub-network, ``head.*``) when the file holds one that fits
+    (same ``structure``, width and ``learn_f``). A head that does not fit is not loaded and
+    a one-line ``UserWarning`` says so. Returns whether the head was loaded."""
+    import warnings
+
     from crossmetric.deep.backbones import _read_state_dict
 
     path = p.backbone
@@ -49,10 +54,20 @@ def load_backbone_file(p, net: GSMNet) -> None:
         state = _read_state_dict(path)   # weights_only; a crafted file is one line
     except ValueError as exc:
         raise ValueError(f"backbone={str(path)!r}: {exc}") from None
+    head = {k: v for k, v in state.items() if k.startswith("head.")}
     state = {k: v for k, v in state.items() if not k.startswith("head.")}
     own = {k: v for k, v in net.state_dict().items() if not k.startswith("head.")}
     bad = [k for k in own if k not in state or state[k].shape != own[k].shape]
     if bad:
         raise ValueError(f"backbone={str(path)!r} does not fit this network (input_shape, "
                          f"channels, hidden_units): missing or misshaped {bad[:4]}.")
-    net.load_state_dict(state, strict=False)
+    own_head = {k: v for k, v in net.state_dict().items() if k.startswith("head.")}
+    fits = bool(head) and set(head) == set(own_head) and all(
+        head[k].shape == own_head[k].shape for k in head)
+    if head and not fits:
+        warnings.warn(f"backbone={str(path)!r} also holds a GSM head (head.*) that does not "
+                      f"fit this network (structure {net.head.structure!r}, width "
+                      f"{net.head.r}); only its feature layers are loaded and the similarity "
+                      "sub-network starts anew.", UserWarning, stacklevel=2)
+    net.load_state_dict({**state, **(head if fits else {})}, strict=False)
+    return fits

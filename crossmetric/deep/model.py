@@ -216,7 +216,9 @@ class DeepGSM(FittingMixin, EmbeddingMixin, SavingMixin, CrossModalMixin, BaseEs
         submodule both contain (a shared trunk after domain-specific stems, as the paper's
         g₁, g₂ and f) stays one module, trained on both domains' images. A file
         path: a state dict (``torch.save(model.net_.state_dict(), path)``) whose feature
-        layers start the paper's network (the similarity sub-network is initialised anew).
+        layers start the paper's network, and whose GSM head (the similarity sub-network)
+        starts it too when the file holds one of this ``structure`` and width (else the
+        head is initialised anew, with a one-line warning when the file's head does not fit).
         Any other string: an architecture name, torchvision's (``"resnet18"``, ``"vit_b_16"``,
         ...) or timm's when installed, randomly initialised from ``random_state`` or loaded
         from ``weights``; its classifier's last linear layer is dropped, so its pooled

@@ -181,6 +181,52 @@ def _with_progress(outputs, names: list[str]):
             yield out
 
 
+def _reported(outputs, on_output):
+    """Yield ``outputs``, each handed to ``on_output`` first (in this process)."""
+    for out in outputs:
+        on_output(out)
+        yield out
+
+
+def _gathered(outputs, todo: list, runner, on_output, on_error: str) -> list:
+    """The outputs as a list. A worker process that dies (a segmentation fault, the system's
+    out-of-memory kill) stops joblib's pool; with ``on_error="record"`` the units not yet
+    returned are then run one at a time, each in a worker of its own, so that the unit that
+    kills its process is recorded as its method's failure and the others go on."""
+    from joblib.externals.loky.process_executor import TerminatedWorkerError
+
+    got: list = []
+    try:
+        got.extend(outputs)
+    except TerminatedWorkerError:
+        if on_error != "record":
+            raise
+        for task in todo[len(got):]:
+            out = _in_own_worker(runner, task)
+            if on_output is not None:
+                on_output(out)
+            got.append(out)
+    return got
+
+
+def _in_own_worker(runner, task) -> dict:
+    """One unit in a worker process; its death is the unit's error."""
+    from joblib import Parallel, delayed
+    from joblib.externals.loky.process_executor import TerminatedWorkerError
+
+    shown, est, data, sp, opts = task
+    try:
+        return Parallel(n_jobs=2, backend="loky")(
+            [delayed(runner)(shown, est, data[0], data[1], sp, opts)])[0]
+    except TerminatedWorkerError as exc:
+        import re
+
+        codes = re.search(r"exit codes of the workers are \{([^}]*)\}", str(exc))
+        why = f" ({codes.group(1)})" if codes else ""
+        return {"method": shown, "protocol": sp.protocol, "split": sp.index,
+                "error": f"TerminatedWorkerError: the worker process fitting it died{why}"}
+
+
 def _tune_split(est, X: np.ndarray, Y: np.ndarray, split: Split, options):
     """Inner cross-validation on the split's training objects only (issue 10 item 8).
 
@@ -224,7 +270,8 @@ def run_protocols(estimators: Mapping, dataset: Mapping, *,
                   tune_scoring: str = "auc", re_rank=False,
                   query_expansion: int | None = None,
                   pair_measures: bool = False, pca_joint: bool = False, probe: str = "x",
-                  train_rows=None, retrieval_k: int = 50) -> BenchmarkResult:
+                  train_rows=None, retrieval_k: int = 50,
+                  on_output=None, completed: Mapping | None = None) -> BenchmarkResult:
     """Run named estimators under the verification and identification protocols.
 
     Parameters
@@ -301,7 +348,9 @@ def run_protocols(estimators: Mapping, dataset: Mapping, *,
     progress : bool, default=False
         tqdm progress bar over the (method, split) units.
     on_error : {"raise", "record"}, default="raise"
-        ``"record"``: a failing method is reported in ``errors`` and left out of the table.
+        ``"record"``: a failing method is reported in ``errors`` and left out of the table
+        (also one whose joblib worker process dies: the units left are then run one worker
+        each, so that the others go on).
     param_grids : mapping name -> grid or list of grids, optional
         Hyper-parameter search (:func:`crossmetric.model_selection.search_stages`): for every
         split, the named estimators' parameters are chosen from their grid by ``tune_folds``-
@@ -350,6 +399,15 @@ def run_protocols(estimators: Mapping, dataset: Mapping, *,
         ``test_size`` are not used.
     retrieval_k : int, default=50
         List length of the retrieval protocol's mAP@k.
+    on_output : callable, optional
+        ``on_output(output)``, called in the calling process with each (method, split)
+        output as it arrives (a dict with ``method``, ``protocol``, ``split`` and either
+        ``measures`` or ``error``): ``crossmetric benchmark`` writes each as a record at once,
+        so that a stopped run can be resumed. The worker processes never call it.
+    completed : mapping, optional
+        ``{(method, protocol, split): output}`` of an earlier, stopped run with the same
+        arguments (outputs given to its ``on_output``): these units are not run again and
+        their outputs are used as they are, so the result equals that of a run never stopped.
 
     Returns
     -------
@@ -500,14 +558,17 @@ def run_protocols(estimators: Mapping, dataset: Mapping, *,
                                  "grids": {k: v.grid for k, v in grids.items()}}
     return _execute(result, estimators, X, Y, images, splits, base_options,
                     pca_components=pca_components, unequal_dims=unequal_dims, n_jobs=n_jobs,
-                    progress=progress, on_error=on_error, grids=grids)
+                    progress=progress, on_error=on_error, grids=grids, on_output=on_output,
+                    completed=completed)
 
 
 def _execute(result: BenchmarkResult, estimators: Mapping, X: np.ndarray, Y: np.ndarray,
              images, splits: list[Split], base_options: RunOptions, *, pca_components,
              unequal_dims: str, n_jobs, progress: bool, on_error: str,
-             grids: Mapping | None = None) -> BenchmarkResult:
-    """Fit every estimator on every split (joblib) and gather the results."""
+             grids: Mapping | None = None, on_output=None,
+             completed: Mapping | None = None) -> BenchmarkResult:
+    """Fit every estimator on every split (joblib) and gather the results (``on_output``,
+    ``completed``: see :func:`run_protocols`)."""
     from joblib import Parallel, delayed
 
     tasks = []
@@ -547,8 +608,11 @@ def _execute(result: BenchmarkResult, estimators: Mapping, X: np.ndarray, Y: np.
             tasks.append((shown, est, data, sp, opts))
 
     runner = _run_safely if on_error == "record" else _run_split
+    keys = [(t[0], t[3].protocol, t[3].index) for t in tasks]   # (method, protocol, split)
+    done = {k: completed[k] for k in keys if k in completed} if completed else {}
+    todo = [t for t, k in zip(tasks, keys, strict=True) if k not in done]
     jobs = (delayed(runner)(shown, est, data[0], data[1], sp, opts)
-            for shown, est, data, sp, opts in tasks)
+            for shown, est, data, sp, opts in todo)
     parallel = Parallel(n_jobs=n_jobs, return_as="generator")
     with warnings.catch_warnings():
         # loky restarts a worker whose memory grew (e.g. after importing torch) and says so;
@@ -556,8 +620,12 @@ def _execute(result: BenchmarkResult, estimators: Mapping, X: np.ndarray, Y: np.
         warnings.filterwarnings("ignore", message="A worker stopped while some jobs")
         outputs = parallel(jobs)
         if progress:
-            outputs = _with_progress(outputs, [t[0] for t in tasks])
-        outputs = list(outputs)
+            outputs = _with_progress(outputs, [t[0] for t in todo])
+        if on_output is not None:
+            outputs = _reported(outputs, on_output)
+        outputs = iter(_gathered(outputs, todo, runner, on_output, on_error))
+    # in task order: the outputs of an earlier run where given, else this run's
+    outputs = [done[k] if k in done else next(outputs) for k in keys]
 
     rocs: dict[str, list] = {}
     cmcs: dict[str, list] = {}
@@ -614,7 +682,8 @@ def run_pair_folds(estimators: Mapping, X, Y=None, *, pairs, y, folds=None,
                    n_folds: int = 10, unequal_dims: str = "cca", cca_components: int = 32,
                    pca_components=None, fpr: float = 1e-3, fpr_range=(0.0, 0.1),
                    n_jobs: int | None = None, random_state=0, progress: bool = False,
-                   on_error: str = "raise") -> BenchmarkResult:
+                   on_error: str = "raise", on_output=None,
+                   completed: Mapping | None = None) -> BenchmarkResult:
     """k-fold verification on a fixed set of labelled pairs (LFW's restricted setting).
 
     Every estimator (cloned per fold) is trained on the pairs of k − 1 folds and scored on the
@@ -633,7 +702,7 @@ def run_pair_folds(estimators: Mapping, X, Y=None, *, pairs, y, folds=None,
         Predefined fold of every pair (``read_lfw_pairs(...).fold``); else ``n_folds``
         stratified random folds (:func:`kfold_pairs`).
     unequal_dims, cca_components, pca_components, fpr, fpr_range, n_jobs, random_state, \
-progress, on_error :
+progress, on_error, on_output, completed :
         As in :func:`run_protocols`.
 
     Returns
@@ -679,4 +748,5 @@ progress, on_error :
                          cca_components=cca_components)
     return _execute(result, estimators, X, Y, None, splits, options,
                     pca_components=pca_components, unequal_dims=unequal_dims, n_jobs=n_jobs,
-                    progress=progress, on_error=on_error)
+                    progress=progress, on_error=on_error, on_output=on_output,
+                    completed=completed)
