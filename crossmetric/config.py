@@ -429,6 +429,7 @@ def resolve_config(given: Mapping | None = None, config=None,
     >>> cfg.options["folds"], cfg.options["repeats"], cfg.method_params
     (3, 2, {'gsm': {'mu': 0.001}})
     """
+    loaded: dict
     if config is None:
         loaded = {"benchmark": {}, "methods": {}, "descriptor": {}}
     elif isinstance(config, Mapping):

@@ -266,7 +266,9 @@ def _deep_onnx_bytes(model, side: str) -> bytes:
     buf = io.BytesIO()
     with warnings.catch_warnings(), torch.no_grad():
         warnings.simplefilter("ignore")  # the TorchScript-based exporter's deprecation
-        torch.onnx.export(_Images().eval(), (torch.zeros(2, *shape),), buf, dynamo=False,
+        # (torch annotates ``f`` as a path; its TorchScript exporter also writes to a file object)
+        torch.onnx.export(_Images().eval(), (torch.zeros(2, *shape),), buf,  # type: ignore[arg-type]
+                          dynamo=False,
                           input_names=[side.upper()], output_names=["embedding"],
                           dynamic_axes={side.upper(): {0: "n"}, "embedding": {0: "n"}},
                           opset_version=17)

@@ -27,6 +27,7 @@ Seeger 2001): the kernel learners' ``kernel_approximation="nystroem"`` feeds ``Ï
 from __future__ import annotations
 
 import warnings
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from sklearn.base import BaseEstimator, TransformerMixin
@@ -36,6 +37,11 @@ from sklearn.utils import check_random_state, gen_batches
 from sklearn.utils.validation import check_is_fitted
 
 from crossmetric._base import PairData
+
+if TYPE_CHECKING:  # the learners the mixin below is put in front of
+    from crossmetric._base import CrossModalMixin as _CrossModalLearner
+else:
+    _CrossModalLearner = object
 from crossmetric._checks import (
     check_array_2d,
     check_nonnegative,
@@ -103,6 +109,8 @@ def _kernel_block(X: np.ndarray, Y: np.ndarray, kernel: str, gamma: float | None
         K += Y.sum(axis=1)[None, :]
         K *= 0.5
         return K
+    if gamma is None:
+        raise ValueError(f"gamma must be a positive number for kernel={kernel!r}, got None.")
     K = _squared_distances(X, Y, kernel)
     K *= -gamma
     np.exp(K, out=K)
@@ -415,7 +423,7 @@ class NystroemMap(TransformerMixin, BaseEstimator):
 
 
 # ------------------------------------------------------- linear learners on kernel coordinates
-class _KernelCoordinatesMixin:
+class _KernelCoordinatesMixin(_CrossModalLearner):
     """Run a linear cross-modal baseline on exact kernel coordinates of each modality.
 
     Each modality's samples (the distinct rows the training pairs use) fix a
@@ -423,6 +431,9 @@ class _KernelCoordinatesMixin:
     coordinates, which is its kernel version (weights in the span of the training samples).
     The subclass lists the linear class first among its bases after this mixin.
     """
+
+    kernel: Any  # the subclass's parameters: one kernel, or one per modality
+    gamma: Any
 
     def _fit(self, data: PairData, y: np.ndarray) -> None:
         kx, ky = per_modality(self.kernel, "kernel")

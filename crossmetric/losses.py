@@ -53,7 +53,7 @@ def check_fpr_range(fpr_range) -> tuple[float, float]:
             f"got {fpr_range!r}."
         ) from None
     for v in (alpha, beta):
-        if isinstance(v, bool) or not isinstance(v, numbers.Real) or not np.isfinite(v):
+        if isinstance(v, bool) or not isinstance(v, numbers.Real) or not np.isfinite(float(v)):
             raise ValueError(f"fpr_range must hold two finite numbers, got {fpr_range!r}.")
     if not 0.0 <= alpha < beta <= 1.0:
         raise ValueError(

@@ -63,6 +63,7 @@ import json
 import os
 import sys
 import zipfile
+from typing import Any
 
 import numpy as np
 
@@ -127,7 +128,7 @@ ALLOWED_CLASSES = frozenset({
 })
 
 
-def _public_name(cls) -> str:
+def _public_name(cls: type) -> str:
     """``module.QualName`` of a class by its public import path.
 
     scikit-learn defines its estimators in private modules and exports them from the public
@@ -327,7 +328,7 @@ def save_object(path, obj, *, kind: str = "model", meta: dict | None = None) -> 
         blob = json.dumps(header, allow_nan=False).encode("utf-8")
     except (TypeError, ValueError) as exc:
         raise ValueError(f"cannot save {path!r}: {exc}") from None
-    arrays = {_HEADER: np.frombuffer(blob, dtype=np.uint8), **enc.arrays}
+    arrays: dict[str, Any] = {_HEADER: np.frombuffer(blob, dtype=np.uint8), **enc.arrays}
     with atomic_path(path) as tmp, open(tmp, "wb") as fh:
         np.savez(fh, **arrays)
 

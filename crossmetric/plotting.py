@@ -49,7 +49,7 @@ def _palette() -> list:
     from matplotlib import colormaps
     from matplotlib.colors import to_hex
 
-    return [to_hex(c) for c in colormaps["tab10"].colors] + list(_EXTRA)
+    return [to_hex(c) for c in colormaps["tab10"](np.arange(10))] + list(_EXTRA)
 
 
 def _base_name(name: str) -> str:
@@ -179,8 +179,10 @@ def figure_title(text: str) -> str:
     'x.npy vs y.npy'
     """
     def last(m: re.Match) -> str:
-        lead, body, punct = re.match(r"^([(\[\"']*)(.*?)([:,;.)\]\"']*)$",
-                                     m.group(0)).groups()
+        split = re.fullmatch(r"([(\[\"']*)(.*?)([:,;.)\]\"']*)", m.group(0), flags=re.S)
+        if split is None:  # (every group may be empty: not reached)
+            return m.group(0)
+        lead, body, punct = split.groups()
         parts = [p for p in re.split(r"[/\\]", body) if p not in ("", ".", "..")]
         return lead + (parts[-1] if parts else "") + punct
 
@@ -266,10 +268,7 @@ def _check_std(std, name: str, size: int, what: str) -> np.ndarray | None:
 
 def _as_curves(curves, std=None) -> dict[str, tuple[np.ndarray, np.ndarray, np.ndarray | None]]:
     """``{name: (fpr, tpr, tpr_std or None)}`` from a mapping or a single ``(fpr, tpr)``."""
-    if isinstance(curves, Mapping):
-        items = curves.items()
-    else:
-        items = [("", curves)]
+    items = list(curves.items()) if isinstance(curves, Mapping) else [("", curves)]
     out = {}
     for name, c in items:
         fpr, tpr = c
@@ -473,8 +472,9 @@ def plot_cmc(curves, *, rank1: Mapping[str, float] | None = None,
         x = np.arange(1, c.size + 1)
         line, = ax.plot(x, 100 * c, lw=1.5, ms=4, markevery=max(1, c.size // 10),
                         label=label, markerfacecolor="none", zorder=2, **st)
-        if spread_of[name] is not None:
-            _band(ax, x, 100 * c, 100 * spread_of[name], {"color": line.get_color()}, name,
+        band = spread_of[name]
+        if band is not None:
+            _band(ax, x, 100 * c, 100 * band, {"color": line.get_color()}, name,
                   0.0, 100.0)
     from matplotlib.ticker import MaxNLocator
 
@@ -636,7 +636,7 @@ def plot_rank_lists(query_images, gallery_images, distance, q_labels, g_labels, 
     n, kk = order.shape
     rows = []
     for i, q in enumerate(qs):
-        cells = [(q, to_rgb_uint8(query_images[q]),
+        cells: list[tuple] = [(q, to_rgb_uint8(query_images[q]),
                   [f"query {q}" if not qn else "query", f"id {ql[q]}"]
                   + ([qn[q]] if qn else []), QUERY_COLOR, None)]
         for r, (g, ok) in enumerate(zip(order[i], match[i], strict=True)):
@@ -686,8 +686,9 @@ def plot_rank_lists(query_images, gallery_images, distance, q_labels, g_labels, 
             text = "\n".join(_shorten(t, max_chars) for t in lines)
             fig.text((x0 + col_w / 2.0) / width, (y_top - box_h - 0.05) / height, text,
                      ha="center", va="top", fontsize=font, linespacing=1.15)
-            ax.match = ok
-            ax.index = int(idx)
+            # the cell's match and index, for a caller that reads the figure back
+            ax.match = ok  # type: ignore[attr-defined]
+            ax.index = int(idx)  # type: ignore[attr-defined]
     if title:
         fig.text(0.5, 1.0 - 0.12 / height, figure_title(title), ha="center", va="top",
                  fontsize=10)

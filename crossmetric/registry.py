@@ -172,7 +172,7 @@ def gsm_paper_grid(structure: str = "generalized") -> list:
     stages = METHODS["gsm"].search_grid("paper", with_start=False)
     if structure == "generalized":
         return stages
-    out = []
+    out: list = []
     for stage in stages:
         if isinstance(stage, dict):
             kept = {k: v for k, v in stage.items() if k not in _START_PARAMS}

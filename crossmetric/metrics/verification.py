@@ -9,6 +9,8 @@ paper does.
 
 from __future__ import annotations
 
+import numbers
+
 import numpy as np
 from sklearn.metrics import roc_auc_score, roc_curve
 
@@ -261,7 +263,7 @@ def verification_rate(y, score, fpr: float = 1e-3) -> float:
     >>> M.verification_rate(y, score, fpr=0.25)
     0.6666666666666666
     """
-    if isinstance(fpr, bool) or not np.isscalar(fpr) or not 0.0 <= float(fpr) <= 1.0:
+    if isinstance(fpr, bool) or not isinstance(fpr, numbers.Real) or not 0.0 <= fpr <= 1.0:
         raise ValueError(f"fpr must be a number in [0, 1], got {fpr!r}.")
     f, t, _ = roc(y, score)
     return float(np.max(t[f <= float(fpr) + 1e-15]))
