@@ -19,8 +19,13 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from numpy.typing import ArrayLike
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 __all__ = ["plot_roc", "plot_cmc", "plot_convergence", "save_figure", "method_style",
            "method_styles", "figure_title"]
@@ -228,7 +233,7 @@ def _figure(figsize=(5.5, 4.2)):
     return fig, ax
 
 
-def save_figure(fig, path: str | os.PathLike) -> str:
+def save_figure(fig: Figure, path: str | os.PathLike) -> str:
     """Write ``fig`` as PNG to ``path`` atomically (folders are created); returns the path."""
     from crossmetric.persistence import atomic_open
 
@@ -309,10 +314,11 @@ def _legend_title(shown: int, total: int, measure: str, spread: bool, over: str)
     return "\n".join(parts) or None
 
 
-def plot_roc(curves, *, fpr_range: Sequence[float] | None = None, log_fpr: bool = True,
-             auc: Mapping[str, float] | None = None, fpr_mark: float | None = 1e-3,
-             std: Mapping[str, Sequence[float]] | None = None, top_k: int | None = None,
-             title: str = "ROC", path: str | os.PathLike | None = None):
+def plot_roc(curves: Mapping[str, Any] | Sequence[Any], *, fpr_range: Sequence[float] | None = None,
+             log_fpr: bool = True, auc: Mapping[str, float] | None = None,
+             fpr_mark: float | None = 1e-3, std: Mapping[str, Sequence[float]] | None = None,
+             top_k: int | None = None, title: str = "ROC",
+             path: str | os.PathLike | None = None) -> Figure:
     """ROC curves of one or several methods, each with its ±1 std band when known.
 
     Parameters
@@ -407,9 +413,9 @@ def plot_roc(curves, *, fpr_range: Sequence[float] | None = None, log_fpr: bool 
     return fig
 
 
-def plot_cmc(curves, *, rank1: Mapping[str, float] | None = None,
+def plot_cmc(curves: Mapping[str, Any] | Sequence[Any], *, rank1: Mapping[str, float] | None = None,
              std: Mapping[str, Sequence[float]] | None = None, top_k: int | None = None,
-             title: str = "CMC", path: str | os.PathLike | None = None):
+             title: str = "CMC", path: str | os.PathLike | None = None) -> Figure:
     """Cumulative match characteristic curves, each with its ±1 std band when known.
 
     The y-axis spans the curves' range (from just below the lowest rank-1 rate to just above
@@ -497,8 +503,8 @@ def plot_cmc(curves, *, rank1: Mapping[str, float] | None = None,
     return fig
 
 
-def plot_convergence(models_or_curves, *, log: bool = True, title: str = "convergence",
-                     path: str | os.PathLike | None = None):
+def plot_convergence(models_or_curves: Any, *, log: bool = True, title: str = "convergence",
+                     path: str | os.PathLike | None = None) -> Figure:
     """Objective value per iteration, from fitted models' ``loss_curve_`` or raw sequences.
 
     Parameters
@@ -560,11 +566,13 @@ def _shorten(text: str, n: int) -> str:
     return text[:head] + "\u2026" + text[len(text) - (n - 1 - head):]
 
 
-def plot_rank_lists(query_images, gallery_images, distance, q_labels, g_labels, *,
-                    k: int = 10, n_queries: int = 5, queries=None, same_set: bool = False,
-                    failures: bool = False, q_names=None, g_names=None,
-                    title: str | None = None, path: str | os.PathLike | None = None,
-                    image_height: float = 1.3):
+def plot_rank_lists(query_images: Sequence[ArrayLike] | np.ndarray,
+                    gallery_images: Sequence[ArrayLike] | np.ndarray, distance: ArrayLike,
+                    q_labels: ArrayLike, g_labels: ArrayLike, *, k: int = 10, n_queries: int = 5,
+                    queries: ArrayLike | None = None, same_set: bool = False,
+                    failures: bool = False, q_names: Sequence[str] | None = None,
+                    g_names: Sequence[str] | None = None, title: str | None = None,
+                    path: str | os.PathLike | None = None, image_height: float = 1.3) -> Figure:
     """Rank lists as a figure: one row per query, the query first (blue frame), then its
     ``k`` nearest gallery images, true matches framed green and false ones red.
 
