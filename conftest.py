@@ -18,6 +18,7 @@ _OPTIONAL = {
     "torch": ["crossmetric/deep"],
     "faiss": ["crossmetric/retrieval.py"],
     "skimage": ["crossmetric/features/__init__.py", "crossmetric/_image_folder.py",
+                "crossmetric/features/_lomo.py",
                 "crossmetric/features/_local_patterns.py",
                 "crossmetric/features/_patch_color_sift.py"],
     "cv2": ["crossmetric/features/_dense_sift.py", "crossmetric/features/_patch_color_sift.py"],

@@ -18,7 +18,7 @@ from crossmetric import _aliases
 
 _aliases.install()
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 #: public name -> module that defines it
 _LAZY = {

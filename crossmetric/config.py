@@ -61,6 +61,7 @@ import re
 import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from crossmetric._image_views import DESCRIPTORS
 
@@ -231,7 +232,7 @@ class RunConfig:
         return {k: _plain_value(v) for k, v in est.get_params(deep=False).items()
                 if k != "preprocessor"}
 
-    def make_estimator(self, method: str):
+    def make_estimator(self, method: str) -> Any:
         """The learner for ``method``: :func:`crossmetric.registry.make_estimator` with
         :attr:`method_params` as overrides."""
         from crossmetric.registry import _spec, make_estimator
@@ -269,7 +270,7 @@ class RunConfig:
 
         return f"# resolved by crossmetric {__version__}\n" + to_toml(self.to_dict(methods))
 
-    def write(self, path, methods: Sequence[str] | None = None) -> None:
+    def write(self, path: str | os.PathLike[str], methods: Sequence[str] | None = None) -> None:
         """Write :meth:`to_toml` to ``path`` atomically."""
         from crossmetric.persistence import atomic_open
 
@@ -277,7 +278,7 @@ class RunConfig:
             fh.write(self.to_toml(methods))
 
 
-def load_config(path) -> dict:
+def load_config(path: str | os.PathLike[str]) -> dict:
     """Read and check a configuration file (TOML; ``.json`` files are read as JSON).
 
     Returns
@@ -426,7 +427,8 @@ def _check_descriptor_params(descriptor: str | None, params: Mapping, where: str
         raise ValueError(f"{where}: {str(exc).removeprefix('params: ')}") from None
 
 
-def resolve_config(given: Mapping | None = None, config=None,
+def resolve_config(given: Mapping | None = None,
+                   config: str | os.PathLike[str] | Mapping[str, Any] | None=None,
                    params: Sequence[str] = ()) -> RunConfig:
     """Merge defaults < configuration file < options given < ``--param`` overrides.
 
@@ -453,6 +455,7 @@ def resolve_config(given: Mapping | None = None, config=None,
     >>> cfg.options["folds"], cfg.options["repeats"], cfg.method_params
     (3, 2, {'gsm': {'mu': 0.001}})
     """
+    loaded: dict
     if config is None:
         loaded = {"benchmark": {}, "methods": {}, "descriptor": {}}
     elif isinstance(config, Mapping):

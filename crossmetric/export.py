@@ -18,8 +18,10 @@ Files are written to a temporary file in the target folder and moved into place
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 from sklearn.utils.validation import check_is_fitted
 
 __all__ = ["to_onnx", "to_faiss", "tower_steps"]
@@ -210,7 +212,7 @@ def _owner(model, side: str):
     raise ValueError(f"{type(model).__name__} is not a crossmetric pair learner (no _embed_x).")
 
 
-def tower_steps(model, modality: str = "x") -> list:
+def tower_steps(model: Any, modality: str = "x") -> list:
     """One tower of a fitted learner as a list of steps (see :mod:`crossmetric._onnx_graph`),
     consecutive affine maps folded into one matrix and bias.
 
@@ -266,14 +268,16 @@ def _deep_onnx_bytes(model, side: str) -> bytes:
     buf = io.BytesIO()
     with warnings.catch_warnings(), torch.no_grad():
         warnings.simplefilter("ignore")  # the TorchScript-based exporter's deprecation
-        torch.onnx.export(_Images().eval(), (torch.zeros(2, *shape),), buf, dynamo=False,
+        # (torch annotates ``f`` as a path; its TorchScript exporter also writes to a file object)
+        torch.onnx.export(_Images().eval(), (torch.zeros(2, *shape),), buf,  # type: ignore[arg-type]
+                          dynamo=False,
                           input_names=[side.upper()], output_names=["embedding"],
                           dynamic_axes={side.upper(): {0: "n"}, "embedding": {0: "n"}},
                           opset_version=17)
     return buf.getvalue()
 
 
-def to_onnx(model, path, modality: str = "x") -> str:
+def to_onnx(model: Any, path: str | os.PathLike[str], modality: str = "x") -> str:
     """Write one tower of a fitted learner as an ONNX graph.
 
     The graph has one input, named ``"X"`` or ``"Y"``: a float32 batch ``(n, n_features)``
@@ -331,8 +335,8 @@ def to_onnx(model, path, modality: str = "x") -> str:
 
 
 # -------------------------------------------------------------------------------- faiss
-def to_faiss(model, path, modality: str = "x", *, database=None,
-             database_modality: str | None = None) -> str:
+def to_faiss(model: Any, path: str | os.PathLike[str], modality: str = "x", *,
+             database: ArrayLike | None = None, database_modality: str | None = None) -> str:
     """Write a linear tower as a ``faiss.IndexPreTransform`` in one ``.faiss`` file.
 
     The index is ``LinearTransform(W, b)`` (followed by an L2 normalisation for the towers of

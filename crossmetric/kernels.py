@@ -27,8 +27,10 @@ Seeger 2001): the kernel learners' ``kernel_approximation="nystroem"`` feeds ``Ï
 from __future__ import annotations
 
 import warnings
+from typing import TYPE_CHECKING, Any, Self
 
 import numpy as np
+from numpy.typing import ArrayLike
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.kernel_approximation import Nystroem
 from sklearn.metrics.pairwise import additive_chi2_kernel, euclidean_distances
@@ -36,6 +38,11 @@ from sklearn.utils import check_random_state, gen_batches
 from sklearn.utils.validation import check_is_fitted
 
 from crossmetric._base import PairData
+
+if TYPE_CHECKING:  # the learners the mixin below is put in front of
+    from crossmetric._base import CrossModalMixin as _CrossModalLearner
+else:
+    _CrossModalLearner = object
 from crossmetric._checks import (
     check_array_2d,
     check_nonnegative,
@@ -53,7 +60,7 @@ _NONNEGATIVE = ("chi2", "chi2_rbf")
 _BLOCK_ELEMENTS = 1 << 22
 
 
-def check_kernel(kernel, name: str = "kernel") -> str:
+def check_kernel(kernel: Any, name: str = "kernel") -> str:
     """``kernel`` must be one of :data:`KERNELS`."""
     if not isinstance(kernel, str) or kernel not in KERNELS:
         raise ValueError(f"{name} must be one of {KERNELS}, got {kernel!r}.")
@@ -103,13 +110,16 @@ def _kernel_block(X: np.ndarray, Y: np.ndarray, kernel: str, gamma: float | None
         K += Y.sum(axis=1)[None, :]
         K *= 0.5
         return K
+    if gamma is None:
+        raise ValueError(f"gamma must be a positive number for kernel={kernel!r}, got None.")
     K = _squared_distances(X, Y, kernel)
     K *= -gamma
     np.exp(K, out=K)
     return K
 
 
-def pairwise_kernel(X, Y=None, kernel: str = "linear", gamma: float | None = None) -> np.ndarray:
+def pairwise_kernel(X: ArrayLike, Y: ArrayLike | None = None, kernel: str = "linear",
+                    gamma: float | None = None) -> np.ndarray:
     """Kernel matrix ``K[a, b] = k(X[a], Y[b])``.
 
     Parameters
@@ -163,10 +173,11 @@ class KernelMap(TransformerMixin, BaseEstimator):
         self.gamma = gamma
         self.block_elements = block_elements
 
-    def fit(self, X, y=None):
+    def fit(self, X: ArrayLike, y: ArrayLike | None = None) -> Self:
         """Store the training samples and resolve ``gamma``."""
         kernel = check_kernel(self.kernel)
         X = check_kernel_input(check_array_2d(X, "X"), kernel, "X")
+        self.gamma_: float | None
         if kernel in _NEEDS_GAMMA:
             self.gamma_ = (estimate_gamma(X, kernel) if self.gamma is None
                            else check_positive_scalar(self.gamma, "gamma"))
@@ -184,7 +195,7 @@ class KernelMap(TransformerMixin, BaseEstimator):
         K *= 0.5
         return K
 
-    def transform(self, X) -> np.ndarray:
+    def transform(self, X: ArrayLike) -> np.ndarray:
         """Kernel rows ``K(X, X_fit_)``, computed in row blocks.
 
         Returns
@@ -220,13 +231,13 @@ class HellingerMap(TransformerMixin, BaseEstimator):
     def __init__(self, normalize: bool = False):
         self.normalize = normalize
 
-    def fit(self, X, y=None):
+    def fit(self, X: ArrayLike, y: ArrayLike | None = None) -> Self:
         """Check ``X`` (non-negative) and record its number of features."""
         X = check_nonnegative(check_array_2d(X, "X"), "X", "the Hellinger map")
         self.n_features_in_ = X.shape[1]
         return self
 
-    def transform(self, X) -> np.ndarray:
+    def transform(self, X: ArrayLike) -> np.ndarray:
         """Element-wise square root (after optional L1 normalisation)."""
         check_is_fitted(self)
         X = check_nonnegative(check_array_2d(X, "X"), "X", "the Hellinger map")
@@ -275,7 +286,7 @@ class KernelCoordinates(TransformerMixin, BaseEstimator):
         self.gamma = gamma
         self.rtol = rtol
 
-    def fit(self, X, y=None):
+    def fit(self, X: ArrayLike, y: ArrayLike | None = None) -> Self:
         """Centre and eigendecompose the training kernel."""
         self.kernel_map_ = KernelMap(self.kernel, gamma=self.gamma).fit(X)
         K = self.kernel_map_.train_kernel()
@@ -292,7 +303,7 @@ class KernelCoordinates(TransformerMixin, BaseEstimator):
         self.n_features_in_ = self.kernel_map_.n_features_in_
         return self
 
-    def transform(self, X) -> np.ndarray:
+    def transform(self, X: ArrayLike) -> np.ndarray:
         """Coordinates ``z(x)`` of each row, shape ``(n_samples, r)``."""
         check_is_fitted(self)
         Kr = self.kernel_map_.transform(X)
@@ -311,8 +322,9 @@ _SKLEARN_KERNEL = {"rbf": "rbf", "chi2_rbf": "chi2"}
 EXACT_KERNEL_MAX_SAMPLES = 5000
 
 
-def check_kernel_approximation(value, name: str = "kernel_approximation", *,
-                               n_samples: int | None = None, learner: str = "the learner"):
+def check_kernel_approximation(value: Any, name: str = "kernel_approximation", *,
+                               n_samples: int | None = None,
+                               learner: str = "the learner") -> str | None:
     """``value`` checked; ``"auto"`` resolved for ``n_samples`` training samples: ``None``
     (exact kernels) up to :data:`EXACT_KERNEL_MAX_SAMPLES`, ``"nystroem"`` above, with a
     one-line note (a ``UserWarning``) that says so."""
@@ -361,7 +373,7 @@ class NystroemMap(TransformerMixin, BaseEstimator):
     """
 
     def __init__(self, kernel: str = "rbf", *, gamma: float | None = None,
-                 n_landmarks: int = 1000, random_state=None,
+                 n_landmarks: int = 1000, random_state: int | np.random.RandomState | None = None,
                  block_elements: int = _BLOCK_ELEMENTS):
         self.kernel = kernel
         self.gamma = gamma
@@ -369,11 +381,12 @@ class NystroemMap(TransformerMixin, BaseEstimator):
         self.random_state = random_state
         self.block_elements = block_elements
 
-    def fit(self, X, y=None):
+    def fit(self, X: ArrayLike, y: ArrayLike | None = None) -> Self:
         """Draw the landmarks and compute ``K_mm^{-1/2}``."""
         kernel = check_kernel(self.kernel)
         m = check_positive_int(self.n_landmarks, "n_landmarks")
         X = check_kernel_input(check_array_2d(X, "X"), kernel, "X")
+        self.gamma_: float | None
         if kernel in _NEEDS_GAMMA:
             self.gamma_ = (estimate_gamma(X, kernel) if self.gamma is None
                            else check_positive_scalar(self.gamma, "gamma"))
@@ -396,7 +409,7 @@ class NystroemMap(TransformerMixin, BaseEstimator):
         self.n_features_in_ = X.shape[1]
         return self
 
-    def transform(self, X) -> np.ndarray:
+    def transform(self, X: ArrayLike) -> np.ndarray:
         """``Ï†(X)``, computed in row blocks. Returns an array of shape (n_samples, m)."""
         check_is_fitted(self)
         X = check_kernel_input(check_array_2d(X, "X"), self.kernel, "X")
@@ -415,7 +428,7 @@ class NystroemMap(TransformerMixin, BaseEstimator):
 
 
 # ------------------------------------------------------- linear learners on kernel coordinates
-class _KernelCoordinatesMixin:
+class _KernelCoordinatesMixin(_CrossModalLearner):
     """Run a linear cross-modal baseline on exact kernel coordinates of each modality.
 
     Each modality's samples (the distinct rows the training pairs use) fix a
@@ -423,6 +436,9 @@ class _KernelCoordinatesMixin:
     coordinates, which is its kernel version (weights in the span of the training samples).
     The subclass lists the linear class first among its bases after this mixin.
     """
+
+    kernel: Any  # the subclass's parameters: one kernel, or one per modality
+    gamma: Any
 
     def _fit(self, data: PairData, y: np.ndarray) -> None:
         kx, ky = per_modality(self.kernel, "kernel")

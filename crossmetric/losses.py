@@ -11,15 +11,18 @@ from __future__ import annotations
 
 import math
 import numbers
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 from scipy.special import expit
 
 __all__ = ["generalized_logistic", "generalized_logistic_grad", "hinge", "hinge_grad",
            "check_fpr_range", "pauc_window_bounds", "pauc_window"]
 
 
-def generalized_logistic(x, beta: float = 1.0) -> np.ndarray:
+def generalized_logistic(x: ArrayLike, beta: float = 1.0) -> np.ndarray:
     """ℓ_β(x) = log(1 + e^{βx}) / β, computed as ``logaddexp(0, βx) / β`` (no overflow).
 
     A smooth upper bound of the hinge ``max(0, x)`` that tends to it as β → ∞.
@@ -28,22 +31,22 @@ def generalized_logistic(x, beta: float = 1.0) -> np.ndarray:
     return np.logaddexp(0.0, beta * x) / beta
 
 
-def generalized_logistic_grad(x, beta: float = 1.0) -> np.ndarray:
+def generalized_logistic_grad(x: ArrayLike, beta: float = 1.0) -> np.ndarray:
     """dℓ_β/dx = σ(βx) = 1 / (1 + e^{−βx}) (``scipy.special.expit``, no overflow)."""
     return expit(beta * np.asarray(x, dtype=float))
 
 
-def hinge(x) -> np.ndarray:
+def hinge(x: ArrayLike) -> np.ndarray:
     """h(x) = max(0, x)."""
     return np.maximum(np.asarray(x, dtype=float), 0.0)
 
 
-def hinge_grad(x) -> np.ndarray:
+def hinge_grad(x: ArrayLike) -> np.ndarray:
     """A subgradient of the hinge: 1 where x > 0, else 0."""
     return (np.asarray(x, dtype=float) > 0).astype(float)
 
 
-def check_fpr_range(fpr_range) -> tuple[float, float]:
+def check_fpr_range(fpr_range: Any) -> tuple[float, float]:
     """``fpr_range`` must be a pair ``(α, β)`` with ``0 <= α < β <= 1``."""
     try:
         alpha, beta = fpr_range
@@ -53,7 +56,7 @@ def check_fpr_range(fpr_range) -> tuple[float, float]:
             f"got {fpr_range!r}."
         ) from None
     for v in (alpha, beta):
-        if isinstance(v, bool) or not isinstance(v, numbers.Real) or not np.isfinite(v):
+        if isinstance(v, bool) or not isinstance(v, numbers.Real) or not np.isfinite(float(v)):
             raise ValueError(f"fpr_range must hold two finite numbers, got {fpr_range!r}.")
     if not 0.0 <= alpha < beta <= 1.0:
         raise ValueError(
@@ -62,7 +65,7 @@ def check_fpr_range(fpr_range) -> tuple[float, float]:
     return float(alpha), float(beta)
 
 
-def pauc_window_bounds(n_negatives: int, fpr_range) -> tuple[int, int]:
+def pauc_window_bounds(n_negatives: int, fpr_range: Sequence[float]) -> tuple[int, int]:
     """The 1-based ranks ``(j_α, j_β)`` of eq. (4): ``j_α = ⌈|D| α⌉ + 1``, ``j_β = ⌊|D| β⌋``.
 
     ``|D| α`` and ``|D| β`` are rounded to 9 decimals before ``ceil`` / ``floor`` so that a
@@ -94,7 +97,7 @@ def pauc_window_bounds(n_negatives: int, fpr_range) -> tuple[int, int]:
     return j_alpha, j_beta
 
 
-def pauc_window(neg_distances: np.ndarray, fpr_range) -> np.ndarray:
+def pauc_window(neg_distances: np.ndarray, fpr_range: Sequence[float]) -> np.ndarray:
     """Indices of the cannot-link pairs ranked ``j_α … j_β`` by ascending distance (eq. 4).
 
     Parameters

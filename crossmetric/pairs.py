@@ -10,6 +10,7 @@ another identity, so every sample that has a positive also takes part in negativ
 from __future__ import annotations
 
 import numpy as np
+from numpy.typing import ArrayLike
 from scipy import sparse
 from scipy.sparse.csgraph import connected_components
 from sklearn.utils import check_random_state
@@ -130,8 +131,10 @@ def _positive_pairs(codes_x: np.ndarray, codes_y: np.ndarray, single: bool) -> n
     return np.concatenate(chunks).astype(np.int64)
 
 
-def make_pairs(labels_x, labels_y=None, *, n_negatives: int = 1,
-               max_positives: int | None = None, random_state=None):
+def make_pairs(labels_x: ArrayLike, labels_y: ArrayLike | None = None, *, n_negatives: int = 1,
+               max_positives: int | None = None,
+               random_state: int | np.random.RandomState | None = None,
+               ) -> tuple[np.ndarray, np.ndarray]:
     """Index pairs with +1 / -1 labels from identity labels.
 
     Parameters
@@ -299,8 +302,9 @@ def identities_from_pairs(n_x: int, n_y: int, ix: np.ndarray, iy: np.ndarray,
     return ids_x.astype(np.int64), ids_y.astype(np.int64), n_conflicts
 
 
-def group_pair_folds(groups_a, groups_b, n_folds: int = 3, *, random_state=None,
-                     y=None) -> list[tuple[np.ndarray, np.ndarray]]:
+def group_pair_folds(groups_a: ArrayLike, groups_b: ArrayLike | None, n_folds: int = 3, *,
+                     random_state: int | np.random.RandomState | None = None,
+                     y: ArrayLike | None = None) -> list[tuple[np.ndarray, np.ndarray]]:
     """Cross-validation folds of pairs that keep groups (samples, identities) apart.
 
     The groups are dealt at random into ``n_folds`` parts of (nearly) equal group count. For
@@ -355,7 +359,7 @@ def group_pair_folds(groups_a, groups_b, n_folds: int = 3, *, random_state=None,
     return folds
 
 
-def labels_from_pairs(i, j, y, n_samples: int) -> np.ndarray:
+def labels_from_pairs(i: ArrayLike, j: ArrayLike, y: ArrayLike, n_samples: int) -> np.ndarray:
     """Class labels implied by single-modal pairs: connected components of the positive pairs.
 
     Learners that need class labels (NCA, LMNN, MCC) but are given only pairs take, as the

@@ -63,6 +63,7 @@ import json
 import os
 import sys
 import zipfile
+from typing import Any
 
 import numpy as np
 
@@ -130,7 +131,7 @@ ALLOWED_CLASSES = frozenset({
 })
 
 
-def _public_name(cls) -> str:
+def _public_name(cls: type) -> str:
     """``module.QualName`` of a class by its public import path.
 
     scikit-learn defines its estimators in private modules and exports them from the public
@@ -302,7 +303,8 @@ def _type_name(v) -> str:
     return type(v).__name__
 
 
-def save_object(path, obj, *, kind: str = "model", meta: dict | None = None) -> None:
+def save_object(path: str | os.PathLike[str], obj: Any, *, kind: str = "model",
+                meta: dict | None = None) -> None:
     """Write ``obj`` (an allowed estimator or index) to ``path`` atomically in the safe format.
 
     Raises ``ValueError`` naming the attribute when ``obj`` holds something the format cannot
@@ -330,7 +332,7 @@ def save_object(path, obj, *, kind: str = "model", meta: dict | None = None) -> 
         blob = json.dumps(header, allow_nan=False).encode("utf-8")
     except (TypeError, ValueError) as exc:
         raise ValueError(f"cannot save {path!r}: {exc}") from None
-    arrays = {_HEADER: np.frombuffer(blob, dtype=np.uint8), **enc.arrays}
+    arrays: dict[str, Any] = {_HEADER: np.frombuffer(blob, dtype=np.uint8), **enc.arrays}
     with atomic_path(path) as tmp, open(tmp, "wb") as fh:
         np.savez(fh, **arrays)
 
@@ -352,7 +354,8 @@ def _refuse_pickle(path: str, head: bytes, kind: str = "model") -> None:
         "--trust-pickle (or load_model(path, allow_pickle=True)); both run the file's code.")
 
 
-def load_object(path, *, kind: str = "model", allow_pickle: bool = False):
+def load_object(path: str | os.PathLike[str], *, kind: str = "model",
+                allow_pickle: bool = False) -> tuple[Any, dict | None]:
     """Read a file written by :func:`save_object`; returns ``(obj, header)``.
 
     ``allow_pickle=True`` also reads the pickle/joblib files of older crossmetric versions.
@@ -438,7 +441,7 @@ def _load_pickle(path: str, kind: str):
     return payload
 
 
-def save_model(path, model, *, meta: dict | None = None) -> None:
+def save_model(path: str | os.PathLike[str], model: Any, *, meta: dict | None = None) -> None:
     """Save a fitted (or unfitted) crossmetric estimator to ``path`` (safe format, atomic).
 
     The ``preprocessor`` (the training samples) is not stored.
@@ -465,7 +468,8 @@ def save_model(path, model, *, meta: dict | None = None) -> None:
     save_object(path, strip_model(model), kind="model", meta=meta)
 
 
-def load_model(path, *, allow_pickle: bool = False, return_header: bool = False):
+def load_model(path: str | os.PathLike[str], *, allow_pickle: bool = False,
+               return_header: bool = False) -> Any:
     """Load a model written by :func:`save_model` (without running anything from the file).
 
     Parameters
@@ -523,7 +527,8 @@ def _sample_shape(shape, name: str) -> tuple[int, ...]:
     return tuple(int(n) for n in shape)
 
 
-def check_model_state(path, model, *, what: str = "model file") -> None:
+def check_model_state(path: str | os.PathLike[str], model: Any, *,
+                      what: str = "model file") -> None:
     """Refuse a loaded model whose fitted state does not make a working model.
 
     A file can be well-formed (safe classes, arrays, JSON) and still hold nonsense state: a

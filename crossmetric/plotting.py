@@ -19,8 +19,13 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from numpy.typing import ArrayLike
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 __all__ = ["plot_roc", "plot_cmc", "plot_convergence", "save_figure", "method_style",
            "method_styles", "figure_title"]
@@ -49,7 +54,7 @@ def _palette() -> list:
     from matplotlib import colormaps
     from matplotlib.colors import to_hex
 
-    return [to_hex(c) for c in colormaps["tab10"].colors] + list(_EXTRA)
+    return [to_hex(c) for c in colormaps["tab10"](np.arange(10))] + list(_EXTRA)
 
 
 def _base_name(name: str) -> str:
@@ -179,8 +184,10 @@ def figure_title(text: str) -> str:
     'x.npy vs y.npy'
     """
     def last(m: re.Match) -> str:
-        lead, body, punct = re.match(r"^([(\[\"']*)(.*?)([:,;.)\]\"']*)$",
-                                     m.group(0)).groups()
+        split = re.fullmatch(r"([(\[\"']*)(.*?)([:,;.)\]\"']*)", m.group(0), flags=re.S)
+        if split is None:  # (every group may be empty: not reached)
+            return m.group(0)
+        lead, body, punct = split.groups()
         parts = [p for p in re.split(r"[/\\]", body) if p not in ("", ".", "..")]
         return lead + (parts[-1] if parts else "") + punct
 
@@ -226,7 +233,7 @@ def _figure(figsize=(5.5, 4.2)):
     return fig, ax
 
 
-def save_figure(fig, path: str | os.PathLike) -> str:
+def save_figure(fig: Figure, path: str | os.PathLike) -> str:
     """Write ``fig`` as PNG to ``path`` atomically (folders are created); returns the path."""
     from crossmetric.persistence import atomic_open
 
@@ -266,10 +273,7 @@ def _check_std(std, name: str, size: int, what: str) -> np.ndarray | None:
 
 def _as_curves(curves, std=None) -> dict[str, tuple[np.ndarray, np.ndarray, np.ndarray | None]]:
     """``{name: (fpr, tpr, tpr_std or None)}`` from a mapping or a single ``(fpr, tpr)``."""
-    if isinstance(curves, Mapping):
-        items = curves.items()
-    else:
-        items = [("", curves)]
+    items = list(curves.items()) if isinstance(curves, Mapping) else [("", curves)]
     out = {}
     for name, c in items:
         fpr, tpr = c
@@ -310,10 +314,11 @@ def _legend_title(shown: int, total: int, measure: str, spread: bool, over: str)
     return "\n".join(parts) or None
 
 
-def plot_roc(curves, *, fpr_range: Sequence[float] | None = None, log_fpr: bool = True,
-             auc: Mapping[str, float] | None = None, fpr_mark: float | None = 1e-3,
-             std: Mapping[str, Sequence[float]] | None = None, top_k: int | None = None,
-             title: str = "ROC", path: str | os.PathLike | None = None):
+def plot_roc(curves: Mapping[str, Any] | Sequence[Any], *, fpr_range: Sequence[float] | None = None,
+             log_fpr: bool = True, auc: Mapping[str, float] | None = None,
+             fpr_mark: float | None = 1e-3, std: Mapping[str, Sequence[float]] | None = None,
+             top_k: int | None = None, title: str = "ROC",
+             path: str | os.PathLike | None = None) -> Figure:
     """ROC curves of one or several methods, each with its ±1 std band when known.
 
     Parameters
@@ -408,9 +413,9 @@ def plot_roc(curves, *, fpr_range: Sequence[float] | None = None, log_fpr: bool 
     return fig
 
 
-def plot_cmc(curves, *, rank1: Mapping[str, float] | None = None,
+def plot_cmc(curves: Mapping[str, Any] | Sequence[Any], *, rank1: Mapping[str, float] | None = None,
              std: Mapping[str, Sequence[float]] | None = None, top_k: int | None = None,
-             title: str = "CMC", path: str | os.PathLike | None = None):
+             title: str = "CMC", path: str | os.PathLike | None = None) -> Figure:
     """Cumulative match characteristic curves, each with its ±1 std band when known.
 
     The y-axis spans the curves' range (from just below the lowest rank-1 rate to just above
@@ -473,8 +478,9 @@ def plot_cmc(curves, *, rank1: Mapping[str, float] | None = None,
         x = np.arange(1, c.size + 1)
         line, = ax.plot(x, 100 * c, lw=1.5, ms=4, markevery=max(1, c.size // 10),
                         label=label, markerfacecolor="none", zorder=2, **st)
-        if spread_of[name] is not None:
-            _band(ax, x, 100 * c, 100 * spread_of[name], {"color": line.get_color()}, name,
+        band = spread_of[name]
+        if band is not None:
+            _band(ax, x, 100 * c, 100 * band, {"color": line.get_color()}, name,
                   0.0, 100.0)
     from matplotlib.ticker import MaxNLocator
 
@@ -497,8 +503,8 @@ def plot_cmc(curves, *, rank1: Mapping[str, float] | None = None,
     return fig
 
 
-def plot_convergence(models_or_curves, *, log: bool = True, title: str = "convergence",
-                     path: str | os.PathLike | None = None):
+def plot_convergence(models_or_curves: Any, *, log: bool = True, title: str = "convergence",
+                     path: str | os.PathLike | None = None) -> Figure:
     """Objective value per iteration, from fitted models' ``loss_curve_`` or raw sequences.
 
     Parameters
@@ -560,11 +566,13 @@ def _shorten(text: str, n: int) -> str:
     return text[:head] + "\u2026" + text[len(text) - (n - 1 - head):]
 
 
-def plot_rank_lists(query_images, gallery_images, distance, q_labels, g_labels, *,
-                    k: int = 10, n_queries: int = 5, queries=None, same_set: bool = False,
-                    failures: bool = False, q_names=None, g_names=None,
-                    title: str | None = None, path: str | os.PathLike | None = None,
-                    image_height: float = 1.3):
+def plot_rank_lists(query_images: Sequence[ArrayLike] | np.ndarray,
+                    gallery_images: Sequence[ArrayLike] | np.ndarray, distance: ArrayLike,
+                    q_labels: ArrayLike, g_labels: ArrayLike, *, k: int = 10, n_queries: int = 5,
+                    queries: ArrayLike | None = None, same_set: bool = False,
+                    failures: bool = False, q_names: Sequence[str] | None = None,
+                    g_names: Sequence[str] | None = None, title: str | None = None,
+                    path: str | os.PathLike | None = None, image_height: float = 1.3) -> Figure:
     """Rank lists as a figure: one row per query, the query first (blue frame), then its
     ``k`` nearest gallery images, true matches framed green and false ones red.
 
@@ -636,7 +644,7 @@ def plot_rank_lists(query_images, gallery_images, distance, q_labels, g_labels, 
     n, kk = order.shape
     rows = []
     for i, q in enumerate(qs):
-        cells = [(q, to_rgb_uint8(query_images[q]),
+        cells: list[tuple] = [(q, to_rgb_uint8(query_images[q]),
                   [f"query {q}" if not qn else "query", f"id {ql[q]}"]
                   + ([qn[q]] if qn else []), QUERY_COLOR, None)]
         for r, (g, ok) in enumerate(zip(order[i], match[i], strict=True)):
@@ -686,8 +694,9 @@ def plot_rank_lists(query_images, gallery_images, distance, q_labels, g_labels, 
             text = "\n".join(_shorten(t, max_chars) for t in lines)
             fig.text((x0 + col_w / 2.0) / width, (y_top - box_h - 0.05) / height, text,
                      ha="center", va="top", fontsize=font, linespacing=1.15)
-            ax.match = ok
-            ax.index = int(idx)
+            # the cell's match and index, for a caller that reads the figure back
+            ax.match = ok  # type: ignore[attr-defined]
+            ax.index = int(idx)  # type: ignore[attr-defined]
     if title:
         fig.text(0.5, 1.0 - 0.12 / height, figure_title(title), ha="center", va="top",
                  fontsize=10)

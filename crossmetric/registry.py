@@ -26,10 +26,16 @@ propagates from :func:`make_estimator` instead of being hidden.
 from __future__ import annotations
 
 import importlib
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from crossmetric._stages import StageIf
 from crossmetric.protocols.views import cap_n_components
+
+if TYPE_CHECKING:
+    import numpy as np
+    from sklearn.base import BaseEstimator
 
 __all__ = ["MethodSpec", "METHODS", "make_estimator", "available_class", "method_status",
            "available_methods", "select_methods", "method_kind", "cap_n_components",
@@ -97,7 +103,7 @@ class MethodSpec:
     paper_params: dict = field(default_factory=dict)
     start_stage: dict = field(default_factory=dict)
 
-    def search_grid(self, which: str = "small", *, with_start: bool = True):
+    def search_grid(self, which: str = "small", *, with_start: bool = True) -> dict | list:
         """The grid of ``--tune`` (``"small"``) or ``--tune paper`` (``"paper"``: the start
         stage first unless ``with_start=False``, then the paper's selection)."""
         if which not in ("small", "paper"):
@@ -170,9 +176,10 @@ def gsm_paper_grid(structure: str = "generalized") -> list:
     special cases without the candidates that start from a special case and without the
     ``start_mu`` stage (``start_from`` needs the generalized form)."""
     stages = METHODS["gsm"].search_grid("paper", with_start=False)
+    assert isinstance(stages, list)  # GSM has paper stages (a list), not one grid (a dict)
     if structure == "generalized":
         return stages
-    out = []
+    out: list = []
     for stage in stages:
         if isinstance(stage, dict):
             kept = {k: v for k, v in stage.items() if k not in _START_PARAMS}
@@ -443,7 +450,7 @@ def available_methods() -> dict[str, str | None]:
     return {name: method_status(name) for name in METHODS}
 
 
-def make_estimator(name: str, *, paper: bool = False, **overrides):
+def make_estimator(name: str, *, paper: bool = False, **overrides: Any) -> Any:
     """An unfitted learner for a command-line method name, with the benchmark settings.
 
     Parameters
@@ -469,7 +476,7 @@ def make_estimator(name: str, *, paper: bool = False, **overrides):
     return available_class(spec.name)(**params)
 
 
-def available_class(name: str):
+def available_class(name: str) -> type[BaseEstimator]:
     """The learner class of a command-line method name.
 
     Raises
@@ -484,7 +491,7 @@ def available_class(name: str):
     return _learner_class(spec)
 
 
-def select_methods(names=None) -> list[str]:
+def select_methods(names: str | Iterable[str] | None = None) -> list[str]:
     """Registry names from a selection: ``None`` (the default set), ``"all"``, or names.
 
     Parameters
@@ -560,7 +567,8 @@ def method_kind(name: str) -> tuple[str, str | None]:
     return kind, None
 
 
-def cap_n_components_to_views(estimators, X, Y=None) -> list[str]:
+def cap_n_components_to_views(estimators: Mapping[str, Any], X: np.ndarray,
+                              Y: np.ndarray | None = None) -> list[str]:
     """:func:`cap_n_components` at the narrowest view of ``X`` / ``Y``; one note per change.
 
     What ``crossmetric benchmark`` (and ``benchmarks/which_method_when.py``) do with the

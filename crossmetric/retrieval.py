@@ -23,7 +23,10 @@ building, searching, storage); this module holds its parameters and documentatio
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
+from numpy.typing import ArrayLike
 from sklearn.utils.validation import check_is_fitted
 
 from crossmetric._checks import check_positive_int
@@ -133,11 +136,11 @@ class Index(IndexEmbedding, IndexBuilding, IndexSearching, IndexStorage):
     ... # doctest: +SKIP
     """
 
-    def __init__(self, model=None, kind: str = "flat", *, metric: str = "l2",
+    def __init__(self, model: Any = None, kind: str = "flat", *, metric: str = "l2",
                  nlist: int | None = None, nprobe: int | None = None, m: int = 8,
                  nbits: int = 8, w: int = 1, hnsw_m: int = 32,
                  min_train_size: int | None = None, device: str = "cpu",
-                 batch_size: int = 4096, random_state=None):
+                 batch_size: int = 4096, random_state: int | np.random.RandomState | None = None):
         kind = check_kind(kind)
         if metric not in METRICS:
             raise ValueError(f"metric must be one of {METRICS}, got {metric!r}.")
@@ -194,7 +197,8 @@ class Index(IndexEmbedding, IndexBuilding, IndexSearching, IndexStorage):
         return f"Index(model={model}, kind={self.kind!r}, ntotal={self.ntotal}, d={self.d})"
 
 
-def exhaustive_search(model, queries, database, k: int, *, block_size: int = 1 << 22):
+def exhaustive_search(model: Any, queries: ArrayLike, database: ArrayLike, k: int, *,
+                      block_size: int = 1 << 22) -> tuple[np.ndarray, np.ndarray]:
     """The ``k`` nearest database rows of each query by ``model.cross_distance``, exactly.
 
     The search for any fitted model, whatever its score (``GSM``'s quadratic form, a kernel

@@ -268,11 +268,49 @@ def test_deepgsm_named_backbone_and_weights(zoo, tmp_path):
         DeepGSM(**SMALL, backbone="nope.pt").fit_identities(px, ix, sy, iy)
 
 
-def test_real_torchvision_resnet18(tmp_path):
+def _real_torchvision():
+    """The installed torchvision, or a skip saying why it does not import (next to the CPU
+    torch 2.13.0 wheel, PyPI's torchvision 0.28.0 -- a CUDA build -- fails on
+    ``register_fake("torchvision::nms")``: install its CPU build beside it)."""
     try:
-        import torchvision as tv
-    except Exception as exc:  # noqa: BLE001 - a RuntimeError with the pinned CPU torch
-        pytest.skip(f"torchvision does not import here ({type(exc).__name__}: {exc})")
+        import torchvision
+    except Exception as exc:  # noqa: BLE001 - a RuntimeError with a mismatched torch build
+        pytest.skip(f"torchvision does not import here ({type(exc).__name__}: "
+                    f"{' '.join(str(exc).split())})")
+    return torchvision
+
+
+def test_real_torchvision_resnet18_cli_features(tmp_path):
+    """``crossmetric features --backbone resnet18`` on the real torchvision (no stand-in zoo):
+    resnet18 built with ``weights=None`` (nothing downloaded), seeded, its classifier removed,
+    one forward pass over two tiny images."""
+    tv = _real_torchvision()
+    Image = pytest.importorskip("PIL.Image", reason="the image folder needs Pillow")
+    assert "resnet18" in tv.models.list_models()
+    folder = tmp_path / "imgs"
+    folder.mkdir()
+    imgs = _images(2, size=24)
+    for i, im in enumerate(imgs):
+        Image.fromarray(im).save(folder / f"{i}.png")
+    out = tmp_path / "emb.npz"
+    assert main(["features", "--backbone", "resnet18", "--images", str(folder), "--seed", "3",
+                 "--out", str(out)]) == 0
+    X = np.load(out)["X"]
+    assert X.shape == (2, 512) and X.dtype == np.float32 and np.all(np.isfinite(X))
+    assert not np.allclose(X[0], X[1])
+    # torchvision's own resnet18 from the same seed, without its classifier, in eval mode
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(3)
+        ref = tv.models.resnet18(weights=None)
+    ref.fc = torch.nn.Identity()
+    x = torch.from_numpy(imgs).permute(0, 3, 1, 2).float() / 255.0
+    with torch.no_grad():
+        expected = ref.eval()(x).numpy()
+    np.testing.assert_allclose(X, expected, rtol=1e-4, atol=1e-5)
+
+
+def test_real_torchvision_resnet18(tmp_path):
+    tv = _real_torchvision()
     torch.save(tv.models.resnet18().state_dict(), tmp_path / "r18.pth")
     net = B.build_backbone("resnet18", tmp_path / "r18.pth")
     assert B.extract_features(net, _images(4, size=32)).shape == (4, 512)

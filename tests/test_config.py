@@ -91,6 +91,7 @@ def test_a_none_set_by_param_survives_config_toml(tmp_path):
 
 
 def test_precedence_defaults_file_options_params(tmp_path):
+    pytest.importorskip("torch", reason="deepgsm.* is checked on DeepGSM: needs torch ([deep])")
     (tmp_path / "run.toml").write_text(RUN)
     cfg = resolve_config({"folds": 3, "repeats": None}, tmp_path / "run.toml",
                          params=["gsm.mu=1e-2", "gsm.learn_f=true", "deepgsm.device=cpu"])

@@ -613,45 +613,84 @@ def test_ddp_two_processes_match_one_process(digits):
 
 # ------------------------------------------------------------- schedules and convergence
 def _rule(schedule, window=2, tol=0.01, lr=1.0):
-    from crossmetric.deep.schedule import WindowedConvergence, make_optimizer
+    from crossmetric.deep.schedule import convergence_rule
 
-    params = [torch.nn.Parameter(torch.zeros(1))]
-    opt, sched = make_optimizer(params, optimizer="sgd", learning_rate=lr, momentum=0.0,
-                                schedule=schedule, max_iter=100, tol=tol)
-    return opt, WindowedConvergence(opt, sched, schedule, window, tol)
+    return convergence_rule(schedule, window, tol, lr)
 
 
 def test_plateau_schedule_lowers_the_rate_then_converges_on_a_flat_objective():
-    opt, rule = _rule("plateau")
-    curve, lrs, stopped = [], [], None
+    rule = _rule("plateau")
+    lrs, stopped = [], None
     values = [1.0, 0.8, 0.6, 0.4] + [0.3] * 20      # decreasing, then flat
     for t, v in enumerate(values, start=1):
-        curve.append(v)
-        if rule.update(curve, t):
+        if rule.update(v):
             stopped = t
             break
-        lrs.append(opt.param_groups[0]["lr"])
+        lrs.append(rule.rate)
     # windows of 2: improvements until the flat part, then 1 -> 0.1 -> 0.01, then converged
     assert sorted(set(lrs), reverse=True) == pytest.approx([1.0, 0.1, 0.01])
     assert stopped == 12
     # a still-decreasing objective never converges, whatever the rate
-    opt, rule = _rule("plateau")
-    curve = []
+    rule = _rule("plateau")
     for t in range(1, 41):
-        curve.append(1.0 - 0.02 * t)
-        assert not rule.update(curve, t)
-    assert opt.param_groups[0]["lr"] == 1.0
+        assert not rule.update(1.0 - 0.02 * t)
+    assert rule.rate == 1.0
+
+
+@pytest.mark.parametrize("tol", [None, 0.0, 1e-3, 0.05])
+def test_plateau_rule_is_pytorchs_reduce_lr_on_plateau_per_window(tol):
+    """The library's RatePlateau gives the learning rates and the stop of the schedule that
+    DeepGSM ran on torch's ReduceLROnPlateau, bit for bit, on noisy falling objectives."""
+    window, lr = 4, 3e-3
+    rng = np.random.default_rng(0)
+    values = np.exp(-np.arange(400) / 80.0) + rng.normal(0, 0.02, 400)
+    rule = _rule("plateau", window=window, tol=tol, lr=lr)
+    opt = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=lr)
+    sched = torch.optim.lr_scheduler.ReduceLROnPlateau(
+        opt, mode="min", factor=0.1, patience=0, threshold=0.0 if tol is None else tol,
+        threshold_mode="abs", min_lr=lr * 1e-2, eps=0.0)
+    for t, v in enumerate(values, start=1):
+        stop = rule.update(float(v))
+        if t % window == 0:
+            at_floor = opt.param_groups[0]["lr"] <= sched.min_lrs[0] * (1 + 1e-9)
+            best = sched.best
+            sched.step(float(np.mean(values[t - window:t])))
+            assert stop == (tol is not None and at_floor and sched.best == best), t
+        else:
+            assert not stop
+        assert rule.rate == opt.param_groups[0]["lr"], t
+        if stop:
+            break
+    assert rule.rate < lr  # the rate did drop
 
 
 def test_fixed_schedule_convergence_is_an_absolute_decrease_between_windows():
-    _, rule = _rule("constant", window=3, tol=0.01)
-    curve = [1.0, 1.0, 1.0, 0.985, 0.985, 0.985]          # decrease 0.015 > tol
-    assert not rule.update(curve, 6)
-    curve += [0.98, 0.98, 0.98]                            # decrease 0.005 < tol
-    assert rule.update(curve, 9)
-    assert not rule.update(curve[:8], 8)                   # only at window ends
-    _, rule = _rule("cosine", window=3, tol=None)
-    assert not rule.update([1.0] * 9, 9)                   # tol=None: never
+    rule = _rule("constant", window=3, tol=0.01)
+    # a decrease of 0.015 > tol, then one of 0.005 < tol; a test only at window ends
+    assert [rule.update(v) for v in (1.0, 1.0, 1.0, 0.985, 0.985, 0.985)] == [False] * 6
+    assert [rule.update(v) for v in (0.98, 0.98, 0.98)] == [False, False, True]
+    assert _rule("cosine", window=3, tol=None) is None     # tol=None: never
+
+
+def test_early_stopping_hold_out_is_the_librarys_draw_and_cap(monkeypatch):
+    from crossmetric._identity_draws import hold_out_identities
+    from crossmetric._solvers import early_stopping
+    from crossmetric.deep.inputs import _hold_out
+
+    ids_x, ids_y = np.repeat(np.arange(20), 4), np.repeat(np.arange(20), 3)
+    x, y = np.arange(80.0)[:, None], np.arange(60.0)[:, None]
+    (_, train_x, _, train_y), (vx, vid_x, vy, vid_y) = _hold_out(x, ids_x, y, ids_y, 0.25, 5)
+    rs = np.random.RandomState(np.random.SeedSequence([5, 7]).generate_state(1))
+    held, _ = hold_out_identities(np.arange(20), 5, rs)
+    assert set(vid_x) == set(vid_y) == set(held.tolist())
+    assert not set(train_x) & set(held.tolist()) and not set(train_y) & set(held.tolist())
+    np.testing.assert_array_equal(ids_x[vx[:, 0].astype(int)], vid_x)
+    assert vid_x.size == 20 and vid_y.size == 15       # all the held-out images
+    # above MAX_VALIDATION_SAMPLES images a side, a seeded subset of them is scored
+    monkeypatch.setattr(early_stopping, "MAX_VALIDATION_SAMPLES", 6)
+    _, (vx, vid_x, vy, vid_y) = _hold_out(x, ids_x, y, ids_y, 0.25, 5)
+    assert vid_x.size == vid_y.size == 6 and set(vid_x) <= set(held.tolist())
+    np.testing.assert_array_equal(ids_y[vy[:, 0].astype(int)], vid_y)
 
 
 def test_plateau_training_stops_converged_without_warning(digits):

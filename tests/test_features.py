@@ -4,12 +4,15 @@ import colorsys
 
 import numpy as np
 import pytest
-from skimage.color import rgb2gray, rgb2hsv
-from skimage.feature import hog, local_binary_pattern
 from sklearn.base import clone
 from sklearn.pipeline import make_pipeline
 
 from crossmetric.features import HOG, StripHistograms, rgb_to_hsv
+
+pytest.importorskip("skimage", reason="the descriptors need scikit-image (the [images] extra)")
+
+from skimage.color import rgb2gray, rgb2hsv  # noqa: E402
+from skimage.feature import hog, local_binary_pattern  # noqa: E402
 
 # full-range (JPEG) YCbCr of RGB in [0, 1]: Y, Cb − 0.5, Cr − 0.5
 _YCBCR = np.array([[0.299, 0.587, 0.114],

@@ -7,8 +7,6 @@ import numpy as np
 import pytest
 from joblib import parallel_config
 from scipy.ndimage import gaussian_filter
-from skimage.color import rgb2gray, rgb2lab
-from skimage.feature import local_binary_pattern
 from sklearn.base import clone
 from sklearn.exceptions import NotFittedError
 
@@ -16,6 +14,11 @@ from crossmetric._dense_sift import grid_starts
 from crossmetric._local_patterns import pattern_labels, ternary_codes
 from crossmetric._patch_color_sift import PATCH_COLOR_SPACES, to_patch_color
 from crossmetric.features import DenseSIFT, LBPGrid, PatchColorSIFT
+
+pytest.importorskip("skimage", reason="the descriptors need scikit-image ([images])")
+
+from skimage.color import rgb2gray, rgb2lab  # noqa: E402
+from skimage.feature import local_binary_pattern  # noqa: E402
 
 try:
     import cv2

@@ -3,13 +3,16 @@
 import numpy as np
 import pytest
 from scipy.ndimage import gaussian_filter
-from skimage.color import rgb2gray, rgb2hsv
 from sklearn.base import clone
 from sklearn.exceptions import NotFittedError
 
 from crossmetric.features import LOMO
 from crossmetric.features._dense_sift import grid_starts
 from crossmetric.features._lomo import max_occurrence, retinex, siltp_codes
+
+pytest.importorskip("skimage", reason="LOMO needs scikit-image ([images])")
+
+from skimage.color import rgb2gray, rgb2hsv  # noqa: E402
 
 RNG = np.random.RandomState(0)
 # smooth-ish random people: blocks of colour plus noise, so that the codes are not all one

@@ -171,6 +171,7 @@ def test_pku_deepgsm_models_are_also_scored_with_test_flip_switched():
 
 
 def test_pku_methods_option_errors(capsys, tmp_path):
+    pytest.importorskip("torch", reason="DeepGSM needs torch (the [deep] extra)")
     from crossmetric.reproduce import PKU_DEEPGSM, PKU_METHODS, reproduce_pku_sketch
 
     assert "deepgsm" in PKU_METHODS and "gsm" in PKU_METHODS

@@ -97,6 +97,7 @@ def test_gsm_cufs_selection_and_fit_never_see_a_test_person(monkeypatch):
 
 
 def test_gsm_cufs_recipe_and_errors():
+    pytest.importorskip("torch", reason="DeepGSM needs torch (the [deep] extra)")
     model = gsm_cufs_deepgsm(epochs=3, n_train=180, device="cpu")
     params = model.get_params()
     assert params["max_iter"] == 3 * 6 and params["device"] == "cpu"  # 180 / 30 a round

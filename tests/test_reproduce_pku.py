@@ -118,6 +118,8 @@ def test_settings_and_descriptor_options(monkeypatch):
 
 
 def test_descriptors_give_finite_features_of_the_documented_size():
+    pytest.importorskip("skimage", reason="the descriptors need scikit-image ([images])")
+    pytest.importorskip("cv2", reason="dense SIFT needs OpenCV (the [images] extra)")
     imgs = np.random.RandomState(0).randint(0, 256, (2, 160, 64, 3), dtype=np.uint8)
     sizes = {"hog": 4788, "dense-sift": 20480, "lbp": 4720, "ltp": 9440}
     for name, n in sizes.items():

@@ -27,6 +27,9 @@ class IndexBuilding:
     """Index construction; uses the embedding methods of
     :class:`~crossmetric._retrieval.embedding.IndexEmbedding`."""
 
+    #: the embedding dimension (``None`` until the first vectors)
+    d: int | None
+
     def _seed(self) -> int:
         return int(check_random_state(self.random_state).randint(0, 2**31 - 1))
 

@@ -15,12 +15,19 @@ rule                        stops when
 :class:`EpochPlateau`       ``patience`` epochs in a row brought no improvement of ``tol``
                             (relative or absolute), optionally decaying a rate first (the
                             mini-batch solvers; GSM's ``stopping="patience"``)
-:class:`WindowPlateau`      the mean of the last ``window`` epochs is not ``tol`` (relative)
-                            below the mean of the window before (GSM's ``stopping="window"``)
+:class:`WindowPlateau`      the mean of the last ``window`` epochs is not ``tol`` (relative or
+                            absolute) below the mean of the window before (GSM's
+                            ``stopping="window"``; DeepGSM's fixed learning-rate schedules,
+                            absolute, over rounds)
+:class:`RatePlateau`        a window mean of rounds at the smallest learning rate is not
+                            ``tol`` below the best window mean; each window that is not lowers
+                            the rate first (DeepGSM's ``lr_schedule="plateau"``)
 ==========================  ==================================================================
 
 Stopping on held-out pairs instead of the training objective (``early_stopping``) is
-:mod:`crossmetric._solvers.early_stopping`. The former homes of these rules keep their names:
+:mod:`crossmetric._solvers.early_stopping`; DeepGSM's patience on its held-out rank-1 is an
+:class:`EpochPlateau` of the negated score (``tol=0``, relative: any gain counts). The former
+homes of these rules keep their names:
 ``crossmetric._solvers.descent._Plateau`` (:class:`BestPlateau`),
 ``crossmetric._solvers.epochs.EpochPlateau`` and ``.WindowPlateau``.
 """
@@ -29,7 +36,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["BestPlateau", "EpochPlateau", "WindowPlateau"]
+__all__ = ["BestPlateau", "EpochPlateau", "WindowPlateau", "RatePlateau"]
 
 
 class BestPlateau:
@@ -129,21 +136,32 @@ class EpochPlateau:
 
 
 class WindowPlateau:
-    """A plateau of the *smoothed* objective: window means, relative tolerance.
+    """A plateau of the *smoothed* objective: window means, relative or absolute tolerance.
 
     After every ``window`` epochs the mean objective of the last ``window`` epochs is compared
     with the mean of the ``window`` before; the run stops when it is not lower by more than
-    ``tol`` relative to that previous mean (``prev − last <= tol · |prev|``). The mean over a
+    ``tol`` relative to that previous mean (``prev − last <= tol · |prev|``), or with
+    ``relative=False`` by at least ``tol`` (``last > prev − tol``, :class:`EpochPlateau`'s
+    absolute improvement: an objective that goes to 0, like a hinge loss on separable pairs,
+    never levels off relative to itself). The mean over a
     window smooths the epoch-to-epoch noise of mini-batch objectives, so a slow but steady
     decrease (e.g. 0.5 % an epoch) keeps the run going where a patience rule on single epochs
     with an absolute ``tol`` can stop it early; a noisy flat curve stops after two windows.
     Same interface as :class:`EpochPlateau` (no rate decay, no validation best).
+
+    Examples
+    --------
+    >>> rule = WindowPlateau(tol=0.01, window=2, relative=False)
+    >>> [rule.update(v) for v in (1.0, 1.0, 0.98, 0.98)]  # 0.02 below the window before
+    [False, False, False, False]
+    >>> [rule.update(v) for v in (0.975, 0.975)]          # 0.005 below: a plateau
+    [False, True]
     """
 
     decay = None
 
-    def __init__(self, tol: float, window: int):
-        self.tol, self.window = float(tol), int(window)
+    def __init__(self, tol: float, window: int, *, relative: bool = True):
+        self.tol, self.window, self.relative = float(tol), int(window), bool(relative)
         self.values: list[float] = []
         self.best = np.inf
         self.rate = 1.0
@@ -161,4 +179,70 @@ class WindowPlateau:
             return False
         last = float(np.mean(self.values[-w:]))
         prev = float(np.mean(self.values[-2 * w:-w]))
+        if not self.relative:
+            return last > prev - self.tol
         return prev - last <= self.tol * max(abs(prev), 1e-12)
+
+
+class RatePlateau:
+    """Window means of the objective under a learning rate that drops on every window that
+    does not improve; stops when one at the smallest rate still does not.
+
+    After every ``window`` updates the mean of the last ``window`` values *improves* when it
+    is below the best improving mean so far by more than ``tol`` (absolute; the first window
+    always improves). A window that does not multiplies ``rate`` by ``factor``, down to
+    ``min_rate`` (``rate = max(rate · factor, min_rate)``); the run stops when a window that
+    began at ``min_rate`` still does not improve -- the objective has stopped decreasing even
+    with steps ``min_rate / rate`` times smaller, a real plateau. With ``tol=None`` the rate
+    still drops (a threshold of 0) and the run never stops. This is PyTorch's
+    ``ReduceLROnPlateau`` (``mode="min"``, ``threshold_mode="abs"``, ``patience=0``) stepped
+    once per window, with its convergence test; the caller applies :attr:`rate` to its
+    optimiser after each update.
+
+    Parameters
+    ----------
+    tol : float or None
+        Absolute decrease of the window mean that counts as an improvement.
+    window : int
+        Updates per window.
+    rate : float
+        The starting rate (the optimiser's learning rate).
+    factor : float, default=0.1
+        Multiplier of the rate after a window without improvement.
+    min_rate : float
+        The smallest rate.
+
+    Examples
+    --------
+    >>> rule = RatePlateau(tol=0.01, window=2, rate=1.0, min_rate=0.01)
+    >>> [rule.update(v) for v in (1.0, 0.8, 0.6, 0.4)], rule.rate  # improving windows
+    ([False, False, False, False], 1.0)
+    >>> [rule.update(0.5) for _ in range(6)], round(rule.rate, 6)  # 1 -> 0.1 -> 0.01, stop
+    ([False, False, False, False, False, True], 0.01)
+    """
+
+    decay = None
+
+    def __init__(self, tol: float | None, window: int, *, rate: float, factor: float = 0.1,
+                 min_rate: float):
+        self.tol = None if tol is None else float(tol)
+        self.window = int(window)
+        self.rate, self.factor, self.min_rate = float(rate), float(factor), float(min_rate)
+        self.values: list[float] = []
+        self.best = np.inf
+
+    def update(self, value: float) -> bool:
+        """Record one update's value; True when the run should stop."""
+        self.values.append(float(value))
+        w = self.window
+        if len(self.values) % w:
+            return False
+        last = float(np.mean(self.values[-w:]))
+        at_floor = self.rate <= self.min_rate * (1 + 1e-9)
+        if last < self.best - (0.0 if self.tol is None else self.tol):
+            self.best = last
+            return False
+        lowered = max(self.rate * self.factor, self.min_rate)
+        if self.rate - lowered > 0.0:
+            self.rate = lowered
+        return self.tol is not None and at_floor

@@ -14,6 +14,8 @@ import numpy as np
 
 from crossmetric._base import PairData
 from crossmetric._checks import as_float_array, user_stacklevel
+from crossmetric._identity_draws import hold_out_identities
+from crossmetric._solvers.early_stopping import identity_validation
 from crossmetric.deep.augment import make_augmentation
 from crossmetric.deep.data import (
     CrossDomainIdentitySampler,
@@ -159,17 +161,22 @@ def check_layout(x, y, input_shape, backbone) -> tuple[tuple[int, int], tuple[in
 
 
 def _hold_out(x, ids_x, y, ids_y, fraction: float, seed: int):
-    """Early stopping's held-out identities: ``(x, ids_x, y, ids_y)`` left, and ``val``."""
+    """Early stopping's held-out identities: ``(x, ids_x, y, ids_y)`` left, and ``val``
+    (their images, at most :data:`~crossmetric._solvers.early_stopping.MAX_VALIDATION_SAMPLES`
+    a side, a seeded subset above, as the learners' hold-out)."""
     usable = np.intersect1d(ids_x, ids_y)
     n_val = max(2, int(round(float(fraction) * usable.size)))
     if usable.size - n_val < 2:
         raise ValueError(f"early_stopping needs at least 2 training and 2 validation "
                          f"identities; there are {usable.size} in all.")
     rs = np.random.RandomState(np.random.SeedSequence([seed, 7]).generate_state(1))
-    held = rs.choice(usable, n_val, replace=False)
+    # the one identity draw of the library's splitters and early-stopping hold-out
+    held, _ = hold_out_identities(usable, n_val, rs)
     mx, my = np.isin(ids_x, held), np.isin(ids_y, held)
-    val = (subset(x, np.flatnonzero(mx)), ids_x[mx], subset(y, np.flatnonzero(my)),
-           ids_y[my])
+    # scored as the learners' hold-out is: at most MAX_VALIDATION_SAMPLES images a side
+    rows_x, rows_y = np.flatnonzero(mx), np.flatnonzero(my)
+    held_out, kx, ky = identity_validation(ids_x[mx], ids_y[my], rs)
+    val = (subset(x, rows_x[kx]), held_out.ids_x, subset(y, rows_y[ky]), held_out.ids_y)
     x, ids_x = subset(x, np.flatnonzero(~mx)), ids_x[~mx]
     y, ids_y = subset(y, np.flatnonzero(~my)), ids_y[~my]
     return (x, ids_x, y, ids_y), val

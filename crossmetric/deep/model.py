@@ -195,7 +195,8 @@ class DeepGSM(FittingMixin, EmbeddingMixin, SavingMixin, CrossModalMixin, BaseEs
     early_stopping : bool, default=False
         Hold out ``validation_fraction`` of the identities; every ``validation_every``
         iterations measure rank-1 (second-domain probes against the first-domain gallery of
-        the held-out identities; ties count as misses); stop after ``patience`` checks
+        the held-out identities, at most 2,000 images a side, a seeded subset above, as the
+        other learners' hold-out; ties count as misses); stop after ``patience`` checks
         without improvement and restore the best weights.
     validation_fraction : float, default=0.2
     validation_every : int or None, default=None

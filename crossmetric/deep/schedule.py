@@ -17,15 +17,20 @@ where a relative decrease would never level off.
   at that smallest rate still brings no improvement -- the objective has stopped decreasing
   even with a hundred times smaller steps, a real plateau. This is the rule to use when
   training should run to convergence without choosing the number of iterations.
+
+Both rules are the library's (:mod:`crossmetric._solvers.stopping`: an absolute
+:class:`~crossmetric._solvers.stopping.WindowPlateau` and a
+:class:`~crossmetric._solvers.stopping.RatePlateau`), fed the objective of every round.
 """
 
 from __future__ import annotations
 
-import numpy as np
 import torch
 
+from crossmetric._solvers.stopping import RatePlateau, WindowPlateau
+
 __all__ = ["SCHEDULES", "OPTIMIZERS", "PLATEAU_FACTOR", "PLATEAU_MIN_SCALE", "make_optimizer",
-           "WindowedConvergence"]
+           "convergence_rule"]
 
 SCHEDULES = ("constant", "step", "cosine", "plateau")
 OPTIMIZERS = ("sgd", "adam")
@@ -36,8 +41,9 @@ PLATEAU_MIN_SCALE = 1e-2
 
 
 def make_optimizer(params, *, optimizer: str, learning_rate: float, momentum: float,
-                   schedule: str, max_iter: int, tol: float | None):
-    """``(optimiser, scheduler)``; a ``"plateau"`` scheduler is stepped once per window."""
+                   schedule: str, max_iter: int):
+    """``(optimiser, scheduler)``, the scheduler stepped after every round; ``None`` for
+    ``"plateau"``, whose rate :func:`convergence_rule` sets."""
     lr = float(learning_rate)
     # PyTorch's own choice of update (multi-tensor on CUDA): forcing foreach=True on a CPU
     # made a digits fit 1.3-1.9x slower (measured)
@@ -53,54 +59,19 @@ def make_optimizer(params, *, optimizer: str, learning_rate: float, momentum: fl
     elif schedule == "cosine":
         sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=max_iter)
     else:
-        sched = torch.optim.lr_scheduler.ReduceLROnPlateau(
-            opt, mode="min", factor=PLATEAU_FACTOR, patience=0,
-            threshold=0.0 if tol is None else float(tol), threshold_mode="abs",
-            min_lr=lr * PLATEAU_MIN_SCALE, eps=0.0)
+        sched = None
     return opt, sched
 
 
-class WindowedConvergence:
-    """The convergence rule of the module docstring, applied after every iteration.
-
-    Parameters
-    ----------
-    optimizer, scheduler : from :func:`make_optimizer`
-    schedule : str
-    window : int
-        ``n_iter_no_change``.
-    tol : float or None
-        Decrease of the window mean that counts as progress; ``None``: never converged (the plateau
-        schedule then still lowers its rate, with no threshold).
-    """
-
-    def __init__(self, optimizer, scheduler, schedule: str, window: int, tol: float | None):
-        self.optimizer, self.scheduler, self.schedule = optimizer, scheduler, schedule
-        self.window, self.tol = int(window), tol
-
-    @property
-    def plateau(self) -> bool:
-        return self.schedule == "plateau"
-
-    def step_schedule(self) -> None:
-        """Per-iteration scheduler step (fixed schedules only)."""
-        if not self.plateau:
-            self.scheduler.step()
-
-    def update(self, curve: list, done: int) -> bool:
-        """Window bookkeeping after iteration ``done``; True when training has converged."""
-        w = self.window
-        if done % w or len(curve) < w:
-            return False
-        last = float(np.mean(curve[-w:]))
-        if self.plateau:
-            lr_before = self.optimizer.param_groups[0]["lr"]
-            at_floor = lr_before <= self.scheduler.min_lrs[0] * (1 + 1e-9)
-            best_before = self.scheduler.best
-            self.scheduler.step(last)
-            improved = self.scheduler.best != best_before
-            return self.tol is not None and at_floor and not improved
-        if self.tol is None or len(curve) < 2 * w:
-            return False
-        prev = float(np.mean(curve[-2 * w:-w]))
-        return last > prev - float(self.tol)
+def convergence_rule(schedule: str, window: int, tol: float | None, learning_rate: float):
+    """The rule of the module docstring, from the library's stopping rules
+    (:mod:`crossmetric._solvers.stopping`), fed every round's objective: a
+    :class:`~crossmetric._solvers.stopping.RatePlateau` for ``"plateau"`` (its ``rate`` is the
+    learning rate to apply after each round), an absolute
+    :class:`~crossmetric._solvers.stopping.WindowPlateau` for a fixed schedule, ``None`` for a
+    fixed schedule without ``tol``."""
+    if schedule == "plateau":
+        lr = float(learning_rate)
+        return RatePlateau(tol, int(window), rate=lr, factor=PLATEAU_FACTOR,
+                           min_rate=lr * PLATEAU_MIN_SCALE)
+    return None if tol is None else WindowPlateau(float(tol), int(window), relative=False)

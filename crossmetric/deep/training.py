@@ -21,6 +21,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from crossmetric._solvers.stopping import EpochPlateau, RatePlateau
 from crossmetric.deep.averaging import WeightAverage, averaging_start
 from crossmetric.deep.build import build_net, load_backbone_file
 from crossmetric.deep.checkpoint import check_resume, read_checkpoint, write_checkpoint
@@ -43,7 +44,7 @@ from crossmetric.deep.params import (
     use_amp,
 )
 from crossmetric.deep.prefetch import Prefetch
-from crossmetric.deep.schedule import WindowedConvergence, make_optimizer
+from crossmetric.deep.schedule import convergence_rule, make_optimizer
 from crossmetric.deep.threads import small_net_threads
 
 __all__ = ["deterministic", "spawn_training", "train"]
@@ -69,7 +70,7 @@ def make_run_optimizer(p, net, max_iter: int):
     """``(optimizer, scheduler)`` of parameters ``p`` for ``net``."""
     return make_optimizer(net.parameters(), optimizer=p.optimizer,
                           learning_rate=p.learning_rate, momentum=p.momentum,
-                          schedule=p.lr_schedule, max_iter=max_iter, tol=p.tol)
+                          schedule=p.lr_schedule, max_iter=max_iter)
 
 
 def _start_net(p, ds, shape, channels, seed: int, device):
@@ -95,21 +96,30 @@ class _Run:
         self.max_iter = int(p.max_iter)
         self.opt, self.sched = make_run_optimizer(p, net, self.max_iter)
         self.scaler = torch.amp.GradScaler("cuda", enabled=amp)
-        self.rule = WindowedConvergence(self.opt, self.sched, p.lr_schedule,
-                                        int(p.n_iter_no_change), p.tol)
+        self.rule = convergence_rule(p.lr_schedule, int(p.n_iter_no_change), p.tol,
+                                     p.learning_rate)
+        # patience on the held-out rank-1 (early_stopping): any gain resets it
+        self.patience = EpochPlateau(0.0, int(p.patience), relative=True)
         a0 = averaging_start(p.average_from, self.max_iter)
         self.avg = None if a0 is None else WeightAverage(net, a0)
-        self.start, self.curve, self.val_scores, self.best, self.bad_checks = 0, [], [], None, 0
+        self.start, self.curve, self.val_scores, self.best = 0, [], [], None
         self.checkpoint = checkpoint  # path, settings, fingerprint, seed
 
     def restore(self, state: dict) -> None:
         self.net.load_state_dict(state["net"])
         self.opt.load_state_dict(state["optimizer"])
-        self.sched.load_state_dict(state["scheduler"])
         self.scaler.load_state_dict(state["scaler"])
         self.start, self.curve = int(state["iteration"]), list(state["loss_curve"])
-        self.val_scores, self.best, self.bad_checks = (list(state["validation_scores"]),
-                                                       state["best"], int(state["bad_checks"]))
+        if self.sched is not None:
+            self.sched.load_state_dict(state["scheduler"])
+        elif isinstance(self.rule, RatePlateau):  # its best window mean; the rate is the lr
+            self.rule.best = float(state["scheduler"]["best"])
+            self.rule.rate = float(self.opt.param_groups[0]["lr"])
+        if self.rule is not None:
+            self.rule.values = list(self.curve)
+        self.val_scores, self.best = list(state["validation_scores"]), state["best"]
+        if self.best is not None:
+            self.patience.best, self.patience.stall = -float(self.best[1]), int(state["bad_checks"])
         if self.avg is not None:
             self.avg.load_state_dict(state["average"])
 
@@ -120,10 +130,12 @@ class _Run:
         write_checkpoint(c["path"], {
             "settings": c["settings"], "fingerprint": c["fingerprint"], "seed": c["seed"],
             "net": self.net.state_dict(), "optimizer": self.opt.state_dict(),
-            "scheduler": self.sched.state_dict(), "scaler": self.scaler.state_dict(),
+            "scheduler": (self.sched.state_dict() if self.sched is not None
+                          else {"best": getattr(self.rule, "best", None)}),
+            "scaler": self.scaler.state_dict(),
             "iteration": int(done), "loss_curve": list(self.curve),
             "validation_scores": list(self.val_scores), "best": self.best,
-            "bad_checks": self.bad_checks,
+            "bad_checks": self.patience.stall,
             "average": None if self.avg is None else self.avg.state_dict()})
 
     def step(self, xb, yb, gx, gy, gathered, weights_cache, tensors):
@@ -155,7 +167,8 @@ class _Run:
         else:
             loss.backward()
             self.opt.step()
-        self.rule.step_schedule()
+        if self.sched is not None:
+            self.sched.step()
         return hinge, pen
 
     def validate(self, done: int, score) -> str | None:
@@ -164,16 +177,12 @@ class _Run:
         now = net if avg is None else avg.current(net)
         s = score(now)
         self.val_scores.append((done, s))
-        if self.best is None or s > self.best[1]:
+        stop = self.patience.update(-s)
+        if self.patience.new_best:
             self.best = (done, s, {k: v.detach().cpu().clone()
                                    for k, v in now.state_dict().items()},
                          0 if now is net else avg.n_averaged)
-            self.bad_checks = 0
-        else:
-            self.bad_checks += 1
-            if self.bad_checks >= int(self.p.patience):
-                return "early_stopping"
-        return None
+        return "early_stopping" if stop else None
 
     def loop(self, rounds, sampler, ids_x, ids_y, score, every_val: int):
         """Rounds ``start .. max_iter - 1`` (``rounds`` yields each round's global rows and
@@ -214,8 +223,13 @@ class _Run:
             stop = None
             if score is not None and (done % every_val == 0 or done == self.max_iter):
                 stop = self.validate(done, score)
-            if self.rule.update(self.curve, done) and stop is None:
-                stop = "tol"
+            if self.rule is not None:
+                converged_now = self.rule.update(self.curve[-1])
+                if isinstance(self.rule, RatePlateau):  # the plateau schedule's rate
+                    for group in self.opt.param_groups:
+                        group["lr"] = self.rule.rate
+                if converged_now and stop is None:
+                    stop = "tol"
             if stop is None and p.max_time is not None \
                     and time.perf_counter() - t0 >= p.max_time:
                 stop = "max_time"

@@ -6,7 +6,10 @@ the top-``k`` lists of a faiss index (flat, IVF or HNSW) and reports CMC / mAP@R
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
+from numpy.typing import ArrayLike
 from sklearn.utils import gen_batches
 
 from crossmetric._checks import as_float_array, check_positive_int
@@ -24,7 +27,8 @@ __all__ = ["knn_accuracy", "KNN_INDEXES", "knn_rank_report"]
 
 
 # ------------------------------------------------------- accuracy calculator over kNN results
-def knn_accuracy(query, reference, query_labels, reference_labels, *, same_set: bool = False,
+def knn_accuracy(query: ArrayLike, reference: ArrayLike, query_labels: ArrayLike,
+                 reference_labels: ArrayLike, *, same_set: bool = False,
                  block_rows: int | None = None) -> dict:
     """Retrieval accuracies of embeddings, as pytorch-metric-learning's ``AccuracyCalculator``.
 
@@ -112,12 +116,14 @@ def knn_accuracy(query, reference, query_labels, reference_labels, *, same_set: 
 KNN_INDEXES = ("flat", "ivf", "hnsw")
 
 
-def knn_rank_report(query, database, query_labels, database_labels, *, k: int = 100,
-                    index: str = "flat", nlist: int | None = None, nprobe: int | None = None,
-                    ef_search: int | None = None, hnsw_m: int = 32,
-                    train_size: int | None = None, same_set: bool = False,
-                    ranks=None, ties: str = "expected", n_threads: int | None = None,
-                    block_rows: int | None = None, random_state=0) -> dict:
+def knn_rank_report(query: ArrayLike, database: ArrayLike, query_labels: ArrayLike,
+                    database_labels: ArrayLike, *, k: int = 100, index: str = "flat",
+                    nlist: int | None = None, nprobe: int | None = None,
+                    ef_search: int | None = None, hnsw_m: int = 32, train_size: int | None = None,
+                    same_set: bool = False, ranks: Sequence[int] | None = None,
+                    ties: str = "expected", n_threads: int | None = None,
+                    block_rows: int | None = None,
+                    random_state: int | np.random.RandomState | None = 0) -> dict:
     """Rank measures of embeddings from their ``k`` nearest neighbours, searched with faiss.
 
     For large retrievals (10⁵ queries × 10⁶ database items) where :func:`knn_accuracy` and

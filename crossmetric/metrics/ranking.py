@@ -7,7 +7,10 @@ row blocks (``block_rows``) and rank by counting (:mod:`._counts`), never by sor
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
+from numpy.typing import ArrayLike
 from sklearn.utils import gen_batches
 
 from crossmetric._checks import as_float_array, check_positive_int
@@ -36,8 +39,9 @@ __all__ = ["cmc", "rank_accuracy", "nearest_neighbor_accuracy", "mean_average_pr
 
 
 # ------------------------------------------------------------------------- identification
-def cmc(distance, probe_labels, gallery_labels, max_rank: int | None = None, *,
-        block_rows: int | None = None, ties: str = "expected") -> np.ndarray:
+def cmc(distance: ArrayLike, probe_labels: ArrayLike, gallery_labels: ArrayLike,
+        max_rank: int | None = None, *, block_rows: int | None = None,
+        ties: str = "expected") -> np.ndarray:
     """Cumulative match characteristic (PCCA §4.2, GSM §4).
 
     ``cmc[r - 1]`` is the fraction of probes whose rank is ``<= r``, where a probe's rank is the
@@ -86,8 +90,8 @@ def cmc(distance, probe_labels, gallery_labels, max_rank: int | None = None, *,
     return _cmc_from_stats(stats, max_rank, ties)
 
 
-def rank_accuracy(distance, probe_labels, gallery_labels, rank: int = 1, *,
-                  block_rows: int | None = None, ties: str = "expected") -> float:
+def rank_accuracy(distance: ArrayLike, probe_labels: ArrayLike, gallery_labels: ArrayLike,
+                  rank: int = 1, *, block_rows: int | None = None, ties: str = "expected") -> float:
     """Rank-``r`` recognition rate: the fraction of probes of rank ``<= r`` (``cmc[r-1]``).
 
     ``ties`` as in :func:`cmc`.
@@ -108,8 +112,9 @@ def rank_accuracy(distance, probe_labels, gallery_labels, rank: int = 1, *,
     return float(np.mean(_hit_probability(stats, rank, ties)))
 
 
-def nearest_neighbor_accuracy(distance, probe_labels, gallery_labels, *,
-                              block_rows: int | None = None, ties: str = "expected") -> float:
+def nearest_neighbor_accuracy(distance: ArrayLike, probe_labels: ArrayLike,
+                              gallery_labels: ArrayLike, *, block_rows: int | None = None,
+                              ties: str = "expected") -> float:
     """Nearest-neighbour accuracy (CMML §4.1): the nearest gallery item has the probe's label.
 
     With several gallery items at the smallest distance, ``ties="expected"`` counts the
@@ -133,8 +138,8 @@ def nearest_neighbor_accuracy(distance, probe_labels, gallery_labels, *,
 
 
 # ------------------------------------------------------------------------------ retrieval
-def average_precision_per_query(distance, query_labels, db_labels, *, same_set: bool = False,
-                                block_rows: int | None = None,
+def average_precision_per_query(distance: ArrayLike, query_labels: ArrayLike, db_labels: ArrayLike,
+                                *, same_set: bool = False, block_rows: int | None = None,
                                 ties: str = "expected") -> np.ndarray:
     """Average precision of every query (NaN for a query without relevant database item).
 
@@ -165,8 +170,9 @@ def average_precision_per_query(distance, query_labels, db_labels, *, same_set: 
     return ap
 
 
-def mean_average_precision(distance, query_labels, db_labels, *, same_set: bool = False,
-                           block_rows: int | None = None, ties: str = "expected") -> float:
+def mean_average_precision(distance: ArrayLike, query_labels: ArrayLike, db_labels: ArrayLike, *,
+                           same_set: bool = False, block_rows: int | None = None,
+                           ties: str = "expected") -> float:
     """Mean average precision of a retrieval (CLML §4).
 
     The mean over queries of the average precision of the database ranked by distance
@@ -201,8 +207,9 @@ def mean_average_precision(distance, query_labels, db_labels, *, same_set: bool 
     return float(ap[ok].mean())
 
 
-def one_call_at_n(distance, query_labels, db_labels, n: int, *, same_set: bool = False,
-                  block_rows: int | None = None, ties: str = "expected") -> float:
+def one_call_at_n(distance: ArrayLike, query_labels: ArrayLike, db_labels: ArrayLike, n: int, *,
+                  same_set: bool = False, block_rows: int | None = None,
+                  ties: str = "expected") -> float:
     """1-call@n (CLML §4): the fraction of queries with at least one correct item in the top n.
 
     Items tied at the n-th place are ordered as ``ties`` says (see :func:`cmc`; by default the
@@ -226,8 +233,9 @@ def one_call_at_n(distance, query_labels, db_labels, n: int, *, same_set: bool =
 
 
 # --------------------------------------------------------------- report from embeddings
-def identification_report(FX, FY, probe_labels, gallery_labels, *, max_rank: int = 20,
-                          ranks=(1, 5, 10, 20), metric: str = "sqeuclidean",
+def identification_report(FX: ArrayLike, FY: ArrayLike, probe_labels: ArrayLike,
+                          gallery_labels: ArrayLike, *, max_rank: int = 20,
+                          ranks: Sequence[int] = (1, 5, 10, 20), metric: str = "sqeuclidean",
                           same_set: bool = False, block_rows: int | None = None,
                           with_map: bool = True, ties: str = "expected") -> dict:
     """CMC, rank-r rates and mAP from two embeddings, never holding the full distance matrix.

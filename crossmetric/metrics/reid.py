@@ -7,6 +7,7 @@ own camera, and computes torchreid's measures (with the library's tie rules).
 from __future__ import annotations
 
 import numpy as np
+from numpy.typing import ArrayLike
 from scipy.special import gammaln
 from sklearn.utils import gen_batches
 
@@ -94,7 +95,8 @@ def _block_reid_measures(D: np.ndarray, rel: np.ndarray, valid: np.ndarray, max_
     return curve[ok], ap, inp
 
 
-def evaluate_rank(distance, q_pids, g_pids, q_camids=None, g_camids=None, *,
+def evaluate_rank(distance: ArrayLike, q_pids: ArrayLike, g_pids: ArrayLike,
+                  q_camids: ArrayLike | None = None, g_camids: ArrayLike | None = None, *,
                   max_rank: int = 50, ties: str = "expected",
                   block_rows: int | None = None) -> dict:
     """CMC, mAP and mINP of a re-identification ranking, as Market-1501 / torchreid count them.

@@ -9,7 +9,11 @@ paper does.
 
 from __future__ import annotations
 
+import numbers
+from collections.abc import Sequence
+
 import numpy as np
+from numpy.typing import ArrayLike
 from sklearn.metrics import roc_auc_score, roc_curve
 
 from crossmetric._checks import as_float_array, check_pair_labels
@@ -25,7 +29,7 @@ def _check_y_score(y, score, score_name: str = "score") -> tuple[np.ndarray, np.
     return y, s
 
 
-def roc(y, score) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def roc(y: ArrayLike, score: ArrayLike) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """ROC curve ``(fpr, tpr, thresholds)``: one point per distinct score, from (0, 0) to (1, 1).
 
     A pair is predicted *same* when ``score >= threshold``. Unlike scikit-learn's default no
@@ -45,7 +49,7 @@ def roc(y, score) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return fpr, tpr, thr
 
 
-def roc_auc(y, score) -> float:
+def roc_auc(y: ArrayLike, score: ArrayLike) -> float:
     """Area under the ROC curve (ties count one half).
 
     Parameters
@@ -102,7 +106,8 @@ def _area_between(fpr: np.ndarray, tpr: np.ndarray, a: float, b: float) -> float
     return float(np.sum(0.5 * (ylo + yhi) * width))
 
 
-def partial_auc(y, score, fpr_range=(0.0, 0.1), *, normalize: str = "range") -> float:
+def partial_auc(y: ArrayLike, score: ArrayLike, fpr_range: Sequence[float] = (0.0, 0.1), *,
+                normalize: str = "range") -> float:
     """Partial AUC over the false-positive-rate window ``[α, β]`` (CML-AUC Eq. 4).
 
     The area under the ROC polyline between FPR = α and FPR = β, normalised as chosen:
@@ -154,7 +159,7 @@ def partial_auc(y, score, fpr_range=(0.0, 0.1), *, normalize: str = "range") -> 
     return 0.5 * (1.0 + (area - a_min) / (a_max - a_min))
 
 
-def eer(y, score) -> float:
+def eer(y: ArrayLike, score: ArrayLike) -> float:
     """Equal error rate: where the false positive rate equals the false negative rate.
 
     Found on the ROC polyline with linear interpolation: the intersection of the curve with the
@@ -184,7 +189,7 @@ def eer(y, score) -> float:
     return float(fpr[k - 1] + t * (fpr[k] - fpr[k - 1]))
 
 
-def one_minus_eer(y, score) -> float:
+def one_minus_eer(y: ArrayLike, score: ArrayLike) -> float:
     """``1 − EER`` (the measure of the CML-AUC paper's tables).
 
     Examples
@@ -198,7 +203,7 @@ def one_minus_eer(y, score) -> float:
     return 1.0 - eer(y, score)
 
 
-def accuracy_at_median(y, distance) -> float:
+def accuracy_at_median(y: ArrayLike, distance: ArrayLike) -> float:
     """CMML's "accuracy at equal error rate": accuracy with the median distance as threshold.
 
     A pair is predicted *same* when its distance is below the median of all distances of the
@@ -234,7 +239,7 @@ def accuracy_at_median(y, distance) -> float:
     return float(correct.mean())
 
 
-def verification_rate(y, score, fpr: float = 1e-3) -> float:
+def verification_rate(y: ArrayLike, score: ArrayLike, fpr: float = 1e-3) -> float:
     """Verification rate (true positive rate) at a false positive rate (VR@FPR, CML-AUC §IV).
 
     The largest TPR among the thresholds whose FPR is ``<= fpr`` (no interpolation between ROC
@@ -261,14 +266,14 @@ def verification_rate(y, score, fpr: float = 1e-3) -> float:
     >>> M.verification_rate(y, score, fpr=0.25)
     0.6666666666666666
     """
-    if isinstance(fpr, bool) or not np.isscalar(fpr) or not 0.0 <= float(fpr) <= 1.0:
+    if isinstance(fpr, bool) or not isinstance(fpr, numbers.Real) or not 0.0 <= fpr <= 1.0:
         raise ValueError(f"fpr must be a number in [0, 1], got {fpr!r}.")
     f, t, _ = roc(y, score)
     return float(np.max(t[f <= float(fpr) + 1e-15]))
 
 
-def verification_report(y, score, *, fpr: float = 1e-3,
-                        fpr_range=(0.0, 0.1)) -> dict[str, float]:
+def verification_report(y: ArrayLike, score: ArrayLike, *, fpr: float = 1e-3,
+                        fpr_range: Sequence[float] = (0.0, 0.1)) -> dict[str, float]:
     """All verification measures of one set of scored pairs.
 
     Returns
