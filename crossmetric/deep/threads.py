@@ -3,7 +3,7 @@
 A round of a small network (the 16 × 16 digits network of the default benchmark: ~0.1 GFLOP
 for forward and backward of 80 images) is made of many tiny operators. With several OpenMP
 threads each operator starts and joins them; on a shared machine, where the threads wait for
-cores, they spin. Measured on a loaded 2-core machine (load 7, issue 24): 299 ms of CPU per
+cores, they spin. Measured on a loaded 2-core machine (load 7): 299 ms of CPU per
 round with 2 threads against 7.4 ms with 1 -- and each joblib worker of the default
 benchmark already runs with 1 (``OMP_NUM_THREADS=1``). :func:`small_net_threads` therefore
 runs a CPU fit single-threaded when a round costs less than :data:`SMALL_ROUND_FLOPS`

@@ -488,7 +488,7 @@ class CLMLCV(CLML):
         cv = self.cv
         if isinstance(cv, numbers.Integral) and not isinstance(cv, bool):
             # folds of samples, not of pairs: a validation pair never shares a sample with a
-            # training pair (splitting pairs let the most overfitting k win, issue 10 item 7)
+            # training pair (splitting pairs let the most overfitting k win)
             cv = group_pair_folds(i, j, int(cv), random_state=self.random_state, y=y)
         # the folds and scorer GridSearchCV would use; the scan is the one selection routine
         splits = check_cv(cv, y, classifier=is_classifier(base)).split(pairs, y)

@@ -66,7 +66,7 @@ def cmc(distance: ArrayLike, probe_labels: ArrayLike, gallery_labels: ArrayLike,
         ``"expected"`` takes the expectation over a uniformly random order of the tied items
         (a model that maps everything to one point scores chance, e.g. rank-1 = 1/n_gallery
         with one true match per probe); ``"pessimistic"`` puts the true matches last,
-        ``"optimistic"`` first (ties count as wins: the convention before issue 10).
+        ``"optimistic"`` first (ties count as wins: an earlier convention of the library).
 
     Returns
     -------

@@ -228,7 +228,7 @@ def _in_own_worker(runner, task) -> dict:
 
 
 def _tune_split(est, X: np.ndarray, Y: np.ndarray, split: Split, options):
-    """Inner cross-validation on the split's training objects only (issue 10 item 8).
+    """Inner cross-validation on the split's training objects only.
 
     The outer training pairs of :func:`run_protocols` join row ``r`` of ``X`` and ``Y`` for
     objects of the training part; only those objects are handed to

@@ -176,12 +176,12 @@ def pku_deepgsm(**overrides):
 PKU_METHODS = ("euclidean", "euclidean-desc", "cca", "kcca", "pcca", "cmml", "cmlauc",
                "cmlpauc", "gsm", "clml", "deepgsm")
 
-#: the methods of the setting ``legacy`` (the reproduction before issue 20)
+#: the methods of the setting ``legacy`` (the first reproduction, kept as it was)
 PKU_LEGACY_METHODS = ("euclidean", "cca", "kcca", "cmml", "cmlauc", "gsm", "deepgsm")
 
 #: settings of ``reproduce pku-sketch`` (``setting=`` / ``--setting``).
 #:
-#: ``legacy``: the reproduction before issue 20 (numbers unchanged): HOG, one PCA-64 of both
+#: ``legacy``: the first reproduction (numbers unchanged): HOG, one PCA-64 of both
 #: modalities, the registry's default parameters, 1 negative per positive, the Euclidean row on
 #: the HOG itself. ``paper``: the papers' model selection -- every method with a paper grid
 #: (``MethodSpec.paper_grid``) has its parameters chosen per split by 3-fold inner
@@ -457,7 +457,7 @@ def reproduce_pku_sketch(data_home, *, n_splits: int = 10, seed: int = 0, verbos
     the defaults of ``descriptor``, ``n_components``, the centring, ``n_negatives`` per positive
     and whether each method's paper grid is selected per split on the training persons
     (:func:`pku_select`; the choices are in ``extra["chosen"]``). ``"legacy"`` is the
-    reproduction before issue 20 (its numbers unchanged; its methods
+    first reproduction (its numbers unchanged; its methods
     :data:`PKU_LEGACY_METHODS` by default). DeepGSM trains on the RGB images with
     :data:`PKU_DEEPGSM` (``deepgsm_params`` replaces entries -- for smoke runs; the result's
     notes say so); its fitted models are scored a second time with ``test_flip`` switched (the
