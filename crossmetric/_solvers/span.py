@@ -26,8 +26,8 @@ import numpy as np
 from crossmetric._base import squared_euclidean_matrix, squared_euclidean_rows
 from crossmetric._solvers.linalg import span_basis
 
-__all__ = ["tower_bases", "principal_basis", "BasisForm", "basis_form", "complement_distances",
-           "set_complement"]
+__all__ = ["tower_bases", "principal_basis", "sample_basis", "BasisForm", "basis_form",
+           "complement_distances", "set_complement"]
 
 
 def tower_bases(sides, *, joint: bool) -> list:
@@ -53,6 +53,12 @@ def principal_basis(S: np.ndarray, k: int):
     return (Sc.T @ U[:, keep]) / np.sqrt(w[keep])
 
 
+def sample_basis(S: np.ndarray, k: int | None = None):
+    """An orthonormal basis of the rows ``S``: their span (``k=None``) or their top ``k``
+    principal axes; ``None`` where it would hold every feature."""
+    return span_basis(S) if k is None else principal_basis(S, k)
+
+
 class BasisForm(NamedTuple):
     """Training samples of a single-modal learner on an orthonormal basis ``B`` of theirs.
 
@@ -72,7 +78,7 @@ class BasisForm(NamedTuple):
 def basis_form(X: np.ndarray, i: np.ndarray, j: np.ndarray, k: int | None = None) -> BasisForm:
     """:class:`BasisForm` of the samples ``X`` and pairs ``(i, j)``: the span of the samples
     (``k=None``; exact for them, nothing rests) or their top ``k`` principal axes."""
-    B = span_basis(X) if k is None else principal_basis(X, k)
+    B = sample_basis(X, k)
     if B is None:
         return BasisForm(None, X, np.zeros(i.shape[0]))
     U = X @ B

@@ -24,7 +24,12 @@ import numpy as np
 
 from crossmetric._checks import check_positive_int
 from crossmetric._solvers.early_stopping import EarlyStopping, Validation, check_early_stopping
-from crossmetric._solvers.span import complement_distances, principal_basis, tower_bases
+from crossmetric._solvers.span import (
+    complement_distances,
+    principal_basis,
+    sample_basis,
+    tower_bases,
+)
 from crossmetric._solvers.starting import FITTED, cca_start, fitted_towers, ridge_of
 
 __all__ = ["metric_start", "metric_monitor", "quadratic_cross", "span_views", "from_span"]
@@ -40,7 +45,7 @@ def span_views(data, reduce_to=None):
     sides rows of one matrix) on one basis of its samples."""
     k = None if reduce_to is None else check_positive_int(reduce_to, "reduce_to")
     if data.X is data.Y:
-        Q = tower_bases([data.X], joint=True)[0] if k is None else principal_basis(data.X, k)
+        Q = sample_basis(data.X, k)
         if Q is None:
             return data, (None, None)
         Xq = data.X @ Q
