@@ -26,7 +26,6 @@ import numpy as np
 from crossmetric._base import squared_euclidean_rows
 from crossmetric._solvers.descent import fit_lbfgs
 from crossmetric._solvers.early_stopping import choose_start, embedding_monitor
-from crossmetric._solvers.linalg import span_basis
 from crossmetric._solvers.logistic import PairLogisticObjective
 from crossmetric._solvers.span import basis_form, complement_distances, set_complement
 from crossmetric._solvers.starting import check_init, start_candidates
@@ -44,7 +43,8 @@ def uses_basis(est, val, n_components: int | None, X: np.ndarray) -> bool:
         return False
     if init == "identity" or (init == "auto" and val is not None):
         return True
-    return init == "auto" and n_components is None and span_basis(X) is not None
+    # (the training rows are distinct: fewer than the features, they span a subspace)
+    return init == "auto" and n_components is None and X.shape[0] < X.shape[1]
 
 
 def basis_starts(est, X, i, j, n_components, held_out: bool):
