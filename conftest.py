@@ -2,8 +2,7 @@
 
 Modules that need an optional dependency are left out when it is not installed, so that the
 default suite runs on the core install too; ``python -m crossmetric`` (``__main__``) runs the
-command line on import and is never collected (old import paths have no files: see
-``crossmetric/_aliases.py``).
+command line on import and is never collected.
 Doctests run single-threaded (BLAS and torch) to stay fast on a shared machine.
 """
 

@@ -62,7 +62,7 @@ def _variants(model, Q, G, pl, gl, D0) -> dict:
 
 
 def viper(data_home) -> dict:
-    from crossmetric.reproduce import _pcca, viper_features
+    from crossmetric.reproduce.viper import _pcca, viper_features
 
     data = viper_features(data_home)
     X, ids, dom = data["X"], data["ids"], data["domains"]
@@ -89,7 +89,7 @@ def pku(data_home) -> dict:
 
     from crossmetric.pairs import make_pairs
     from crossmetric.registry import make_estimator
-    from crossmetric.reproduce import pku_features, pku_splits
+    from crossmetric.reproduce.pku import pku_features, pku_splits
 
     data = pku_features(data_home)
     H, ids, dom = data["H"], data["ids"], data["domains"]

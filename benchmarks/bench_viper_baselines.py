@@ -55,7 +55,7 @@ def build(name: str):
     if name in ("kissme", "dmleig"):
         return make_estimator(name, pca_components=PCA_FIRST[name])
     if name == "itml":
-        from crossmetric.reproduce import _PCAThen
+        from crossmetric.protocols.views import PCAThen as _PCAThen
 
         return _PCAThen(make_estimator("itml"), n_components=PCA_FIRST["itml"])
     if name == "pcca":
@@ -73,7 +73,7 @@ def main(argv=None) -> dict:
     ap.add_argument("--data-home", default=str(DATA))
     args = ap.parse_args(argv)
 
-    from crossmetric.reproduce import _feature_map, viper_features
+    from crossmetric.reproduce.viper import _feature_map, viper_features
 
     data = viper_features(args.data_home)
     X = _feature_map(data["X"], "sqrt")

@@ -124,7 +124,7 @@ def _viper(root: str, images: bool) -> tuple[dict, str]:
 
 def _viper_lomo(root: str, images: bool) -> tuple[dict, str]:
     from crossmetric.datasets import load_viper
-    from crossmetric.features import LOMO
+    from crossmetric.features._lomo import LOMO
 
     b_ = load_viper(root)
     ids = np.asarray(b_.ids)

@@ -5,18 +5,12 @@ Learners share one pair API (``fit(pairs, y)``, ``pair_distance``, ``cross_dista
 
 Learner classes are imported on first use (``crossmetric.PCCA`` loads
 ``crossmetric.learners.pcca``), so ``import crossmetric`` stays light and never imports PyTorch
-or faiss. Module paths from before the ``learners/`` and ``features/`` folders
-(``crossmetric.pcca``, ``crossmetric.baselines._latent``, ...) still import, as the very modules
-of the new paths (see :mod:`crossmetric._aliases`).
+or faiss.
 """
 
 from __future__ import annotations
 
 import importlib
-
-from crossmetric import _aliases
-
-_aliases.install()
 
 __version__ = "0.1.0"
 
@@ -72,10 +66,6 @@ __all__ = sorted(_LAZY) + ["__version__"]
 
 def __getattr__(name: str):
     module = _LAZY.get(name)
-    if module is None and f"{__name__}.{name}" in _aliases.MOVED_MODULES:  # crossmetric.pcca
-        value = importlib.import_module(f"{__name__}.{name}")
-        globals()[name] = value
-        return value
     if module is None:
         raise AttributeError(f"module 'crossmetric' has no attribute {name!r}")
     value = getattr(importlib.import_module(module), name)

@@ -25,32 +25,13 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils import estimator_html_repr, gen_batches
 from sklearn.utils.validation import check_is_fitted
 
-from crossmetric import _pair_data
-from crossmetric._aliases import forward_assignments
-
-# the pair form and the input checks moved to crossmetric._pair_data: their names (and those
-# the input checks read) stay importable from here, and patching one here reaches them there
-from crossmetric._checks import as_float_array, check_indices, check_pair_labels  # noqa: F401
-from crossmetric._pair_data import (  # noqa: F401
-    _FORMS,
-    _HASH_MULTIPLIERS,
-    PairConflictError,
-    PairData,
-    PairInputsMixin,
-    _row_keys,
-    canonical_pairs,
-    distinct_rows,
-    resolve_conflicts,
-    used_pairs,
-    used_rows,
-)
+from crossmetric._checks import check_pair_labels
+from crossmetric._pair_data import PairData, PairInputsMixin, canonical_pairs, resolve_conflicts
 from crossmetric._threshold import best_threshold
 from crossmetric.metrics import roc_auc
 
-__all__ = ["PairData", "used_rows", "used_pairs", "PairDecisionMixin", "PairLearnerMixin",
-           "SingleModalMixin", "CrossModalMixin",
-           "LinearSingleModalMixin", "squared_euclidean_rows", "squared_euclidean_matrix",
-           "distinct_rows", "canonical_pairs"]
+__all__ = ["PairDecisionMixin", "PairLearnerMixin", "SingleModalMixin", "CrossModalMixin",
+           "LinearSingleModalMixin", "squared_euclidean_rows", "squared_euclidean_matrix"]
 
 #: Elements (float64) of one block of an all-pairs distance matrix: 4 Mi values, 32 MiB.
 BLOCK_ELEMENTS = 1 << 22
@@ -500,5 +481,3 @@ class LinearSingleModalMixin(SingleModalMixin):
 
         return metric
 
-
-forward_assignments(__name__, _pair_data)

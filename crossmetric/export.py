@@ -157,7 +157,10 @@ def _kernel_coordinates(model, side, owner):
 
 
 def _handlers() -> dict:
-    from crossmetric import _base, auc, baselines, clml, cmml, gsm, kernels, pcca, prdc
+    from crossmetric import _base, kernels
+    from crossmetric.learners import auc, baselines, clml, cmml, gsm, pcca, prdc
+    from crossmetric.learners.baselines import _common
+    from crossmetric.learners.baselines import _latent as _latent_module
 
     return {
         baselines.Euclidean: _euclidean,
@@ -166,8 +169,8 @@ def _handlers() -> dict:
         pcca.PCCA: _pcca,
         cmml.CMML: _cmml,
         auc.CMLAUC: _cmlauc,
-        baselines._SklearnLatent: _latent,
-        baselines.LinearTowers: _linear_towers,
+        _latent_module._SklearnLatent: _latent,
+        _common.LinearTowers: _linear_towers,
         baselines.KCCA: _kcca,
         gsm.GSM: _gsm,
         clml.CLML: _clml,

@@ -38,15 +38,16 @@ private parts dropped (``crossmetric.learners.baselines._latent.CCA`` is written
 ``crossmetric.learners.baselines.CCA``). Format 3 differs from format 2 only in these paths:
 format 2 files, written before the learners moved into ``crossmetric/learners/``, name the old
 paths (``crossmetric.pcca.PCCA``, ``crossmetric.baselines.CCA``); they are still read, each old
-path translated to the new one by :func:`crossmetric._aliases.current_path` before it is checked
-against :data:`ALLOWED_CLASSES`. The version was raised so that a crossmetric from before the
+path translated to the new one by :data:`FORMAT2_MODULES` before it is checked against
+:data:`ALLOWED_CLASSES`. The version was raised so that a crossmetric from before the
 move, given a new file, says "upgrade crossmetric" rather than refusing an unknown class.
 
 Pickle and joblib files written by crossmetric before this format are refused, with a message
 that says how to convert a file you trust: ``load_model(path, allow_pickle=True)`` (UNSAFE: it
 runs the file's code) or ``python -m crossmetric.persistence OLD NEW --trust-pickle``. Such
 pickles name the module paths from before ``crossmetric/learners/`` (``crossmetric.pcca``,
-``crossmetric.baselines._latent``); these still import (:mod:`crossmetric._aliases`).
+``crossmetric.baselines._latent``): while such a file is read, and only then, these paths are
+answered by the modules of :data:`FORMAT2_MODULES`.
 
 Atomic writes
 -------------
@@ -66,13 +67,8 @@ import zipfile
 
 import numpy as np
 
-from crossmetric import _atomic_io
-from crossmetric._aliases import current_path, forward_assignments
 from crossmetric._array_files import ArrayFileError, check_array_file
-from crossmetric._atomic_io import (  # noqa: F401  (_umask, _locked, _remove: former home)
-    _locked,
-    _remove,
-    _umask,
+from crossmetric._atomic_io import (
     atomic_folder,
     atomic_open,
     atomic_path,
@@ -89,6 +85,53 @@ FORMAT = "crossmetric-model"
 #: format 2 naming the learners by their paths under ``crossmetric.learners`` (2 is still read)
 FORMAT_VERSION = 3
 _OLDEST_READ = 2
+
+#: module paths of format 2 files and of older pickles -> the paths of those modules since
+#: format 3 (a submodule follows its package: crossmetric.baselines._latent -> ...)
+FORMAT2_MODULES = {
+    "crossmetric.pcca": "crossmetric.learners.pcca",
+    "crossmetric.cmml": "crossmetric.learners.cmml",
+    "crossmetric.ldml": "crossmetric.learners.ldml",
+    "crossmetric.auc": "crossmetric.learners.auc",
+    "crossmetric.clml": "crossmetric.learners.clml",
+    "crossmetric._local_metrics": "crossmetric.learners._local_metrics",
+    "crossmetric.gsm": "crossmetric.learners.gsm",
+    "crossmetric._gsm_training": "crossmetric.learners._gsm_training",
+    "crossmetric._gsm_measure": "crossmetric.learners._gsm_measure",
+    "crossmetric.baselines": "crossmetric.learners.baselines",
+    "crossmetric.discriminant": "crossmetric.learners.discriminant",
+    "crossmetric.dml_eig": "crossmetric.learners.dml_eig",
+    "crossmetric.itml": "crossmetric.learners.itml",
+    "crossmetric.neighbours": "crossmetric.learners.neighbours",
+    "crossmetric.prdc": "crossmetric.learners.prdc",
+    "crossmetric.multiview": "crossmetric.learners.multiview",
+    "crossmetric.supervised": "crossmetric.learners.supervised",
+    "crossmetric.ensemble": "crossmetric.learners.ensemble",
+    "crossmetric._dense_sift": "crossmetric.features._dense_sift",
+    "crossmetric._local_patterns": "crossmetric.features._local_patterns",
+    "crossmetric._patch_color_sift": "crossmetric.features._patch_color_sift",
+    "crossmetric._stochastic": "crossmetric._solvers.stochastic",
+    "crossmetric._early_stopping": "crossmetric._solvers.early_stopping",
+}
+
+
+def current_path(name: str) -> str:
+    """The path of ``name`` (a module, or ``module.QualName``) since format 3.
+
+    Examples
+    --------
+    >>> current_path("crossmetric.baselines._latent.CCA")
+    'crossmetric.learners.baselines._latent.CCA'
+    >>> current_path("crossmetric.pairs")
+    'crossmetric.pairs'
+    """
+    head = name
+    while head:
+        new = FORMAT2_MODULES.get(head)
+        if new is not None:
+            return new + name[len(head):]
+        head = head.rpartition(".")[0]
+    return name
 
 #: every class a model or index file may rebuild ("module.QualName"); nothing else is imported
 ALLOWED_CLASSES = frozenset({
@@ -422,7 +465,23 @@ def _a(word: str) -> str:
 def _load_pickle(path: str, kind: str):
     import joblib
 
-    payload = joblib.load(path)
+    # a pickle names the classes' modules by the paths of its time: answer the old paths with
+    # the modules of today's while it is read, and only then
+    old = {}
+    for name, new in FORMAT2_MODULES.items():
+        try:
+            importlib.import_module(new)
+        except ImportError:  # an optional dependency
+            continue
+        for loaded in [m for m in sys.modules if m == new or m.startswith(new + ".")]:
+            old.setdefault(name + loaded[len(new):], sys.modules[loaded])
+    old = {name: module for name, module in old.items() if name not in sys.modules}
+    sys.modules.update(old)
+    try:
+        payload = joblib.load(path)
+    finally:
+        for name in old:
+            sys.modules.pop(name, None)
     if isinstance(payload, dict) and "model" in payload:
         payload = payload["model"]
     return payload
@@ -602,9 +661,6 @@ def _main(argv=None) -> int:
     print(f"converted {args.old} -> {args.new}")
     return 0
 
-
-# the atomic writes live in crossmetric._atomic_io: patching them here reaches them there
-forward_assignments(__name__, _atomic_io)
 
 if __name__ == "__main__":  # pragma: no cover
     raise SystemExit(_main())

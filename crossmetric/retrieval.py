@@ -67,9 +67,9 @@ class Index(IndexEmbedding, IndexBuilding, IndexSearching, IndexStorage):
         ``"ivfpq"``: the same with product-quantised vectors (``m`` sub-quantisers of ``nbits``
         bits; approximate distances). ``"hnsw"``: a graph index (``faiss.IndexHNSWFlat``,
         ``hnsw_m`` links; ``nprobe`` sets ``efSearch``; no :meth:`remove_ids`). ``"gmm"``:
-        :class:`~crossmetric.clml.CLML` models only -- its mixture components are the inverted
-        lists, each database vector stored in its ``w`` most likely components (see the module
-        docstring: ``ivf`` is the better path). Any other string is passed to
+        :class:`~crossmetric.learners.clml.CLML` models only -- its mixture components are the
+        inverted lists, each database vector stored in its ``w`` most likely components (see the
+        module docstring: ``ivf`` is the better path). Any other string is passed to
         ``faiss.index_factory`` (e.g. ``"IVF4096,Flat"``, ``"OPQ16,IVF1024,PQ16"``,
         ``"HNSW32"``).
     metric : {"l2", "ip", "cosine"}, default="l2"

@@ -11,7 +11,7 @@ from sklearn.exceptions import ConvergenceWarning, NotFittedError
 from sklearn.model_selection import GridSearchCV, cross_val_score
 
 from crossmetric import CMML, PCCA, Euclidean
-from crossmetric._base import PairData
+from crossmetric._pair_data import PairData
 from crossmetric._threshold import best_threshold
 
 

@@ -195,7 +195,7 @@ def test_registry_reports_missing_modules_but_not_broken_imports(monkeypatch, tm
     with pytest.raises(ValueError, match="not available"):
         registry.make_estimator("ghost")
     # a module that exists but lacks the class
-    monkeypatch.setitem(crossmetric._LAZY, "GhostLearner", "crossmetric.baselines")
+    monkeypatch.setitem(crossmetric._LAZY, "GhostLearner", "crossmetric.learners.baselines")
     assert "not defined" in registry.method_status("ghost")
     # a module that exists but fails on a missing dependency: the error propagates
     (tmp_path / "cm_broken_learner.py").write_text("import nonexistent_dependency_xyz\n")

@@ -19,7 +19,9 @@ from crossmetric._image_views import (  # noqa: E402
     descriptor_parameter_names,
     make_descriptor,
 )
-from crossmetric.cli import _own_dataset, _resolve_benchmark_config, build_parser, main  # noqa: E402
+from crossmetric.cli import build_parser, main  # noqa: E402
+from crossmetric.cli._data import _own_dataset  # noqa: E402
+from crossmetric.cli.benchmark import _resolve_benchmark_config  # noqa: E402
 from crossmetric.config import parse_descriptor_param, resolve_config  # noqa: E402
 from crossmetric.datasets import describe_images, load_image_folder  # noqa: E402
 

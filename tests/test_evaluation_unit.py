@@ -94,7 +94,7 @@ def _reference_identification(est, X, G, pl, gl, ranks, scores_path, *, same_set
 def test_measure_identification_equals_the_former_cli_code(fitted, case, entry, tmp_path):
     """Same report, distances and score file as the former cli._identification (kept above);
     the CLI's ``evaluate`` now calls the library's one measure."""
-    from crossmetric.cli import _identification
+    from crossmetric.cli.evaluate import _identification
 
     def measure(est, X, G, lab, gl, ranks, path, **kw):
         if entry == "cli":
@@ -219,31 +219,3 @@ def test_pca_then_matches_a_scikit_learn_pca_first(fitted):
     np.testing.assert_array_equal(m.cross_distance(X[:3], X[:5]),
                                   ref.cross_distance(pca.transform(X[:3]),
                                                      pca.transform(X[:5])))
-
-
-#: every module-level name of the former single module crossmetric/protocols.py
-FORMER_NAMES = ['Split', 'kfold_pairs', '_pairs_among', '_sample_folds', 'verification_splits',
-                'identification_splits', '_single_shot_gallery', 'CCAProjection', '_pca_views',
-                '_pca_fit_views', '_is_cross_modal', '_uses_images', '_identity_groups',
-                '_run_split', '_with_progress', '_prepare_views', '_tune_split',
-                '_verification_extras', '_run_safely', 'BenchmarkResult', '_summarise',
-                'run_protocols', '_execute', 'run_pair_folds', 'MEASURES', 'RESULT_FORMAT',
-                'RESULT_VERSION', 'TABLE_MEASURES', 'ROC_GRID']
-
-
-def test_former_module_names_are_importable():
-    import crossmetric.model_selection as ms
-    import crossmetric.pairs as pairs
-    import crossmetric.protocols as P
-    import crossmetric.reid as reid
-    from crossmetric.protocols import splits
-
-    missing = [n for n in FORMER_NAMES if not hasattr(P, n)]
-    assert not missing
-    assert ms.object_folds is splits.object_folds is P.object_folds
-    assert ms.inner_pair_splits is splits.inner_pair_splits
-    assert reid.reid_splits is splits.reid_splits
-    assert callable(pairs.group_pair_folds)
-    from crossmetric.reproduce import _PCAThen
-
-    assert _PCAThen is P.PCAThen

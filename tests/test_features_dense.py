@@ -12,10 +12,13 @@ from skimage.feature import local_binary_pattern
 from sklearn.base import clone
 from sklearn.exceptions import NotFittedError
 
-from crossmetric._dense_sift import grid_starts
-from crossmetric._local_patterns import pattern_labels, ternary_codes
-from crossmetric._patch_color_sift import PATCH_COLOR_SPACES, to_patch_color
-from crossmetric.features import DenseSIFT, LBPGrid, PatchColorSIFT
+from crossmetric.features._dense_sift import DenseSIFT, grid_starts
+from crossmetric.features._local_patterns import LBPGrid, pattern_labels, ternary_codes
+from crossmetric.features._patch_color_sift import (
+    PATCH_COLOR_SPACES,
+    PatchColorSIFT,
+    to_patch_color,
+)
 
 try:
     import cv2

@@ -7,9 +7,8 @@ from skimage.color import rgb2gray, rgb2hsv
 from sklearn.base import clone
 from sklearn.exceptions import NotFittedError
 
-from crossmetric.features import LOMO
 from crossmetric.features._dense_sift import grid_starts
-from crossmetric.features._lomo import max_occurrence, retinex, siltp_codes
+from crossmetric.features._lomo import LOMO, max_occurrence, retinex, siltp_codes
 
 RNG = np.random.RandomState(0)
 # smooth-ish random people: blocks of colour plus noise, so that the codes are not all one

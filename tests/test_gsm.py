@@ -1,4 +1,4 @@
-"""Tests of the generalized similarity measure on fixed features (crossmetric.gsm)."""
+"""Tests of the generalized similarity measure on fixed features (crossmetric.learners.gsm)."""
 
 from __future__ import annotations
 
@@ -12,14 +12,8 @@ from sklearn.datasets import load_digits
 from sklearn.exceptions import ConvergenceWarning, NotFittedError
 from sklearn.model_selection import cross_val_score
 
-from crossmetric.gsm import (
-    GSM,
-    STRUCTURES,
-    gsm_components,
-    gsm_loss_grad,
-    gsm_matrix,
-    gsm_rowwise,
-)
+from crossmetric.learners._gsm_measure import gsm_loss_grad
+from crossmetric.learners.gsm import GSM, STRUCTURES, gsm_components, gsm_matrix, gsm_rowwise
 from crossmetric.pairs import make_pairs
 
 ALL = sorted(STRUCTURES)
@@ -368,9 +362,9 @@ def test_bad_input_raises_value_error(two_views):
 def test_gsm_module_does_not_import_torch():
     import importlib
 
-    importlib.import_module("crossmetric.gsm")
+    importlib.import_module("crossmetric.learners.gsm")
     if "torch" in sys.modules:  # another test may have imported it; check the source instead
-        import crossmetric.gsm as mod
+        import crossmetric.learners.gsm as mod
 
         assert "import torch" not in open(mod.__file__).read()
     else:
@@ -457,8 +451,8 @@ def test_identity_rounds_equal_the_numpy_set_version(sizes, k, o_x, o_y):
 
 
 def test_hardest_negatives_and_all_pairs_match_bruteforce():
-    from crossmetric._gsm_training import all_pairs
     from crossmetric.batches import hardest_negatives
+    from crossmetric.learners._gsm_training import all_pairs
 
     rng = np.random.RandomState(1)
     S = rng.normal(size=(7, 9))
@@ -480,7 +474,7 @@ def test_hardest_negatives_and_all_pairs_match_bruteforce():
 
 
 def test_sample_batch_objective_is_the_all_pairs_sum():
-    from crossmetric._gsm_training import sample_batch_loss_grad
+    from crossmetric.learners._gsm_training import sample_batch_loss_grad
 
     rng = np.random.RandomState(2)
     params = random_params("generalized", 3, 5, 4, rng)

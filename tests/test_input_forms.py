@@ -13,7 +13,7 @@ from sklearn.exceptions import ConvergenceWarning
 from test_api_conformance import ALL, CROSS, _make
 
 from crossmetric import CMML, PCCA
-from crossmetric._base import PairData, canonical_pairs, distinct_rows
+from crossmetric._pair_data import PairData, canonical_pairs, distinct_rows
 from crossmetric.kernels import estimate_gamma
 
 

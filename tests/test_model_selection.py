@@ -97,7 +97,7 @@ def test_search_finds_the_known_best_and_reports_every_candidate():
 
 
 def test_search_reports_failing_candidates_and_rejects_empty_grid():
-    from crossmetric.baselines import CCA
+    from crossmetric.learners.baselines import CCA
 
     X, Y, labels = make_data()
     res = search_params(CCA(2), {"reg": [0.1, -1.0]}, X, Y, labels, random_state=0)
@@ -146,7 +146,7 @@ def test_single_modal_rank1_scoring_never_counts_the_probe_itself():
 
 
 def test_search_stages_fixes_each_winner_for_the_next_stage():
-    from crossmetric.baselines import CCA
+    from crossmetric.learners.baselines import CCA
 
     X, Y, labels = make_data(n_ids=24, per_id=3, dy=5)
     stages = [{"n_components": [1, 2]}, {"reg": [1e-3, 10.0]}]
@@ -522,7 +522,7 @@ def test_builtin_cmc20_on_the_reid_hold_out_equals_select_max_iter():
     import warnings
 
     from crossmetric import PCCA
-    from crossmetric.protocols import reid_splits
+    from crossmetric.protocols.splits import reid_splits
     from crossmetric.reproduce import select_max_iter
     from tests.test_reid import _two_cameras
 

@@ -8,8 +8,8 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.neighbors import NeighborhoodComponentsAnalysis
 
 from crossmetric import Euclidean
-from crossmetric._base import canonical_pairs
-from crossmetric.neighbours import (
+from crossmetric._pair_data import canonical_pairs
+from crossmetric.learners.neighbours import (
     LMNN,
     MCC,
     NCA,

@@ -83,7 +83,7 @@ def test_evaluate_reid_euclidean_and_learner(small_pairs):
 @pytest.fixture(scope="module")
 def viper_small():
     """VIPeR descriptors (whole vector to unit L1, as the reproduction uses them)."""
-    from crossmetric.reproduce import viper_features
+    from crossmetric.reproduce.viper import viper_features
 
     return viper_features(DATA)
 

@@ -165,7 +165,7 @@ def test_cmml_cufs_tuning_is_the_iteration_stage(monkeypatch):
 
 
 def test_in_span_coordinates_change_no_distance_and_no_later_pca():
-    from crossmetric.baselines import fit_pca
+    from crossmetric._solvers.linalg import fit_pca
 
     rng = np.random.RandomState(1)
     X, Y = rng.normal(size=(12, 300)), rng.normal(size=(12, 300))

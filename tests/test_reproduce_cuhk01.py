@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from sklearn.decomposition import PCA
 
-from crossmetric.features import PatchColorSIFT
+from crossmetric.features._patch_color_sift import PatchColorSIFT
 from crossmetric.protocols import run_protocols
 from crossmetric.reproduce import PUBLISHED, REPRODUCTIONS, run_reproduction
 from crossmetric.reproduce.cuhk01 import cuhk01_views, span_coordinates

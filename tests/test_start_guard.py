@@ -12,7 +12,8 @@ from sklearn.exceptions import ConvergenceWarning
 import crossmetric._solvers.early_stopping as es
 import crossmetric._solvers.linalg as linalg
 from crossmetric import CMLAUC, CMML, GSM, PCCA, make_pairs
-from crossmetric._base import PairData, squared_euclidean_matrix
+from crossmetric._base import squared_euclidean_matrix
+from crossmetric._pair_data import PairData
 from crossmetric._solvers.span import complement_distances
 
 

@@ -35,8 +35,9 @@ import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
 from crossmetric._checks import user_stacklevel
-from crossmetric._solvers.epochs import EpochPlateau, run_epochs
+from crossmetric._solvers.epochs import run_epochs
 from crossmetric._solvers.optim import Adam, ScaledSGD
+from crossmetric._solvers.stopping import EpochPlateau
 
 __all__ = ["STOCHASTIC_SOLVERS", "PairBlocks", "minimize_stochastic", "sample_pairs",
            "fit_pair_towers", "fit_theta", "refuse_early_stopping", "stochastic_settings"]

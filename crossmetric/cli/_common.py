@@ -3,24 +3,14 @@ checks of options and output paths."""
 
 from __future__ import annotations
 
-import importlib
 import os
 import sys
 
 import numpy as np
 
-from crossmetric._image_views import DESCRIPTORS as _DESCRIPTORS  # noqa: F401 (--descriptor)
-
 
 class CLIError(Exception):
     """A user-facing error: printed on one line, exit code 2."""
-
-
-def _package_attr(name: str):
-    """``crossmetric.cli.<name>``, looked up when called: the commands reach the library through
-    the package's attributes so that a test can monkeypatch them there (as in the one-module
-    CLI of before)."""
-    return getattr(importlib.import_module("crossmetric.cli"), name)
 
 
 # ------------------------------------------------------------------------------ helpers

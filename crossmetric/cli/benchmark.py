@@ -16,7 +16,6 @@ from crossmetric.cli._common import (
     _check_output_dir,
     _load_array,
     _one_line,
-    _package_attr,
     _parse_size,
 )
 from crossmetric.cli._data import _load_named_dataset, _own_dataset
@@ -333,7 +332,7 @@ def _write_outputs(result, description: str, args, cfg, names, estimators) -> No
     out = args.out
     try:
         with atomic_folder(out, owned=_BENCHMARK_FILES) as stage:
-            written = _package_attr("_write_benchmark_files")(
+            written = _write_benchmark_files(
                 result, description, stage, top_k=getattr(args, "plot_top", None))
             cfg.options["methods"] = names
             cfg.write(os.path.join(stage, "config.toml"),

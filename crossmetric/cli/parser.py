@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from crossmetric.cli._common import _DESCRIPTORS, CLIError
+from crossmetric._image_views import DESCRIPTORS as _DESCRIPTORS
+from crossmetric.cli._common import CLIError
 from crossmetric.cli.benchmark import cmd_benchmark
 from crossmetric.cli.evaluate import cmd_evaluate
 from crossmetric.cli.features import cmd_features

@@ -23,8 +23,8 @@ def _check_name(args, names) -> None:
 
 def _method_choices() -> dict:
     """The reproductions that take ``--methods``, and their method names."""
-    from crossmetric.reproduce import PKU_METHODS
     from crossmetric.reproduce.gsm_cufs import GSM_CUFS_METHODS
+    from crossmetric.reproduce.pku import PKU_METHODS
 
     return {"pku-sketch": PKU_METHODS, "gsm-cufs": GSM_CUFS_METHODS}
 
@@ -75,7 +75,7 @@ def _options(args) -> dict:
             raise CLIError(f"{flag} must be >= 1, got {value}")
         extra[keyword] = value
     if "descriptor" in extra:
-        from crossmetric.reproduce import PKU_DESCRIPTORS
+        from crossmetric.reproduce.pku import PKU_DESCRIPTORS
 
         if extra["descriptor"] not in PKU_DESCRIPTORS:
             raise CLIError(f"--descriptor: unknown {extra['descriptor']!r}; expected one of "

@@ -16,10 +16,9 @@ from crossmetric.cli._common import (
     _load_array,
     _load_model,
     _one_line,
-    _package_attr,
 )
 from crossmetric.persistence import atomic_open
-from crossmetric.retrieval import exhaustive_search as _exhaustive_search  # noqa: F401
+from crossmetric.retrieval import exhaustive_search
 
 
 def _nearest(args, est, method: str, Q: np.ndarray, D: np.ndarray, k: int):
@@ -41,7 +40,7 @@ def _nearest(args, est, method: str, Q: np.ndarray, D: np.ndarray, k: int):
                 raise
             print(f"crossmetric: {method} has no l2 embedding; exhaustive search with "
                   "cross_distance", file=sys.stderr)
-        return _package_attr("_exhaustive_search")(est, Q, D, k)
+        return exhaustive_search(est, Q, D, k)
     except ValueError as exc:
         raise CLIError(_one_line(exc)) from None
 

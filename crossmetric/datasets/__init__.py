@@ -24,12 +24,11 @@ loader knows it, ``instance[r]`` the object id used for instance-level matching.
   :mod:`crossmetric._image_views`).
 
 One module per source (:mod:`.digits`, :mod:`.mfeat`, :mod:`.lfw`, :mod:`.files`,
-:mod:`.synthetic`); every name, private ones included, is importable from here as before.
+:mod:`.synthetic`); the public loaders are importable from here.
 """
 
 from __future__ import annotations
 
-from crossmetric._aliases import forward_assignments
 from crossmetric._image_folder import (
     MAX_IMAGE_PIXELS,
     MAX_IMAGE_SIDE,
@@ -40,42 +39,11 @@ from crossmetric._image_folder import (
     load_viper,
 )
 from crossmetric._image_views import describe_images, image_views, pair_domains
-from crossmetric.datasets import digits, files, lfw, mfeat, synthetic
-from crossmetric.datasets.digits import (  # noqa: F401
-    _EDGE_SIGMA,
-    _SKETCH_SEED,
-    DIGITS_SIDE,
-    _digits_views_cached,
-    _sketch_images,
-    hog_descriptor,
-    load_digits_views,
-)
-from crossmetric.datasets.files import (  # noqa: F401
-    _HEADER_WORDS,
-    TEXT_EXTENSIONS,
-    _is_number,
-    _read_csv_matrix,
-    _read_text_lines,
-    load_features,
-    load_image_list,
-    load_labels,
-    load_pairs,
-)
-from crossmetric.datasets.lfw import (  # noqa: F401
-    _LFW_FILE,
-    _parse_image_key,
-    lfw_pair_indices,
-    read_lfw_pairs,
-)
-from crossmetric.datasets.mfeat import (  # noqa: F401
-    _MFEAT_ROWS,
-    MFEAT_VIEWS,
-    _read_mfeat_view,
-    load_mfeat,
-)
-from crossmetric.datasets.synthetic import (  # noqa: F401
-    make_cross_modal,
-)
+from crossmetric.datasets.digits import hog_descriptor, load_digits_views
+from crossmetric.datasets.files import load_features, load_image_list, load_labels, load_pairs
+from crossmetric.datasets.lfw import lfw_pair_indices, read_lfw_pairs
+from crossmetric.datasets.mfeat import MFEAT_VIEWS, load_mfeat
+from crossmetric.datasets.synthetic import make_cross_modal
 
 __all__ = [
     "load_digits_views",
@@ -100,6 +68,3 @@ __all__ = [
     "pair_domains",
     "image_views",
 ]
-
-# the loaders live in the submodules: assigning a name here also rebinds it there
-forward_assignments(__name__, digits, files, lfw, mfeat, synthetic)

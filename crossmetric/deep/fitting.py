@@ -16,8 +16,8 @@ import torch
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 
-from crossmetric._base import PairData
 from crossmetric._checks import user_stacklevel
+from crossmetric._pair_data import PairData
 from crossmetric.deep.build import build_net
 from crossmetric.deep.data import is_file_list
 from crossmetric.deep.distributed import active_group

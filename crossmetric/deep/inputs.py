@@ -12,8 +12,8 @@ import warnings
 
 import numpy as np
 
-from crossmetric._base import PairData
 from crossmetric._checks import as_float_array, user_stacklevel
+from crossmetric._pair_data import PairData
 from crossmetric.deep.augment import make_augmentation
 from crossmetric.deep.data import (
     CrossDomainIdentitySampler,

@@ -161,7 +161,8 @@ class PatchColorSIFT(TransformerMixin, BaseEstimator):
     Attributes
     ----------
     grid_shape_ : (int, int)
-        Patches along the rows and the columns (:func:`~crossmetric._dense_sift.grid_starts`).
+        Patches along the rows and the columns
+        (:func:`~crossmetric.features._dense_sift.grid_starts`).
     n_features_out_ : int
     image_shape_ : tuple
 

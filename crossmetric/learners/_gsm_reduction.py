@@ -1,5 +1,5 @@
-"""The fixed linear reduction of :class:`crossmetric.gsm.GSM`'s inputs (PCA or centring, then
-one scale), per modality or shared by both.
+"""The fixed linear reduction of :class:`crossmetric.learners.gsm.GSM`'s inputs (PCA or centring,
+then one scale), per modality or shared by both.
 
 A reducer is the tuple ``("pca", fitted PCA, scale)`` or ``("scale", mean, scale)`` and maps
 ``Z`` to ``PCA(Z) / scale`` or ``(Z − mean) / scale`` (:func:`apply_reducer`); ``scale`` is a

@@ -1,4 +1,5 @@
-"""Training helpers of :class:`crossmetric.gsm.GSM`: the two kinds of batch, validation, epochs.
+"""Training helpers of :class:`crossmetric.learners.gsm.GSM`: the two kinds of batch, validation,
+epochs.
 
 The optimiser and the epoch loop are the solver layer's (:mod:`crossmetric._solvers.optim`,
 :mod:`crossmetric._solvers.epochs`); ``Adam`` stays importable from here.
@@ -19,10 +20,11 @@ from sklearn.utils import gen_batches
 
 from crossmetric._checks import check_positive_int, check_positive_scalar, user_stacklevel
 from crossmetric._solvers.early_stopping import check_early_stopping
-from crossmetric._solvers.epochs import EpochPlateau, WindowPlateau, run_epochs
+from crossmetric._solvers.epochs import run_epochs
 from crossmetric._solvers.optim import Adam
 from crossmetric._solvers.starting import check_init
 from crossmetric._solvers.stochastic import PairBlocks
+from crossmetric._solvers.stopping import EpochPlateau, WindowPlateau
 from crossmetric.batches import balanced_weights, hardest_negatives, pair_completeness
 from crossmetric.learners._gsm_measure import _NO_F, _TIED, STRUCTURES, gsm_components, gsm_loss
 from crossmetric.learners._gsm_reduction import apply_reducer, fit_reducers
@@ -35,7 +37,7 @@ def _check_choice(value, name: str, choices) -> None:
 
 
 def check_params(est) -> None:
-    """Validate the constructor arguments of a :class:`crossmetric.gsm.GSM`."""
+    """Validate the constructor arguments of a :class:`crossmetric.learners.gsm.GSM`."""
     if est.structure not in STRUCTURES:
         raise ValueError(
             f"structure must be one of {sorted(STRUCTURES)}, got {est.structure!r}."

@@ -15,8 +15,9 @@ from __future__ import annotations
 import numpy as np
 from sklearn.base import BaseEstimator
 
-from crossmetric._base import LinearSingleModalMixin, PairData, squared_euclidean_rows
+from crossmetric._base import LinearSingleModalMixin, squared_euclidean_rows
 from crossmetric._checks import check_array_2d
+from crossmetric._pair_data import PairData
 from crossmetric._threshold import best_threshold
 from crossmetric.learners._mahalanobis_common import is_pair_input
 from crossmetric.pairs import labels_from_pairs

@@ -65,17 +65,14 @@ from sklearn.utils import check_random_state
 from sklearn.utils.extmath import svd_flip
 from threadpoolctl import threadpool_limits
 
-from crossmetric._base import (
-    CrossModalMixin,
-    LinearSingleModalMixin,
-    PairData,
-)
+from crossmetric._base import CrossModalMixin, LinearSingleModalMixin
 from crossmetric._checks import (
     check_n_components,
     check_positive_int,
     check_positive_scalar,
     user_stacklevel,
 )
+from crossmetric._pair_data import PairData
 from crossmetric._solvers.early_stopping import (
     check_early_stopping,
     choose_start,

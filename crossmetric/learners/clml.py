@@ -9,7 +9,7 @@ systems into one global space (eq. 2-3):
 Distances are ℓ2 in ``z`` between any two samples, whatever their clusters, so fitted models can
 be searched with standard ℓ2 indexes (:mod:`crossmetric.retrieval`). ``{L_s, b_s}`` and LDML's
 scalar bias ``b`` are learned by minimising the LDML log-loss (eq. 5) plus an ℓ2 penalty, with the
-same objective code as :class:`crossmetric.ldml.LDML` -- ``CLML(n_clusters=1)`` *is* LDML.
+same objective code as :class:`crossmetric.learners.ldml.LDML` -- ``CLML(n_clusters=1)`` *is* LDML.
 
 Equivalently ``z_i = L̃ x̃_i`` (eq. 4) with ``L̃ = (L_1, b_1, …, L_k, b_k)`` and
 ``x̃_i = (q_i1 (x_iᵀ, 1), …, q_ik (x_iᵀ, 1))ᵀ``; the code never builds ``x̃`` for the data set
@@ -32,7 +32,7 @@ from sklearn.metrics import check_scoring
 from sklearn.model_selection import check_cv
 from sklearn.utils import check_random_state
 
-from crossmetric._base import PairData, SingleModalMixin
+from crossmetric._base import SingleModalMixin
 from crossmetric._checks import (
     as_float_array,
     check_choice,
@@ -40,6 +40,7 @@ from crossmetric._checks import (
     check_positive_int,
     check_positive_scalar,
 )
+from crossmetric._pair_data import PairData
 from crossmetric._selection_scan import scan_candidates
 from crossmetric._solvers.descent import fit_lbfgs
 from crossmetric._solvers.early_stopping import clear, split_pairs, vector_monitor
@@ -51,8 +52,7 @@ from crossmetric._solvers.stochastic import (
     refuse_early_stopping,
     stochastic_settings,
 )
-from crossmetric.learners._local_metrics import (  # noqa: F401  (former home of the helpers)
-    _local_backprop,
+from crossmetric.learners._local_metrics import (
     _local_embed,
     _LocalMetricsModel,
     sparsify_assignments,
@@ -79,7 +79,7 @@ class CLML(_LocalMetricsModel, SingleModalMixin, BaseEstimator):
     regularisation of ``L̃``, divided by ``k`` so that it is the *mean* over clusters: identical
     local metrics then cost the same as one global metric, and with ``k = 1`` (``q_i1 = 1``; the
     translation ``b_1`` cancels in every distance) ``J`` is exactly the objective of
-    :class:`~crossmetric.ldml.LDML` (``n_components``, ``alpha`` equal).
+    :class:`~crossmetric.learners.ldml.LDML` (``n_components``, ``alpha`` equal).
 
     Soft assignments: ``q`` are the mixture posteriors sparsified by
     :func:`sparsify_assignments` -- the ``max_assignments`` largest, those below
@@ -118,12 +118,12 @@ class CLML(_LocalMetricsModel, SingleModalMixin, BaseEstimator):
         Passed to ``GaussianMixture``.
     init : {"auto", "pca", "identity", "random", "ldml"} or ndarray, default="auto"
         Initial local projections, all equal to one global ``L0`` (translations 0): the named
-        initialisations of :class:`~crossmetric.ldml.LDML` (rescaled so that the median training
-        distance is 1), ``"ldml"`` (fit a global LDML with the same ``n_components``, ``alpha``,
-        ``max_iter``, ``tol`` first and start every cluster from it), or an array of shape
-        (n_components, n_features) or (n_clusters, n_components, n_features). The initial model
-        therefore is a global metric, and the initial bias is the median training distance (the
-        fitted LDML's bias for ``"ldml"``).
+        initialisations of :class:`~crossmetric.learners.ldml.LDML` (rescaled so that the median
+        training distance is 1), ``"ldml"`` (fit a global LDML with the same ``n_components``,
+        ``alpha``, ``max_iter``, ``tol`` first and start every cluster from it), or an array of
+        shape (n_components, n_features) or (n_clusters, n_components, n_features). The initial
+        model therefore is a global metric, and the initial bias is the median training distance
+        (the fitted LDML's bias for ``"ldml"``).
     max_iter : int, default=1000
         Maximum number of L-BFGS iterations.
     tol : float, default=1e-4
@@ -402,7 +402,7 @@ class CLMLCV(CLML):
     The default criterion is the held-out pair ROC AUC, the ranking the retrieval measures
     score. With sample-disjoint folds it picked k = 16 on mfeat fou + pix (test mAP 96.6; k = 32
     gives 97.1, k = 1 94.7) and k = 8 on digits (90.5; k = 32 93.0, k = 1 82.8), where LDML's
-    held-out log-likelihood (:func:`crossmetric.ldml.pair_log_likelihood`, the former
+    held-out log-likelihood (:func:`crossmetric.learners.ldml.pair_log_likelihood`, the former
     default) picked k = 1 and k = 8: the likelihood also punishes the over-confident
     probabilities of local metrics, which do not hurt the ranking
     (``benchmarks/bench_clml.py``). When the AUC saturates (1.0 for several k) the smallest
@@ -427,7 +427,8 @@ class CLMLCV(CLML):
     scoring : str or callable, optional
         A scikit-learn scorer or its name (:func:`sklearn.metrics.check_scoring`), called on
         the validation pairs; ``None``: ``"roc_auc"`` (the pair ROC AUC);
-        :func:`~crossmetric.ldml.pair_log_likelihood` scores LDML's held-out log-likelihood.
+        :func:`~crossmetric.learners.ldml.pair_log_likelihood` scores LDML's held-out
+        log-likelihood.
     n_jobs : int, optional
         Parallel fits of the search (joblib).
     **CLML parameters

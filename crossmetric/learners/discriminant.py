@@ -36,11 +36,11 @@ from __future__ import annotations
 import numpy as np
 import scipy.linalg
 
-from crossmetric._base import PairData
 from crossmetric._checks import check_choice, check_n_components, check_positive_scalar
+from crossmetric._pair_data import PairData
 from crossmetric._solvers.linalg import _from_span, _in_span, span_basis
 from crossmetric.kernels import _KernelCoordinatesMixin
-from crossmetric.learners.baselines import LinearTowers
+from crossmetric.learners.baselines._common import LinearTowers
 from crossmetric.learners.multiview import MultiViewMixin
 from crossmetric.pairs import identities_from_pairs
 
@@ -109,7 +109,7 @@ def mvda_scatter_matrices(views, codes) -> tuple[np.ndarray, np.ndarray]:
 
 class MvDA(MultiViewMixin, LinearTowers):
     """Multi-view discriminant analysis (Kan et al., ECCV 2012): two views through the pair
-    API, any number through ``fit_views(views, labels)`` (:mod:`crossmetric.multiview`).
+    API, any number through ``fit_views(views, labels)`` (:mod:`crossmetric.learners.multiview`).
 
     Finds ``w_x``, ``w_y`` maximising ``tr(Wᵀ D W) / tr(Wᵀ S W)`` (their eq. 6, solved as the
     generalised eigenproblem ``D w = λ (S + r I) w``; see :func:`mvda_scatter_matrices`).

@@ -36,7 +36,7 @@ from scipy.special import logsumexp, softmax
 from sklearn.base import BaseEstimator
 from sklearn.exceptions import ConvergenceWarning
 
-from crossmetric._base import LinearSingleModalMixin, PairData
+from crossmetric._base import LinearSingleModalMixin
 from crossmetric._checks import (
     check_choice,
     check_n_components,
@@ -44,6 +44,7 @@ from crossmetric._checks import (
     check_positive_scalar,
     user_stacklevel,
 )
+from crossmetric._pair_data import PairData
 from crossmetric._solvers.linalg import pca_basis
 
 __all__ = ["DMLEig", "smoothed_min_objective"]

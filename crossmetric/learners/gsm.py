@@ -72,18 +72,13 @@ import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.utils import check_random_state
 
-from crossmetric._aliases import forward_assignments
-from crossmetric._base import CrossModalMixin, PairData
+from crossmetric._base import CrossModalMixin
+from crossmetric._pair_data import PairData
 from crossmetric.batches import IdentityRounds
-from crossmetric.learners import _gsm_towers
 from crossmetric.learners._gsm_guard import gsm_split, gsm_with_complement, guarded_start
-from crossmetric.learners._gsm_measure import (  # noqa: F401 - re-exported: the measure's public names
-    _NO_F,
-    _TIED,
+from crossmetric.learners._gsm_measure import (
     STRUCTURES,
-    embed,
     gsm_components,
-    gsm_loss,
     gsm_loss_grad,
     gsm_matrix,
     gsm_rowwise,
@@ -412,7 +407,3 @@ class GSM(GSMTowersMixin, CrossModalMixin, BaseEstimator):
         return gsm_with_complement(self, apply_reducer(self.reducer_y_, Y)
                                    @ self.components_y_.T, Y)
 
-
-# _set_components and _similarity moved to GSMTowersMixin: patching the measure's functions here
-# (gsm_components, embed, gsm_matrix) still reaches them there
-forward_assignments(__name__, _gsm_towers)

@@ -13,8 +13,8 @@ The log-loss is PCCA's generalized logistic objective with β = 1 and a learned 
 (:class:`crossmetric._solvers.logistic.PairLogisticObjective`, ``loss_grad_tied``): each sample is
 embedded once and the pair gradients are scattered back through a sparse incidence matrix,
 O(n_pairs · p) per call, no ``(n_pairs, d, d)`` or ``d × d`` arrays. It is minimised with the
-same L-BFGS driver (:func:`crossmetric._solvers.descent.lbfgs`). CLML (``crossmetric.clml``)
-reuses the objective, the starting point
+same L-BFGS driver (:func:`crossmetric._solvers.descent.lbfgs`). CLML
+(``crossmetric.learners.clml``) reuses the objective, the starting point
 (:func:`crossmetric._solvers.starting.initial_projection`) and the driver, so that
 ``CLML(n_clusters=1)`` runs *the same* code as :class:`LDML`.
 """
@@ -25,7 +25,7 @@ import numpy as np
 from scipy.special import expit
 from sklearn.base import BaseEstimator
 
-from crossmetric._base import LinearSingleModalMixin, PairData, used_rows
+from crossmetric._base import LinearSingleModalMixin
 from crossmetric._checks import (
     as_float_array,
     check_choice,
@@ -33,6 +33,7 @@ from crossmetric._checks import (
     check_positive_int,
     check_positive_scalar,
 )
+from crossmetric._pair_data import PairData, used_rows
 from crossmetric._solvers.descent import fit_lbfgs
 from crossmetric._solvers.early_stopping import (
     check_early_stopping,

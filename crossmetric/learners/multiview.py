@@ -6,7 +6,8 @@ learners whose model is multi-view also take a list of views:
 * :class:`crossmetric.MvDA` (Kan et al., ECCV 2012, is multi-view in the paper):
   ``fit_views(views, labels)``, one identity label per row of each view (the views may have
   different numbers of rows); the scatter matrices of their eq. 7-8 for ``v`` views
-  (:func:`crossmetric.discriminant.mvda_scatter_matrices`), solved by :func:`mvda_directions`.
+  (:func:`crossmetric.learners.discriminant.mvda_scatter_matrices`), solved by
+  :func:`mvda_directions`.
 * :class:`MCCA` -- multi-set CCA in Kettenring's (1971) **MAXVAR** form (Carroll's generalised
   CCA, 1968): the ``k`` directions ``w_j`` of each view whose projections are best explained by
   one shared variate, i.e. the top generalised eigenvectors of ``C w = λ D w`` with ``C`` the
@@ -34,14 +35,14 @@ import numpy as np
 import scipy.linalg
 from sklearn.utils.validation import check_is_fitted
 
-from crossmetric._base import PairData
 from crossmetric._checks import (
     as_float_array,
     check_choice,
     check_n_components,
     check_positive_scalar,
 )
-from crossmetric.learners.baselines import LinearTowers, _positive_samples
+from crossmetric._pair_data import PairData
+from crossmetric.learners.baselines._common import LinearTowers, _positive_samples
 
 __all__ = ["MultiViewMixin", "MCCA", "mcca_directions", "mvda_directions"]
 
@@ -254,7 +255,7 @@ class MCCA(MultiViewMixin, LinearTowers):
     Examples
     --------
     >>> import numpy as np
-    >>> from crossmetric.multiview import MCCA
+    >>> from crossmetric.learners.multiview import MCCA
     >>> rng = np.random.RandomState(0)
     >>> Z = rng.randn(80, 2)
     >>> views = [Z @ rng.randn(2, d) + 0.1 * rng.randn(80, d) for d in (5, 4, 6)]

@@ -26,8 +26,9 @@ import numpy as np
 from scipy.special import logsumexp
 from sklearn.base import BaseEstimator
 
-from crossmetric._base import LinearSingleModalMixin, PairData, squared_euclidean_matrix
+from crossmetric._base import LinearSingleModalMixin, squared_euclidean_matrix
 from crossmetric._checks import check_n_components, check_positive_int, check_positive_scalar
+from crossmetric._pair_data import PairData
 from crossmetric._solvers.descent import lbfgs
 from crossmetric._solvers.starting import initial_projection
 from crossmetric.pairs import labels_from_pairs

@@ -12,7 +12,8 @@ from __future__ import annotations
 import numpy as np
 from sklearn.base import BaseEstimator
 
-from crossmetric._base import LinearSingleModalMixin, PairData
+from crossmetric._base import LinearSingleModalMixin
+from crossmetric._pair_data import PairData
 from crossmetric._solvers.towers import embed_tower, fit_logistic_towers, store_towers
 from crossmetric.kernels import check_kernel
 

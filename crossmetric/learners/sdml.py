@@ -27,8 +27,9 @@ from sklearn.base import BaseEstimator
 from sklearn.covariance import graphical_lasso
 from sklearn.exceptions import ConvergenceWarning
 
-from crossmetric._base import LinearSingleModalMixin, PairData
+from crossmetric._base import LinearSingleModalMixin
 from crossmetric._checks import check_positive_scalar, user_stacklevel
+from crossmetric._pair_data import PairData
 from crossmetric.learners._mahalanobis_common import (
     components_from_metric,
     is_pair_input,

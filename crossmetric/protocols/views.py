@@ -17,7 +17,7 @@ class CCAProjection:
 
     The CML-AUC paper (§IV-B) runs single-modal learners on CCA-processed features of the two
     modalities (PCA-C, LMNN-C, LDML-C, ...). The directions come from the library's one closed
-    form, :func:`crossmetric.baselines.cca_directions` (also behind :class:`crossmetric.CCA`);
+    form, :func:`crossmetric._solvers.linalg.cca_directions` (also behind :class:`crossmetric.CCA`);
     scikit-learn's NIPALS ``CCA`` needs about a minute for 32 components on the 1,800 digits.
     ``transform`` returns ``((X − x̄) A, (Y − ȳ) B)``.
 
@@ -39,7 +39,7 @@ class CCAProjection:
 
     def fit(self, X: np.ndarray, Y: np.ndarray) -> CCAProjection:
         """Fit on row-aligned views (row ``r`` of ``X`` and ``Y`` = one matching pair)."""
-        from crossmetric.learners.baselines import cca_directions
+        from crossmetric._solvers.linalg import cca_directions
 
         X = as_float_array(X, "X", ndim=2)
         Y = as_float_array(Y, "Y", ndim=2)
@@ -70,8 +70,8 @@ def fit_view_pca(V: np.ndarray, n_components: int, *, svd_solver: str | None = N
     V : ndarray (n_rows, n_features)
     n_components : int
     svd_solver : str, optional
-        ``None``: the library's exact PCA (:func:`crossmetric.baselines.fit_pca`: the thin SVD
-        in the span of the rows when they are fewer than the features); a scikit-learn
+        ``None``: the library's exact PCA (:func:`crossmetric._solvers.linalg.fit_pca`: the thin
+        SVD in the span of the rows when they are fewer than the features); a scikit-learn
         ``svd_solver`` (``"auto"``, ``"randomized"``, ``"full"``, ...): scikit-learn's PCA
         with that solver (``"auto"`` is its default, randomized for wide data).
     random_state : int, default=0
@@ -90,7 +90,7 @@ def fit_view_pca(V: np.ndarray, n_components: int, *, svd_solver: str | None = N
     ((20, 3), 3)
     """
     if svd_solver is None:
-        from crossmetric.learners.baselines import fit_pca
+        from crossmetric._solvers.linalg import fit_pca
 
         return fit_pca(V, n_components, random_state=random_state)
     from sklearn.decomposition import PCA
@@ -129,7 +129,7 @@ def pca_views(X: np.ndarray, Y: np.ndarray, rows_x: np.ndarray, rows_y: np.ndarr
 def _pca_fit_views(X: np.ndarray, Y: np.ndarray, train_pairs: np.ndarray, k: int,
                    joint: bool = False, svd_solver: str | None = None):
     """:func:`pca_views` fitted on the rows that the training pairs use -- exact, in the span
-    of the rows when they are fewer than the features (:func:`crossmetric.baselines.fit_pca`)
+    of the rows when they are fewer than the features (:func:`crossmetric._solvers.linalg.fit_pca`)
     unless ``svd_solver`` names another."""
     rx, ry = np.unique(train_pairs[:, 0]), np.unique(train_pairs[:, 1])
     return pca_views(X, Y, rx, ry, k, joint=joint, svd_solver=svd_solver)

@@ -120,7 +120,7 @@ def cuhk01_features(data_home, *, cache: str | None = None, chunk: int = 256,
             out.update({k: out[k][keep] for k in ("Z", "ids", "domains", "shots")})
         return out
     from crossmetric.datasets import load_cuhk01
-    from crossmetric.features import PatchColorSIFT
+    from crossmetric.features._patch_color_sift import PatchColorSIFT
 
     b = load_cuhk01(data_home, size=size)
     rows = np.arange(b.ids.size)

@@ -44,14 +44,10 @@ PKU_DESCRIPTORS = {
 
 def pku_descriptor(images, descriptor: str = "hog") -> np.ndarray:
     """Features of PKU-Sketch images (uint8 RGB, 160 × 64) by a :data:`PKU_DESCRIPTORS` name."""
-    from crossmetric.features import (
-        HOG,
-        DenseSIFT,
-        LBPGrid,
-        PatchColorSIFT,
-        _to_gray,
-        to_unit_float,
-    )
+    from crossmetric.features import HOG, _to_gray, to_unit_float
+    from crossmetric.features._dense_sift import DenseSIFT
+    from crossmetric.features._local_patterns import LBPGrid
+    from crossmetric.features._patch_color_sift import PatchColorSIFT
 
     if descriptor not in PKU_DESCRIPTORS:
         raise ValueError(f"descriptor must be one of {', '.join(PKU_DESCRIPTORS)}, got "
@@ -152,7 +148,7 @@ PKU_DEEPGSM: dict = {
 #: three: 20.0 / 26.5 and 15.0 / 22.6). Two seeds were chosen; they also keep a split within
 #: the 10-minute budget (2 × about 170 s). Only 2 of the planned 3 splits were run (time), in
 #: a one-off script whose comparison ``benchmarks/select_pku_deepgsm.py --members`` now makes
-#: (its members ≥ 1 draw their seeds from :func:`crossmetric.ensemble.member_seeds`).
+#: (its members ≥ 1 draw their seeds from :func:`crossmetric.learners.ensemble.member_seeds`).
 #: Also tried, not taken: weight averaging (``average_from`` 0.5 and 0.25; 2 splits: 20.0 /
 #: 26.0, 12.5 / 21.3 and 17.5 / 25.8, 12.5 / 20.9 against the recipe's 20.0 / 26.3, 12.5 /
 #: 21.7 -- no change: the cosine schedule already ends at a step of 0) and a wider network

@@ -141,7 +141,7 @@ def _itml_estimator():
     """``crossmetric.ITML`` when this installation has it (helper module ``itml``), else the
     reason it is missing."""
     try:
-        from crossmetric.learners.itml import ITML  # noqa: F401 - optional until merged
+        from crossmetric.learners.itml import ITML
     except ImportError as exc:
         return None, f"ITML not available in this installation ({exc})"
     return ITML, None

@@ -8,8 +8,8 @@ import scipy.linalg
 from scipy import sparse
 from sklearn.neighbors import NearestNeighbors
 
-from crossmetric._base import PairData
 from crossmetric._checks import check_n_components, check_positive_int, check_positive_scalar
+from crossmetric._pair_data import PairData
 from crossmetric._solvers.linalg import _from_span, _in_span, span_basis
 from crossmetric.kernels import _KernelCoordinatesMixin
 from crossmetric.learners.auc import weighted_pair_outer_sum
