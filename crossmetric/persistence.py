@@ -133,41 +133,38 @@ def current_path(name: str) -> str:
         head = head.rpartition(".")[0]
     return name
 
-#: every class a model or index file may rebuild ("module.QualName"); nothing else is imported
-ALLOWED_CLASSES = frozenset({
-    # learners and their nested crossmetric parts (files of format 2 name the paths from before
-    # crossmetric/learners/, such as crossmetric.pcca.PCCA: they are read through current_path)
-    "crossmetric.learners.pcca.PCCA", "crossmetric.learners.cmml.CMML",
-    "crossmetric.learners.auc.CMLAUC", "crossmetric.learners.auc.MahaAUC",
-    "crossmetric.learners.ldml.LDML", "crossmetric.learners.clml.CLML",
-    "crossmetric.learners.clml.CLMLCV", "crossmetric.learners.gsm.GSM",
-    "crossmetric.deep.model.DeepGSM",
-    "crossmetric.learners.baselines.CCA", "crossmetric.learners.baselines.PLS",
-    "crossmetric.learners.baselines.KCCA", "crossmetric.learners.baselines.CDFE",
-    "crossmetric.learners.baselines.KISSME", "crossmetric.learners.baselines.KPLS",
-    "crossmetric.learners.baselines.KCDFE", "crossmetric.learners.baselines.Euclidean",
-    "crossmetric.learners.discriminant.MvDA", "crossmetric.learners.discriminant.CSR",
-    "crossmetric.learners.discriminant.KCSR", "crossmetric.learners.dml_eig.DMLEig",
-    "crossmetric.learners.itml.ITML", "crossmetric.learners.neighbours.NCA",
-    "crossmetric.learners.neighbours.LMNN", "crossmetric.learners.neighbours.MCC",
-    "crossmetric.learners.prdc.PRDC", "crossmetric.learners.ensemble.SeedEnsemble",
-    "crossmetric.learners.rca.RCA", "crossmetric.learners.rca.RCA_Supervised",
-    "crossmetric.learners.mlkr.MLKR", "crossmetric.learners.lfda.LFDA",
-    "crossmetric.learners.scml.SCML", "crossmetric.learners.scml.SCML_Supervised",
-    "crossmetric.learners.mmc.MMC", "crossmetric.learners.sdml.SDML",
-    "crossmetric.learners.mmc.MMC_Supervised", "crossmetric.learners.sdml.SDML_Supervised",
-    "crossmetric.learners.lsml.LSML", "crossmetric.learners.lsml.LSML_Supervised",
-    "crossmetric.learners.covariance.Covariance",
-    "crossmetric.learners.supervised.Supervised", "crossmetric.learners.multiview.MCCA",
+#: the classes a model or index file may rebuild beside the public estimators: their nested
+#: crossmetric parts, and the scikit-learn estimators fitted learners hold (by their public
+#: import paths)
+_PART_CLASSES = frozenset({
     "crossmetric.kernels.KernelMap", "crossmetric.kernels.HellingerMap",
     "crossmetric.kernels.KernelCoordinates", "crossmetric.kernels.NystroemMap",
     "crossmetric.retrieval.Index",
-    # scikit-learn estimators held by fitted learners, by their public import paths
     "sklearn.decomposition.PCA", "sklearn.preprocessing.StandardScaler",
     "sklearn.cross_decomposition.PLSCanonical", "sklearn.cross_decomposition.CCA",
     "sklearn.mixture.GaussianMixture", "sklearn.neighbors.NeighborhoodComponentsAnalysis",
     "sklearn.kernel_approximation.Nystroem",
 })
+
+
+def _allowed_classes() -> frozenset:
+    """Every class a model or index file may rebuild ("module.QualName"); nothing else is
+    imported: the public estimators of :func:`crossmetric.registry.public_classes` (files of
+    format 2 name them by the paths from before crossmetric/learners/, read through
+    :func:`current_path`) and :data:`_PART_CLASSES`."""
+    from crossmetric.registry import public_classes
+
+    return _PART_CLASSES | {f"{module}.{name}" for name, module in public_classes().items()}
+
+
+#: the value of :func:`_allowed_classes`, derived from the registry whenever it is read
+ALLOWED_CLASSES: frozenset
+
+
+def __getattr__(name: str):
+    if name == "ALLOWED_CLASSES":  # derived from the registry on first use
+        return _allowed_classes()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _public_name(cls) -> str:
@@ -235,7 +232,7 @@ class _Encoder:
             return {"$device": str(v)}
         cls = type(v)
         qual = _public_name(cls)
-        if qual not in ALLOWED_CLASSES:
+        if qual not in _allowed_classes():
             raise ValueError(f"{where}: objects of type {qual} cannot be saved (not a "
                              "crossmetric estimator or a known nested type).")
         state = v.__getstate__() if hasattr(v, "__getstate__") else vars(v)
@@ -322,7 +319,7 @@ class _Decoder:
     def _object(self, qual, state):
         if isinstance(qual, str):
             qual = current_path(qual)  # crossmetric.pcca.PCCA -> crossmetric.learners.pcca.PCCA
-        if not isinstance(qual, str) or qual not in ALLOWED_CLASSES:
+        if not isinstance(qual, str) or qual not in _allowed_classes():
             self._fail(f"class {qual!r} is not one crossmetric loads")
         module, _, name = qual.rpartition(".")
         cls = getattr(importlib.import_module(module), name)

@@ -32,14 +32,18 @@ def test_module_entry_point():
 
 
 def test_reproduction_options_reach_their_reproduction_only(monkeypatch, capsys):
-    """Every reproduction-specific option (cli/reproduce._OPTIONS) is refused by the other
+    """Every reproduction-specific option (``Reproduction.options``) is refused by the other
     reproductions and reaches its own under the reproduction's keyword."""
     from crossmetric.cli import main
-    from crossmetric.cli import reproduce as cli_reproduce
+    from crossmetric.reproduce import REPRODUCTIONS
 
     values = {"deepgsm_members": "2", "show_ranks": "3", "device": "cpu", "epochs": "4",
               "feature_cache": "f.npz", "setting": "legacy", "descriptor": "hog"}
-    assert set(values) == set(cli_reproduce._OPTIONS)
+    owners = {}
+    for name, rep in REPRODUCTIONS.items():
+        for opt, keyword in rep.options.items():
+            owners.setdefault(opt, []).append((name, keyword))
+    assert set(values) == set(owners)
     seen = {}
 
     class _Result:
@@ -50,11 +54,12 @@ def test_reproduction_options_reach_their_reproduction_only(monkeypatch, capsys)
         return _Result()
 
     monkeypatch.setattr("crossmetric.reproduce.run_reproduction", fake_run)
-    for opt, (names, _what, keyword) in cli_reproduce._OPTIONS.items():
+    for opt, takers in owners.items():
         flag = "--" + opt.replace("_", "-")
         assert main(["reproduce", "pcca-viper", flag, values[opt]]) == 2
         assert flag in capsys.readouterr().err
-        seen.clear()
-        assert main(["reproduce", names[0], flag, values[opt], "--out", "unused"]) == 0
-        capsys.readouterr()
-        assert seen["name"] == names[0] and str(seen[keyword]) == values[opt]
+        for name, keyword in takers:
+            seen.clear()
+            assert main(["reproduce", name, flag, values[opt], "--out", "unused"]) == 0
+            capsys.readouterr()
+            assert seen["name"] == name and str(seen[keyword]) == values[opt]

@@ -48,9 +48,8 @@ def test_method_kind_matches_the_learner_class(name):
 def test_method_kind_reports_a_missing_module(monkeypatch):
     from crossmetric import registry
 
-    monkeypatch.setitem(registry.METHODS, "ghost",
-                        registry.MethodSpec("ghost", "Ghost", "GhostLearner"))
-    monkeypatch.setitem(crossmetric._LAZY, "GhostLearner", "crossmetric.ghost_module")
+    monkeypatch.setitem(registry.METHODS, "ghost", registry.MethodSpec(
+        "ghost", "Ghost", "GhostLearner", module="crossmetric.ghost_module"))
     kind, reason = method_kind("ghost")
     assert kind == "?" and "ghost_module" in reason
     with pytest.raises(ValueError, match="unknown method"):

@@ -133,7 +133,7 @@ def test_cli_device_and_feature_cache_belong_to_the_cuhk01_reproductions(capsys)
     from crossmetric.cli import main
 
     assert main(["reproduce", "pcca-viper", "--device", "cuda"]) == 2
-    assert "gsm-cuhk01-deep train DeepGSM" in capsys.readouterr().err
+    assert "only gsm-cufs and gsm-cuhk01-deep take it" in capsys.readouterr().err
     assert main(["reproduce", "pku-sketch", "--feature-cache", "x.npz"]) == 2
     assert "only gsm-cuhk01 and gsm-cuhk01-deep" in capsys.readouterr().err
     assert main(["reproduce", "--list"]) == 0

@@ -336,9 +336,8 @@ def _add_reproduce(sub) -> None:
                    help="print the results as JSON (rows of ours / paper / diff) instead of "
                         "the table")
     r.add_argument("--methods", default=None,
-                   help="comma list of the methods to run (pku-sketch: some of euclidean,"
-                        "euclidean-desc,cca,kcca,pcca,cmml,cmlauc,cmlpauc,gsm,clml,deepgsm, "
-                        "default all; gsm-cufs: of euclidean,gsm,gsm-euclidean,deepgsm)")
+                   help="comma list of the methods to run, default all (the reproductions "
+                        "that take a choice, and their methods: see --list)")
     r.add_argument("--setting", default=None, choices=("paper", "legacy"),
                    help="pku-sketch: 'paper' (default) selects every method's paper grid on "
                         "the training persons; 'legacy' the reproduction before issue 20 "

@@ -22,11 +22,11 @@ def _check_name(args, names) -> None:
 
 
 def _method_choices() -> dict:
-    """The reproductions that take ``--methods``, and their method names."""
-    from crossmetric.reproduce.gsm_cufs import GSM_CUFS_METHODS
-    from crossmetric.reproduce.pku import PKU_METHODS
+    """The reproductions that take ``--methods``, and their method names
+    (``Reproduction.methods``)."""
+    from crossmetric.reproduce import REPRODUCTIONS
 
-    return {"pku-sketch": PKU_METHODS, "gsm-cufs": GSM_CUFS_METHODS}
+    return {name: rep.methods for name, rep in REPRODUCTIONS.items() if rep.methods}
 
 
 def _methods(args) -> list[str] | None:
@@ -47,33 +47,33 @@ def _methods(args) -> list[str] | None:
     return methods
 
 
-#: options only some reproductions take: option -> (reproductions, what they do with it,
-#: the reproduction's keyword)
-_OPTIONS = {
-    "deepgsm_members": (("pku-sketch",), "trains DeepGSM", "deepgsm_members"),
-    "show_ranks": (("pku-sketch",), "draws rank lists (it keeps the images of its test "
-                                    "persons)", "show_ranks"),
-    "device": (("gsm-cufs", "gsm-cuhk01-deep"), "train DeepGSM with it", "device"),
-    "epochs": (("gsm-cufs",), "trains DeepGSM with it", "epochs"),
-    "feature_cache": (("gsm-cuhk01", "gsm-cuhk01-deep"), "cache their descriptors", "cache"),
-    "setting": (("pku-sketch",), "takes it", "setting"),
-    "descriptor": (("pku-sketch",), "takes it", "descriptor"),
-}
+def _option_owners() -> dict:
+    """Options only some reproductions take (``Reproduction.options``): option ->
+    ``{reproduction: its keyword}``."""
+    from crossmetric.reproduce import REPRODUCTIONS
+
+    owners: dict = {}
+    for name, rep in REPRODUCTIONS.items():
+        for opt, keyword in rep.options.items():
+            owners.setdefault(opt, {})[name] = keyword
+    return owners
 
 
 def _options(args) -> dict:
-    """The reproduction-specific options given, checked against :data:`_OPTIONS`."""
+    """The reproduction-specific options given, checked against the reproductions'
+    declarations."""
     extra = {}
-    for opt, (names, what, keyword) in _OPTIONS.items():
+    for opt, owners in _option_owners().items():
         value = getattr(args, opt, None)
         if value is None:
             continue
         flag = "--" + opt.replace("_", "-")
-        if args.name not in names:
-            raise CLIError(f"{flag}: only {' and '.join(names)} {what}")
+        if args.name not in owners:
+            verb = "takes" if len(owners) == 1 else "take"
+            raise CLIError(f"{flag}: only {' and '.join(owners)} {verb} it")
         if isinstance(value, int) and value < 1:
             raise CLIError(f"{flag} must be >= 1, got {value}")
-        extra[keyword] = value
+        extra[owners[args.name]] = value
     if "descriptor" in extra:
         from crossmetric.reproduce.pku import PKU_DESCRIPTORS
 
@@ -88,8 +88,11 @@ def cmd_reproduce(args) -> int:
     from crossmetric.reproduce import list_reproductions, run_reproduction
 
     if args.list:
+        choices = _method_choices()
         for name, desc in list_reproductions().items():
             print(f"{name:<24} {desc}")
+            if name in choices:
+                print(f"{'':<24} --methods: some of {','.join(choices[name])}")
         return 0
     _check_name(args, list_reproductions())
     methods = _methods(args)

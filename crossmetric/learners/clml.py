@@ -445,6 +445,19 @@ class CLMLCV(CLML):
     best_estimator_ : CLML
         The refitted model (a complete CLML whose preprocessor holds the distinct training
         samples); its fitted attributes are copied onto this object.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from crossmetric import CLMLCV, make_pairs
+    >>> rng = np.random.RandomState(0)
+    >>> labels = np.repeat(np.arange(6), 5)
+    >>> X = rng.normal(size=(6, 4))[labels] + 0.3 * rng.normal(size=(30, 4))
+    >>> pairs, y = make_pairs(labels, random_state=0)
+    >>> model = CLMLCV((1, 2), n_components=2, max_iter=20, cv=2, random_state=0,
+    ...                preprocessor=X).fit(pairs, y)
+    >>> model.best_n_clusters_ in (1, 2)
+    True
     """
 
     def __init__(self, n_clusters_grid=(1, 2, 4, 8, 16, 32), *, n_components: int = 32,
