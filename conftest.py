@@ -16,14 +16,14 @@ collect_ignore = ["crossmetric/__main__.py"]
 _OPTIONAL = {
     "torch": ["crossmetric/deep"],
     "faiss": ["crossmetric/retrieval.py"],
-    "skimage": ["crossmetric/features/__init__.py", "crossmetric/_image_folder.py",
+    "skimage": ["crossmetric/features/__init__.py", "crossmetric/datasets/_image_folder.py",
                 "crossmetric/features/_local_patterns.py",
                 "crossmetric/features/_patch_color_sift.py"],
     "cv2": ["crossmetric/features/_dense_sift.py", "crossmetric/features/_patch_color_sift.py"],
-    "PIL": ["crossmetric/_image_folder.py"],
+    "PIL": ["crossmetric/datasets/_image_folder.py"],
     "dask": [],
-    "onnx": ["crossmetric/export.py"],
-    "onnxruntime": ["crossmetric/export.py"],
+    "onnx": ["crossmetric/export"],
+    "onnxruntime": ["crossmetric/export"],
 }
 for _module, _paths in _OPTIONAL.items():
     if importlib.util.find_spec(_module) is None:

@@ -8,7 +8,7 @@ towers share their weights.
 
 The three input forms of the public API become one internal form, :class:`PairData`
 ``(X, Y, ix, iy)``: the samples of each modality and, per pair, the row of ``X`` and the row of
-``Y`` it joins (:mod:`crossmetric._pair_data`, whose names are re-exported here). Threshold
+``Y`` it joins (:mod:`crossmetric.pairs._pair_data`, whose names are re-exported here). Threshold
 calibration, chunked all-pairs distances and the scikit-learn conventions live here, so a
 learner only implements
 
@@ -25,10 +25,15 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils import estimator_html_repr, gen_batches
 from sklearn.utils.validation import check_is_fitted
 
-from crossmetric._checks import check_pair_labels
-from crossmetric._pair_data import PairData, PairInputsMixin, canonical_pairs, resolve_conflicts
-from crossmetric._threshold import best_threshold
+from crossmetric._utils.checks import check_pair_labels
+from crossmetric.learners._threshold import best_threshold
 from crossmetric.metrics import roc_auc
+from crossmetric.pairs._pair_data import (
+    PairData,
+    PairInputsMixin,
+    canonical_pairs,
+    resolve_conflicts,
+)
 
 __all__ = ["PairDecisionMixin", "PairLearnerMixin", "SingleModalMixin", "CrossModalMixin",
            "LinearSingleModalMixin", "squared_euclidean_rows", "squared_euclidean_matrix"]
@@ -157,7 +162,7 @@ class PairLearnerMixin(PairInputsMixin, PairDecisionMixin):
     """Members common to every pair learner (see the API table in the README).
 
     The input forms of pairs and the samples' validation come from
-    :class:`~crossmetric._pair_data.PairInputsMixin`.
+    :class:`~crossmetric.pairs._pair_data.PairInputsMixin`.
 
     Subclasses set the class attribute ``_cross_modal`` and implement ``_fit``, ``_embed_x``
     and ``_embed_y``. The mixin must come before :class:`sklearn.base.BaseEstimator` in the

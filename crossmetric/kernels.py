@@ -35,14 +35,14 @@ from sklearn.metrics.pairwise import additive_chi2_kernel, euclidean_distances
 from sklearn.utils import check_random_state, gen_batches
 from sklearn.utils.validation import check_is_fitted
 
-from crossmetric._checks import (
+from crossmetric._utils.checks import (
     check_array_2d,
     check_nonnegative,
     check_positive_int,
     check_positive_scalar,
     per_modality,
 )
-from crossmetric._pair_data import PairData
+from crossmetric.pairs._pair_data import PairData
 
 __all__ = ["KERNELS", "pairwise_kernel", "estimate_gamma", "KernelMap", "HellingerMap",
            "KernelCoordinates", "NystroemMap", "KERNEL_APPROXIMATIONS"]

@@ -3,7 +3,8 @@
 This module holds the file format of fitted models and retrieval indexes, and is the public
 import path of the atomic-write helpers that every writer of the package uses (the CLI,
 :mod:`crossmetric.retrieval`, the result writers of :mod:`crossmetric.protocols` and
-:mod:`crossmetric.reproduce`, DeepGSM checkpoints), which live in :mod:`crossmetric._atomic_io`.
+:mod:`crossmetric.reproduce`, DeepGSM checkpoints), which live in
+:mod:`crossmetric._utils.atomic_io`.
 
 The model format
 ----------------
@@ -52,7 +53,7 @@ answered by the modules of :data:`FORMAT2_MODULES`.
 Atomic writes
 -------------
 :func:`atomic_path`, :func:`atomic_open` and :func:`atomic_folder` (defined in
-:mod:`crossmetric._atomic_io`, imported from here) write to a temporary file or folder beside
+:mod:`crossmetric._utils.atomic_io`, imported from here) write to a temporary file or folder beside
 the destination and move it into place only once it is complete: a stopped run leaves the
 previous files intact.
 """
@@ -67,8 +68,8 @@ import zipfile
 
 import numpy as np
 
-from crossmetric._array_files import ArrayFileError, check_array_file
-from crossmetric._atomic_io import (
+from crossmetric._utils.array_files import ArrayFileError, check_array_file
+from crossmetric._utils.atomic_io import (
     atomic_folder,
     atomic_open,
     atomic_path,
@@ -506,7 +507,7 @@ def save_model(path, model, *, meta: dict | None = None) -> None:
     >>> bool(np.array_equal(again.pair_distance(pairs), model.pair_distance(pairs)))
     True
     """
-    from crossmetric._faiss_tools import strip_model
+    from crossmetric.metrics._faiss_tools import strip_model
 
     save_object(path, strip_model(model), kind="model", meta=meta)
 

@@ -15,7 +15,7 @@ iteration count, never a time limit, so that a seeded benchmark gives the same n
 machine).
 The settings are listed in :data:`METHODS` and shown by ``crossmetric benchmark --list``, with
 the small grid that ``crossmetric benchmark --tune`` searches per method
-(:mod:`crossmetric.model_selection`).
+(:mod:`crossmetric.protocols.model_selection`).
 
 A method whose module or class is missing from the installation is reported by
 :func:`method_status` with the reason (``ModuleNotFoundError`` of the learner module itself, or
@@ -28,7 +28,7 @@ from __future__ import annotations
 import importlib
 from dataclasses import dataclass, field
 
-from crossmetric._stages import StageIf
+from crossmetric.protocols._stages import StageIf
 from crossmetric.protocols.views import cap_n_components
 
 __all__ = ["MethodSpec", "METHODS", "WRAPPERS", "public_classes", "make_estimator",
@@ -65,15 +65,16 @@ class MethodSpec:
         method (as the CML-AUC paper does before its learners, §IV-A); ``None``: raw features.
     grid : dict
         Small hyper-parameter grid searched by ``crossmetric benchmark --tune`` (inner
-        cross-validation on each split's training objects, :mod:`crossmetric.model_selection`);
-        empty: nothing to tune (or too costly, see the note).
+        cross-validation on each split's training objects,
+        :mod:`crossmetric.protocols.model_selection`); empty: nothing to tune (or too costly, see
+        the note).
     in_default : bool
         Run by ``crossmetric benchmark`` without ``--methods`` (the other methods -- the
         papers' extra baselines -- run when named or with ``--methods all``).
     paper_grid : tuple of dict
         The selection the method's paper describes, searched by ``crossmetric benchmark --tune
         paper`` and by the reproductions: one grid per stage, each stage's winner fixed for
-        the next (:func:`crossmetric.model_selection.search_stages`); empty: ``grid``. The
+        the next (:func:`crossmetric.protocols.model_selection.search_stages`); empty: ``grid``. The
         papers choose these on training data; here by inner cross-validation on the training
         identities only.
     paper_params : dict

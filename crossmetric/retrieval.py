@@ -14,7 +14,7 @@ mAP point of exact search, while ``ivf`` did with 57-79× fewer vectors scanned.
 
 Database vectors go through ``model.transform_y``, queries through ``model.transform_x``, so a
 cross-modal model is searched with queries of one modality against a database of the other.
-Only this module and :mod:`crossmetric._faiss_tools` import faiss (extra
+Only this module and :mod:`crossmetric.metrics._faiss_tools` import faiss (extra
 ``crossmetric[retrieval]``). ``faiss``'s own threads: :func:`set_num_threads`.
 
 :class:`Index` is assembled from the parts in :mod:`crossmetric._retrieval` (embedding,
@@ -26,8 +26,12 @@ from __future__ import annotations
 import numpy as np
 from sklearn.utils.validation import check_is_fitted
 
-from crossmetric._checks import check_positive_int
-from crossmetric._faiss_tools import (
+from crossmetric._retrieval.building import IndexBuilding
+from crossmetric._retrieval.embedding import IndexEmbedding, batches, rows
+from crossmetric._retrieval.searching import IndexSearching
+from crossmetric._retrieval.storage import IndexStorage
+from crossmetric._utils.checks import check_positive_int
+from crossmetric.metrics._faiss_tools import (
     BUILTIN_KINDS,
     METRICS,
     check_kind,
@@ -36,10 +40,6 @@ from crossmetric._faiss_tools import (
     set_num_threads,
     uses_l2_score,
 )
-from crossmetric._retrieval.building import IndexBuilding
-from crossmetric._retrieval.embedding import IndexEmbedding, batches, rows
-from crossmetric._retrieval.searching import IndexSearching
-from crossmetric._retrieval.storage import IndexStorage
 
 __all__ = ["Index", "exhaustive_search", "set_num_threads"]
 

@@ -168,7 +168,7 @@ def test_csr_without_coupling_is_two_ridge_regressions(views):
     model = CSR(7, alpha=0.1, coupling=0.0, distance="euclidean",
                 preprocessor=(X, Y)).fit(pairs, y)
     data = model._validate_pairs((pairs, y)[0], fitted=False) if False else None
-    from crossmetric._pair_data import PairData, canonical_pairs
+    from crossmetric.pairs._pair_data import PairData, canonical_pairs
     # fit sees the samples in the base's canonical order (distinct rows, sorted by content)
     Xu, Yu, cx, cy, _, _ = identity_samples(
         canonical_pairs(PairData(X, Y, pairs[:, 0], pairs[:, 1]), tied=False), y)

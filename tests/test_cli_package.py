@@ -5,8 +5,8 @@ import subprocess
 import sys
 
 import crossmetric.cli as cli
-from crossmetric._image_views import DESCRIPTORS
 from crossmetric.cli.benchmark import _BENCHMARK_FILES
+from crossmetric.features._image_views import DESCRIPTORS
 
 
 def test_public_names_and_the_files_a_run_writes():

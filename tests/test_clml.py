@@ -7,12 +7,12 @@ import pytest
 from sklearn.datasets import load_digits
 from sklearn.exceptions import ConvergenceWarning, NotFittedError
 
-from crossmetric._pair_data import used_rows
 from crossmetric._solvers.logistic import PairLogisticObjective
 from crossmetric.learners._local_metrics import _local_backprop, _local_embed
 from crossmetric.learners.clml import CLML, CLMLCV, sparsify_assignments
 from crossmetric.learners.ldml import LDML
 from crossmetric.pairs import make_pairs
+from crossmetric.pairs._pair_data import used_rows
 
 
 @pytest.fixture(scope="module")

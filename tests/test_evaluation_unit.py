@@ -47,7 +47,7 @@ def _reference_identification(est, X, G, pl, gl, ranks, scores_path, *, same_set
     measure from the full distance matrix (``metrics`` one at a time), the score file
     written row by row."""
     from crossmetric import metrics as M
-    from crossmetric._faiss_tools import uses_l2_score
+    from crossmetric.metrics._faiss_tools import uses_l2_score
 
     # the curve stops at the gallery's size (issue 38: rank 10¹¹ asked for 745 GiB)
     max_rank = max(20, min(max(ranks), len(gl)))
@@ -58,7 +58,7 @@ def _reference_identification(est, X, G, pl, gl, ranks, scores_path, *, same_set
                                       max_rank=max_rank, ranks=ranks, same_set=same_set)
     else:
         if refine:
-            from crossmetric.reid import refine_distances
+            from crossmetric.protocols.reid import refine_distances
 
             D = refine_distances(est, X, G, re_rank=re_rank, query_expansion=query_expansion)
         else:

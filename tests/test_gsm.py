@@ -384,7 +384,7 @@ def _instance_task(n=120, seed=0):
 
 
 def test_identity_rounds_cover_identities_without_duplicates():
-    from crossmetric.batches import IdentityRounds
+    from crossmetric._solvers.batches import IdentityRounds
 
     ids_x = np.repeat(np.arange(10), 3)          # 10 identities, 3 samples each in X
     ids_y = np.r_[np.repeat(np.arange(10), 2), [99]]  # 2 in Y; identity 99 only in Y
@@ -436,7 +436,7 @@ def _reference_rounds(ids_x, ids_y, k, o_x, o_y, seed, n_rounds):
 @pytest.mark.parametrize("sizes,k,o_x,o_y", [((1, 1), 8, 2, 2), ((3, 2), 4, 2, 5),
                                              ((7, 5), 3, 3, 2), ((2, 9), 20, 1, 4)])
 def test_identity_rounds_equal_the_numpy_set_version(sizes, k, o_x, o_y):
-    from crossmetric.batches import IdentityRounds
+    from crossmetric._solvers.batches import IdentityRounds
 
     rng = np.random.RandomState(1)
     ids_x = rng.permutation(np.repeat(np.arange(12), sizes[0]))
@@ -451,7 +451,7 @@ def test_identity_rounds_equal_the_numpy_set_version(sizes, k, o_x, o_y):
 
 
 def test_hardest_negatives_and_all_pairs_match_bruteforce():
-    from crossmetric.batches import hardest_negatives
+    from crossmetric._solvers.batches import hardest_negatives
     from crossmetric.learners._gsm_training import all_pairs
 
     rng = np.random.RandomState(1)

@@ -13,13 +13,10 @@ ROOT = Path(__file__).resolve().parents[1] / "crossmetric"
 
 #: folder or module -> the crossmetric packages it must not import
 LOWER = {
-    "_solvers": ("protocols", "cli", "reproduce", "registry", "model_selection"),
+    "_solvers": ("protocols", "cli", "reproduce", "registry"),
     "metrics": ("protocols", "cli", "reproduce", "learners", "deep", "registry"),
-    "pairs.py": ("protocols", "cli", "reproduce", "learners", "registry"),
-    "_identity_draws.py": ("protocols", "cli", "reproduce", "learners", "pairs"),
-    "learners": ("protocols", "cli", "reproduce", "model_selection"),
-    "_selection_scan.py": ("protocols", "cli", "reproduce", "model_selection", "learners",
-                           "registry"),
+    "pairs": ("protocols", "cli", "reproduce", "learners", "registry"),
+    "learners": ("protocols", "cli", "reproduce"),
     "protocols": ("cli", "reproduce"),
 }
 

@@ -9,10 +9,10 @@ from sklearn.datasets import load_digits
 from sklearn.exceptions import ConvergenceWarning, NotFittedError
 from sklearn.model_selection import GridSearchCV
 
-from crossmetric._pair_data import used_rows
 from crossmetric._solvers.logistic import PairLogisticObjective
 from crossmetric.learners.ldml import LDML, pair_log_likelihood
 from crossmetric.pairs import make_pairs
+from crossmetric.pairs._pair_data import used_rows
 
 
 @pytest.fixture(scope="module")

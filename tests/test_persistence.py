@@ -467,7 +467,7 @@ def test_ctrl_c_just_after_the_temporary_file_appears_leaves_nothing(tmp_path, m
 
     names = iter([str(tmp_path / ".a.npy.taken.tmp"), str(tmp_path / ".a.npy.free.tmp")])
     (tmp_path / ".a.npy.taken.tmp").write_text("someone else's")
-    monkeypatch.setattr("crossmetric._atomic_io._temp_name", lambda folder, name: next(names))
+    monkeypatch.setattr("crossmetric._utils.atomic_io._temp_name", lambda folder, name: next(names))
     with atomic_path(path) as tmp:
         assert tmp.endswith(".a.npy.free.tmp")
         Path(tmp).write_text("new")

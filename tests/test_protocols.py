@@ -411,7 +411,7 @@ def test_lfw_accuracy_uses_the_training_folds_threshold():
 
 
 def test_protocol_accuracy_equals_predict_with_train_threshold(data):
-    from crossmetric._threshold import best_threshold
+    from crossmetric.learners._threshold import best_threshold
     from crossmetric.protocols.runner import _run_split
 
     sp = verification_splits(data.labels, 3, random_state=0)[0]

@@ -5,7 +5,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from crossmetric.reid import evaluate_reid, reid_splits
+from crossmetric.protocols.reid import evaluate_reid, reid_splits
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 HAS_VIPER = (DATA / "viper" / "images").is_dir()

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from crossmetric.cli import main
-from crossmetric.model_selection import search_params
-from crossmetric.reid import reid_splits
+from crossmetric.protocols.model_selection import search_params
+from crossmetric.protocols.reid import reid_splits
 from crossmetric.reproduce import (
     PUBLISHED,
     REPRODUCTIONS,
@@ -85,7 +85,7 @@ def test_select_max_iter_and_cmc20_scoring_share_mean_cmc(monkeypatch):
     """One definition of "CMC averaged over ranks 1-20": select_max_iter and
     search_params(scoring="cmc20") both score through model_selection.mean_cmc."""
     from crossmetric import PCCA
-    from crossmetric import model_selection as MS
+    from crossmetric.protocols import model_selection as MS
     from crossmetric.reproduce import viper as R
 
     assert MS.mean_cmc(np.arange(30) / 30) == np.mean((np.arange(30) / 30)[:20])

@@ -55,8 +55,8 @@ def test_fixed_split_trains_on_train_persons_and_tests_the_others():
 
 
 def test_gsm_cufs_selection_and_fit_never_see_a_test_person(monkeypatch):
-    import crossmetric.model_selection as ms
-    import crossmetric.reid as reid
+    import crossmetric.protocols.model_selection as ms
+    import crossmetric.protocols.reid as reid
 
     data = fake_cufs()
     monkeypatch.setattr(C, "cufs_features", lambda home: data)

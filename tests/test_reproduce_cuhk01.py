@@ -83,7 +83,7 @@ def test_tiny_gsm_cuhk01_runs_and_writes_its_files(tmp_path):
 def test_gsm_cuhk01_selection_never_sees_a_test_person(monkeypatch):
     """Leak test: the paper-grid search of every split is handed the split's training
     persons, all of them and no test person."""
-    import crossmetric.model_selection as ms
+    import crossmetric.protocols.model_selection as ms
 
     protocols = sys.modules[run_protocols.__module__]
     tests, searched = [], []

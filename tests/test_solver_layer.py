@@ -5,11 +5,11 @@ the old module paths kept as aliases."""
 import numpy as np
 import pytest
 
-from crossmetric._pair_data import PairData, canonical_pairs, used_pairs
 from crossmetric._solvers.early_stopping import split_pairs
 from crossmetric._solvers.epochs import run_epochs
 from crossmetric._solvers.optim import Adam, ScaledSGD
 from crossmetric._solvers.stopping import EpochPlateau
+from crossmetric.pairs._pair_data import PairData, canonical_pairs, used_pairs
 
 
 def _adam_reference(theta, grads, lr, eps_on, b1=0.9, b2=0.999, eps=1e-8):

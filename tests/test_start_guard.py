@@ -13,8 +13,8 @@ import crossmetric._solvers.early_stopping as es
 import crossmetric._solvers.linalg as linalg
 from crossmetric import CMLAUC, CMML, GSM, PCCA, make_pairs
 from crossmetric._base import squared_euclidean_matrix
-from crossmetric._pair_data import PairData
 from crossmetric._solvers.span import complement_distances
+from crossmetric.pairs._pair_data import PairData
 
 
 def _wide_views(n=40, d=120, seed=0):

@@ -20,9 +20,9 @@ import scipy.optimize
 from sklearn.exceptions import ConvergenceWarning
 from threadpoolctl import threadpool_limits
 
-from crossmetric._checks import user_stacklevel
 from crossmetric._solvers.early_stopping import clear
 from crossmetric._solvers.stopping import BestPlateau
+from crossmetric._utils.checks import user_stacklevel
 
 if TYPE_CHECKING:  # pragma: no cover
     from crossmetric._solvers.logistic import TowerProblem

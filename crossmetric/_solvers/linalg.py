@@ -11,7 +11,7 @@ import numpy as np
 from sklearn.decomposition import PCA
 from threadpoolctl import threadpool_limits
 
-from crossmetric._checks import check_n_components
+from crossmetric._utils.checks import check_n_components
 
 __all__ = ["span_basis", "span_coordinates", "fit_pca", "pca_basis", "cca_directions"]
 

@@ -20,8 +20,8 @@ from crossmetric.cli._common import (
 def _describe_images(images, descriptor: str, params=None) -> np.ndarray:
     """Feature rows of an image stack ``(n, h, w[, 3])``
     (:func:`crossmetric.datasets.describe_images`), with the command line's messages."""
-    from crossmetric._image_views import DescriptorError
     from crossmetric.datasets import describe_images
+    from crossmetric.features._image_views import DescriptorError
 
     _check_image_stack(images)
     _check_descriptor(descriptor, params)
@@ -36,7 +36,7 @@ def _describe_images(images, descriptor: str, params=None) -> np.ndarray:
 
 def _check_descriptor(descriptor: str, params) -> None:
     """The descriptor's class has every parameter of ``params`` (checked before images load)."""
-    from crossmetric._image_views import make_descriptor
+    from crossmetric.features._image_views import make_descriptor
 
     try:
         make_descriptor(descriptor, params)
@@ -68,8 +68,8 @@ def _images_to_dataset(bunch, descriptor: str, what: str, params=None):
     """``(dataset, description)`` from a loader's ``images``, ``ids``, ``domains``
     (:func:`crossmetric.datasets.image_views`: one modality, or two domains paired row by
     row), described by ``descriptor`` with the class parameters ``params``."""
-    from crossmetric._image_views import DescriptorError
     from crossmetric.datasets import image_views
+    from crossmetric.features._image_views import DescriptorError
 
     if np.asarray(bunch.ids).size:
         _check_image_stack(bunch.images)

@@ -19,7 +19,7 @@ from crossmetric.cli._common import (
     _parse_size,
 )
 from crossmetric.cli._data import _load_named_dataset, _own_dataset
-from crossmetric.result_files import RESULT_FILES, write_result_files
+from crossmetric.protocols.result_files import RESULT_FILES, write_result_files
 
 
 def _method_list(text: str | None) -> list[str]:
@@ -311,7 +311,7 @@ def _print_results(result, args, description: str, elapsed: float, lfw) -> None:
                      "training pairs, 32 dims), as the CML-AUC paper's -C rows")
     notes.extend(f"  {note}" for note in extra)
     if result.info.get("tuned"):
-        from crossmetric.model_selection import describe_choices
+        from crossmetric.protocols.model_selection import describe_choices
 
         notes.append(f"\nhyper-parameters chosen by {args.tune_folds}-fold inner "
                      f"cross-validation on each split's training objects (folds grouped by "
@@ -379,7 +379,7 @@ _BENCHMARK_FILES = (*RESULT_FILES, "config.toml")
 
 def _write_benchmark_files(result, description: str, out: str, rocs=None, cmcs=None, *,
                            top_k: int | None = None):
-    """The result files (:func:`crossmetric.result_files.write_result_files`; ``rocs`` and
+    """The result files (:func:`crossmetric.protocols.result_files.write_result_files`; ``rocs`` and
     ``cmcs``, the curves of ``result``, are accepted for the former signature and not used;
     ``top_k``: ``--plot-top``); returns the names written."""
     return write_result_files(result, out, description=description, top_k=top_k)

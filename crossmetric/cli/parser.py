@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 
-from crossmetric._image_views import DESCRIPTORS as _DESCRIPTORS
 from crossmetric.cli._common import CLIError
 from crossmetric.cli.benchmark import cmd_benchmark
 from crossmetric.cli.evaluate import cmd_evaluate
@@ -12,6 +11,7 @@ from crossmetric.cli.features import cmd_features
 from crossmetric.cli.fit import cmd_fit
 from crossmetric.cli.reproduce import cmd_reproduce
 from crossmetric.cli.search import cmd_search
+from crossmetric.features._image_views import DESCRIPTORS as _DESCRIPTORS
 
 
 class _Parser(argparse.ArgumentParser):

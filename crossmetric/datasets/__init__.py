@@ -16,12 +16,12 @@ loader knows it, ``instance[r]`` the object id used for instance-level matching.
 * :func:`make_cross_modal` -- synthetic two-view data with a known shared latent space.
 * :func:`load_image_folder`, :func:`load_viper`, :func:`load_pku_sketch`, :func:`load_cufs`,
   :func:`load_cuhk01` -- images of any folder layout described by a regular expression (defined
-  in :mod:`crossmetric._image_folder`); a file of more than :data:`MAX_IMAGE_PIXELS` pixels is
-  refused before it is decoded, and a resize ``size`` has sides of at most
+  in :mod:`crossmetric.datasets._image_folder`); a file of more than :data:`MAX_IMAGE_PIXELS`
+  pixels is refused before it is decoded, and a resize ``size`` has sides of at most
   :data:`MAX_IMAGE_SIDE` pixels.
 * :func:`describe_images`, :func:`pair_domains`, :func:`image_views` -- loaded images as
   feature rows, the two domains of a folder paired row by row (defined in
-  :mod:`crossmetric._image_views`).
+  :mod:`crossmetric.features._image_views`).
 
 One module per source (:mod:`.digits`, :mod:`.mfeat`, :mod:`.lfw`, :mod:`.files`,
 :mod:`.synthetic`); the public loaders are importable from here.
@@ -29,7 +29,7 @@ One module per source (:mod:`.digits`, :mod:`.mfeat`, :mod:`.lfw`, :mod:`.files`
 
 from __future__ import annotations
 
-from crossmetric._image_folder import (
+from crossmetric.datasets._image_folder import (
     MAX_IMAGE_PIXELS,
     MAX_IMAGE_SIDE,
     load_cufs,
@@ -38,12 +38,12 @@ from crossmetric._image_folder import (
     load_pku_sketch,
     load_viper,
 )
-from crossmetric._image_views import describe_images, image_views, pair_domains
 from crossmetric.datasets.digits import hog_descriptor, load_digits_views
 from crossmetric.datasets.files import load_features, load_image_list, load_labels, load_pairs
 from crossmetric.datasets.lfw import lfw_pair_indices, read_lfw_pairs
 from crossmetric.datasets.mfeat import MFEAT_VIEWS, load_mfeat
 from crossmetric.datasets.synthetic import make_cross_modal
+from crossmetric.features._image_views import describe_images, image_views, pair_domains
 
 __all__ = [
     "load_digits_views",

@@ -12,8 +12,7 @@ import warnings
 
 import numpy as np
 
-from crossmetric._checks import as_float_array, user_stacklevel
-from crossmetric._pair_data import PairData
+from crossmetric._utils.checks import as_float_array, user_stacklevel
 from crossmetric.deep.augment import make_augmentation
 from crossmetric.deep.data import (
     CrossDomainIdentitySampler,
@@ -23,6 +22,7 @@ from crossmetric.deep.data import (
     subset,
 )
 from crossmetric.deep.sampler import identities_from_pairs, pair_completeness
+from crossmetric.pairs._pair_data import PairData
 
 __all__ = ["check_images", "check_layout", "dedupe", "identity_codes", "pair_identities",
            "round_data", "training_sources"]

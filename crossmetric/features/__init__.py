@@ -30,7 +30,7 @@ import numpy as np
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
-from crossmetric._checks import check_choice, check_positive_int
+from crossmetric._utils.checks import check_choice, check_positive_int
 
 #: public name -> module that defines it (imported on first use)
 _LAZY = {"DenseSIFT": "crossmetric.features._dense_sift",

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 from sklearn.decomposition import PCA
 
-from crossmetric._checks import check_n_components
+from crossmetric._utils.checks import check_n_components
 
 __all__ = ["fit_reducer", "apply_reducer", "global_scale", "fit_reducers"]
 

@@ -16,7 +16,7 @@ from sklearn.datasets import make_spd_matrix
 from sklearn.utils import check_random_state
 
 from crossmetric._base import LinearSingleModalMixin
-from crossmetric._checks import as_float_array
+from crossmetric._utils.checks import as_float_array
 
 __all__ = ["metric_matrix", "components_from_metric", "SampleMahalanobisMixin",
            "is_pair_input", "supervised_pairs"]
@@ -107,7 +107,7 @@ def supervised_pairs(X, y, n_constraints, random_state):
     """Float pairs ``(n, 2, d)`` and +1 / -1 labels drawn from class labels (metric-learn's
     ``*_Supervised``): ``n_constraints`` (default ``20 * n_classes**2``) same-class and as many
     different-class pairs (:func:`crossmetric.learners.lsml.label_pairs`)."""
-    from crossmetric._checks import check_positive_int
+    from crossmetric._utils.checks import check_positive_int
     from crossmetric.learners.lsml import label_pairs
 
     X = as_float_array(X, "X", ndim=2).astype(np.float64, copy=False)

@@ -33,24 +33,23 @@ from sklearn.model_selection import check_cv
 from sklearn.utils import check_random_state
 
 from crossmetric._base import SingleModalMixin
-from crossmetric._checks import (
-    as_float_array,
-    check_choice,
-    check_n_components,
-    check_positive_int,
-    check_positive_scalar,
-)
-from crossmetric._pair_data import PairData
-from crossmetric._selection_scan import scan_candidates
 from crossmetric._solvers.descent import fit_lbfgs
 from crossmetric._solvers.early_stopping import clear, split_pairs, vector_monitor
 from crossmetric._solvers.logistic import PairLogisticObjective
+from crossmetric._solvers.selection_scan import scan_candidates
 from crossmetric._solvers.starting import initial_projection
 from crossmetric._solvers.stochastic import (
     STOCHASTIC_SOLVERS,
     fit_theta,
     refuse_early_stopping,
     stochastic_settings,
+)
+from crossmetric._utils.checks import (
+    as_float_array,
+    check_choice,
+    check_n_components,
+    check_positive_int,
+    check_positive_scalar,
 )
 from crossmetric.learners._local_metrics import (
     _local_embed,
@@ -59,6 +58,7 @@ from crossmetric.learners._local_metrics import (
 )
 from crossmetric.learners.ldml import LDML, _check_common, input_scale
 from crossmetric.pairs import group_pair_folds
+from crossmetric.pairs._pair_data import PairData
 
 __all__ = ["CLML", "CLMLCV", "sparsify_assignments"]
 
@@ -390,10 +390,10 @@ class CLMLCV(CLML):
     """CLML with the number of local metrics ``k`` chosen by cross-validation.
 
     Searches ``n_clusters`` in ``n_clusters_grid`` on the training pairs with the candidate
-    scan of :func:`crossmetric.model_selection.search_params`
-    (:func:`crossmetric._selection_scan.scan_candidates`; the folds and scorer scikit-learn's
-    ``GridSearchCV`` would use, the same scores and choice), then refits a :class:`CLML`
-    with the best ``k`` on all pairs. The folds are folds of *samples*
+    scan of :func:`crossmetric.protocols.model_selection.search_params`
+    (:func:`crossmetric._solvers.selection_scan.scan_candidates`; the folds and scorer
+    scikit-learn's ``GridSearchCV`` would use, the same scores and choice), then refits a
+    :class:`CLML` with the best ``k`` on all pairs. The folds are folds of *samples*
     (:func:`crossmetric.pairs.group_pair_folds`): a validation fold holds the pairs among its
     own samples only, and its model is trained on the pairs that touch none of them. Folds of
     pairs would leak -- most samples of a validation pair also appear in training pairs, so

@@ -36,13 +36,13 @@ from __future__ import annotations
 import numpy as np
 import scipy.linalg
 
-from crossmetric._checks import check_choice, check_n_components, check_positive_scalar
-from crossmetric._pair_data import PairData
 from crossmetric._solvers.linalg import _from_span, _in_span, span_basis
+from crossmetric._utils.checks import check_choice, check_n_components, check_positive_scalar
 from crossmetric.kernels import _KernelCoordinatesMixin
 from crossmetric.learners.baselines._common import LinearTowers
 from crossmetric.learners.multiview import MultiViewMixin
 from crossmetric.pairs import identities_from_pairs
+from crossmetric.pairs._pair_data import PairData
 
 __all__ = ["MvDA", "CSR", "KCSR", "mvda_scatter_matrices", "identity_samples"]
 

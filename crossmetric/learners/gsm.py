@@ -73,8 +73,7 @@ from sklearn.base import BaseEstimator
 from sklearn.utils import check_random_state
 
 from crossmetric._base import CrossModalMixin
-from crossmetric._pair_data import PairData
-from crossmetric.batches import IdentityRounds
+from crossmetric._solvers.batches import IdentityRounds
 from crossmetric.learners._gsm_guard import gsm_split, gsm_with_complement, guarded_start
 from crossmetric.learners._gsm_measure import (
     STRUCTURES,
@@ -99,6 +98,7 @@ from crossmetric.learners._gsm_training import (
     train_epochs,
 )
 from crossmetric.pairs import identities_from_pairs
+from crossmetric.pairs._pair_data import PairData
 
 __all__ = ["GSM", "STRUCTURES", "gsm_components", "gsm_rowwise", "gsm_matrix"]
 
@@ -203,7 +203,7 @@ class GSM(GSMTowersMixin, CrossModalMixin, BaseEstimator):
     batch_mode : {"auto", "sample", "pair"}, default="auto"
         ``"sample"``: the paper's sample-based batches (§4.2, eq. 14-18) -- each round takes
         ``n_identities`` identities with up to ``n_images_x`` / ``n_images_y`` samples each
-        (:class:`crossmetric.batches.IdentityRounds`) and the loss runs over *all*
+        (:class:`crossmetric._solvers.batches.IdentityRounds`) and the loss runs over *all*
         ``n_x · n_y`` pairs of those samples, labelled by identity, positives and negatives
         weighted half and half; identities are the connected components of the positive
         pairs (a ``UserWarning`` when the positives miss same-identity pairs of a component).

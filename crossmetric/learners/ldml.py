@@ -26,14 +26,6 @@ from scipy.special import expit
 from sklearn.base import BaseEstimator
 
 from crossmetric._base import LinearSingleModalMixin
-from crossmetric._checks import (
-    as_float_array,
-    check_choice,
-    check_n_components,
-    check_positive_int,
-    check_positive_scalar,
-)
-from crossmetric._pair_data import PairData, used_rows
 from crossmetric._solvers.descent import fit_lbfgs
 from crossmetric._solvers.early_stopping import (
     check_early_stopping,
@@ -49,7 +41,15 @@ from crossmetric._solvers.stochastic import (
     refuse_early_stopping,
     stochastic_settings,
 )
+from crossmetric._utils.checks import (
+    as_float_array,
+    check_choice,
+    check_n_components,
+    check_positive_int,
+    check_positive_scalar,
+)
 from crossmetric.losses import generalized_logistic
+from crossmetric.pairs._pair_data import PairData, used_rows
 
 __all__ = ["LDML", "pair_log_likelihood", "input_scale"]
 
@@ -77,7 +77,7 @@ def pair_log_likelihood(estimator, pairs, y) -> float:
     saturate at 1 when held-out pairs are perfectly ranked, so it still separates models by
     how confidently they are right.
     """
-    from crossmetric._checks import check_pair_labels
+    from crossmetric._utils.checks import check_pair_labels
 
     D = estimator.pair_distance(pairs)
     y = check_pair_labels(y, D.shape[0], require_both=False)

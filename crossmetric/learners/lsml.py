@@ -30,7 +30,7 @@ from sklearn.base import BaseEstimator
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
-from crossmetric._checks import as_float_array, check_positive_int, check_positive_scalar
+from crossmetric._utils.checks import as_float_array, check_positive_int, check_positive_scalar
 from crossmetric.learners._mahalanobis_common import (
     SampleMahalanobisMixin,
     components_from_metric,

@@ -35,14 +35,14 @@ import numpy as np
 import scipy.linalg
 from sklearn.utils.validation import check_is_fitted
 
-from crossmetric._checks import (
+from crossmetric._utils.checks import (
     as_float_array,
     check_choice,
     check_n_components,
     check_positive_scalar,
 )
-from crossmetric._pair_data import PairData
 from crossmetric.learners.baselines._common import LinearTowers, _positive_samples
+from crossmetric.pairs._pair_data import PairData
 
 __all__ = ["MultiViewMixin", "MCCA", "mcca_directions", "mvda_directions"]
 

@@ -13,7 +13,7 @@ module                      what
 Every name, private ones included, is importable from ``crossmetric.metrics`` as before, and
 assigning one here (``monkeypatch.setattr(metrics, "_CHUNK_BYTES", ...)``) reaches the
 submodule that reads it. Re-ranking (:func:`re_ranking`, :func:`query_expansion`) lives in
-:mod:`crossmetric.reranking` and is part of this namespace.
+:mod:`crossmetric.metrics.reranking` and is part of this namespace.
 
 Conventions
 -----------
@@ -55,6 +55,7 @@ from crossmetric.metrics.ranking import (
     rank_accuracy,
 )
 from crossmetric.metrics.reid import evaluate_rank
+from crossmetric.metrics.reranking import query_expansion, re_ranking
 from crossmetric.metrics.verification import (
     accuracy_at_median,
     eer,
@@ -65,7 +66,6 @@ from crossmetric.metrics.verification import (
     verification_rate,
     verification_report,
 )
-from crossmetric.reranking import query_expansion, re_ranking
 
 __all__ = [
     "roc_auc",

@@ -10,7 +10,7 @@ import numpy as np
 from scipy.special import gammaln
 from sklearn.utils import gen_batches
 
-from crossmetric._checks import as_float_array, check_positive_int
+from crossmetric._utils.checks import as_float_array, check_positive_int
 from crossmetric.metrics._counts import _label_codes
 
 __all__ = ["evaluate_rank"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from crossmetric._checks import as_float_array
+from crossmetric._utils.checks import as_float_array
 from crossmetric.protocols.splits import Split
 
 __all__ = ["CCAProjection", "PCAThen", "fit_view_pca", "pca_views", "bounded_dimension",

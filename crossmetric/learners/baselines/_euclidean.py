@@ -7,7 +7,7 @@ import numpy as np
 from sklearn.base import BaseEstimator
 
 from crossmetric._base import SingleModalMixin
-from crossmetric._pair_data import PairData
+from crossmetric.pairs._pair_data import PairData
 
 __all__ = ["Euclidean"]
 

@@ -8,9 +8,9 @@ import scipy.linalg
 from sklearn.base import BaseEstimator
 
 from crossmetric._base import LinearSingleModalMixin
-from crossmetric._checks import check_n_components, check_positive_scalar
-from crossmetric._pair_data import PairData
 from crossmetric._solvers.linalg import _thin_qr, pca_basis, span_basis
+from crossmetric._utils.checks import check_n_components, check_positive_scalar
+from crossmetric.pairs._pair_data import PairData
 
 __all__ = ["KISSME"]
 

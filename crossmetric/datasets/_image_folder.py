@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 from sklearn.utils import Bunch
 
-from crossmetric._checks import check_choice
+from crossmetric._utils.checks import check_choice
 
 __all__ = ["load_image_folder", "load_viper", "load_pku_sketch", "load_cufs", "load_cuhk01",
            "read_image", "to_8bit", "ImageRefused", "MAX_IMAGE_PIXELS", "MAX_IMAGE_SIDE",

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from crossmetric._checks import check_positive_int
+from crossmetric._utils.checks import check_positive_int
 from crossmetric.protocols import RANKS, Split
 from crossmetric.protocols.splits import reid_splits
 
@@ -89,15 +89,15 @@ def refine_distances(model, X_query, X_gallery, *, re_rank=False, query_expansio
     >>> refine_distances(None, Q, G, re_rank={"k1": 5, "k2": 2}, query_expansion=2).shape
     (4, 10)
     """
-    from crossmetric.reranking import query_expansion as _qe
-    from crossmetric.reranking import re_ranking
+    from crossmetric.metrics.reranking import query_expansion as _qe
+    from crossmetric.metrics.reranking import re_ranking
 
     params = _re_rank_params(re_rank)
     if query_expansion is not None:
         query_expansion = check_positive_int(query_expansion, "query_expansion")
     l2 = True
     if model is not None:
-        from crossmetric._faiss_tools import uses_l2_score
+        from crossmetric.metrics._faiss_tools import uses_l2_score
 
         l2 = uses_l2_score(model)
     if l2:

@@ -1,6 +1,6 @@
-"""A conditional stage of :func:`crossmetric.model_selection.search_stages`.
+"""A conditional stage of :func:`crossmetric.protocols.model_selection.search_stages`.
 
-Kept apart from :mod:`crossmetric.model_selection` (which imports scikit-learn and the
+Kept apart from :mod:`crossmetric.protocols.model_selection` (which imports scikit-learn and the
 protocols) so that :mod:`crossmetric.registry` can declare its grids with it and stay light.
 """
 
@@ -12,8 +12,8 @@ __all__ = ["StageIf"]
 
 
 class StageIf(dict):
-    """One stage's grid that :func:`~crossmetric.model_selection.search_stages` runs only when
-    the parameter ``requires`` is set (not ``None``) on the estimator with the earlier stages'
+    """One stage's grid that :func:`~crossmetric.protocols.model_selection.search_stages` runs only
+    when the parameter ``requires`` is set (not ``None``) on the estimator with the earlier stages'
     choices.
 
     It is the grid itself (a ``dict``: :class:`~sklearn.model_selection.ParameterGrid`,
@@ -28,11 +28,11 @@ class StageIf(dict):
     requires : str
         The parameter that must be set for the stage to run.
     grid : mapping
-        The stage's grid, as for :func:`~crossmetric.model_selection.search_params`.
+        The stage's grid, as for :func:`~crossmetric.protocols.model_selection.search_params`.
 
     Examples
     --------
-    >>> from crossmetric._stages import StageIf
+    >>> from crossmetric.protocols._stages import StageIf
     >>> stage = StageIf("start_from", {"start_mu": [None, 1.0]})
     >>> stage.requires, dict(stage), stage
     ('start_from', {'start_mu': [None, 1.0]}, StageIf('start_from', {'start_mu': [None, 1.0]}))

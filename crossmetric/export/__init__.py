@@ -136,7 +136,7 @@ def _gsm(model, side):
 
 
 def _clml(model, side):
-    from crossmetric._onnx_graph import gmm_terms
+    from crossmetric.export._onnx_graph import gmm_terms
 
     Ls, bs = model.local_components_, model.local_offsets_  # (k, p, d), (k, p)
     k, p, d = Ls.shape
@@ -199,7 +199,7 @@ def _owner(model, side: str):
 
 
 def tower_steps(model, modality: str = "x") -> list:
-    """One tower of a fitted learner as a list of steps (see :mod:`crossmetric._onnx_graph`),
+    """One tower of a fitted learner as a list of steps (see :mod:`crossmetric.export._onnx_graph`),
     consecutive affine maps folded into one matrix and bias.
 
     Raises
@@ -309,7 +309,7 @@ def to_onnx(model, path, modality: str = "x") -> str:
     if _is_deep(model):
         data = _deep_onnx_bytes(model, side)
     else:
-        from crossmetric._onnx_graph import build_model
+        from crossmetric.export._onnx_graph import build_model
 
         steps = tower_steps(model, side)
         shape = tuple(getattr(model, f"_sample_shape_{side}_"))
@@ -353,7 +353,7 @@ def to_faiss(model, path, modality: str = "x", *, database=None,
         The model does not rank by the squared distance of its embeddings (GSM, DeepGSM), or
         its tower is not linear (kernel, mixture or deep towers).
     """
-    from crossmetric._faiss_tools import faiss_module, uses_l2_score
+    from crossmetric.metrics._faiss_tools import faiss_module, uses_l2_score
 
     faiss = faiss_module()
     side = _check_modality(modality)
