@@ -221,7 +221,7 @@ def run_dataset(name: str, root: str, methods, *, n_splits: int, tune: str | Non
         if grid:
             grids[spec.display] = grid
     # as `crossmetric benchmark`: a registry n_components above the narrowest view is capped
-    from crossmetric.registry import cap_n_components_to_views
+    from crossmetric.protocols.views import cap_n_components_to_views
 
     for note in cap_n_components_to_views(estimators, data["X"], data.get("Y")):
         print(note, file=sys.stderr)

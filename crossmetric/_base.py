@@ -486,3 +486,12 @@ class LinearSingleModalMixin(SingleModalMixin):
 
         return metric
 
+
+def uses_l2_score(model) -> bool:
+    """Whether the model's distance is ‖f(x) − g(y)‖² (the pair-learner base default), the
+    only distance an ℓ2 faiss index over its embeddings reproduces."""
+    if not isinstance(model, PairLearnerMixin):
+        return True  # a plain transformer: ℓ2 in its output space
+    cls = type(model)
+    return (cls._rowwise_distance is PairLearnerMixin._rowwise_distance
+            and cls._matrix_distance is PairLearnerMixin._matrix_distance)

@@ -346,7 +346,7 @@ def save_object(path, obj, *, kind: str = "model", meta: dict | None = None) -> 
     Raises ``ValueError`` naming the attribute when ``obj`` holds something the format cannot
     describe (e.g. a lambda, or a PyTorch module given as a parameter).
     """
-    import crossmetric
+    from crossmetric import __version__
 
     path = os.fspath(path)
     enc = _Encoder()
@@ -358,7 +358,7 @@ def save_object(path, obj, *, kind: str = "model", meta: dict | None = None) -> 
     state = obj.__getstate__() if hasattr(obj, "__getstate__") else vars(obj)
     header = {
         "format": FORMAT, "format_version": FORMAT_VERSION,
-        "crossmetric_version": crossmetric.__version__, "kind": kind,
+        "crossmetric_version": __version__, "kind": kind,
         "class": _public_name(type(obj)), "params": params,
         "attributes": {k: _type_name(v) for k, v in state.items()
                        if k.endswith("_") and not k.startswith("__")},
@@ -444,12 +444,12 @@ def _check_header(path: str, header, kind: str) -> None:
     version = header.get("format_version")
     if not isinstance(version, int) or version > FORMAT_VERSION \
             or version < _OLDEST_READ:
-        import crossmetric
+        from crossmetric import __version__
 
         raise ValueError(
             f"{path}: format version {version!r} (written by crossmetric "
             f"{header.get('crossmetric_version')}) is not one this crossmetric "
-            f"{crossmetric.__version__} reads (versions {_OLDEST_READ} to {FORMAT_VERSION}); "
+            f"{__version__} reads (versions {_OLDEST_READ} to {FORMAT_VERSION}); "
             "upgrade crossmetric.")
     if header.get("kind") != kind:
         got = header.get("kind")

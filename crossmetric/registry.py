@@ -26,16 +26,59 @@ propagates from :func:`make_estimator` instead of being hidden.
 from __future__ import annotations
 
 import importlib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from crossmetric.protocols._stages import StageIf
-from crossmetric.protocols.views import cap_n_components
-
 __all__ = ["MethodSpec", "METHODS", "WRAPPERS", "public_classes", "make_estimator",
-           "available_class", "method_status",
-           "available_methods", "select_methods", "method_kind", "cap_n_components",
-           "cap_n_components_to_views", "CDFE_REG_GRID", "GSM_PAPER_GRID", "gsm_paper_grid",
+           "available_class", "method_status", "available_methods", "select_methods",
+           "method_kind", "StageIf", "CDFE_REG_GRID", "GSM_PAPER_GRID", "gsm_paper_grid",
            "CMML_START_STAGE"]
+
+
+class StageIf(dict):
+    """One stage's grid that :func:`~crossmetric.protocols.model_selection.search_stages` runs only
+    when the parameter ``requires`` is set (not ``None``) on the estimator with the earlier stages'
+    choices.
+
+    It is the grid itself (a ``dict``: :class:`~sklearn.model_selection.ParameterGrid`,
+    ``json.dumps`` and every other reader see the plain grid), plus the condition. Its use: a
+    parameter that does nothing unless another one is set, such as GSM's ``start_mu`` without
+    ``start_from``. Every candidate of such a stage would be the same fit, and the scan would
+    choose the first of them anyway. Skipping the stage gives the same choice without those
+    fits.
+
+    Parameters
+    ----------
+    requires : str
+        The parameter that must be set for the stage to run.
+    grid : mapping
+        The stage's grid, as for :func:`~crossmetric.protocols.model_selection.search_params`.
+
+    Examples
+    --------
+    >>> stage = StageIf("start_from", {"start_mu": [None, 1.0]})
+    >>> stage.requires, dict(stage), stage
+    ('start_from', {'start_mu': [None, 1.0]}, StageIf('start_from', {'start_mu': [None, 1.0]}))
+    """
+
+    def __init__(self, requires: str, grid: Mapping):
+        if not isinstance(requires, str) or not requires:
+            raise ValueError(f"requires must be a parameter name, got {requires!r}.")
+        if not isinstance(grid, Mapping):
+            raise ValueError(f"grid must be a mapping of parameter lists, got "
+                             f"{type(grid).__name__}.")
+        super().__init__(grid)
+        self.requires = requires
+
+    def __repr__(self) -> str:
+        return f"StageIf({self.requires!r}, {dict.__repr__(self)})"
+
+    def __reduce__(self):
+        return StageIf, (self.requires, dict(self))
+
+    def applies(self, params: Mapping) -> bool:
+        """Whether the stage runs for an estimator with ``params`` (``get_params()``)."""
+        return params.get(self.requires) is not None
 
 
 #: CDFE's ridge (relative to the covariance's mean eigenvalue) as the cmml paper's selection
@@ -616,35 +659,3 @@ def method_kind(name: str) -> tuple[str, str | None]:
     if int(getattr(cls, "_sample_ndim", 1)) > 1:
         kind += " (raw images)"
     return kind, None
-
-
-def cap_n_components_to_views(estimators, X, Y=None) -> list[str]:
-    """:func:`cap_n_components` at the narrowest view of ``X`` / ``Y``; one note per change.
-
-    What ``crossmetric benchmark`` (and ``benchmarks/which_method_when.py``) do with the
-    registry's estimators on the user's data, the notes being the lines they print on stderr.
-
-    Parameters
-    ----------
-    estimators : dict of str to estimator
-        Capped in place.
-    X : ndarray of shape (n_samples, d_x)
-    Y : ndarray of shape (n_samples, d_y), optional
-
-    Returns
-    -------
-    list of str
-        ``"crossmetric: NAME: n_components K -> NEW (the data has NEW features)"`` for every
-        estimator changed.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from crossmetric import PCCA
-    >>> cap_n_components_to_views({"PCCA": PCCA(n_components=32)}, np.zeros((3, 8)),
-    ...                           np.zeros((3, 5)))
-    ['crossmetric: PCCA: n_components 32 -> 5 (the data has 5 features)']
-    """
-    cap = X.shape[1] if Y is None else min(X.shape[1], Y.shape[1])
-    return [f"crossmetric: {name}: n_components {k} -> {new} (the data has {new} features)"
-            for name, (k, new) in cap_n_components(estimators, cap).items()]

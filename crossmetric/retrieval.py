@@ -26,29 +26,19 @@ from __future__ import annotations
 import numpy as np
 from sklearn.utils.validation import check_is_fitted
 
+from crossmetric._base import uses_l2_score
 from crossmetric._retrieval.building import IndexBuilding
-from crossmetric._retrieval.embedding import IndexEmbedding, batches, rows
+from crossmetric._retrieval.embedding import IndexEmbedding
+from crossmetric._retrieval.embedding import batches as _batches
+from crossmetric._retrieval.embedding import rows as _rows
 from crossmetric._retrieval.searching import IndexSearching
 from crossmetric._retrieval.storage import IndexStorage
 from crossmetric._utils.checks import check_positive_int
-from crossmetric.metrics._faiss_tools import (
-    BUILTIN_KINDS,
-    METRICS,
-    check_kind,
-    faiss_module,
-    first_distinct,
-    set_num_threads,
-    uses_l2_score,
-)
+from crossmetric.metrics._faiss_tools import BUILTIN_KINDS, METRICS, check_kind, set_num_threads
 
 __all__ = ["Index", "exhaustive_search", "set_num_threads"]
 
 KINDS = BUILTIN_KINDS
-_first_distinct = first_distinct  # kept importable under its old name
-_faiss = faiss_module
-#: the former private names (kept importable)
-_uses_l2_score = uses_l2_score
-_batches, _rows = batches, rows
 
 
 class Index(IndexEmbedding, IndexBuilding, IndexSearching, IndexStorage):

@@ -14,12 +14,9 @@ from sklearn.linear_model import Ridge
 from crossmetric import CCA, CDFE, CSR, KCDFE, KCSR, KPLS, PLS, DMLEig, MvDA
 from crossmetric._solvers.linalg import cca_directions
 from crossmetric.kernels import KernelCoordinates, pairwise_kernel
-from crossmetric.learners.discriminant import (
-    identity_samples,
-    mvda_scatter_matrices,
-    spectral_responses,
-)
+from crossmetric.learners.discriminant import identity_samples, spectral_responses
 from crossmetric.learners.dml_eig import project_spectrahedron, smoothed_min_objective
+from crossmetric.learners.multiview import mvda_scatter_matrices
 from crossmetric.pairs import identities_from_pairs, make_pairs
 from crossmetric.protocols import CCAProjection
 

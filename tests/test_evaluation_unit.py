@@ -47,7 +47,7 @@ def _reference_identification(est, X, G, pl, gl, ranks, scores_path, *, same_set
     measure from the full distance matrix (``metrics`` one at a time), the score file
     written row by row."""
     from crossmetric import metrics as M
-    from crossmetric.metrics._faiss_tools import uses_l2_score
+    from crossmetric._base import uses_l2_score
 
     # the curve stops at the gallery's size (issue 38: rank 10¹¹ asked for 745 GiB)
     max_rank = max(20, min(max(ranks), len(gl)))

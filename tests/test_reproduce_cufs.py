@@ -109,7 +109,7 @@ def test_gsm_cufs_recipe_and_errors():
 
 
 def test_cmml_cufs_sweeps_with_the_same_test_persons_for_every_negative_count(monkeypatch):
-    import crossmetric.protocols as P
+    import crossmetric.protocols.runner as P  # run_many looks run_protocols up there
 
     data = fake_cufs(n=60, n_test=0)
     monkeypatch.setattr(C, "cufs_features", lambda home: data)
@@ -142,7 +142,7 @@ def test_cmml_cufs_sweeps_with_the_same_test_persons_for_every_negative_count(mo
 
 
 def test_cmml_cufs_tuning_is_the_iteration_stage(monkeypatch):
-    import crossmetric.protocols as P
+    import crossmetric.protocols.runner as P  # run_many looks run_protocols up there
 
     data = fake_cufs(n=60, n_test=0)
     monkeypatch.setattr(C, "cufs_features", lambda home: data)

@@ -112,8 +112,8 @@ class IndexSearching:
 
     def _search_re_ranked(self, Q, k: int, re_rank):
         """:meth:`search` with k-reciprocal re-ranking of every stored vector."""
+        from crossmetric._retrieval.refine import _re_rank_params, _sq_dist
         from crossmetric.metrics.reranking import re_ranking
-        from crossmetric.protocols.reid import _re_rank_params, _sq_dist
 
         params = _re_rank_params(re_rank)
         if self.kind != "flat" or self.metric != "l2":

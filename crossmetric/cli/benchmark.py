@@ -60,8 +60,8 @@ def _print_method_list() -> None:
 
 def _cap_components(estimators: dict, X: np.ndarray, Y: np.ndarray | None) -> None:
     """The registry's ``n_components`` capped at the narrowest view of the user's data
-    (:func:`crossmetric.registry.cap_n_components_to_views`), each change noted on stderr."""
-    from crossmetric.registry import cap_n_components_to_views
+    (:func:`crossmetric.protocols.views.cap_n_components_to_views`), each change noted on stderr."""
+    from crossmetric.protocols.views import cap_n_components_to_views
 
     for note in cap_n_components_to_views(estimators, X, Y):
         print(note, file=sys.stderr)

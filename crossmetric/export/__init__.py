@@ -353,7 +353,8 @@ def to_faiss(model, path, modality: str = "x", *, database=None,
         The model does not rank by the squared distance of its embeddings (GSM, DeepGSM), or
         its tower is not linear (kernel, mixture or deep towers).
     """
-    from crossmetric.metrics._faiss_tools import faiss_module, uses_l2_score
+    from crossmetric._base import uses_l2_score
+    from crossmetric.metrics._faiss_tools import faiss_module
 
     faiss = faiss_module()
     side = _check_modality(modality)

@@ -130,7 +130,7 @@ def _distances(est, X, G, *, re_rank, query_expansion, distance):
     """Probe-to-gallery distances of ``est`` (``None``: squared Euclidean), refined by query
     expansion / re-ranking when asked."""
     if re_rank or query_expansion is not None:
-        from crossmetric.protocols.reid import refine_distances
+        from crossmetric._retrieval.refine import refine_distances
 
         return refine_distances(est, X, G, re_rank=re_rank, query_expansion=query_expansion,
                                 distance=distance)
@@ -144,10 +144,8 @@ def _distances(est, X, G, *, re_rank, query_expansion, distance):
 
 
 def _uses_l2(est) -> bool:
-    try:
-        from crossmetric.metrics._faiss_tools import uses_l2_score
-    except ImportError:  # pragma: no cover - the module imports faiss lazily
-        return False
+    from crossmetric._base import uses_l2_score
+
     return est is not None and uses_l2_score(est)
 
 

@@ -73,10 +73,10 @@ from sklearn.utils import check_random_state
 from crossmetric._solvers.selection_scan import cv_results, scan_candidates
 from crossmetric._utils.checks import check_indices, check_positive_int
 from crossmetric.metrics import mean_average_precision, one_call_at_n, rank_accuracy, roc_auc
-from crossmetric.protocols._stages import StageIf
 from crossmetric.protocols.evaluate import fit_on_pairs, measure_identification
 from crossmetric.protocols.splits import Split, inner_pair_splits, object_folds
 from crossmetric.protocols.views import cap_n_components
+from crossmetric.registry import StageIf
 
 __all__ = ["SCORINGS", "CMC_SCORE_RANK", "mean_cmc", "SearchResult", "object_folds",
            "inner_pair_splits", "search_params", "search_stages", "StageIf"]

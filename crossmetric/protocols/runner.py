@@ -350,7 +350,7 @@ def run_protocols(estimators: Mapping, dataset: Mapping, *,
                                          split=split, random_state=rng)
     if query_expansion is not None:
         query_expansion = check_positive_int(query_expansion, "query_expansion")
-    from crossmetric.protocols.reid import _re_rank_params
+    from crossmetric._retrieval.refine import _re_rank_params
 
     _re_rank_params(re_rank)  # a bad value fails here, not in every worker
     if pair_measures and "verification" in protocols:

@@ -9,7 +9,7 @@ from crossmetric._utils.checks import as_float_array
 from crossmetric.protocols.splits import Split
 
 __all__ = ["CCAProjection", "PCAThen", "fit_view_pca", "pca_views", "bounded_dimension",
-           "cap_n_components"]
+           "cap_n_components", "cap_n_components_to_views"]
 
 
 class CCAProjection:
@@ -302,3 +302,35 @@ class PCAThen:
 
     def cross_distance(self, A, B):
         return self.model_.cross_distance(self.pca_.transform(A), self.pca_.transform(B))
+
+
+def cap_n_components_to_views(estimators, X, Y=None) -> list[str]:
+    """:func:`cap_n_components` at the narrowest view of ``X`` / ``Y``; one note per change.
+
+    What ``crossmetric benchmark`` (and ``benchmarks/which_method_when.py``) do with the
+    registry's estimators on the user's data, the notes being the lines they print on stderr.
+
+    Parameters
+    ----------
+    estimators : dict of str to estimator
+        Capped in place.
+    X : ndarray of shape (n_samples, d_x)
+    Y : ndarray of shape (n_samples, d_y), optional
+
+    Returns
+    -------
+    list of str
+        ``"crossmetric: NAME: n_components K -> NEW (the data has NEW features)"`` for every
+        estimator changed.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from crossmetric import PCCA
+    >>> cap_n_components_to_views({"PCCA": PCCA(n_components=32)}, np.zeros((3, 8)),
+    ...                           np.zeros((3, 5)))
+    ['crossmetric: PCCA: n_components 32 -> 5 (the data has 5 features)']
+    """
+    cap = X.shape[1] if Y is None else min(X.shape[1], Y.shape[1])
+    return [f"crossmetric: {name}: n_components {k} -> {new} (the data has {new} features)"
+            for name, (k, new) in cap_n_components(estimators, cap).items()]
