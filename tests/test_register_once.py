@@ -89,6 +89,5 @@ def test_a_reproduction_is_one_declaration(monkeypatch, tmp_path, capsys):
                  "--data-home", str(tmp_path), "--out", str(out), "-q"]) == 0
     assert calls == [(("pcca",), "cuda")] and (out / "cmc.png").is_file()
     assert main(["reproduce", "pcca-viper", "--device", "cpu"]) == 2
-    assert "only gsm-cufs and gsm-cuhk01-deep and dummy-repro take it" in \
-        capsys.readouterr().err
+    assert "only gsm-cufs, gsm-cuhk01-deep and dummy-repro take it" in capsys.readouterr().err
     assert REPRODUCTIONS["dummy-repro"].published["source"] == "a test"

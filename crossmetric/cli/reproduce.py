@@ -21,6 +21,12 @@ def _check_name(args, names) -> None:
         raise CLIError(f"--splits must be >= 1, got {args.splits}")
 
 
+def _names(names) -> str:
+    """``"a"``, ``"a and b"``, ``"a, b and c"``."""
+    names = list(names)
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
+
+
 def _method_choices() -> dict:
     """The reproductions that take ``--methods``, and their method names
     (``Reproduction.methods``)."""
@@ -39,7 +45,7 @@ def _methods(args) -> list[str] | None:
     choices = _method_choices()
     if args.name not in choices:
         raise CLIError(f"--methods: the reproduction {args.name!r} runs a fixed set of "
-                       f"methods; only {' and '.join(choices)} take --methods")
+                       f"methods; only {_names(choices)} take --methods")
     unknown = sorted(set(methods) - set(choices[args.name]))
     if unknown:
         raise CLIError(f"--methods: unknown {', '.join(unknown)}; expected some of "
@@ -70,7 +76,7 @@ def _options(args) -> dict:
         flag = "--" + opt.replace("_", "-")
         if args.name not in owners:
             verb = "takes" if len(owners) == 1 else "take"
-            raise CLIError(f"{flag}: only {' and '.join(owners)} {verb} it")
+            raise CLIError(f"{flag}: only {_names(owners)} {verb} it")
         if isinstance(value, int) and value < 1:
             raise CLIError(f"{flag} must be >= 1, got {value}")
         extra[owners[args.name]] = value

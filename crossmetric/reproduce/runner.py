@@ -219,7 +219,8 @@ def run_reproduction(name: str, data_home=None, *, n_splits: int | None = None,
     if options.get("methods") is None:
         options.pop("methods", None)
     elif not rep.methods:
-        choosing = " and ".join(r.name for r in REPRODUCTIONS.values() if r.methods)
+        choosing = [r.name for r in REPRODUCTIONS.values() if r.methods]
+        choosing = f"{', '.join(choosing[:-1])} and {choosing[-1]}"
         raise ValueError(f"methods: the reproduction {name!r} runs a fixed set of methods; "
                          f"only {choosing} take a choice.")
     t0 = time.perf_counter()
