@@ -2,8 +2,7 @@
 
 Modules that need an optional dependency are left out when it is not installed, so that the
 default suite runs on the core install too; ``python -m crossmetric`` (``__main__``) runs the
-command line on import and is never collected (old import paths have no files: see
-``crossmetric/_aliases.py``).
+command line on import and is never collected.
 Doctests run single-threaded (BLAS and torch) to stay fast on a shared machine.
 """
 
@@ -17,15 +16,15 @@ collect_ignore = ["crossmetric/__main__.py"]
 _OPTIONAL = {
     "torch": ["crossmetric/deep"],
     "faiss": ["crossmetric/retrieval.py"],
-    "skimage": ["crossmetric/features/__init__.py", "crossmetric/_image_folder.py",
+    "skimage": ["crossmetric/features/__init__.py", "crossmetric/datasets/_image_folder.py",
                 "crossmetric/features/_lomo.py",
                 "crossmetric/features/_local_patterns.py",
                 "crossmetric/features/_patch_color_sift.py"],
     "cv2": ["crossmetric/features/_dense_sift.py", "crossmetric/features/_patch_color_sift.py"],
-    "PIL": ["crossmetric/_image_folder.py"],
+    "PIL": ["crossmetric/datasets/_image_folder.py"],
     "dask": [],
-    "onnx": ["crossmetric/export.py"],
-    "onnxruntime": ["crossmetric/export.py"],
+    "onnx": ["crossmetric/export"],
+    "onnxruntime": ["crossmetric/export"],
 }
 for _module, _paths in _OPTIONAL.items():
     if importlib.util.find_spec(_module) is None:

@@ -30,18 +30,11 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks._common import emit, machine  # noqa: E402
-from crossmetric import (  # noqa: E402
-    CCA,
-    CDFE,
-    CSR,
-    KISSME,
-    PLS,
-    MvDA,
-    baselines,
-    make_pairs,
-)
-from crossmetric.learners.baselines import pca_basis  # noqa: E402
-from crossmetric.protocols import CCAProjection, _pca_fit_views  # noqa: E402
+from crossmetric import CCA, CDFE, CSR, KISSME, PLS, MvDA, make_pairs
+from crossmetric._solvers import linalg
+from crossmetric._solvers.linalg import pca_basis  # noqa: E402
+from crossmetric.protocols import CCAProjection  # noqa: E402
+from crossmetric.protocols.views import _pca_fit_views  # noqa: E402
 
 
 def hog_like(n_persons: int, per: int, d: int, rng) -> tuple[np.ndarray, np.ndarray]:
@@ -71,13 +64,13 @@ LEARNERS = {
 
 def _timed(flag: bool, fn):
     """``(fn(), seconds)`` with the span reduction on (``flag``) or off."""
-    baselines._REDUCE_TO_SPAN = flag
+    linalg._REDUCE_TO_SPAN = flag
     try:
         t0 = time.perf_counter()
         out = fn()
         return out, time.perf_counter() - t0
     finally:
-        baselines._REDUCE_TO_SPAN = True
+        linalg._REDUCE_TO_SPAN = True
 
 
 def _child(conn, argv, name) -> None:

@@ -19,7 +19,7 @@ Target: CML_AUC held-out AUC >= 0.92 within the default ``max_iter``, no Converg
 
 Run: ``python benchmarks/bench_cmlauc.py [--part speed|convergence|all]`` (prints JSON).
 ``CMLAUC`` itself runs its iterations with single-threaded BLAS at this size
-(``crossmetric.auc.SINGLE_THREAD_MAX_DIM``): on a shared, loaded machine multi-threaded
+(``crossmetric.learners.auc.SINGLE_THREAD_MAX_DIM``): on a shared, loaded machine multi-threaded
 OpenBLAS spins and a 400 × 400 ``eigh`` took up to 50× longer. ``fit_cpu_s`` next to ``fit_s``
 shows how much of the wall time was contention.
 """
@@ -61,7 +61,8 @@ def main() -> None:
 
 def run_convergence(n_splits: int = 5) -> dict:
     """CML_AUC / CML_pAUC with default settings on mfeat fou ↔ pix, PCA 32, disjoint objects."""
-    from crossmetric.protocols import _pca_views, verification_splits
+    from crossmetric.protocols import verification_splits
+    from crossmetric.protocols.views import _pca_views
 
     data = load_mfeat(MFEAT_DIR, views=("fou", "pix"))
     splits = verification_splits(data.labels, n_splits, random_state=0)

@@ -99,7 +99,7 @@ def splits(persons, n_train, n_splits, seed=0):
 # ---------------------------------------------------------------------------- methods
 def deep_params(args, **kw):
     """:data:`crossmetric.reproduce.PKU_DEEPGSM` (``--max-iter`` and ``kw`` replace entries)."""
-    from crossmetric.reproduce import PKU_DEEPGSM
+    from crossmetric.reproduce.pku import PKU_DEEPGSM
 
     p = {**PKU_DEEPGSM, "input_shape": args.size, "random_state": 0}
     if args.max_iter is not None:
@@ -156,7 +156,7 @@ def run_descriptor_methods(Ftr_x, ix, Ftr_y, iy, Fg, ig, Fp, ip, seed, skip):
 
 def pku_accuracy(args) -> dict:
     """PKU-Sketch: the rows of ``crossmetric reproduce pku-sketch`` (same splits, descriptor)."""
-    from crossmetric.reproduce import reproduce_pku_sketch
+    from crossmetric.reproduce.pku import reproduce_pku_sketch
 
     methods = ["euclidean", "kcca", "gsm", "cmml", "deepgsm"]
     methods = [m for m in methods if m not in args.skip and not (m == "deepgsm"

@@ -76,14 +76,11 @@ def main(argv=None):
     from threadpoolctl import threadpool_limits
 
     from crossmetric.datasets import load_cufs, load_cuhk01
-    from crossmetric.features import (
-        HOG,
-        LOMO,
-        DenseSIFT,
-        LBPGrid,
-        PatchColorSIFT,
-        StripHistograms,
-    )
+    from crossmetric.features import HOG, StripHistograms
+    from crossmetric.features._dense_sift import DenseSIFT
+    from crossmetric.features._local_patterns import LBPGrid
+    from crossmetric.features._lomo import LOMO
+    from crossmetric.features._patch_color_sift import PatchColorSIFT
 
     data = REPO.parent / "shared" / "data"
     if not (data / "cufs").is_dir() or not (data / "cuhk01").is_dir():

@@ -25,7 +25,7 @@ from sklearn.exceptions import ConvergenceWarning
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks._common import emit, machine  # noqa: E402
-from crossmetric.batches import IdentityRounds  # noqa: E402
+from crossmetric._solvers.batches import IdentityRounds  # noqa: E402
 from crossmetric.learners.gsm import GSM  # noqa: E402
 from crossmetric.pairs import make_pairs  # noqa: E402
 

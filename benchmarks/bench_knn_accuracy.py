@@ -11,7 +11,7 @@ import time
 
 import numpy as np
 
-from crossmetric.metrics import knn_accuracy
+from crossmetric.metrics.knn import knn_accuracy
 
 
 def main(n: int = 10_000, dim: int = 32) -> None:

@@ -31,9 +31,10 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from _common import emit, machine, peak_rss_mb  # noqa: E402
 
-from crossmetric import _faiss_tools as ft  # noqa: E402
-from crossmetric._knn_report import report_from_lists  # noqa: E402
-from crossmetric.metrics import _label_codes, knn_rank_report  # noqa: E402
+from crossmetric.metrics import _faiss_tools as ft  # noqa: E402
+from crossmetric.metrics._counts import _label_codes  # noqa: E402
+from crossmetric.metrics._knn_report import report_from_lists  # noqa: E402
+from crossmetric.metrics.knn import knn_rank_report  # noqa: E402
 
 MEASURES = ("rank1", "rank5", "rank10", "precision_at_1", "r_precision", "map_at_r", "map_at_k")
 

@@ -27,13 +27,13 @@ from sklearn.exceptions import ConvergenceWarning
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks._common import emit, machine  # noqa: E402
 from crossmetric import PCCA, Euclidean, make_pairs  # noqa: E402
-from crossmetric._base import used_rows  # noqa: E402
 from crossmetric._solvers.descent import blas_threads  # noqa: E402
 from crossmetric._solvers.logistic import (  # noqa: E402
     PairLogisticObjective,
     Tower,
     TowerProblem,
 )
+from crossmetric.pairs._pair_data import used_rows  # noqa: E402
 
 
 def digits_task(seed: int = 0):

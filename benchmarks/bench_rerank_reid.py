@@ -3,7 +3,7 @@
 One split of each (seed 0), every model fitted once; its probe-to-gallery distances are then
 measured as they are, after query expansion, after re-ranking (the paper's k1=20, k2=6, λ=0.3
 and a smaller k1=6, k2=3 for these single-/two-shot galleries) and after both
-(:func:`crossmetric.reid.refine_distances`). Measures: CMC at 1, 5, 10, 20, mAP and mINP
+(:func:`crossmetric.protocols.reid.refine_distances`). Measures: CMC at 1, 5, 10, 20, mAP and mINP
 (:func:`crossmetric.metrics.evaluate_rank`; no camera ids -- probe and gallery come from
 different cameras / modalities by construction), in %.
 
@@ -30,7 +30,7 @@ import numpy as np  # noqa: E402
 from _common import REPO, emit, machine  # noqa: E402
 
 from crossmetric import metrics as M  # noqa: E402
-from crossmetric.reid import evaluate_reid, refine_distances, reid_splits  # noqa: E402
+from crossmetric.protocols.reid import evaluate_reid, refine_distances, reid_splits  # noqa: E402
 
 VARIANTS = {
     "plain": {},
@@ -62,7 +62,7 @@ def _variants(model, Q, G, pl, gl, D0) -> dict:
 
 
 def viper(data_home) -> dict:
-    from crossmetric.reproduce import _pcca, viper_features
+    from crossmetric.reproduce.viper import _pcca, viper_features
 
     data = viper_features(data_home)
     X, ids, dom = data["X"], data["ids"], data["domains"]
@@ -89,7 +89,7 @@ def pku(data_home) -> dict:
 
     from crossmetric.pairs import make_pairs
     from crossmetric.registry import make_estimator
-    from crossmetric.reproduce import pku_features, pku_splits
+    from crossmetric.reproduce.pku import pku_features, pku_splits
 
     data = pku_features(data_home)
     H, ids, dom = data["H"], data["ids"], data["domains"]

@@ -4,9 +4,9 @@ Run: ``python benchmarks/bench_viper_baselines.py [--splits 3] [--methods kissme
 [--n-negatives 10] [--p 316]`` -- prints a table (CMC at r = 1, 5, 10, 20, mean over splits)
 and then JSON.
 
-Protocol: :func:`crossmetric.reid.reid_splits` (p test persons, one positive and ``n⁻``
+Protocol: :func:`crossmetric.protocols.reid.reid_splits` (p test persons, one positive and ``n⁻``
 negative training pairs per training person, one probe and one gallery image per test person)
-and :func:`crossmetric.reid.evaluate_reid`. Features: the ``pcca-viper`` reproduction's
+and :func:`crossmetric.protocols.reid.evaluate_reid`. Features: the ``pcca-viper`` reproduction's
 descriptor, :class:`crossmetric.features.StripHistograms` with ``normalize="vector"``, square
 rooted (the "-sqrt" features of PCCA Table 2, 924 dimensions) -- the same for every method.
 
@@ -38,8 +38,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's crossmetric
 from _common import machine  # noqa: E402
 
+from crossmetric.protocols.reid import CMC_RANKS, evaluate_reid, reid_splits  # noqa: E402
 from crossmetric.registry import make_estimator  # noqa: E402
-from crossmetric.reid import CMC_RANKS, evaluate_reid, reid_splits  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 METHODS = ("euclidean", "kissme", "ldml", "itml", "nca", "lmnn", "mcc", "prdc", "dmleig",
@@ -55,7 +55,7 @@ def build(name: str):
     if name in ("kissme", "dmleig"):
         return make_estimator(name, pca_components=PCA_FIRST[name])
     if name == "itml":
-        from crossmetric.reproduce import _PCAThen
+        from crossmetric.protocols.views import PCAThen as _PCAThen
 
         return _PCAThen(make_estimator("itml"), n_components=PCA_FIRST["itml"])
     if name == "pcca":
@@ -73,7 +73,7 @@ def main(argv=None) -> dict:
     ap.add_argument("--data-home", default=str(DATA))
     args = ap.parse_args(argv)
 
-    from crossmetric.reproduce import _feature_map, viper_features
+    from crossmetric.reproduce.viper import _feature_map, viper_features
 
     data = viper_features(args.data_home)
     X = _feature_map(data["X"], "sqrt")

@@ -35,7 +35,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 from benchmarks._common import identification_percent  # noqa: E402
 from crossmetric.protocols import fit_view_pca, hold_out_identities  # noqa: E402
-from crossmetric.reproduce import PKU_SIZE, pku_deepgsm, pku_features, pku_splits  # noqa: E402
+from crossmetric.reproduce.pku import PKU_SIZE, pku_deepgsm, pku_features, pku_splits  # noqa: E402
 
 
 def _candidates():

@@ -124,7 +124,7 @@ def _viper(root: str, images: bool) -> tuple[dict, str]:
 
 def _viper_lomo(root: str, images: bool) -> tuple[dict, str]:
     from crossmetric.datasets import load_viper
-    from crossmetric.features import LOMO
+    from crossmetric.features._lomo import LOMO
 
     b_ = load_viper(root)
     ids = np.asarray(b_.ids)
@@ -221,7 +221,7 @@ def run_dataset(name: str, root: str, methods, *, n_splits: int, tune: str | Non
         if grid:
             grids[spec.display] = grid
     # as `crossmetric benchmark`: a registry n_components above the narrowest view is capped
-    from crossmetric.registry import cap_n_components_to_views
+    from crossmetric.protocols.views import cap_n_components_to_views
 
     for note in cap_n_components_to_views(estimators, data["X"], data.get("Y")):
         print(note, file=sys.stderr)

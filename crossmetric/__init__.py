@@ -5,77 +5,39 @@ Learners share one pair API (``fit(pairs, y)``, ``pair_distance``, ``cross_dista
 
 Learner classes are imported on first use (``crossmetric.PCCA`` loads
 ``crossmetric.learners.pcca``), so ``import crossmetric`` stays light and never imports PyTorch
-or faiss. Module paths from before the ``learners/`` and ``features/`` folders
-(``crossmetric.pcca``, ``crossmetric.baselines._latent``, ...) still import, as the very modules
-of the new paths (see :mod:`crossmetric._aliases`).
+or faiss. Which classes there are is declared once, in :mod:`crossmetric.registry`
+(:func:`~crossmetric.registry.public_classes`).
 """
 
 from __future__ import annotations
 
 import importlib
-
-from crossmetric import _aliases
-
-_aliases.install()
+import importlib.util
 
 __version__ = "0.2.0"
 
-#: public name -> module that defines it
-_LAZY = {
-    "PCCA": "crossmetric.learners.pcca",
-    "CMML": "crossmetric.learners.cmml",
-    "CMLAUC": "crossmetric.learners.auc",
-    "MahaAUC": "crossmetric.learners.auc",
-    "LDML": "crossmetric.learners.ldml",
-    "CLML": "crossmetric.learners.clml",
-    "GSM": "crossmetric.learners.gsm",
-    "DeepGSM": "crossmetric.deep",
-    "CCA": "crossmetric.learners.baselines",
-    "PLS": "crossmetric.learners.baselines",
-    "KCCA": "crossmetric.learners.baselines",
-    "CDFE": "crossmetric.learners.baselines",
-    "KISSME": "crossmetric.learners.baselines",
-    "KPLS": "crossmetric.learners.baselines",
-    "KCDFE": "crossmetric.learners.baselines",
-    "MvDA": "crossmetric.learners.discriminant",
-    "MCCA": "crossmetric.learners.multiview",
-    "CSR": "crossmetric.learners.discriminant",
-    "KCSR": "crossmetric.learners.discriminant",
-    "DMLEig": "crossmetric.learners.dml_eig",
-    "Euclidean": "crossmetric.learners.baselines",
-    "ITML": "crossmetric.learners.itml",
-    "NCA": "crossmetric.learners.neighbours",
-    "LMNN": "crossmetric.learners.neighbours",
-    "MCC": "crossmetric.learners.neighbours",
-    "PRDC": "crossmetric.learners.prdc",
-    "RCA": "crossmetric.learners.rca",
-    "RCA_Supervised": "crossmetric.learners.rca",
-    "MLKR": "crossmetric.learners.mlkr",
-    "LFDA": "crossmetric.learners.lfda",
-    "SCML": "crossmetric.learners.scml",
-    "SCML_Supervised": "crossmetric.learners.scml",
-    "MMC": "crossmetric.learners.mmc",
-    "SDML": "crossmetric.learners.sdml",
-    "MMC_Supervised": "crossmetric.learners.mmc",
-    "SDML_Supervised": "crossmetric.learners.sdml",
-    "LSML": "crossmetric.learners.lsml",
-    "LSML_Supervised": "crossmetric.learners.lsml",
-    "Covariance": "crossmetric.learners.covariance",
-    "make_pairs": "crossmetric.pairs",
-    "SeedEnsemble": "crossmetric.learners.ensemble",
-    "Supervised": "crossmetric.learners.supervised",
-    "CrossPairs": "crossmetric.learners.supervised",
-}
+#: the public functions of the package, beside its estimators (``registry.public_classes``)
+_FUNCTIONS = {"make_pairs": "crossmetric.pairs"}
 
-__all__ = sorted(_LAZY) + ["__version__"]
+
+def _lazy() -> dict[str, str]:
+    """Public name -> module that defines it: the estimators declared in
+    :mod:`crossmetric.registry` (each by its ``MethodSpec``) and :data:`_FUNCTIONS`."""
+    from crossmetric.registry import public_classes
+
+    return {**public_classes(), **_FUNCTIONS}
 
 
 def __getattr__(name: str):
-    module = _LAZY.get(name)
-    if module is None and f"{__name__}.{name}" in _aliases.MOVED_MODULES:  # crossmetric.pcca
-        value = importlib.import_module(f"{__name__}.{name}")
-        globals()[name] = value
-        return value
+    if name == "_LAZY":  # derived, not kept: a spec added to the registry shows at once
+        return _lazy()
+    if name == "__all__":
+        return sorted(_lazy()) + ["__version__"]
+    if name.startswith("__") or importlib.util.find_spec(f"{__name__}.{name}") is not None:
+        # a submodule not imported yet (``from crossmetric import metrics``): the import
+        # system loads it on this AttributeError
+        raise AttributeError(f"module 'crossmetric' has no attribute {name!r}")
+    module = __getattr__("_LAZY").get(name)
     if module is None:
         raise AttributeError(f"module 'crossmetric' has no attribute {name!r}")
     value = getattr(importlib.import_module(module), name)
@@ -84,4 +46,4 @@ def __getattr__(name: str):
 
 
 def __dir__():
-    return sorted(set(globals()) | set(_LAZY))
+    return sorted(set(globals()) | set(__getattr__("_LAZY")))

@@ -8,7 +8,7 @@ towers share their weights.
 
 The three input forms of the public API become one internal form, :class:`PairData`
 ``(X, Y, ix, iy)``: the samples of each modality and, per pair, the row of ``X`` and the row of
-``Y`` it joins (:mod:`crossmetric._pair_data`, whose names are re-exported here). Threshold
+``Y`` it joins (:mod:`crossmetric.pairs._pair_data`, whose names are re-exported here). Threshold
 calibration, chunked all-pairs distances and the scikit-learn conventions live here, so a
 learner only implements
 
@@ -25,32 +25,18 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils import estimator_html_repr, gen_batches
 from sklearn.utils.validation import check_is_fitted
 
-from crossmetric import _pair_data
-from crossmetric._aliases import forward_assignments
-
-# the pair form and the input checks moved to crossmetric._pair_data: their names (and those
-# the input checks read) stay importable from here, and patching one here reaches them there
-from crossmetric._checks import as_float_array, check_indices, check_pair_labels  # noqa: F401
-from crossmetric._pair_data import (  # noqa: F401
-    _FORMS,
-    _HASH_MULTIPLIERS,
-    PairConflictError,
+from crossmetric._utils.checks import check_pair_labels
+from crossmetric.learners._threshold import best_threshold
+from crossmetric.metrics import roc_auc
+from crossmetric.pairs._pair_data import (
     PairData,
     PairInputsMixin,
-    _row_keys,
     canonical_pairs,
-    distinct_rows,
     resolve_conflicts,
-    used_pairs,
-    used_rows,
 )
-from crossmetric._threshold import best_threshold
-from crossmetric.metrics import roc_auc
 
-__all__ = ["PairData", "used_rows", "used_pairs", "PairDecisionMixin", "PairLearnerMixin",
-           "SingleModalMixin", "CrossModalMixin",
-           "LinearSingleModalMixin", "squared_euclidean_rows", "squared_euclidean_matrix",
-           "distinct_rows", "canonical_pairs"]
+__all__ = ["PairDecisionMixin", "PairLearnerMixin", "SingleModalMixin", "CrossModalMixin",
+           "LinearSingleModalMixin", "squared_euclidean_rows", "squared_euclidean_matrix"]
 
 #: Elements (float64) of one block of an all-pairs distance matrix: 4 Mi values, 32 MiB.
 BLOCK_ELEMENTS = 1 << 22
@@ -193,7 +179,7 @@ class PairLearnerMixin(PairInputsMixin, PairDecisionMixin):
     """Members common to every pair learner (see the API table in the README).
 
     The input forms of pairs and the samples' validation come from
-    :class:`~crossmetric._pair_data.PairInputsMixin`.
+    :class:`~crossmetric.pairs._pair_data.PairInputsMixin`.
 
     Subclasses set the class attribute ``_cross_modal`` and implement ``_fit``, ``_embed_x``
     and ``_embed_y``. The mixin must come before :class:`sklearn.base.BaseEstimator` in the
@@ -534,4 +520,14 @@ class LinearSingleModalMixin(SingleModalMixin):
         return metric
 
 
-forward_assignments(__name__, _pair_data)
+def uses_l2_score(model) -> bool:
+    """Whether the model's distance is ‖f(x) − g(y)‖² (the pair-learner base default), the
+    only distance an ℓ2 faiss index over its embeddings reproduces."""
+    inner = getattr(model, "learner_", None)
+    if inner is not None and not isinstance(model, PairLearnerMixin):
+        return uses_l2_score(inner)  # a linear view step before the learner (ViewPipeline)
+    if not isinstance(model, PairLearnerMixin):
+        return True  # a plain transformer: ℓ2 in its output space
+    cls = type(model)
+    return (cls._rowwise_distance is PairLearnerMixin._rowwise_distance
+            and cls._matrix_distance is PairLearnerMixin._matrix_distance)

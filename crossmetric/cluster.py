@@ -53,7 +53,7 @@ def dask_backend(scheduler: str | None = None, *, n_workers: int = 2,
                           "pip install 'crossmetric[dask]'.") from exc
     from joblib import parallel_config
 
-    from crossmetric._checks import check_positive_int
+    from crossmetric._utils.checks import check_positive_int
 
     if scheduler is not None:
         if not isinstance(scheduler, str) or not scheduler:

@@ -16,7 +16,7 @@ A configuration file holds the options of ``crossmetric benchmark`` in a ``[benc
 
 With image data (``images``, ``dataset = "viper"`` or ``"pku-sketch"``), a ``[descriptor]``
 table holds constructor parameters of the ``descriptor``'s class
-(:func:`crossmetric._image_views.make_descriptor`)::
+(:func:`crossmetric.features._image_views.make_descriptor`)::
 
     [benchmark]
     images = "cufs"
@@ -63,7 +63,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from crossmetric._image_views import DESCRIPTORS
+from crossmetric.features._image_views import DESCRIPTORS
 
 __all__ = ["BENCHMARK_OPTIONS", "RunConfig", "load_config", "parse_param",
            "parse_descriptor_param", "resolve_config", "method_parameter_names", "to_toml"]
@@ -414,7 +414,7 @@ def _default_descriptor(options: Mapping) -> str | None:
 
 def _check_descriptor_params(descriptor: str | None, params: Mapping, where: str) -> None:
     """Every name is a parameter of the descriptor's class (values are checked when it runs)."""
-    from crossmetric._image_views import make_descriptor
+    from crossmetric.features._image_views import make_descriptor
 
     if not params:
         return

@@ -37,19 +37,19 @@ from sklearn.metrics.pairwise import additive_chi2_kernel, euclidean_distances
 from sklearn.utils import check_random_state, gen_batches
 from sklearn.utils.validation import check_is_fitted
 
-from crossmetric._base import PairData
-
-if TYPE_CHECKING:  # the learners the mixin below is put in front of
-    from crossmetric._base import CrossModalMixin as _CrossModalLearner
-else:
-    _CrossModalLearner = object
-from crossmetric._checks import (
+from crossmetric._utils.checks import (
     check_array_2d,
     check_nonnegative,
     check_positive_int,
     check_positive_scalar,
     per_modality,
 )
+from crossmetric.pairs._pair_data import PairData
+
+if TYPE_CHECKING:  # the learners the mixin below is put in front of
+    from crossmetric._base import CrossModalMixin as _CrossModalLearner
+else:
+    _CrossModalLearner = object
 
 __all__ = ["KERNELS", "pairwise_kernel", "estimate_gamma", "KernelMap", "HellingerMap",
            "KernelCoordinates", "NystroemMap", "KERNEL_APPROXIMATIONS"]
@@ -262,8 +262,9 @@ class KernelCoordinates(TransformerMixin, BaseEstimator):
     the centred feature vectors for every training sample, and of the projections onto that
     span for new samples. A *linear* method run on ``z`` is therefore its kernel version with
     the weight vectors restricted to the span of the training samples (the representer form
-    ``w = Σ α_i φ(x_i)``): this is how :class:`~crossmetric.baselines.KPLS`,
-    :class:`~crossmetric.baselines.KCDFE` and :class:`~crossmetric.discriminant.KCSR` are built.
+    ``w = Σ α_i φ(x_i)``): this is how :class:`~crossmetric.learners.baselines.KPLS`,
+    :class:`~crossmetric.learners.baselines.KCDFE` and
+    :class:`~crossmetric.learners.discriminant.KCSR` are built.
 
     Parameters
     ----------

@@ -2,8 +2,8 @@
 
 ``generalized_logistic`` is PCCA's / CMML's ℓ_β (pcca eq. 2, cmml eq. 2) and, with β = 1,
 LDML's log-loss. :func:`pauc_window` selects the cannot-link pairs of CML-AUC's partial-AUC
-hinge (Huo et al. TNNLS 2018, eq. 4), for the NumPy learners (:mod:`crossmetric.auc`) and the
-torch losses (:mod:`crossmetric.deep.pml_losses`) alike. Each loss returns per-element terms;
+hinge (Huo et al. TNNLS 2018, eq. 4), for the NumPy learners (:mod:`crossmetric.learners.auc`) and
+the torch losses (:mod:`crossmetric.deep.pml_losses`) alike. Each loss returns per-element terms;
 reducers (sum / mean) are left to the caller, as in pytorch-metric-learning.
 """
 

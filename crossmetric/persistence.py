@@ -3,7 +3,8 @@
 This module holds the file format of fitted models and retrieval indexes, and is the public
 import path of the atomic-write helpers that every writer of the package uses (the CLI,
 :mod:`crossmetric.retrieval`, the result writers of :mod:`crossmetric.protocols` and
-:mod:`crossmetric.reproduce`, DeepGSM checkpoints), which live in :mod:`crossmetric._atomic_io`.
+:mod:`crossmetric.reproduce`, DeepGSM checkpoints), which live in
+:mod:`crossmetric._utils.atomic_io`.
 
 The model format
 ----------------
@@ -38,20 +39,21 @@ private parts dropped (``crossmetric.learners.baselines._latent.CCA`` is written
 ``crossmetric.learners.baselines.CCA``). Format 3 differs from format 2 only in these paths:
 format 2 files, written before the learners moved into ``crossmetric/learners/``, name the old
 paths (``crossmetric.pcca.PCCA``, ``crossmetric.baselines.CCA``); they are still read, each old
-path translated to the new one by :func:`crossmetric._aliases.current_path` before it is checked
-against :data:`ALLOWED_CLASSES`. The version was raised so that a crossmetric from before the
+path translated to the new one by :data:`FORMAT2_MODULES` before it is checked against
+:data:`ALLOWED_CLASSES`. The version was raised so that a crossmetric from before the
 move, given a new file, says "upgrade crossmetric" rather than refusing an unknown class.
 
 Pickle and joblib files written by crossmetric before this format are refused, with a message
 that says how to convert a file you trust: ``load_model(path, allow_pickle=True)`` (UNSAFE: it
 runs the file's code) or ``python -m crossmetric.persistence OLD NEW --trust-pickle``. Such
 pickles name the module paths from before ``crossmetric/learners/`` (``crossmetric.pcca``,
-``crossmetric.baselines._latent``); these still import (:mod:`crossmetric._aliases`).
+``crossmetric.baselines._latent``): while such a file is read, and only then, these paths are
+answered by the modules of :data:`FORMAT2_MODULES`.
 
 Atomic writes
 -------------
 :func:`atomic_path`, :func:`atomic_open` and :func:`atomic_folder` (defined in
-:mod:`crossmetric._atomic_io`, imported from here) write to a temporary file or folder beside
+:mod:`crossmetric._utils.atomic_io`, imported from here) write to a temporary file or folder beside
 the destination and move it into place only once it is complete: a stopped run leaves the
 previous files intact.
 """
@@ -67,13 +69,8 @@ from typing import Any
 
 import numpy as np
 
-from crossmetric import _atomic_io
-from crossmetric._aliases import current_path, forward_assignments
-from crossmetric._array_files import ArrayFileError, check_array_file
-from crossmetric._atomic_io import (  # noqa: F401  (_umask, _locked, _remove: former home)
-    _locked,
-    _remove,
-    _umask,
+from crossmetric._utils.array_files import ArrayFileError, check_array_file
+from crossmetric._utils.atomic_io import (
     atomic_folder,
     atomic_open,
     atomic_path,
@@ -91,32 +88,57 @@ FORMAT = "crossmetric-model"
 FORMAT_VERSION = 3
 _OLDEST_READ = 2
 
-#: every class a model or index file may rebuild ("module.QualName"); nothing else is imported
-ALLOWED_CLASSES = frozenset({
-    # learners and their nested crossmetric parts (files of format 2 name the paths from before
-    # crossmetric/learners/, such as crossmetric.pcca.PCCA: they are read through current_path)
-    "crossmetric.learners.pcca.PCCA", "crossmetric.learners.cmml.CMML",
-    "crossmetric.learners.auc.CMLAUC", "crossmetric.learners.auc.MahaAUC",
-    "crossmetric.learners.ldml.LDML", "crossmetric.learners.clml.CLML",
-    "crossmetric.learners.clml.CLMLCV", "crossmetric.learners.gsm.GSM",
-    "crossmetric.deep.model.DeepGSM",
-    "crossmetric.learners.baselines.CCA", "crossmetric.learners.baselines.PLS",
-    "crossmetric.learners.baselines.KCCA", "crossmetric.learners.baselines.CDFE",
-    "crossmetric.learners.baselines.KISSME", "crossmetric.learners.baselines.KPLS",
-    "crossmetric.learners.baselines.KCDFE", "crossmetric.learners.baselines.Euclidean",
-    "crossmetric.learners.discriminant.MvDA", "crossmetric.learners.discriminant.CSR",
-    "crossmetric.learners.discriminant.KCSR", "crossmetric.learners.dml_eig.DMLEig",
-    "crossmetric.learners.itml.ITML", "crossmetric.learners.neighbours.NCA",
-    "crossmetric.learners.neighbours.LMNN", "crossmetric.learners.neighbours.MCC",
-    "crossmetric.learners.prdc.PRDC", "crossmetric.learners.ensemble.SeedEnsemble",
-    "crossmetric.learners.rca.RCA", "crossmetric.learners.rca.RCA_Supervised",
-    "crossmetric.learners.mlkr.MLKR", "crossmetric.learners.lfda.LFDA",
-    "crossmetric.learners.scml.SCML", "crossmetric.learners.scml.SCML_Supervised",
-    "crossmetric.learners.mmc.MMC", "crossmetric.learners.sdml.SDML",
-    "crossmetric.learners.mmc.MMC_Supervised", "crossmetric.learners.sdml.SDML_Supervised",
-    "crossmetric.learners.lsml.LSML", "crossmetric.learners.lsml.LSML_Supervised",
-    "crossmetric.learners.covariance.Covariance",
-    "crossmetric.learners.supervised.Supervised", "crossmetric.learners.multiview.MCCA",
+#: module paths of format 2 files and of older pickles -> the paths of those modules since
+#: format 3 (a submodule follows its package: crossmetric.baselines._latent -> ...)
+FORMAT2_MODULES = {
+    "crossmetric.pcca": "crossmetric.learners.pcca",
+    "crossmetric.cmml": "crossmetric.learners.cmml",
+    "crossmetric.ldml": "crossmetric.learners.ldml",
+    "crossmetric.auc": "crossmetric.learners.auc",
+    "crossmetric.clml": "crossmetric.learners.clml",
+    "crossmetric._local_metrics": "crossmetric.learners._local_metrics",
+    "crossmetric.gsm": "crossmetric.learners.gsm",
+    "crossmetric._gsm_training": "crossmetric.learners._gsm_training",
+    "crossmetric._gsm_measure": "crossmetric.learners._gsm_measure",
+    "crossmetric.baselines": "crossmetric.learners.baselines",
+    "crossmetric.discriminant": "crossmetric.learners.discriminant",
+    "crossmetric.dml_eig": "crossmetric.learners.dml_eig",
+    "crossmetric.itml": "crossmetric.learners.itml",
+    "crossmetric.neighbours": "crossmetric.learners.neighbours",
+    "crossmetric.prdc": "crossmetric.learners.prdc",
+    "crossmetric.multiview": "crossmetric.learners.multiview",
+    "crossmetric.supervised": "crossmetric.learners.supervised",
+    "crossmetric.ensemble": "crossmetric.learners.ensemble",
+    "crossmetric._dense_sift": "crossmetric.features._dense_sift",
+    "crossmetric._local_patterns": "crossmetric.features._local_patterns",
+    "crossmetric._patch_color_sift": "crossmetric.features._patch_color_sift",
+    "crossmetric._stochastic": "crossmetric._solvers.stochastic",
+    "crossmetric._early_stopping": "crossmetric._solvers.early_stopping",
+}
+
+
+def current_path(name: str) -> str:
+    """The path of ``name`` (a module, or ``module.QualName``) since format 3.
+
+    Examples
+    --------
+    >>> current_path("crossmetric.baselines._latent.CCA")
+    'crossmetric.learners.baselines._latent.CCA'
+    >>> current_path("crossmetric.pairs")
+    'crossmetric.pairs'
+    """
+    head = name
+    while head:
+        new = FORMAT2_MODULES.get(head)
+        if new is not None:
+            return new + name[len(head):]
+        head = head.rpartition(".")[0]
+    return name
+
+#: the classes a model or index file may rebuild beside the public estimators: their nested
+#: crossmetric parts, and the scikit-learn estimators fitted learners hold (by their public
+#: import paths)
+_PART_CLASSES = frozenset({
     "crossmetric.kernels.KernelMap", "crossmetric.kernels.HellingerMap",
     "crossmetric.kernels.KernelCoordinates", "crossmetric.kernels.NystroemMap",
     "crossmetric.retrieval.Index",
@@ -129,6 +151,26 @@ ALLOWED_CLASSES = frozenset({
     "sklearn.mixture.GaussianMixture", "sklearn.neighbors.NeighborhoodComponentsAnalysis",
     "sklearn.kernel_approximation.Nystroem",
 })
+
+
+def _allowed_classes() -> frozenset:
+    """Every class a model or index file may rebuild ("module.QualName"); nothing else is
+    imported: the public estimators of :func:`crossmetric.registry.public_classes` (files of
+    format 2 name them by the paths from before crossmetric/learners/, read through
+    :func:`current_path`) and :data:`_PART_CLASSES`."""
+    from crossmetric.registry import public_classes
+
+    return _PART_CLASSES | {f"{module}.{name}" for name, module in public_classes().items()}
+
+
+#: the value of :func:`_allowed_classes`, derived from the registry whenever it is read
+ALLOWED_CLASSES: frozenset
+
+
+def __getattr__(name: str):
+    if name == "ALLOWED_CLASSES":  # derived from the registry on first use
+        return _allowed_classes()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _public_name(cls: type) -> str:
@@ -196,7 +238,7 @@ class _Encoder:
             return {"$device": str(v)}
         cls = type(v)
         qual = _public_name(cls)
-        if qual not in ALLOWED_CLASSES:
+        if qual not in _allowed_classes():
             raise ValueError(f"{where}: objects of type {qual} cannot be saved (not a "
                              "crossmetric estimator or a known nested type).")
         state = v.__getstate__() if hasattr(v, "__getstate__") else vars(v)
@@ -283,7 +325,7 @@ class _Decoder:
     def _object(self, qual, state):
         if isinstance(qual, str):
             qual = current_path(qual)  # crossmetric.pcca.PCCA -> crossmetric.learners.pcca.PCCA
-        if not isinstance(qual, str) or qual not in ALLOWED_CLASSES:
+        if not isinstance(qual, str) or qual not in _allowed_classes():
             self._fail(f"class {qual!r} is not one crossmetric loads")
         module, _, name = qual.rpartition(".")
         cls = getattr(importlib.import_module(module), name)
@@ -310,7 +352,7 @@ def save_object(path: str | os.PathLike[str], obj: Any, *, kind: str = "model",
     Raises ``ValueError`` naming the attribute when ``obj`` holds something the format cannot
     describe (e.g. a lambda, or a PyTorch module given as a parameter).
     """
-    import crossmetric
+    from crossmetric import __version__
 
     path = os.fspath(path)
     enc = _Encoder()
@@ -322,7 +364,7 @@ def save_object(path: str | os.PathLike[str], obj: Any, *, kind: str = "model",
     state = obj.__getstate__() if hasattr(obj, "__getstate__") else vars(obj)
     header = {
         "format": FORMAT, "format_version": FORMAT_VERSION,
-        "crossmetric_version": crossmetric.__version__, "kind": kind,
+        "crossmetric_version": __version__, "kind": kind,
         "class": _public_name(type(obj)), "params": params,
         "attributes": {k: _type_name(v) for k, v in state.items()
                        if k.endswith("_") and not k.startswith("__")},
@@ -416,12 +458,12 @@ def _check_header(path: str, header, kind: str) -> None:
     version = header.get("format_version")
     if not isinstance(version, int) or version > FORMAT_VERSION \
             or version < _OLDEST_READ:
-        import crossmetric
+        from crossmetric import __version__
 
         raise ValueError(
             f"{path}: format version {version!r} (written by crossmetric "
             f"{header.get('crossmetric_version')}) is not one this crossmetric "
-            f"{crossmetric.__version__} reads (versions {_OLDEST_READ} to {FORMAT_VERSION}); "
+            f"{__version__} reads (versions {_OLDEST_READ} to {FORMAT_VERSION}); "
             "upgrade crossmetric.")
     if header.get("kind") != kind:
         got = header.get("kind")
@@ -435,7 +477,23 @@ def _a(word: str) -> str:
 def _load_pickle(path: str, kind: str):
     import joblib
 
-    payload = joblib.load(path)
+    # a pickle names the classes' modules by the paths of its time: answer the old paths with
+    # the modules of today's while it is read, and only then
+    old = {}
+    for name, new in FORMAT2_MODULES.items():
+        try:
+            importlib.import_module(new)
+        except ImportError:  # an optional dependency
+            continue
+        for loaded in [m for m in sys.modules if m == new or m.startswith(new + ".")]:
+            old.setdefault(name + loaded[len(new):], sys.modules[loaded])
+    old = {name: module for name, module in old.items() if name not in sys.modules}
+    sys.modules.update(old)
+    try:
+        payload = joblib.load(path)
+    finally:
+        for name in old:
+            sys.modules.pop(name, None)
     if isinstance(payload, dict) and "model" in payload:
         payload = payload["model"]
     return payload
@@ -463,7 +521,7 @@ def save_model(path: str | os.PathLike[str], model: Any, *, meta: dict | None = 
     >>> bool(np.array_equal(again.pair_distance(pairs), model.pair_distance(pairs)))
     True
     """
-    from crossmetric._faiss_tools import strip_model
+    from crossmetric.metrics._faiss_tools import strip_model
 
     save_object(path, strip_model(model), kind="model", meta=meta)
 
@@ -617,9 +675,6 @@ def _main(argv=None) -> int:
     print(f"converted {args.old} -> {args.new}")
     return 0
 
-
-# the atomic writes live in crossmetric._atomic_io: patching them here reaches them there
-forward_assignments(__name__, _atomic_io)
 
 if __name__ == "__main__":  # pragma: no cover
     raise SystemExit(_main())

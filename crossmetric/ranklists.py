@@ -16,7 +16,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from crossmetric._checks import as_float_array, check_positive_int
+from crossmetric._utils.checks import as_float_array, check_positive_int
 
 __all__ = ["top_k_lists", "write_rank_html", "to_rgb_uint8", "display_name"]
 

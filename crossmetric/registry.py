@@ -15,7 +15,7 @@ iteration count, never a time limit, so that a seeded benchmark gives the same n
 machine).
 The settings are listed in :data:`METHODS` and shown by ``crossmetric benchmark --list``, with
 the small grid that ``crossmetric benchmark --tune`` searches per method
-(:mod:`crossmetric.model_selection`).
+(:mod:`crossmetric.protocols.model_selection`).
 
 A method whose module or class is missing from the installation is reported by
 :func:`method_status` with the reason (``ModuleNotFoundError`` of the learner module itself, or
@@ -30,17 +30,59 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from crossmetric._stages import StageIf
-from crossmetric.protocols.views import cap_n_components
-
 if TYPE_CHECKING:
-    import numpy as np
     from sklearn.base import BaseEstimator
 
-__all__ = ["MethodSpec", "METHODS", "make_estimator", "available_class", "method_status",
-           "available_methods", "select_methods", "method_kind", "cap_n_components",
-           "cap_n_components_to_views", "CDFE_REG_GRID", "GSM_PAPER_GRID", "gsm_paper_grid",
+__all__ = ["MethodSpec", "METHODS", "WRAPPERS", "public_classes", "make_estimator",
+           "available_class", "method_status", "available_methods", "select_methods",
+           "method_kind", "StageIf", "CDFE_REG_GRID", "GSM_PAPER_GRID", "gsm_paper_grid",
            "CMML_START_STAGE"]
+
+
+class StageIf(dict):
+    """One stage's grid that :func:`~crossmetric.protocols.model_selection.search_stages` runs only
+    when the parameter ``requires`` is set (not ``None``) on the estimator with the earlier stages'
+    choices.
+
+    It is the grid itself (a ``dict``: :class:`~sklearn.model_selection.ParameterGrid`,
+    ``json.dumps`` and every other reader see the plain grid), plus the condition. Its use: a
+    parameter that does nothing unless another one is set, such as GSM's ``start_mu`` without
+    ``start_from``. Every candidate of such a stage would be the same fit, and the scan would
+    choose the first of them anyway. Skipping the stage gives the same choice without those
+    fits.
+
+    Parameters
+    ----------
+    requires : str
+        The parameter that must be set for the stage to run.
+    grid : mapping
+        The stage's grid, as for :func:`~crossmetric.protocols.model_selection.search_params`.
+
+    Examples
+    --------
+    >>> stage = StageIf("start_from", {"start_mu": [None, 1.0]})
+    >>> stage.requires, dict(stage), stage
+    ('start_from', {'start_mu': [None, 1.0]}, StageIf('start_from', {'start_mu': [None, 1.0]}))
+    """
+
+    def __init__(self, requires: str, grid: Mapping):
+        if not isinstance(requires, str) or not requires:
+            raise ValueError(f"requires must be a parameter name, got {requires!r}.")
+        if not isinstance(grid, Mapping):
+            raise ValueError(f"grid must be a mapping of parameter lists, got "
+                             f"{type(grid).__name__}.")
+        super().__init__(grid)
+        self.requires = requires
+
+    def __repr__(self) -> str:
+        return f"StageIf({self.requires!r}, {dict.__repr__(self)})"
+
+    def __reduce__(self):
+        return StageIf, (self.requires, dict(self))
+
+    def applies(self, params: Mapping) -> bool:
+        """Whether the stage runs for an estimator with ``params`` (``get_params()``)."""
+        return params.get(self.requires) is not None
 
 
 #: CDFE's ridge (relative to the covariance's mean eigenvalue) as the cmml paper's selection
@@ -60,7 +102,7 @@ class MethodSpec:
     display : str
         Name in result tables (the papers' spelling).
     class_name : str
-        Attribute of :mod:`crossmetric` that holds the learner class.
+        The learner class; :mod:`crossmetric` exports it under this name.
     params : dict
         Constructor arguments used by the benchmark (the paper's defaults otherwise).
     note : str
@@ -70,15 +112,16 @@ class MethodSpec:
         method (as the CML-AUC paper does before its learners, §IV-A); ``None``: raw features.
     grid : dict
         Small hyper-parameter grid searched by ``crossmetric benchmark --tune`` (inner
-        cross-validation on each split's training objects, :mod:`crossmetric.model_selection`);
-        empty: nothing to tune (or too costly, see the note).
+        cross-validation on each split's training objects,
+        :mod:`crossmetric.protocols.model_selection`); empty: nothing to tune (or too costly, see
+        the note).
     in_default : bool
         Run by ``crossmetric benchmark`` without ``--methods`` (the other methods -- the
         papers' extra baselines -- run when named or with ``--methods all``).
     paper_grid : tuple of dict
         The selection the method's paper describes, searched by ``crossmetric benchmark --tune
         paper`` and by the reproductions: one grid per stage, each stage's winner fixed for
-        the next (:func:`crossmetric.model_selection.search_stages`); empty: ``grid``. The
+        the next (:func:`crossmetric.protocols.model_selection.search_stages`); empty: ``grid``. The
         papers choose these on training data; here by inner cross-validation on the training
         identities only.
     paper_params : dict
@@ -89,6 +132,13 @@ class MethodSpec:
         The start as a first stage of ``--tune paper`` (ours, not the paper's): the guarded fit
         from each start, so that the selection keeps the untrained distance or the closed
         form exactly where training does not help on the inner folds.
+    module : str
+        The public module that defines ``class_name`` (and ``also``): ``import crossmetric``
+        loads it on first use, and model files name the classes by it
+        (:func:`public_classes`).
+    also : tuple of str
+        Further public classes of ``module`` that no command-line name of their own runs
+        (``RCA_Supervised`` beside ``RCA``, ``CLMLCV`` beside ``CLML``).
     """
 
     name: str
@@ -102,6 +152,8 @@ class MethodSpec:
     paper_grid: tuple = ()
     paper_params: dict = field(default_factory=dict)
     start_stage: dict = field(default_factory=dict)
+    module: str = ""
+    also: tuple = ()
 
     def search_grid(self, which: str = "small", *, with_start: bool = True) -> dict | list:
         """The grid of ``--tune`` (``"small"``) or ``--tune paper`` (``"paper"``: the start
@@ -209,7 +261,8 @@ GSM_START_STAGE = {"init": ["auto", "identity", "cca", "random"]}
 
 METHODS: dict[str, MethodSpec] = {s.name: s for s in [
     MethodSpec("euclidean", "Euclidean", "Euclidean", {},
-               "untrained squared Euclidean distance (the floor)"),
+               "untrained squared Euclidean distance (the floor)",
+               module="crossmetric.learners.baselines"),
     MethodSpec("pcca", "PCCA", "PCCA", {"n_components": None},
                "linear PCCA, beta=3 (paper); full rank (the untrained distance is a point of "
                "the model), trained from the best start on held-out training identities and "
@@ -221,7 +274,8 @@ METHODS: dict[str, MethodSpec] = {s.name: s for s in [
                # pcca-viper does, ITER_GRID; 1000 = to the plateau)
                paper_grid=(ITERATION_STAGE, {"n_components": [16, 32, 64], "beta": [1.0, 3.0]}),
                paper_params={"n_components": 32, "init": "pca", "early_stopping": False},
-               start_stage=PCCA_START_STAGE),
+               start_stage=PCCA_START_STAGE,
+               module="crossmetric.learners.pcca"),
     MethodSpec("cmml", "CMML", "CMML", {"n_components": None},
                "linear CMML, beta=3 (paper); full rank (the untrained distance is a point of "
                "the model), trained from the best of the untrained distance, ridge CCA and "
@@ -232,7 +286,8 @@ METHODS: dict[str, MethodSpec] = {s.name: s for s in [
                # after the iteration count (see pcca) and the start (CMML_START_STAGE)
                paper_grid=(CMML_START_STAGE, {"n_components": [10, 20, 30, 50, 100]}),
                paper_params={"n_components": 30, "init": "random", "early_stopping": False},
-               start_stage=TOWER_START_STAGE),
+               start_stage=TOWER_START_STAGE,
+               module="crossmetric.learners.cmml"),
     MethodSpec("cmlauc", "CML_AUC", "CMLAUC", {"reduce_to": 32},
                "full AUC window on the top 32 principal axes of the training samples (the "
                "paper reduces features by PCA first), the untrained distance of the rest kept "
@@ -243,31 +298,36 @@ METHODS: dict[str, MethodSpec] = {s.name: s for s in [
                grid={"gamma": [0.1, 1.0, 4.0], "mu": [1e-5, 1e-3]},
                paper_grid=CMLAUC_PAPER_GRID,
                paper_params={"init": "pca", "early_stopping": False},
-               start_stage=AUC_START_STAGE),
+               start_stage=AUC_START_STAGE,
+               module="crossmetric.learners.auc"),
     MethodSpec("cmlpauc", "CML_pAUC", "CMLAUC", {"fpr_range": (0.0, 0.1), "reduce_to": 32},
                "pAUC window [0, 0.1] (paper); otherwise as cmlauc",
                grid={"gamma": [0.1, 1.0, 4.0], "mu": [1e-5, 1e-3]},
                paper_grid=CMLAUC_PAPER_GRID,
                paper_params={"init": "pca", "early_stopping": False},
-               start_stage=AUC_START_STAGE),
+               start_stage=AUC_START_STAGE,
+               module="crossmetric.learners.auc"),
     MethodSpec("mahaauc", "Maha_AUC", "MahaAUC", {"n_components": 32, "reduce_to": 32},
                "single-modal AUC metric (on the CCA views when the views differ in width) on "
                "the top 32 principal axes of the training samples, the untrained distance of "
                "the rest kept from the identity start; Algorithm 1 with its defaults",
                grid={"gamma": [0.1, 1.0, 4.0], "mu": [1e-5, 1e-3]},
                paper_grid=CMLAUC_PAPER_GRID,
-               paper_params={"init": "pca", "early_stopping": False}),
+               paper_params={"init": "pca", "early_stopping": False},
+               module="crossmetric.learners.auc"),
     MethodSpec("ldml", "LDML", "LDML", {"n_components": 32},
                "LDML on the top 32 principal axes of the training samples (the untrained "
                "distance of the rest kept from the identity start, or the paper's PCA start, "
                "chosen on held-out identities); L-BFGS to the plateau of the objective",
                grid={"n_components": [8, 16, 32]},
-               paper_params={"early_stopping": False}),
+               paper_params={"early_stopping": False},
+               module="crossmetric.learners.ldml"),
     MethodSpec("clml", "CLML", "CLML", {"n_clusters": 4, "n_components": 32},
                "4 local metrics of 32 dims (small data); to the plateau of the objective "
                "(a 100-iteration cap left 1/20 default-benchmark fits unconverged)",
                grid={"n_clusters": [1, 2, 4, 8]},
-               paper_params={"early_stopping": False}),
+               paper_params={"early_stopping": False},
+               module="crossmetric.learners.clml", also=("CLMLCV",)),
     MethodSpec("gsm", "GSM", "GSM", {"n_components": 32, "max_iter": 1000},
                "generalized similarity on fixed features; 32 dims; Adam until the objective "
                "stops decreasing (about 220 epochs on digits; the default cap of 100 epochs "
@@ -278,7 +338,8 @@ METHODS: dict[str, MethodSpec] = {s.name: s for s in [
                paper_grid=GSM_PAPER_GRID,
                paper_params={"init": "random", "early_stopping": False,
                              "joint_reduction": False},
-               start_stage=GSM_START_STAGE),
+               start_stage=GSM_START_STAGE,
+               module="crossmetric.learners.gsm"),
     MethodSpec("deepgsm", "DeepGSM", "DeepGSM",
                {"hidden_units": 64, "n_identities": 10, "n_images_x": 4, "n_images_y": 4,
                 "optimizer": "adam", "learning_rate": 3e-3, "lr_schedule": "plateau",
@@ -291,104 +352,159 @@ METHODS: dict[str, MethodSpec] = {s.name: s for s in [
                "converged, when a window at 1/100 of the rate still does not (about 850 "
                "rounds); weight penalties 1e-5 (with the class's 5e-4 the penalty term "
                "shrinks with a time constant of ~10^4 rounds and no plateau is reached in "
-               "this budget); max_iter is a cap, not a schedule; not tuned"),
+               "this budget); max_iter is a cap, not a schedule; not tuned",
+               module="crossmetric.deep.model"),
     MethodSpec("cca", "CCA", "CCA", {"n_components": 10},
                "CCA common space, 10 components (closed form, ridge 0.1 of the mean "
                "eigenvalue)",
                grid={"n_components": [5, 10, 20]},
                # CMML §4: "For CCA and CDFE the regularization parameters are cross-validated"
-               paper_grid=({"n_components": [10, 20, 32, 64], "reg": [1e-3, 1e-2, 1e-1]},)),
+               paper_grid=({"n_components": [10, 20, 32, 64], "reg": [1e-3, 1e-2, 1e-1]},),
+               module="crossmetric.learners.baselines"),
     MethodSpec("pls", "PLS", "PLS", {"n_components": 10},
                "PLS common space, 10 components",
-               grid={"n_components": [5, 10, 20]}),
+               grid={"n_components": [5, 10, 20]},
+               module="crossmetric.learners.baselines"),
     MethodSpec("kcca", "KCCA", "KCCA", {"n_components": 10},
                "kernel CCA (RBF), 10 components",
-               grid={"reg": [0.01, 0.1, 1.0], "n_components": [10, 20]}),
+               grid={"reg": [0.01, 0.1, 1.0], "n_components": [10, 20]},
+               module="crossmetric.learners.baselines"),
     MethodSpec("cdfe", "CDFE", "CDFE", {"n_components": 10},
                "common discriminant feature extraction, 10 components",
                grid={"n_components": [5, 10, 20]},
                # the ridge spans 1e-3 ... 100: its best value moves by 4 decades across data
                # sets (CDFE docstring), so a grid ending at 0.1 can leave it collapsed
-               paper_grid=({"n_components": [10, 20, 32, 64], "reg": list(CDFE_REG_GRID)},)),
+               paper_grid=({"n_components": [10, 20, 32, 64], "reg": list(CDFE_REG_GRID)},),
+               module="crossmetric.learners.baselines"),
     MethodSpec("kissme", "KISSME", "KISSME", {},
                "KISS metric (single-modal)",
-               grid={"n_components": [8, 16, None]}),
+               grid={"n_components": [8, 16, None]},
+               module="crossmetric.learners.baselines"),
     MethodSpec("kpls", "KPLS", "KPLS", {"n_components": 10},
                "kernel PLS (RBF per modality), 10 components (cmml paper's kernel baseline)",
-               in_default=False),
+               in_default=False,
+               module="crossmetric.learners.baselines"),
     MethodSpec("kcdfe", "KCDFE", "KCDFE", {"n_components": 10},
                "kernel CDFE (RBF per modality), 10 components (cmml paper's kernel baseline)",
-               in_default=False),
+               in_default=False,
+               module="crossmetric.learners.baselines"),
     MethodSpec("mvda", "MvDA", "MvDA", {"n_components": 10},
                "multi-view discriminant analysis, 10 components; identities = connected "
-               "components of the positive pairs"),
+               "components of the positive pairs",
+               module="crossmetric.learners.discriminant"),
     MethodSpec("mcca", "MCCA", "MCCA", {"n_components": 10},
                "multi-set CCA (MAXVAR), 10 components; with two views the closed-form CCA "
                "(the same canonical variates); fit_views takes more",
-               in_default=False),
+               in_default=False,
+               module="crossmetric.learners.multiview"),
     MethodSpec("csr", "CSR", "CSR", {},
                "coupled spectral regression, all n_identities - 1 responses; identities = "
-               "connected components of the positive pairs"),
+               "connected components of the positive pairs",
+               module="crossmetric.learners.discriminant"),
     MethodSpec("kcsr", "KCSR", "KCSR", {},
-               "kernel CSR (RBF per modality), as csr", in_default=False),
+               "kernel CSR (RBF per modality), as csr", in_default=False,
+               module="crossmetric.learners.discriminant"),
     MethodSpec("dmleig", "DML-eig", "DMLEig", {},
                "DML-eig (single-modal): accelerated solver of the paper's smoothed "
-               "eigenvalue problem, to a duality gap of 1e-4", in_default=False),
+               "eigenvalue problem, to a duality gap of 1e-4", in_default=False,
+               module="crossmetric.learners.dml_eig"),
     MethodSpec("itml", "ITML", "ITML", {"gamma": 1.0, "max_iter": 1000, "tol": 1e-3,
                                         "random_state": 0},
                "ITML (Davis et al. 2007), identity prior, bounds from the 5th/95th percentiles "
                "of squared training distances, gamma=1, tol 1e-3 (converges in tens of "
-               "passes with reshuffled constraints)", in_default=False),
+               "passes with reshuffled constraints)", in_default=False,
+               module="crossmetric.learners.itml"),
     MethodSpec("nca", "NCA", "NCA", {"n_components": 32, "max_iter": 100, "random_state": 0},
                "scikit-learn's NCA on the distinct samples of the pairs, classes = connected "
                "components of the positive pairs; 32 dims, at most 100 L-BFGS iterations",
-               in_default=False),
+               in_default=False,
+               module="crossmetric.learners.neighbours"),
     MethodSpec("lmnn", "LMNN", "LMNN", {"n_components": 32, "n_neighbors": 3, "mu": 0.5,
                                         "random_state": 0},
                "LMNN (k=3, mu=0.5 as the paper), classes = connected components of the "
                "positive pairs; 32 dims, L-BFGS until the objective falls by < 1e-4 "
-               "(relative), at most 1000 iterations", in_default=False),
+               "(relative), at most 1000 iterations", in_default=False,
+               module="crossmetric.learners.neighbours"),
     MethodSpec("mcc", "MCC", "MCC", {"n_components": 32, "max_iter": 1000, "random_state": 0},
                "MCC (collapsing classes), classes = connected components of the positive "
                "pairs; 32 dims, at most 1000 L-BFGS iterations (tol is relative: ~420 "
-               "iterations on 200 digits)", in_default=False),
+               "iterations on 200 digits)", in_default=False,
+               module="crossmetric.learners.neighbours"),
     MethodSpec("prdc", "PRDC", "PRDC", {"max_triplets": 20000, "random_state": 0},
                "PRDC, triplets = positive and negative pairs sharing a sample; columns added "
-               "until the objective stops decreasing (relative 1e-3)", in_default=False),
+               "until the objective stops decreasing (relative 1e-3)", in_default=False,
+               module="crossmetric.learners.prdc"),
     MethodSpec("rca", "RCA", "RCA", {"n_components": 32},
                "RCA (metric-learn's), chunklets = connected components of the positive "
                "pairs; within-chunklet whitening in 32 Fisher directions (closed form)",
-               in_default=False),
+               in_default=False,
+               module="crossmetric.learners.rca", also=("RCA_Supervised",)),
     MethodSpec("mlkr", "MLKR", "MLKR", {"n_components": 32, "random_state": 0},
                "MLKR (metric-learn's), one-hot targets = connected components of the positive "
                "pairs; 32 dims, L-BFGS-B to scipy's defaults, at most 1000 iterations",
-               in_default=False),
+               in_default=False,
+               module="crossmetric.learners.mlkr"),
     MethodSpec("lfda", "LFDA", "LFDA", {"n_components": 32},
                "LFDA (Sugiyama 2007's scatters), classes = connected components of the "
-               "positive pairs; 32 weighted eigenvectors (closed form)", in_default=False),
+               "positive pairs; 32 weighted eigenvectors (closed form)", in_default=False,
+               module="crossmetric.learners.lfda"),
     MethodSpec("scml", "SCML", "SCML", {"n_basis": 400, "random_state": 0},
                "SCML (metric-learn's solver), triplets = 3 same-class and 10 other-class "
                "nearest neighbours, classes = connected components of the positive pairs; "
                "400 triplet-difference bases (metric-learn's 80 x d would hold a triplets x "
                "bases matrix of GBs on wide features), 10000 mini-batch iterations",
-               in_default=False),
+               in_default=False,
+               module="crossmetric.learners.scml", also=("SCML_Supervised",)),
     MethodSpec("mmc", "MMC", "MMC", {"diagonal": True},
                "MMC (Xing et al. 2002), diagonal M by Newton's method (the full M, "
                "diagonal=False, needs an eigendecomposition per projection: minutes at 64 "
-               "dims)", in_default=False),
+               "dims)", in_default=False,
+               module="crossmetric.learners.mmc", also=("MMC_Supervised",)),
     MethodSpec("sdml", "SDML", "SDML", {"prior": "covariance", "balance_param": 1e-4},
                "SDML (Qi et al. 2009) with scikit-learn's graphical lasso; inverse-covariance "
                "prior (so the pair term keeps its weight when the features are rescaled) and "
                "balance 1e-4 (metric-learn's 0.5 makes the lasso's input indefinite); needs a "
                "nonsingular sample covariance (reduce constant features first)",
-               in_default=False),
+               in_default=False,
+               module="crossmetric.learners.sdml", also=("SDML_Supervised",)),
     MethodSpec("lsml", "LSML", "LSML", {"random_state": 0},
                "LSML (Liu et al. 2012), quadruplets = each positive pair against a random "
-               "negative pair; identity prior, tol 1e-3", in_default=False),
+               "negative pair; identity prior, tol 1e-3", in_default=False,
+               module="crossmetric.learners.lsml", also=("LSML_Supervised",)),
     MethodSpec("covariance", "Covariance", "Covariance", {},
                "inverse covariance of the distinct training samples (the Mahalanobis "
-               "baseline, no learning)", in_default=False),
+               "baseline, no learning)", in_default=False,
+               module="crossmetric.learners.covariance"),
 ]}
+
+
+#: public estimators built around another learner: no command-line method of their own
+WRAPPERS = {
+    "SeedEnsemble": "crossmetric.learners.ensemble",
+    "Supervised": "crossmetric.learners.supervised",
+    "CrossPairs": "crossmetric.learners.supervised",
+}
+
+
+def public_classes() -> dict[str, str]:
+    """``{class name: module}`` of every public estimator: each :data:`METHODS` entry's
+    ``class_name`` and ``also``, and the :data:`WRAPPERS`.
+
+    ``crossmetric.<name>`` (``crossmetric._LAZY``), the classes a model file may name
+    (:data:`crossmetric.persistence.ALLOWED_CLASSES`) and the API conformance tests are
+    derived from it, so that a learner is declared once, by its :class:`MethodSpec`.
+
+    Examples
+    --------
+    >>> public_classes()["PCCA"], public_classes()["CLMLCV"]
+    ('crossmetric.learners.pcca', 'crossmetric.learners.clml')
+    """
+    out: dict[str, str] = {}
+    for spec in METHODS.values():
+        for name in (spec.class_name, *spec.also):
+            out.setdefault(name, spec.module)
+    out.update(WRAPPERS)
+    return out
 
 
 def _did_you_mean(key: str) -> str:
@@ -408,9 +524,7 @@ def _spec(name: str) -> MethodSpec:
 
 
 def _learner_class(spec: MethodSpec):
-    import crossmetric
-
-    return getattr(crossmetric, spec.class_name)
+    return getattr(importlib.import_module(spec.module), spec.class_name)
 
 
 def method_status(name: str) -> str | None:
@@ -424,23 +538,14 @@ def method_status(name: str) -> str | None:
         The learner module exists but fails to import (e.g. a missing dependency).
     """
     spec = _spec(name)
-    import crossmetric
-
-    module = crossmetric._LAZY.get(spec.class_name)
+    module = spec.module
     try:
         _learner_class(spec)
     except ModuleNotFoundError as exc:
-        if module is not None and exc.name == module:
+        if exc.name == module:
             return f"module {module} is not part of this installation"
         raise
     except AttributeError:
-        if module is not None:
-            try:
-                importlib.import_module(module)
-            except ModuleNotFoundError as exc:
-                if exc.name == module:
-                    return f"module {module} is not part of this installation"
-                raise
         return f"class {spec.class_name} is not defined in {module}"
     return None
 
@@ -550,10 +655,8 @@ def method_kind(name: str) -> tuple[str, str | None]:
     """
     import importlib.util
 
-    import crossmetric
-
     spec = _spec(name)
-    module = crossmetric._LAZY.get(spec.class_name, "")
+    module = spec.module
     if module.startswith("crossmetric.deep"):
         ok = importlib.util.find_spec("torch") is not None
         return "cross-modal (raw images)", None if ok else "PyTorch is not installed"
@@ -565,36 +668,3 @@ def method_kind(name: str) -> tuple[str, str | None]:
     if int(getattr(cls, "_sample_ndim", 1)) > 1:
         kind += " (raw images)"
     return kind, None
-
-
-def cap_n_components_to_views(estimators: Mapping[str, Any], X: np.ndarray,
-                              Y: np.ndarray | None = None) -> list[str]:
-    """:func:`cap_n_components` at the narrowest view of ``X`` / ``Y``; one note per change.
-
-    What ``crossmetric benchmark`` (and ``benchmarks/which_method_when.py``) do with the
-    registry's estimators on the user's data, the notes being the lines they print on stderr.
-
-    Parameters
-    ----------
-    estimators : dict of str to estimator
-        Capped in place.
-    X : ndarray of shape (n_samples, d_x)
-    Y : ndarray of shape (n_samples, d_y), optional
-
-    Returns
-    -------
-    list of str
-        ``"crossmetric: NAME: n_components K -> NEW (the data has NEW features)"`` for every
-        estimator changed.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from crossmetric import PCCA
-    >>> cap_n_components_to_views({"PCCA": PCCA(n_components=32)}, np.zeros((3, 8)),
-    ...                           np.zeros((3, 5)))
-    ['crossmetric: PCCA: n_components 32 -> 5 (the data has 5 features)']
-    """
-    cap = X.shape[1] if Y is None else min(X.shape[1], Y.shape[1])
-    return [f"crossmetric: {name}: n_components {k} -> {new} (the data has {new} features)"
-            for name, (k, new) in cap_n_components(estimators, cap).items()]

@@ -14,7 +14,7 @@ mAP point of exact search, while ``ivf`` did with 57-79× fewer vectors scanned.
 
 Database vectors go through ``model.transform_y``, queries through ``model.transform_x``, so a
 cross-modal model is searched with queries of one modality against a database of the other.
-Only this module and :mod:`crossmetric._faiss_tools` import faiss (extra
+Only this module and :mod:`crossmetric.metrics._faiss_tools` import faiss (extra
 ``crossmetric[retrieval]``). ``faiss``'s own threads: :func:`set_num_threads`.
 
 :class:`Index` is assembled from the parts in :mod:`crossmetric._retrieval` (embedding,
@@ -29,29 +29,19 @@ import numpy as np
 from numpy.typing import ArrayLike
 from sklearn.utils.validation import check_is_fitted
 
-from crossmetric._checks import check_positive_int
-from crossmetric._faiss_tools import (
-    BUILTIN_KINDS,
-    METRICS,
-    check_kind,
-    faiss_module,
-    first_distinct,
-    set_num_threads,
-    uses_l2_score,
-)
+from crossmetric._base import uses_l2_score
 from crossmetric._retrieval.building import IndexBuilding
-from crossmetric._retrieval.embedding import IndexEmbedding, batches, rows
+from crossmetric._retrieval.embedding import IndexEmbedding
+from crossmetric._retrieval.embedding import batches as _batches
+from crossmetric._retrieval.embedding import rows as _rows
 from crossmetric._retrieval.searching import IndexSearching
 from crossmetric._retrieval.storage import IndexStorage
+from crossmetric._utils.checks import check_positive_int
+from crossmetric.metrics._faiss_tools import BUILTIN_KINDS, METRICS, check_kind, set_num_threads
 
 __all__ = ["Index", "exhaustive_search", "set_num_threads"]
 
 KINDS = BUILTIN_KINDS
-_first_distinct = first_distinct  # kept importable under its old name
-_faiss = faiss_module
-#: the former private names (kept importable)
-_uses_l2_score = uses_l2_score
-_batches, _rows = batches, rows
 
 
 class Index(IndexEmbedding, IndexBuilding, IndexSearching, IndexStorage):
@@ -70,9 +60,9 @@ class Index(IndexEmbedding, IndexBuilding, IndexSearching, IndexStorage):
         ``"ivfpq"``: the same with product-quantised vectors (``m`` sub-quantisers of ``nbits``
         bits; approximate distances). ``"hnsw"``: a graph index (``faiss.IndexHNSWFlat``,
         ``hnsw_m`` links; ``nprobe`` sets ``efSearch``; no :meth:`remove_ids`). ``"gmm"``:
-        :class:`~crossmetric.clml.CLML` models only -- its mixture components are the inverted
-        lists, each database vector stored in its ``w`` most likely components (see the module
-        docstring: ``ivf`` is the better path). Any other string is passed to
+        :class:`~crossmetric.learners.clml.CLML` models only -- its mixture components are the
+        inverted lists, each database vector stored in its ``w`` most likely components (see the
+        module docstring: ``ivf`` is the better path). Any other string is passed to
         ``faiss.index_factory`` (e.g. ``"IVF4096,Flat"``, ``"OPQ16,IVF1024,PQ16"``,
         ``"HNSW32"``).
     metric : {"l2", "ip", "cosine"}, default="l2"

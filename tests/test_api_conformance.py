@@ -10,8 +10,11 @@ from sklearn.exceptions import ConvergenceWarning, NotFittedError
 from sklearn.model_selection import cross_val_score
 
 import crossmetric
+from crossmetric.registry import WRAPPERS, public_classes
 
-SINGLE = {
+#: quick settings of a learner for these checks; a learner not listed takes the
+#: ``GENERIC`` settings its constructor accepts
+QUICK = {
     "PCCA": dict(n_components=3, max_iter=30),
     "MahaAUC": dict(n_components=3, max_iter=5),
     "LDML": dict(n_components=3, max_iter=30),
@@ -20,13 +23,8 @@ SINGLE = {
     "Euclidean": dict(),
     "DMLEig": dict(max_iter=50),
     "ITML": dict(max_iter=50),
-    "NCA": dict(n_components=3, max_iter=30),
-    "LMNN": dict(n_components=3, max_iter=30),
-    "MCC": dict(n_components=3, max_iter=30),
-    "PRDC": dict(n_components=3, max_iter=30),
     "RCA": dict(n_components=3),
     "RCA_Supervised": dict(n_components=3),
-    "MLKR": dict(n_components=3, max_iter=30),
     "LFDA": dict(n_components=3),
     "SCML": dict(max_iter=300, output_iter=100),
     "SCML_Supervised": dict(n_basis=20, max_iter=300, output_iter=100),
@@ -37,9 +35,6 @@ SINGLE = {
     "LSML": dict(max_iter=50),
     "LSML_Supervised": dict(max_iter=50),
     "Covariance": dict(),
-}
-CROSS = {
-    "CMML": dict(n_components=3, max_iter=30),
     "CMLAUC": dict(n_components=3, max_iter=5),
     "GSM": dict(n_components=3, max_iter=3),
     "CCA": dict(n_components=2),
@@ -52,11 +47,29 @@ CROSS = {
     "CSR": dict(),
     "KCSR": dict(),
 }
-ALL = {**SINGLE, **CROSS}
-RANDOM = {"PCCA", "MahaAUC", "LDML", "CLML", "CMML", "CMLAUC", "GSM", "ITML", "NCA", "LMNN",
-          "MCC", "PRDC"}
-RANDOM |= {"RCA_Supervised", "MLKR", "SCML", "SCML_Supervised"}
-RANDOM |= {"MMC", "MMC_Supervised", "SDML", "SDML_Supervised", "LSML", "LSML_Supervised"}
+GENERIC = dict(n_components=3, max_iter=30)
+#: public learners checked elsewhere, and why
+ELSEWHERE = {
+    "DeepGSM": "fits raw images (tests/test_deep_gsm.py)",
+    "CLMLCV": "CLML with a cross-validated n_clusters (tests/test_clml.py)",
+    "MCCA": "a multi-view learner fitted on views and labels (tests/test_multiview.py)",
+}
+
+
+def conformance_classes() -> dict:
+    """``{class name: quick settings}`` of every public learner of the registry."""
+    names = [n for n in public_classes() if n not in WRAPPERS and n not in ELSEWHERE]
+    out = {}
+    for name in names:
+        params = getattr(crossmetric, name)().get_params()
+        out[name] = QUICK.get(name, {k: v for k, v in GENERIC.items() if k in params})
+    return out
+
+
+ALL = conformance_classes()
+CROSS = {n: kw for n, kw in ALL.items() if getattr(crossmetric, n)()._cross_modal}
+SINGLE = {n: kw for n, kw in ALL.items() if n not in CROSS}
+RANDOM = {n for n in ALL if "random_state" in getattr(crossmetric, n)().get_params()}
 
 
 def _make(name, X, Y):

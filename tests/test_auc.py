@@ -1,4 +1,4 @@
-"""Tests of crossmetric.auc: CMLAUC / MahaAUC (Huo et al., TNNLS 2018)."""
+"""Tests of crossmetric.learners.auc: CMLAUC / MahaAUC (Huo et al., TNNLS 2018)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from sklearn.exceptions import ConvergenceWarning, NotFittedError
 from sklearn.model_selection import cross_val_score
 from sklearn.utils.extmath import svd_flip
 
-from crossmetric.auc import (
+from crossmetric.learners.auc import (
     CMLAUC,
     MahaAUC,
     hinge_coefficients,

@@ -10,7 +10,7 @@ from sklearn.cross_decomposition import PLSCanonical
 from sklearn.exceptions import NotFittedError
 from sklearn.model_selection import cross_val_score
 
-from crossmetric.baselines import CCA, CDFE, KCCA, KISSME, PLS, Euclidean
+from crossmetric.learners.baselines import CCA, CDFE, KCCA, KISSME, PLS, Euclidean
 from crossmetric.pairs import make_pairs
 
 

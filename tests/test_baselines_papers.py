@@ -12,10 +12,11 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import Ridge
 
 from crossmetric import CCA, CDFE, CSR, KCDFE, KCSR, KPLS, PLS, DMLEig, MvDA
-from crossmetric.baselines import cca_directions
-from crossmetric.discriminant import identity_samples, mvda_scatter_matrices, spectral_responses
-from crossmetric.dml_eig import project_spectrahedron, smoothed_min_objective
+from crossmetric._solvers.linalg import cca_directions
 from crossmetric.kernels import KernelCoordinates, pairwise_kernel
+from crossmetric.learners.discriminant import identity_samples, spectral_responses
+from crossmetric.learners.dml_eig import project_spectrahedron, smoothed_min_objective
+from crossmetric.learners.multiview import mvda_scatter_matrices
 from crossmetric.pairs import identities_from_pairs, make_pairs
 from crossmetric.protocols import CCAProjection
 
@@ -164,7 +165,7 @@ def test_csr_without_coupling_is_two_ridge_regressions(views):
     model = CSR(7, alpha=0.1, coupling=0.0, distance="euclidean",
                 preprocessor=(X, Y)).fit(pairs, y)
     data = model._validate_pairs((pairs, y)[0], fitted=False) if False else None
-    from crossmetric._base import PairData, canonical_pairs
+    from crossmetric.pairs._pair_data import PairData, canonical_pairs
     # fit sees the samples in the base's canonical order (distinct rows, sorted by content)
     Xu, Yu, cx, cy, _, _ = identity_samples(
         canonical_pairs(PairData(X, Y, pairs[:, 0], pairs[:, 1]), tied=False), y)

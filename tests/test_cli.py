@@ -194,22 +194,23 @@ def test_registry_builds_every_method():
 
 
 def test_registry_reports_missing_modules_but_not_broken_imports(monkeypatch, tmp_path):
-    import crossmetric
     from crossmetric import registry
 
-    monkeypatch.setitem(registry.METHODS, "ghost",
-                        registry.MethodSpec("ghost", "Ghost", "GhostLearner"))
-    monkeypatch.setitem(crossmetric._LAZY, "GhostLearner", "crossmetric.ghost_module")
+    def ghost(module):
+        monkeypatch.setitem(registry.METHODS, "ghost", registry.MethodSpec(
+            "ghost", "Ghost", "GhostLearner", module=module))
+
+    ghost("crossmetric.ghost_module")
     assert "not part of this installation" in registry.method_status("ghost")
     with pytest.raises(ValueError, match="not available"):
         registry.make_estimator("ghost")
     # a module that exists but lacks the class
-    monkeypatch.setitem(crossmetric._LAZY, "GhostLearner", "crossmetric.baselines")
+    ghost("crossmetric.learners.baselines")
     assert "not defined" in registry.method_status("ghost")
     # a module that exists but fails on a missing dependency: the error propagates
     (tmp_path / "cm_broken_learner.py").write_text("import nonexistent_dependency_xyz\n")
     monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setitem(crossmetric._LAZY, "GhostLearner", "cm_broken_learner")
+    ghost("cm_broken_learner")
     with pytest.raises(ModuleNotFoundError, match="nonexistent_dependency_xyz"):
         registry.method_status("ghost")
 

@@ -1,6 +1,6 @@
 """The papers' image descriptors on the command line: ``--descriptor NAME``,
 ``--descriptor-param NAME=VALUE`` and the ``[descriptor]`` table of a ``--config`` file, each
-against the feature class called directly (crossmetric._image_views, crossmetric.config,
+against the feature class called directly (crossmetric.features._image_views, crossmetric.config,
 crossmetric.cli._data) on a small generated image folder."""
 
 import json
@@ -13,15 +13,17 @@ pytest.importorskip("skimage")
 pytest.importorskip("PIL")
 
 from crossmetric import features  # noqa: E402
-from crossmetric._image_views import (  # noqa: E402
+from crossmetric.cli import build_parser, main  # noqa: E402
+from crossmetric.cli._data import _own_dataset  # noqa: E402
+from crossmetric.cli.benchmark import _resolve_benchmark_config  # noqa: E402
+from crossmetric.config import parse_descriptor_param, resolve_config  # noqa: E402
+from crossmetric.datasets import describe_images, load_image_folder  # noqa: E402
+from crossmetric.features._image_views import (  # noqa: E402
     DESCRIPTORS,
     DescriptorError,
     descriptor_parameter_names,
     make_descriptor,
 )
-from crossmetric.cli import _own_dataset, _resolve_benchmark_config, build_parser, main  # noqa: E402
-from crossmetric.config import parse_descriptor_param, resolve_config  # noqa: E402
-from crossmetric.datasets import describe_images, load_image_folder  # noqa: E402
 
 PATTERN = r"(?P<id>\d+)_(?P<domain>[ab])\.png"
 

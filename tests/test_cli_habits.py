@@ -71,7 +71,7 @@ def test_param_for_a_method_not_run_is_an_error(files, capsys):
 def test_in_place_results_leave_no_lock_file(tmp_path, monkeypatch):
     """The fallback for a folder that cannot be swapped (a mount point) locks the folder
     itself: no empty .crossmetric.lock is left, and an old one is removed."""
-    from crossmetric import _atomic_io
+    from crossmetric._utils import atomic_io as _atomic_io
     from crossmetric.persistence import atomic_folder
 
     out = tmp_path / "res"

@@ -10,7 +10,7 @@ from crossmetric import metrics as M
 from crossmetric.cli import main
 from crossmetric.datasets import make_cross_modal
 from crossmetric.persistence import load_model
-from crossmetric.reid import refine_distances
+from crossmetric.protocols.reid import refine_distances
 
 
 @pytest.fixture(scope="module")

@@ -7,17 +7,12 @@ import pytest
 from sklearn.datasets import load_digits
 from sklearn.exceptions import ConvergenceWarning, NotFittedError
 
-from crossmetric._base import used_rows
 from crossmetric._solvers.logistic import PairLogisticObjective
-from crossmetric.clml import (
-    CLML,
-    CLMLCV,
-    _local_backprop,
-    _local_embed,
-    sparsify_assignments,
-)
-from crossmetric.ldml import LDML
+from crossmetric.learners._local_metrics import _local_backprop, _local_embed
+from crossmetric.learners.clml import CLML, CLMLCV, sparsify_assignments
+from crossmetric.learners.ldml import LDML
 from crossmetric.pairs import make_pairs
+from crossmetric.pairs._pair_data import used_rows
 
 
 @pytest.fixture(scope="module")
@@ -276,7 +271,7 @@ def test_group_pair_folds_keep_samples_apart():
 
 def test_clmlcv_validation_pairs_share_no_sample_with_training(digits, monkeypatch):
     """Regression: CLMLCV used folds of pairs, so validation samples were trained on."""
-    import crossmetric.clml as clml_module
+    import crossmetric.learners.clml as clml_module
 
     X, lab, pairs, y = digits
     events = []

@@ -1,5 +1,5 @@
 """Closed forms at d ≫ n (issue 24 item 2): the solve in the span of the samples
-(:func:`crossmetric.baselines.span_basis`) is the feature-space solve, which the module flag
+(:func:`crossmetric._solvers.linalg.span_basis`) is the feature-space solve, which the module flag
 ``_REDUCE_TO_SPAN = False`` forces; with d ≤ n nothing changes."""
 
 from __future__ import annotations
@@ -9,10 +9,12 @@ import warnings
 import numpy as np
 import pytest
 
-import crossmetric.baselines as baselines
 from crossmetric import CCA, CDFE, CSR, KISSME, PLS, DMLEig, MvDA, make_pairs
-from crossmetric.baselines import fit_pca, pca_basis, span_basis
-from crossmetric.protocols import CCAProjection, _pca_fit_views
+from crossmetric._solvers import linalg
+from crossmetric._solvers.linalg import fit_pca, pca_basis, span_basis
+from crossmetric.learners.baselines import _kissme
+from crossmetric.protocols import CCAProjection
+from crossmetric.protocols.views import _pca_fit_views
 
 
 def views(n=40, dx=300, dy=200, n_classes=8, seed=0):
@@ -29,8 +31,9 @@ def solve(monkeypatch):
     """``solve(fn)`` -> ``(span, full, n_qr)``: ``fn()`` in the span and in feature space, and
     how many span bases the first call built."""
     calls = []
-    thin_qr = baselines._thin_qr
-    monkeypatch.setattr(baselines, "_thin_qr", lambda A: calls.append(A.shape) or thin_qr(A))
+    thin_qr = linalg._thin_qr
+    for module in (linalg, _kissme):   # KISSME calls it directly too
+        monkeypatch.setattr(module, "_thin_qr", lambda A: calls.append(A.shape) or thin_qr(A))
 
     def run(fn):
         with warnings.catch_warnings():
@@ -39,7 +42,7 @@ def solve(monkeypatch):
             span = fn()
             n_qr = len(calls) - before
             with monkeypatch.context() as m:
-                m.setattr(baselines, "_REDUCE_TO_SPAN", False)
+                m.setattr(linalg, "_REDUCE_TO_SPAN", False)
                 full = fn()
         assert len(calls) == before + n_qr    # the flag switches the reduction off
         return span, full, n_qr

@@ -29,7 +29,7 @@ from crossmetric.deep.sampler import (  # noqa: E402
     CrossDomainBatchSampler,
     identities_from_pairs,
 )
-from crossmetric.gsm import STRUCTURES, gsm_components, gsm_matrix  # noqa: E402
+from crossmetric.learners.gsm import STRUCTURES, gsm_components, gsm_matrix  # noqa: E402
 
 # one thread: the test machine's two cores are shared with other processes
 torch.set_num_threads(1)

@@ -72,29 +72,13 @@ def test_distributed_and_training_do_not_import_the_estimator():
     graph = _graph("deep", "crossmetric.deep")
     assert "crossmetric.deep.model" not in graph["crossmetric.deep.distributed"]
     assert "crossmetric.deep.model" not in graph["crossmetric.deep.training"]
-    assert "crossmetric.deep.training" in graph["crossmetric.deep.model"]
+    assert "crossmetric.deep.fitting" in graph["crossmetric.deep.model"]
 
 
-def test_former_private_names_stay_importable():
-    pytest.importorskip("torch")
-    from crossmetric.deep import model
-    from crossmetric.deep.checkpoint import read_checkpoint
-    from crossmetric.deep.inputs import dedupe
-
-    for name in ("_read_checkpoint", "_dedupe", "_describe", "_batch_tensor", "_Files",
-                 "_deterministic", "_RUN_ONLY", "_INITS", "_BATCH_MODES",
-                 "CHECKPOINT_FORMAT", "CHECKPOINT_VERSION"):
-        assert hasattr(model, name), name
-    assert model._read_checkpoint is read_checkpoint and model._dedupe is dedupe
-    assert model.DeepGSM.__module__ == "crossmetric.deep.model"
-
-
-def test_index_keeps_its_class_path_and_private_helpers():
+def test_index_keeps_its_class_path():
     from crossmetric import retrieval
 
     assert retrieval.Index.__module__ == "crossmetric.retrieval"
-    for name in ("_batches", "_rows", "_first_distinct", "_faiss", "_uses_l2_score", "KINDS"):
-        assert hasattr(retrieval, name), name
     for method in ("add", "train", "search", "range_search", "remove_ids", "reset", "save",
                    "load"):
         assert callable(getattr(retrieval.Index, method)), method
@@ -126,7 +110,7 @@ def test_tying_is_one_function_for_numpy_and_torch():
     """gsm_components (NumPy) and SimilarityHead (torch) give the same components."""
     torch = pytest.importorskip("torch")
     from crossmetric.deep.networks import SimilarityHead
-    from crossmetric.gsm import STRUCTURES, gsm_components
+    from crossmetric.learners.gsm import STRUCTURES, gsm_components
 
     r = 4
     for structure in STRUCTURES:

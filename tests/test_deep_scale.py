@@ -673,9 +673,9 @@ def test_fixed_schedule_convergence_is_an_absolute_decrease_between_windows():
 
 
 def test_early_stopping_hold_out_is_the_librarys_draw_and_cap(monkeypatch):
-    from crossmetric._identity_draws import hold_out_identities
     from crossmetric._solvers import early_stopping
     from crossmetric.deep.inputs import _hold_out
+    from crossmetric.pairs._identity_draws import hold_out_identities
 
     ids_x, ids_y = np.repeat(np.arange(20), 4), np.repeat(np.arange(20), 3)
     x, y = np.arange(80.0)[:, None], np.arange(60.0)[:, None]

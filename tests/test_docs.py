@@ -65,8 +65,9 @@ def test_api_reference_lists_every_public_name():
     entries = set(re.findall(r"^   ([\w.]+)$", api, flags=re.MULTILINE))
     modules = (
         "crossmetric.pairs", "crossmetric.metrics", "crossmetric.protocols",
-        "crossmetric.model_selection", "crossmetric.datasets", "crossmetric.features",
-        "crossmetric.reid", "crossmetric.retrieval", "crossmetric.kernels", "crossmetric.losses",
+        "crossmetric.protocols.model_selection", "crossmetric.datasets", "crossmetric.features",
+        "crossmetric.protocols.reid", "crossmetric.retrieval", "crossmetric.kernels",
+        "crossmetric.losses",
         "crossmetric.plotting", "crossmetric.registry", "crossmetric.config",
         "crossmetric.persistence", "crossmetric.export", "crossmetric.reproduce",
         "crossmetric.cluster")

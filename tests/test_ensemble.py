@@ -8,7 +8,7 @@ from sklearn.model_selection import GroupKFold, cross_val_score
 
 from crossmetric import CMML, GSM, SeedEnsemble, make_pairs
 from crossmetric.datasets import make_cross_modal
-from crossmetric.ensemble import member_seeds
+from crossmetric.learners.ensemble import member_seeds
 
 
 @pytest.fixture(scope="module")

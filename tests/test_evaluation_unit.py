@@ -47,7 +47,7 @@ def _reference_identification(est, X, G, pl, gl, ranks, scores_path, *, same_set
     measure from the full distance matrix (``metrics`` one at a time), the score file
     written row by row."""
     from crossmetric import metrics as M
-    from crossmetric._faiss_tools import uses_l2_score
+    from crossmetric._base import uses_l2_score
 
     # the curve stops at the gallery's size (issue 38: rank 10¹¹ asked for 745 GiB)
     max_rank = max(20, min(max(ranks), len(gl)))
@@ -58,7 +58,7 @@ def _reference_identification(est, X, G, pl, gl, ranks, scores_path, *, same_set
                                       max_rank=max_rank, ranks=ranks, same_set=same_set)
     else:
         if refine:
-            from crossmetric.reid import refine_distances
+            from crossmetric.protocols.reid import refine_distances
 
             D = refine_distances(est, X, G, re_rank=re_rank, query_expansion=query_expansion)
         else:
@@ -94,7 +94,7 @@ def _reference_identification(est, X, G, pl, gl, ranks, scores_path, *, same_set
 def test_measure_identification_equals_the_former_cli_code(fitted, case, entry, tmp_path):
     """Same report, distances and score file as the former cli._identification (kept above);
     the CLI's ``evaluate`` now calls the library's one measure."""
-    from crossmetric.cli import _identification
+    from crossmetric.cli.evaluate import _identification
 
     def measure(est, X, G, lab, gl, ranks, path, **kw):
         if entry == "cli":
@@ -219,31 +219,3 @@ def test_pca_then_matches_a_scikit_learn_pca_first(fitted):
     np.testing.assert_array_equal(m.cross_distance(X[:3], X[:5]),
                                   ref.cross_distance(pca.transform(X[:3]),
                                                      pca.transform(X[:5])))
-
-
-#: every module-level name of the former single module crossmetric/protocols.py
-FORMER_NAMES = ['Split', 'kfold_pairs', '_pairs_among', '_sample_folds', 'verification_splits',
-                'identification_splits', '_single_shot_gallery', 'CCAProjection', '_pca_views',
-                '_pca_fit_views', '_is_cross_modal', '_uses_images', '_identity_groups',
-                '_run_split', '_with_progress', '_prepare_views', '_tune_split',
-                '_verification_extras', '_run_safely', 'BenchmarkResult', '_summarise',
-                'run_protocols', '_execute', 'run_pair_folds', 'MEASURES', 'RESULT_FORMAT',
-                'RESULT_VERSION', 'TABLE_MEASURES', 'ROC_GRID']
-
-
-def test_former_module_names_are_importable():
-    import crossmetric.model_selection as ms
-    import crossmetric.pairs as pairs
-    import crossmetric.protocols as P
-    import crossmetric.reid as reid
-    from crossmetric.protocols import splits
-
-    missing = [n for n in FORMER_NAMES if not hasattr(P, n)]
-    assert not missing
-    assert ms.object_folds is splits.object_folds is P.object_folds
-    assert ms.inner_pair_splits is splits.inner_pair_splits
-    assert reid.reid_splits is splits.reid_splits
-    assert callable(pairs.group_pair_folds)
-    from crossmetric.reproduce import _PCAThen
-
-    assert _PCAThen is P.PCAThen

@@ -152,7 +152,7 @@ class _KillsItsWorkerOnce:
 
 
 def _killer_class():
-    from crossmetric.baselines import Euclidean
+    from crossmetric.learners.baselines import Euclidean
 
     class KillerEuclidean(_KillsItsWorkerOnce, Euclidean):
         def __init__(self, standardize=False, *, marker="", preprocessor=None):
@@ -383,8 +383,7 @@ def test_huge_images_and_sizes_are_refused_naming_the_limit(tmp_path):
     """Row 6: a 30000 x 30000 PNG (a 109 KB decompression bomb) gives one line naming the
     file and the pixel limit; 12000 x 12000 and 8000 x 7000 are refused from the header
     without a warning; --size has sides of at most MAX_IMAGE_SIDE."""
-    from crossmetric.cli import _parse_size
-    from crossmetric.cli._common import CLIError
+    from crossmetric.cli._common import CLIError, _parse_size
     from crossmetric.datasets import MAX_IMAGE_PIXELS, MAX_IMAGE_SIDE, load_image_folder
 
     folder = tmp_path / "imgs"

@@ -10,10 +10,13 @@ from scipy.ndimage import gaussian_filter
 from sklearn.base import clone
 from sklearn.exceptions import NotFittedError
 
-from crossmetric._dense_sift import grid_starts
-from crossmetric._local_patterns import pattern_labels, ternary_codes
-from crossmetric._patch_color_sift import PATCH_COLOR_SPACES, to_patch_color
-from crossmetric.features import DenseSIFT, LBPGrid, PatchColorSIFT
+from crossmetric.features._dense_sift import DenseSIFT, grid_starts
+from crossmetric.features._local_patterns import LBPGrid, pattern_labels, ternary_codes
+from crossmetric.features._patch_color_sift import (
+    PATCH_COLOR_SPACES,
+    PatchColorSIFT,
+    to_patch_color,
+)
 
 pytest.importorskip("skimage", reason="the descriptors need scikit-image ([images])")
 

@@ -6,9 +6,8 @@ from scipy.ndimage import gaussian_filter
 from sklearn.base import clone
 from sklearn.exceptions import NotFittedError
 
-from crossmetric.features import LOMO
 from crossmetric.features._dense_sift import grid_starts
-from crossmetric.features._lomo import max_occurrence, retinex, siltp_codes
+from crossmetric.features._lomo import LOMO, max_occurrence, retinex, siltp_codes
 
 pytest.importorskip("skimage", reason="LOMO needs scikit-image ([images])")
 

@@ -138,7 +138,7 @@ def test_benchmark_figures_have_bands_and_no_folders_in_titles(tmp_path):
     from crossmetric import Euclidean
     from crossmetric.datasets import make_cross_modal
     from crossmetric.protocols import BenchmarkResult, run_protocols
-    from crossmetric.result_files import write_result_files
+    from crossmetric.protocols.result_files import write_result_files
 
     d = make_cross_modal(60, n_classes=6, n_features_x=3, n_features_y=3, random_state=0)
     res = run_protocols({"Euclidean": Euclidean()}, d, n_folds=3, n_repeats=3)

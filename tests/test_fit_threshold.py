@@ -7,8 +7,8 @@ import pytest
 from sklearn.exceptions import ConvergenceWarning
 
 from crossmetric import CMML, LDML, PCCA, Euclidean
-from crossmetric._threshold import best_threshold
 from crossmetric.datasets import load_digits_views
+from crossmetric.learners._threshold import best_threshold
 from crossmetric.pairs import make_pairs
 
 

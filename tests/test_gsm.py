@@ -1,4 +1,4 @@
-"""Tests of the generalized similarity measure on fixed features (crossmetric.gsm)."""
+"""Tests of the generalized similarity measure on fixed features (crossmetric.learners.gsm)."""
 
 from __future__ import annotations
 
@@ -12,14 +12,8 @@ from sklearn.datasets import load_digits
 from sklearn.exceptions import ConvergenceWarning, NotFittedError
 from sklearn.model_selection import cross_val_score
 
-from crossmetric.gsm import (
-    GSM,
-    STRUCTURES,
-    gsm_components,
-    gsm_loss_grad,
-    gsm_matrix,
-    gsm_rowwise,
-)
+from crossmetric.learners._gsm_measure import gsm_loss_grad
+from crossmetric.learners.gsm import GSM, STRUCTURES, gsm_components, gsm_matrix, gsm_rowwise
 from crossmetric.pairs import make_pairs
 
 ALL = sorted(STRUCTURES)
@@ -368,9 +362,9 @@ def test_bad_input_raises_value_error(two_views):
 def test_gsm_module_does_not_import_torch():
     import importlib
 
-    importlib.import_module("crossmetric.gsm")
+    importlib.import_module("crossmetric.learners.gsm")
     if "torch" in sys.modules:  # another test may have imported it; check the source instead
-        import crossmetric.gsm as mod
+        import crossmetric.learners.gsm as mod
 
         assert "import torch" not in open(mod.__file__).read()
     else:
@@ -390,7 +384,7 @@ def _instance_task(n=120, seed=0):
 
 
 def test_identity_rounds_cover_identities_without_duplicates():
-    from crossmetric.batches import IdentityRounds
+    from crossmetric._solvers.batches import IdentityRounds
 
     ids_x = np.repeat(np.arange(10), 3)          # 10 identities, 3 samples each in X
     ids_y = np.r_[np.repeat(np.arange(10), 2), [99]]  # 2 in Y; identity 99 only in Y
@@ -442,7 +436,7 @@ def _reference_rounds(ids_x, ids_y, k, o_x, o_y, seed, n_rounds):
 @pytest.mark.parametrize("sizes,k,o_x,o_y", [((1, 1), 8, 2, 2), ((3, 2), 4, 2, 5),
                                              ((7, 5), 3, 3, 2), ((2, 9), 20, 1, 4)])
 def test_identity_rounds_equal_the_numpy_set_version(sizes, k, o_x, o_y):
-    from crossmetric.batches import IdentityRounds
+    from crossmetric._solvers.batches import IdentityRounds
 
     rng = np.random.RandomState(1)
     ids_x = rng.permutation(np.repeat(np.arange(12), sizes[0]))
@@ -457,8 +451,8 @@ def test_identity_rounds_equal_the_numpy_set_version(sizes, k, o_x, o_y):
 
 
 def test_hardest_negatives_and_all_pairs_match_bruteforce():
-    from crossmetric._gsm_training import all_pairs
-    from crossmetric.batches import hardest_negatives
+    from crossmetric._solvers.batches import hardest_negatives
+    from crossmetric.learners._gsm_training import all_pairs
 
     rng = np.random.RandomState(1)
     S = rng.normal(size=(7, 9))
@@ -480,7 +474,7 @@ def test_hardest_negatives_and_all_pairs_match_bruteforce():
 
 
 def test_sample_batch_objective_is_the_all_pairs_sum():
-    from crossmetric._gsm_training import sample_batch_loss_grad
+    from crossmetric.learners._gsm_training import sample_batch_loss_grad
 
     rng = np.random.RandomState(2)
     params = random_params("generalized", 3, 5, 4, rng)

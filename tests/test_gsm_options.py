@@ -7,7 +7,7 @@ import pytest
 from sklearn.exceptions import ConvergenceWarning
 
 from crossmetric import GSM, make_pairs
-from crossmetric._solvers.epochs import WindowPlateau
+from crossmetric._solvers.stopping import WindowPlateau
 from crossmetric.datasets import make_cross_modal
 
 

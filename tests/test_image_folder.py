@@ -7,7 +7,6 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from crossmetric._image_folder import _dataset_dir
 from crossmetric.datasets import (
     load_cufs,
     load_cuhk01,
@@ -15,6 +14,7 @@ from crossmetric.datasets import (
     load_pku_sketch,
     load_viper,
 )
+from crossmetric.datasets._image_folder import _dataset_dir
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 

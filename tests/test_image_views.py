@@ -1,4 +1,4 @@
-"""Images → feature rows and domain pairing (crossmetric._image_views, public in datasets),
+"""Images → feature rows and domain pairing (crossmetric.features._image_views, public in datasets),
 each against a slow obvious version on small data."""
 
 import numpy as np

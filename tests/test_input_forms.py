@@ -13,8 +13,8 @@ from sklearn.exceptions import ConvergenceWarning
 from test_api_conformance import ALL, CROSS, _make
 
 from crossmetric import CMML, PCCA
-from crossmetric._base import PairData, canonical_pairs, distinct_rows
 from crossmetric.kernels import estimate_gamma
+from crossmetric.pairs._pair_data import PairData, canonical_pairs, distinct_rows
 
 
 @pytest.fixture(autouse=True)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from sklearn.exceptions import ConvergenceWarning
 
-from crossmetric.itml import ITML, itml_bounds
+from crossmetric.learners.itml import ITML, itml_bounds
 from crossmetric.pairs import make_pairs
 
 

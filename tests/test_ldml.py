@@ -9,10 +9,10 @@ from sklearn.datasets import load_digits
 from sklearn.exceptions import ConvergenceWarning, NotFittedError
 from sklearn.model_selection import GridSearchCV
 
-from crossmetric._base import used_rows
 from crossmetric._solvers.logistic import PairLogisticObjective
-from crossmetric.ldml import LDML, pair_log_likelihood
+from crossmetric.learners.ldml import LDML, pair_log_likelihood
 from crossmetric.pairs import make_pairs
+from crossmetric.pairs._pair_data import used_rows
 
 
 @pytest.fixture(scope="module")
@@ -109,7 +109,7 @@ def test_no_overflow_warning_on_huge_distances():
 
 def test_fit_learns_a_better_metric_than_euclidean(digits):
     X, lab, pairs, y = digits
-    from crossmetric.baselines import Euclidean
+    from crossmetric.learners.baselines import Euclidean
 
     base = Euclidean(preprocessor=X).fit(pairs, y).score(pairs, y)
     model = LDML(10, preprocessor=X, random_state=0).fit(pairs, y)

@@ -7,6 +7,7 @@ import pytest
 from sklearn.metrics import average_precision_score, roc_auc_score
 
 from crossmetric import metrics as M
+from crossmetric.metrics import _counts
 
 
 def _pairs(rng, n=200, pos=0.4, sep=1.0, ties=False):
@@ -359,7 +360,7 @@ def _knn_accuracy_slow(Q, R, ql, rl, same_set):
 
 @pytest.mark.parametrize("same_set", [False, True])
 def test_knn_accuracy_matches_slow_version_blockwise(same_set):
-    from crossmetric.metrics import knn_accuracy
+    from crossmetric.metrics.knn import knn_accuracy
 
     rng = np.random.default_rng(0)
     Q = rng.standard_normal((37, 3))
@@ -385,7 +386,7 @@ def test_knn_accuracy_matches_slow_version_blockwise(same_set):
 
 
 def test_knn_accuracy_errors():
-    from crossmetric.metrics import knn_accuracy
+    from crossmetric.metrics.knn import knn_accuracy
 
     with pytest.raises(ValueError, match="columns"):
         knn_accuracy(np.zeros((2, 2)), np.zeros((2, 3)), [0, 1], [0, 1])
@@ -442,12 +443,12 @@ def _slow_average_precision(D, pc, gc, self_cols, ties):
         N = n_lt
         R = np.cumsum(r) - r
         if ties == "optimistic":
-            s = r + (R - N) * M._harmonic_diff(N, N + r)
+            s = r + (R - N) * _counts._harmonic_diff(N, N + r)
         elif ties == "pessimistic":
             B = N + g - r
-            s = r + (R - B) * M._harmonic_diff(B, B + r)
+            s = r + (R - B) * _counts._harmonic_diff(B, B + r)
         else:
-            H = M._harmonic_diff(N, N + g)
+            H = _counts._harmonic_diff(N, N + g)
             slope = np.where(g > 1, (r - 1) / np.maximum(g - 1, 1), 0.0)
             s = (r / g) * ((R + 1) * H + slope * (g - (N + 1) * H))
         out[i] = float(np.sum(s)) / Mi
@@ -509,19 +510,19 @@ _PATHS = {
 @pytest.mark.parametrize("same_set", [False, True])
 def test_counting_path_matches_sorting_version(path, tied, same_set, monkeypatch):
     for name, value in _PATHS[path].items():
-        monkeypatch.setattr(M, name, value)
+        monkeypatch.setattr(_counts, name, value)
     rng = np.random.default_rng(24)
     n = 41
     D, ql, dl = _case(rng, n, 45 if not same_set else n, 6, tied)
     if same_set:
         dl = ql
     self_cols = np.arange(n) if same_set else None
-    qc, dc = M._label_codes(ql, dl, *D.shape)
+    qc, dc = _counts._label_codes(ql, dl, *D.shape)
     stats = _slow_rank_stats(D, qc, dc, self_cols)
     for block_rows in (None, 1, 6):
-        got = M._rank_stats(D, ql, dl, same_set=same_set, block_rows=block_rows)
+        got = _counts._rank_stats(D, ql, dl, same_set=same_set, block_rows=block_rows)
         np.testing.assert_array_equal(got, stats)
-    for ties in M.TIES:
+    for ties in _counts.TIES:
         ap = _slow_average_precision(D, qc, dc, self_cols, ties)
         for block_rows in (None, 5):
             got = M.average_precision_per_query(D, ql, dl, same_set=same_set, ties=ties,
@@ -529,11 +530,11 @@ def test_counting_path_matches_sorting_version(path, tied, same_set, monkeypatch
             np.testing.assert_allclose(got, ap, rtol=1e-12, atol=1e-14)
         assert M.mean_average_precision(D, ql, dl, same_set=same_set,
                                         ties=ties) == pytest.approx(np.nanmean(ap), rel=1e-12)
-        curve = M._cmc_from_stats(stats, D.shape[1], ties)
+        curve = _counts._cmc_from_stats(stats, D.shape[1], ties)
         np.testing.assert_allclose(M.cmc(D, ql, dl, ties=ties, block_rows=4) if not same_set
                                    else curve, curve, rtol=0, atol=1e-12)
         assert M.one_call_at_n(D, ql, dl, 3, same_set=same_set, ties=ties) == pytest.approx(
-            float(np.mean(M._hit_probability(stats, 3, ties))), rel=1e-12)
+            float(np.mean(_counts._hit_probability(stats, 3, ties))), rel=1e-12)
         if not same_set:
             assert M.rank_accuracy(D, ql, dl, 2, ties=ties) == pytest.approx(curve[1])
             assert M.nearest_neighbor_accuracy(D, ql, dl, ties=ties, block_rows=7) == \
@@ -545,7 +546,7 @@ def test_counting_path_matches_sorting_version(path, tied, same_set, monkeypatch
 def test_identification_report_and_knn_accuracy_match_sorting_version(path, same_set,
                                                                       monkeypatch):
     for name, value in _PATHS[path].items():
-        monkeypatch.setattr(M, name, value)
+        monkeypatch.setattr(_counts, name, value)
     rng = np.random.default_rng(25)
     # small integer embeddings: many exactly equal distances
     FX = rng.integers(0, 3, (38, 2)).astype(float)
@@ -553,13 +554,13 @@ def test_identification_report_and_knn_accuracy_match_sorting_version(path, same
     pl = rng.integers(0, 5, 38)
     gl = pl if same_set else rng.integers(0, 5, 43)
     D = ((FX[:, None] - FY[None]) ** 2).sum(-1)
-    pc, gc = M._label_codes(pl, gl, *D.shape)
+    pc, gc = _counts._label_codes(pl, gl, *D.shape)
     self_cols = np.arange(38) if same_set else None
-    for ties in M.TIES:
+    for ties in _counts.TIES:
         rep = M.identification_report(FX, FY, pl, gl, max_rank=6, ranks=(1, 4), block_rows=9,
                                       same_set=same_set, ties=ties)
         stats = _slow_rank_stats(D, pc, gc, self_cols)
-        np.testing.assert_allclose(rep["cmc"], M._cmc_from_stats(stats, 6, ties), atol=1e-12)
+        np.testing.assert_allclose(rep["cmc"], _counts._cmc_from_stats(stats, 6, ties), atol=1e-12)
         assert rep["map"] == pytest.approx(
             np.nanmean(_slow_average_precision(D, pc, gc, self_cols, ties)), rel=1e-12)
         if not same_set:
@@ -577,12 +578,12 @@ def test_identification_report_and_knn_accuracy_match_sorting_version(path, same
 @pytest.mark.parametrize("path", sorted(_PATHS))
 def test_counting_path_equals_sklearn_average_precision_without_ties(path, monkeypatch):
     for name, value in _PATHS[path].items():
-        monkeypatch.setattr(M, name, value)
+        monkeypatch.setattr(_counts, name, value)
     rng = np.random.default_rng(26)
     D, ql, dl = _case(rng, 30, 2100, 40, tied=False)  # rows long enough for packed counting
     want = [average_precision_score(dl == ql[i], -D[i]) if (dl == ql[i]).any() else np.nan
             for i in range(30)]
-    for ties in M.TIES:
+    for ties in _counts.TIES:
         got = M.average_precision_per_query(D, ql, dl, ties=ties)
         np.testing.assert_allclose(got, want, rtol=1e-12)
     # float32 distances: the thresholds stay float32 (next float up in float32)
@@ -590,8 +591,8 @@ def test_counting_path_equals_sklearn_average_precision_without_ties(path, monke
     want32 = [average_precision_score(dl == ql[i], -D32[i].astype(float))
               if (dl == ql[i]).any() else np.nan for i in range(30)]
     np.testing.assert_allclose(M.average_precision_per_query(D32, ql, dl), want32, rtol=1e-12)
-    qc, dc = M._label_codes(ql, dl, *D32.shape)
-    np.testing.assert_array_equal(M._rank_stats(D32, ql, dl),
+    qc, dc = _counts._label_codes(ql, dl, *D32.shape)
+    np.testing.assert_array_equal(_counts._rank_stats(D32, ql, dl),
                                   _slow_rank_stats(D32, qc, dc, None))
 
 
@@ -599,16 +600,16 @@ def test_count_flags_long_rows():
     rng = np.random.default_rng(27)
     for n in (8, 2040, 2048, 4096, 16392):
         flags = rng.random((3, 2, n)) < rng.random((3, 2, 1))
-        np.testing.assert_array_equal(M._count_flags(flags), flags.sum(axis=2))
+        np.testing.assert_array_equal(_counts._count_flags(flags), flags.sum(axis=2))
     flags = np.ones((1, 1, 2048 * 8), dtype=bool)  # every byte lane at its limit
-    assert M._count_flags(flags)[0, 0] == 2048 * 8
+    assert _counts._count_flags(flags)[0, 0] == 2048 * 8
 
 
 @pytest.mark.parametrize("path", sorted(_PATHS))
 @pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
 def test_counting_path_refuses_non_finite_in_any_row(path, bad, monkeypatch):
     for name, value in _PATHS[path].items():
-        monkeypatch.setattr(M, name, value)
+        monkeypatch.setattr(_counts, name, value)
     D = np.random.default_rng(28).random((6, 9))
     pl = np.array([0, 0, 1, 1, 5, 5])  # label 5: rows without any relevant item
     gl = np.array([0, 0, 0, 0, 1, 1, 2, 2, 3])

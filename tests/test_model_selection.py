@@ -1,4 +1,4 @@
-"""Tests of crossmetric.model_selection and the benchmark's tuning (issue 10 item 8)."""
+"""Tests of crossmetric.protocols.model_selection and the benchmark's tuning (issue 10 item 8)."""
 
 from __future__ import annotations
 
@@ -7,15 +7,15 @@ import pytest
 from sklearn.base import BaseEstimator
 
 from crossmetric._base import CrossModalMixin
-from crossmetric.model_selection import (
+from crossmetric.pairs import make_pairs
+from crossmetric.protocols import run_protocols, verification_splits
+from crossmetric.protocols.model_selection import (
     describe_choices,
     inner_pair_splits,
     object_folds,
     search_params,
     search_stages,
 )
-from crossmetric.pairs import make_pairs
-from crossmetric.protocols import run_protocols, verification_splits
 
 
 def make_data(n_ids=30, per_id=4, dx=5, dy=3, seed=0):
@@ -97,7 +97,7 @@ def test_search_finds_the_known_best_and_reports_every_candidate():
 
 
 def test_search_reports_failing_candidates_and_rejects_empty_grid():
-    from crossmetric.baselines import CCA
+    from crossmetric.learners.baselines import CCA
 
     X, Y, labels = make_data()
     res = search_params(CCA(2), {"reg": [0.1, -1.0]}, X, Y, labels, random_state=0)
@@ -146,7 +146,7 @@ def test_single_modal_rank1_scoring_never_counts_the_probe_itself():
 
 
 def test_search_stages_fixes_each_winner_for_the_next_stage():
-    from crossmetric.baselines import CCA
+    from crossmetric.learners.baselines import CCA
 
     X, Y, labels = make_data(n_ids=24, per_id=3, dy=5)
     stages = [{"n_components": [1, 2]}, {"reg": [1e-3, 10.0]}]
@@ -201,7 +201,7 @@ def test_benchmark_tuning_never_sees_a_test_object(scoring):
 
 def test_benchmark_tuning_groups_inner_folds_by_identity(monkeypatch):
     """The inner folds of the benchmark's search never share an identity."""
-    import crossmetric.model_selection as ms
+    import crossmetric.protocols.model_selection as ms
 
     calls = []
     original = ms.inner_pair_splits
@@ -522,7 +522,7 @@ def test_builtin_cmc20_on_the_reid_hold_out_equals_select_max_iter():
     import warnings
 
     from crossmetric import PCCA
-    from crossmetric.protocols import reid_splits
+    from crossmetric.protocols.splits import reid_splits
     from crossmetric.reproduce import select_max_iter
     from tests.test_reid import _two_cameras
 
@@ -551,7 +551,7 @@ def test_builtin_cmc20_on_the_reid_hold_out_equals_select_max_iter():
 def test_search_stages_cv_results_cover_every_stage():
     """search_stages stacks its stages' fold scores (shared folds); cv_results works."""
     from crossmetric import CCA
-    from crossmetric.model_selection import SearchResult
+    from crossmetric.protocols.model_selection import SearchResult
 
     X, Y, labels = make_data(n_ids=12, per_id=3)
     stages = [{"n_components": [1, 2]}, {"reg": [1e-3, 1e-1, 1.0]}]
@@ -652,7 +652,7 @@ class GatedLearner(SpyLearner):
 
 
 def test_stage_if_is_skipped_without_its_parameter_and_gives_the_same_choice():
-    from crossmetric.model_selection import StageIf
+    from crossmetric.protocols.model_selection import StageIf
 
     X, Y, labels = make_data(n_ids=18, per_id=3, dy=5)
     X = Y.copy()
@@ -689,7 +689,7 @@ def test_stage_if_survives_pickle_json_and_the_registry():
     import json
     import pickle
 
-    from crossmetric.model_selection import StageIf
+    from crossmetric.protocols.model_selection import StageIf
     from crossmetric.registry import METHODS, gsm_paper_grid
 
     stage = StageIf("start_from", {"start_mu": [None, 1.0]})

@@ -8,8 +8,7 @@ import pytest
 from sklearn.exceptions import NotFittedError
 
 from crossmetric import CCA, MCCA, MvDA, make_pairs
-from crossmetric.discriminant import mvda_scatter_matrices
-from crossmetric.multiview import mcca_directions, mvda_directions
+from crossmetric.learners.multiview import mcca_directions, mvda_directions, mvda_scatter_matrices
 
 MFEAT = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data", "mfeat")
 

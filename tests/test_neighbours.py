@@ -8,8 +8,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.neighbors import NeighborhoodComponentsAnalysis
 
 from crossmetric import Euclidean
-from crossmetric._base import canonical_pairs
-from crossmetric.neighbours import (
+from crossmetric.learners.neighbours import (
     LMNN,
     MCC,
     NCA,
@@ -19,6 +18,7 @@ from crossmetric.neighbours import (
     target_neighbours,
 )
 from crossmetric.pairs import labels_from_pairs, make_pairs
+from crossmetric.pairs._pair_data import canonical_pairs
 
 
 def test_labels_from_pairs_are_connected_components():

@@ -7,11 +7,11 @@ import pytest
 from sklearn.datasets import load_digits
 from sklearn.exceptions import ConvergenceWarning
 
-from crossmetric.baselines import KCCA
-from crossmetric.cmml import CMML
 from crossmetric.kernels import KERNELS, NystroemMap, pairwise_kernel
+from crossmetric.learners.baselines import KCCA
+from crossmetric.learners.cmml import CMML
+from crossmetric.learners.pcca import PCCA
 from crossmetric.pairs import make_pairs
-from crossmetric.pcca import PCCA
 
 
 @pytest.mark.parametrize("kernel", KERNELS)

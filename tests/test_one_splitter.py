@@ -13,13 +13,13 @@ import pytest
 from sklearn.model_selection import GroupKFold, StratifiedKFold
 from sklearn.utils import check_random_state
 
-from crossmetric._checks import check_positive_int, user_stacklevel
 from crossmetric._solvers.early_stopping import validation_split
-from crossmetric.model_selection import inner_pair_splits, object_folds
+from crossmetric._utils.checks import check_positive_int, user_stacklevel
 from crossmetric.pairs import group_pair_folds, make_pairs, positive_components
 from crossmetric.protocols import identification_splits, verification_splits
+from crossmetric.protocols.model_selection import inner_pair_splits, object_folds
+from crossmetric.protocols.reid import reid_splits
 from crossmetric.protocols.splits import Split, _pairs_among, _single_shot_gallery
-from crossmetric.reid import reid_splits
 from crossmetric.reproduce.pku import pku_splits
 
 

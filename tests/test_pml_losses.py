@@ -6,14 +6,14 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from crossmetric._solvers.logistic import PairLogisticObjective  # noqa: E402
-from crossmetric.auc import hinge_coefficients, pauc_window  # noqa: E402
 from crossmetric.deep.pml_losses import (  # noqa: E402
     GeneralizedLogisticLoss,
     GSMHingeLoss,
     PAUCHingeLoss,
     pair_indices,
 )
-from crossmetric.gsm import gsm_loss_grad  # noqa: E402
+from crossmetric.learners._gsm_measure import gsm_loss_grad  # noqa: E402
+from crossmetric.learners.auc import hinge_coefficients, pauc_window  # noqa: E402
 
 
 def _batch(seed=0, n=12, m=10, k=4):

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 from crossmetric import Euclidean
+from crossmetric.learners.prdc import PRDC, prdc_objective, triplets_from_pairs
 from crossmetric.pairs import make_pairs
-from crossmetric.prdc import PRDC, prdc_objective, triplets_from_pairs
 
 
 def test_triplets_are_positive_and_negative_pairs_sharing_a_sample():

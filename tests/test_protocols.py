@@ -229,7 +229,7 @@ def test_runner_input_errors(data):
 
 
 def test_runner_pca_step(data):
-    from crossmetric.protocols import _pca_views
+    from crossmetric.protocols.views import _pca_views
 
     split = verification_splits(data.labels, 3, random_state=0)[0]
     Xp, Yp = _pca_views(data.X, data.Y, split, 4)
@@ -358,7 +358,7 @@ def test_benchmark_result_save_load_markdown_latex(tmp_path):
 def test_progress_bar_names_the_method_being_fitted(monkeypatch):
     import tqdm.auto
 
-    from crossmetric.protocols import _with_progress
+    from crossmetric.protocols.runner import _with_progress
 
     seen = []
 
@@ -389,7 +389,8 @@ def test_progress_bar_names_the_method_being_fitted(monkeypatch):
 # ---------------------------------------------------- issue 10 item 12: honest verification
 def test_lfw_accuracy_uses_the_training_folds_threshold():
     """The headline accuracy must not set its threshold on the test distances."""
-    from crossmetric.protocols import TABLE_MEASURES, run_pair_folds
+    from crossmetric.protocols import run_pair_folds
+    from crossmetric.protocols.results import TABLE_MEASURES
 
     # 1-D points; fold 0: positives at distance 1, negatives at 3; fold 1: 5 and 7. A threshold
     # learnt on one fold is wrong for the other (accuracy 0.5); the test median is always right.
@@ -410,8 +411,8 @@ def test_lfw_accuracy_uses_the_training_folds_threshold():
 
 
 def test_protocol_accuracy_equals_predict_with_train_threshold(data):
-    from crossmetric._threshold import best_threshold
-    from crossmetric.protocols import _run_split
+    from crossmetric.learners._threshold import best_threshold
+    from crossmetric.protocols.runner import _run_split
 
     sp = verification_splits(data.labels, 3, random_state=0)[0]
     out = _run_split("e", Euclidean(), data.X[:, :9], data.Y, sp,
@@ -425,7 +426,7 @@ def test_protocol_accuracy_equals_predict_with_train_threshold(data):
 
 def test_vr_uses_every_cross_pair_of_the_test_fold():
     from crossmetric.metrics import verification_rate
-    from crossmetric.protocols import _run_split
+    from crossmetric.protocols.runner import _run_split
 
     # instance-level identities: few sampled negatives per fold, but n² − n cross pairs
     rng = np.random.default_rng(0)
@@ -450,7 +451,7 @@ def test_learners_that_take_identity_groups_get_the_labels():
     """DeepGSM-like learners (fit(pairs, y, groups=...)) receive the rows' identities, so that
     sampled class-level pairs are not split into connected-component fragments."""
     from crossmetric.datasets import make_cross_modal
-    from crossmetric.protocols import _identity_groups
+    from crossmetric.protocols.runner import _identity_groups
 
     seen = []
 

@@ -104,7 +104,8 @@ def test_bad_input(tmp_path):
 
 
 def test_reproduction_rank_lists_are_written(tmp_path):
-    from crossmetric.reproduce import ReproductionResult, _rank_lists
+    from crossmetric.reproduce import ReproductionResult
+    from crossmetric.reproduce.runner import _rank_lists
 
     rng = np.random.RandomState(2)
     D, q_ids, g_ids, q_img, g_img = _data(rng)

@@ -6,7 +6,7 @@ import pytest
 from sklearn.datasets import load_digits
 from sklearn.exceptions import ConvergenceWarning
 
-from crossmetric.cli import _method_list
+from crossmetric.cli.benchmark import _method_list
 from crossmetric.pairs import make_pairs
 from crossmetric.registry import METHODS, make_estimator
 

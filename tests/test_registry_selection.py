@@ -6,13 +6,8 @@ import numpy as np
 import pytest
 
 import crossmetric
-from crossmetric.registry import (
-    METHODS,
-    cap_n_components,
-    make_estimator,
-    method_kind,
-    select_methods,
-)
+from crossmetric.protocols.views import cap_n_components, cap_n_components_to_views
+from crossmetric.registry import METHODS, make_estimator, method_kind, select_methods
 
 
 def test_select_methods():
@@ -48,9 +43,8 @@ def test_method_kind_matches_the_learner_class(name):
 def test_method_kind_reports_a_missing_module(monkeypatch):
     from crossmetric import registry
 
-    monkeypatch.setitem(registry.METHODS, "ghost",
-                        registry.MethodSpec("ghost", "Ghost", "GhostLearner"))
-    monkeypatch.setitem(crossmetric._LAZY, "GhostLearner", "crossmetric.ghost_module")
+    monkeypatch.setitem(registry.METHODS, "ghost", registry.MethodSpec(
+        "ghost", "Ghost", "GhostLearner", module="crossmetric.ghost_module"))
     kind, reason = method_kind("ghost")
     assert kind == "?" and "ghost_module" in reason
     with pytest.raises(ValueError, match="unknown method"):
@@ -75,10 +69,10 @@ def test_cap_n_components_to_views_is_the_clis_note(capsys):
     X, Y = np.zeros((4, 8)), np.zeros((4, 6))
     ests = {"PCCA": make_estimator("pcca", n_components=32),
             "CMML": make_estimator("cmml", n_components=7)}
-    notes = registry.cap_n_components_to_views(ests, X, Y)
+    notes = cap_n_components_to_views(ests, X, Y)
     assert notes == ["crossmetric: PCCA: n_components 32 -> 6 (the data has 6 features)",
                      "crossmetric: CMML: n_components 7 -> 6 (the data has 6 features)"]
-    assert registry.cap_n_components_to_views(ests, X[:, :5]) == [
+    assert cap_n_components_to_views(ests, X[:, :5]) == [
         f"crossmetric: {n}: n_components 6 -> 5 (the data has 5 features)"
         for n in ("PCCA", "CMML")]
     ests = {"PCCA": make_estimator("pcca", n_components=32)}

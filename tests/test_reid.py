@@ -5,7 +5,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from crossmetric.reid import evaluate_reid, reid_splits
+from crossmetric.protocols.reid import evaluate_reid, reid_splits
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 HAS_VIPER = (DATA / "viper" / "images").is_dir()
@@ -83,7 +83,7 @@ def test_evaluate_reid_euclidean_and_learner(small_pairs):
 @pytest.fixture(scope="module")
 def viper_small():
     """VIPeR descriptors (whole vector to unit L1, as the reproduction uses them)."""
-    from crossmetric.reproduce import viper_features
+    from crossmetric.reproduce.viper import viper_features
 
     return viper_features(DATA)
 

@@ -192,7 +192,7 @@ def test_ids_of_different_dtypes_match_by_value():
     """Integer query ids and float gallery ids name the same persons (as in cmc and mAP)."""
     import numpy as np
 
-    from crossmetric.metrics import evaluate_rank
+    from crossmetric.metrics.reid import evaluate_rank
 
     D = np.array([[0.1, 0.9], [0.8, 0.2]])
     res = evaluate_rank(D, [1, 2], [1.0, 2.0], max_rank=2)

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from crossmetric.cli import main
-from crossmetric.model_selection import search_params
-from crossmetric.reid import reid_splits
+from crossmetric.protocols.model_selection import search_params
+from crossmetric.protocols.reid import reid_splits
 from crossmetric.reproduce import (
     PUBLISHED,
     REPRODUCTIONS,
@@ -85,7 +85,7 @@ def test_select_max_iter_and_cmc20_scoring_share_mean_cmc(monkeypatch):
     """One definition of "CMC averaged over ranks 1-20": select_max_iter and
     search_params(scoring="cmc20") both score through model_selection.mean_cmc."""
     from crossmetric import PCCA
-    from crossmetric import model_selection as MS
+    from crossmetric.protocols import model_selection as MS
     from crossmetric.reproduce import viper as R
 
     assert MS.mean_cmc(np.arange(30) / 30) == np.mean((np.arange(30) / 30)[:20])
@@ -148,7 +148,7 @@ def test_pku_sketch_one_split(tmp_path):
 
 @pytest.mark.skipif(not (DATA / "pku_sketch").is_dir(), reason="PKU-Sketch absent")
 def test_pku_deepgsm_models_are_also_scored_with_test_flip_switched():
-    from crossmetric.reproduce import PKU_DEEPGSM, reproduce_pku_sketch
+    from crossmetric.reproduce.pku import PKU_DEEPGSM, reproduce_pku_sketch
 
     small = {"max_iter": 3, "hidden_units": 8}
     res = reproduce_pku_sketch(str(DATA), n_splits=1, methods=("deepgsm",), verbose=False,
@@ -172,7 +172,7 @@ def test_pku_deepgsm_models_are_also_scored_with_test_flip_switched():
 
 def test_pku_methods_option_errors(capsys, tmp_path):
     pytest.importorskip("torch", reason="DeepGSM needs torch (the [deep] extra)")
-    from crossmetric.reproduce import PKU_DEEPGSM, PKU_METHODS, reproduce_pku_sketch
+    from crossmetric.reproduce.pku import PKU_DEEPGSM, PKU_METHODS, reproduce_pku_sketch
 
     assert "deepgsm" in PKU_METHODS and "gsm" in PKU_METHODS
     # the recipe is explicit (no reliance on DeepGSM's defaults), tol included
@@ -180,7 +180,7 @@ def test_pku_methods_option_errors(capsys, tmp_path):
                 "tol", "input_shape", "augment"):
         assert key in PKU_DEEPGSM
     # the reproduction's DeepGSM is this recipe, not the registry's digits setting
-    from crossmetric.reproduce import _pku_methods
+    from crossmetric.reproduce.pku import _pku_methods
 
     deep = _pku_methods({"max_iter": 7})["deepgsm"].get_params()
     assert deep["max_iter"] == 7
@@ -202,7 +202,7 @@ def test_pku_methods_option_errors(capsys, tmp_path):
 @pytest.mark.slow
 @pytest.mark.skipif(not (DATA / "pku_sketch").is_dir(), reason="PKU-Sketch absent")
 def test_pku_first_split_runs_the_same_split():
-    from crossmetric.reproduce import reproduce_pku_sketch
+    from crossmetric.reproduce.pku import reproduce_pku_sketch
 
     both = reproduce_pku_sketch(str(DATA), n_splits=2, methods=("euclidean",), verbose=False,
                                 setting="legacy")
@@ -216,7 +216,7 @@ def test_pku_first_split_runs_the_same_split():
 
 
 def test_pku_splits_are_one_seeded_sequence():
-    from crossmetric.reproduce import pku_splits
+    from crossmetric.reproduce.pku import pku_splits
 
     persons = np.arange(1, 201)
     three = list(pku_splits(persons, 50, 0, 3))

@@ -55,8 +55,8 @@ def test_fixed_split_trains_on_train_persons_and_tests_the_others():
 
 
 def test_gsm_cufs_selection_and_fit_never_see_a_test_person(monkeypatch):
-    import crossmetric.model_selection as ms
-    import crossmetric.reid as reid
+    import crossmetric.protocols.model_selection as ms
+    import crossmetric.protocols.reid as reid
 
     data = fake_cufs()
     monkeypatch.setattr(C, "cufs_features", lambda home: data)
@@ -110,7 +110,7 @@ def test_gsm_cufs_recipe_and_errors():
 
 
 def test_cmml_cufs_sweeps_with_the_same_test_persons_for_every_negative_count(monkeypatch):
-    import crossmetric.protocols as P
+    import crossmetric.protocols.runner as P  # run_many looks run_protocols up there
 
     data = fake_cufs(n=60, n_test=0)
     monkeypatch.setattr(C, "cufs_features", lambda home: data)
@@ -143,7 +143,7 @@ def test_cmml_cufs_sweeps_with_the_same_test_persons_for_every_negative_count(mo
 
 
 def test_cmml_cufs_tuning_is_the_iteration_stage(monkeypatch):
-    import crossmetric.protocols as P
+    import crossmetric.protocols.runner as P  # run_many looks run_protocols up there
 
     data = fake_cufs(n=60, n_test=0)
     monkeypatch.setattr(C, "cufs_features", lambda home: data)
@@ -166,7 +166,7 @@ def test_cmml_cufs_tuning_is_the_iteration_stage(monkeypatch):
 
 
 def test_in_span_coordinates_change_no_distance_and_no_later_pca():
-    from crossmetric.baselines import fit_pca
+    from crossmetric._solvers.linalg import fit_pca
 
     rng = np.random.RandomState(1)
     X, Y = rng.normal(size=(12, 300)), rng.normal(size=(12, 300))

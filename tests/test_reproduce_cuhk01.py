@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from sklearn.decomposition import PCA
 
-from crossmetric.features import PatchColorSIFT
+from crossmetric.features._patch_color_sift import PatchColorSIFT
 from crossmetric.protocols import run_protocols
 from crossmetric.reproduce import PUBLISHED, REPRODUCTIONS, run_reproduction
 from crossmetric.reproduce.cuhk01 import cuhk01_views, span_coordinates
@@ -83,7 +83,7 @@ def test_tiny_gsm_cuhk01_runs_and_writes_its_files(tmp_path):
 def test_gsm_cuhk01_selection_never_sees_a_test_person(monkeypatch):
     """Leak test: the paper-grid search of every split is handed the split's training
     persons, all of them and no test person."""
-    import crossmetric.model_selection as ms
+    import crossmetric.protocols.model_selection as ms
 
     protocols = sys.modules[run_protocols.__module__]
     tests, searched = [], []
@@ -133,7 +133,7 @@ def test_cli_device_and_feature_cache_belong_to_the_cuhk01_reproductions(capsys)
     from crossmetric.cli import main
 
     assert main(["reproduce", "pcca-viper", "--device", "cuda"]) == 2
-    assert "gsm-cuhk01-deep train DeepGSM" in capsys.readouterr().err
+    assert "only gsm-cufs and gsm-cuhk01-deep take it" in capsys.readouterr().err
     assert main(["reproduce", "pku-sketch", "--feature-cache", "x.npz"]) == 2
     assert "only gsm-cuhk01 and gsm-cuhk01-deep" in capsys.readouterr().err
     assert main(["reproduce", "--list"]) == 0

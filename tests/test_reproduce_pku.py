@@ -4,7 +4,7 @@ persons only, descriptors, settings, parallel splits."""
 import numpy as np
 import pytest
 
-import crossmetric.model_selection as ms
+import crossmetric.protocols.model_selection as ms
 from crossmetric.reproduce import pku as P
 
 

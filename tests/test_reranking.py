@@ -8,7 +8,7 @@ import pytest
 from sklearn.metrics.pairwise import euclidean_distances
 
 from crossmetric import metrics as M
-from crossmetric.reranking import re_ranking as re_ranking_module
+from crossmetric.metrics.reranking import re_ranking as re_ranking_module
 
 
 def _slow_re_ranking(q_g, q_q, g_g, k1, k2, lam):
@@ -74,7 +74,7 @@ def test_small_jaccard_blocks_give_the_same_result(monkeypatch):
     Q, G, _, _ = _clusters(rng, 12, 30)
     args = [euclidean_distances(A, B) for A, B in ((Q, G), (Q, Q), (G, G))]
     ref = M.re_ranking(*args, k1=5, k2=3)
-    import crossmetric.reranking as rr
+    import crossmetric.metrics.reranking as rr
 
     monkeypatch.setattr(rr, "_TRIPLES", 50)
     monkeypatch.setattr(rr, "_BLOCK", 64)
@@ -149,7 +149,7 @@ def _fitted_pcca():
 
 
 def test_refine_distances_on_a_model_equals_the_plain_functions():
-    from crossmetric.reid import refine_distances
+    from crossmetric.protocols.reid import refine_distances
 
     est, d = _fitted_pcca()
     Q, G = d.X[:30], d.X[30:]
@@ -168,7 +168,7 @@ def test_refine_distances_on_a_model_equals_the_plain_functions():
 def test_refine_distances_refuses_a_cross_modal_score():
     from crossmetric import GSM
     from crossmetric.pairs import make_pairs
-    from crossmetric.reid import refine_distances
+    from crossmetric.protocols.reid import refine_distances
 
     rng = np.random.RandomState(0)
     X, Y, lab = rng.rand(40, 5), rng.rand(40, 4), np.arange(40) % 8
@@ -184,7 +184,7 @@ def test_evaluate_reid_and_run_protocols_options():
     from crossmetric import PCCA
     from crossmetric.datasets import make_cross_modal
     from crossmetric.protocols import run_protocols
-    from crossmetric.reid import evaluate_reid, refine_distances, reid_splits
+    from crossmetric.protocols.reid import evaluate_reid, refine_distances, reid_splits
 
     d = make_cross_modal(160, n_classes=20, n_features_x=6, n_features_y=6, random_state=0)
     split = reid_splits(d.labels, n_test=10, n_splits=1, random_state=0)[0]
@@ -208,7 +208,7 @@ def test_evaluate_reid_and_run_protocols_options():
 
 def test_index_search_re_rank():
     pytest.importorskip("faiss")
-    from crossmetric.reid import refine_distances
+    from crossmetric.protocols.reid import refine_distances
     from crossmetric.retrieval import Index
 
     rng = np.random.RandomState(0)

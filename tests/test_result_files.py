@@ -8,7 +8,7 @@ import pytest
 from crossmetric import Euclidean
 from crossmetric.datasets import make_cross_modal
 from crossmetric.protocols import BenchmarkResult, run_protocols
-from crossmetric.result_files import RESULT_FILES, write_result_files
+from crossmetric.protocols.result_files import RESULT_FILES, write_result_files
 
 
 @pytest.fixture(scope="module")

@@ -13,8 +13,8 @@ import time
 import numpy as np
 import pytest
 
-from crossmetric._run_records import RunRecords
 from crossmetric.cli import main
+from crossmetric.cli._run_records import RunRecords
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -13,11 +13,12 @@ from sklearn.exceptions import ConvergenceWarning, NotFittedError
 pytest.importorskip("faiss")
 
 from crossmetric._base import CrossModalMixin  # noqa: E402
-from crossmetric._faiss_tools import default_nlist  # noqa: E402
-from crossmetric.clml import CLML  # noqa: E402
-from crossmetric.ldml import LDML  # noqa: E402
+from crossmetric.learners.clml import CLML  # noqa: E402
+from crossmetric.learners.ldml import LDML  # noqa: E402
+from crossmetric.metrics._faiss_tools import default_nlist  # noqa: E402
+from crossmetric.metrics._faiss_tools import first_distinct as _first_distinct  # noqa: E402
 from crossmetric.pairs import make_pairs  # noqa: E402
-from crossmetric.retrieval import Index, _first_distinct, set_num_threads  # noqa: E402
+from crossmetric.retrieval import Index, set_num_threads  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

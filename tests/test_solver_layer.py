@@ -1,15 +1,15 @@
 """The solver layer (issue 21 item 2): one Adam, one epoch loop, one pairs → samples step, and
 the old module paths kept as aliases."""
 
-import importlib
 
 import numpy as np
 import pytest
 
-from crossmetric._base import PairData, canonical_pairs, used_pairs
 from crossmetric._solvers.early_stopping import split_pairs
-from crossmetric._solvers.epochs import EpochPlateau, run_epochs
+from crossmetric._solvers.epochs import run_epochs
 from crossmetric._solvers.optim import Adam, ScaledSGD
+from crossmetric._solvers.stopping import EpochPlateau
+from crossmetric.pairs._pair_data import PairData, canonical_pairs, used_pairs
 
 
 def _adam_reference(theta, grads, lr, eps_on, b1=0.9, b2=0.999, eps=1e-8):
@@ -130,38 +130,6 @@ def test_the_early_stopping_split_holds_only_the_samples_of_its_pairs():
     rows = {tuple(r) for r in train.X} & {tuple(r) for r in val.X}
     assert not rows and len(y_train) == len(train.ix)
     assert validation.tied and len(validation.ids_x) == len(val.X)
-
-
-@pytest.mark.parametrize("old, new", [
-    ("crossmetric._stochastic", "crossmetric._solvers.stochastic"),
-    ("crossmetric._early_stopping", "crossmetric._solvers.early_stopping"),
-])
-def test_old_module_paths_are_the_new_modules(old, new, monkeypatch):
-    assert importlib.import_module(old) is importlib.import_module(new)
-    sentinel = object()
-    monkeypatch.setattr(f"{old}.STOCHASTIC_SOLVERS" if "stochastic" in old
-                        else f"{old}.clear", sentinel)
-    module = importlib.import_module(new)
-    assert sentinel in (getattr(module, "STOCHASTIC_SOLVERS", None),
-                        getattr(module, "clear", None))
-
-
-def test_old_private_names_stay_importable():
-    from crossmetric._gsm_training import Adam as OldAdam
-    from crossmetric._logistic_metric import (  # noqa: F401
-        INITS,
-        SOLVERS,
-        PairLogisticObjective,
-        _Plateau,
-        initial_weights,
-        lbfgs,
-        rescale_to_unit_distance,
-        solve,
-    )
-    from crossmetric.auc import pauc_window_bounds, phi_plus, ppa_step, prox_logdet  # noqa
-    from crossmetric.ldml import _initial_projection, _used_samples  # noqa: F401
-
-    assert OldAdam is Adam
 
 
 def test_identity_start_is_the_first_coordinates_and_refuses_kernel_towers():

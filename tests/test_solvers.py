@@ -8,7 +8,8 @@ from scipy.optimize import rosen, rosen_der
 from sklearn.exceptions import ConvergenceWarning
 
 from crossmetric import CMML, PCCA
-from crossmetric._solvers.descent import _Plateau, lbfgs
+from crossmetric._solvers.descent import lbfgs
+from crossmetric._solvers.stopping import BestPlateau as _Plateau
 from crossmetric.datasets import load_digits_views
 from crossmetric.losses import generalized_logistic
 from crossmetric.pairs import make_pairs

@@ -5,7 +5,6 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from crossmetric._gsm_measure import gsm_loss, gsm_loss_grad  # noqa: E402
 from crossmetric.deep.augment import make_augmentation  # noqa: E402
 from crossmetric.deep.data import (  # noqa: E402
     CrossDomainIdentitySampler,
@@ -14,13 +13,14 @@ from crossmetric.deep.data import (  # noqa: E402
     collate_domains,
 )
 from crossmetric.deep.threads import SMALL_ROUND_FLOPS, round_flops, small_net_threads  # noqa: E402
+from crossmetric.learners._gsm_measure import gsm_loss, gsm_loss_grad  # noqa: E402
 from tests._images import write_pngs  # noqa: E402
 
 
 @pytest.mark.parametrize("structure", ["generalized", "euclidean", "inner_product", "ladf"])
 def test_gsm_loss_is_the_loss_of_gsm_loss_grad(structure):
-    from crossmetric._gsm_training import init_params
-    from crossmetric.gsm import GSM
+    from crossmetric.learners._gsm_training import init_params
+    from crossmetric.learners.gsm import GSM
 
     rng = np.random.RandomState(0)
     X, Y = rng.randn(12, 5), rng.randn(9, 5)

@@ -12,8 +12,9 @@ from sklearn.exceptions import ConvergenceWarning
 import crossmetric._solvers.early_stopping as es
 import crossmetric._solvers.linalg as linalg
 from crossmetric import CLML, CMLAUC, CMML, GSM, ITML, LDML, PCCA, MahaAUC, make_pairs
-from crossmetric._base import PairData, squared_euclidean_matrix
+from crossmetric._base import squared_euclidean_matrix
 from crossmetric._solvers.span import complement_distances
+from crossmetric.pairs._pair_data import PairData
 
 
 def _wide_views(n=40, d=120, seed=0):

@@ -10,10 +10,10 @@ from sklearn.exceptions import ConvergenceWarning
 
 from crossmetric._solvers.logistic import PairLogisticObjective
 from crossmetric._solvers.stochastic import PairBlocks
-from crossmetric.cmml import CMML
-from crossmetric.ldml import LDML
+from crossmetric.learners.cmml import CMML
+from crossmetric.learners.ldml import LDML
+from crossmetric.learners.pcca import PCCA
 from crossmetric.pairs import make_pairs
-from crossmetric.pcca import PCCA
 
 
 @pytest.fixture(scope="module")
@@ -130,7 +130,7 @@ def test_nystroem_and_errors(digits):
 
 
 def test_clml_minibatch_matches_full_batch(digits):
-    from crossmetric.clml import CLML
+    from crossmetric.learners.clml import CLML
 
     X, Xt, p, y, pt, yt = digits
     kw = dict(n_clusters=2, n_components=6, alpha=1e-2, random_state=0, preprocessor=X)

@@ -1,11 +1,9 @@
 """The one module of plateau rules (issue 21 item 2): CML-AUC's rule and the full-batch solvers'
-are one class, checked against the rules as they were written out before, and the rules stay
-importable from their former homes."""
+are one class, checked against the rules as they were written out before."""
 
 import numpy as np
 import pytest
 
-from crossmetric._solvers import descent, epochs, stopping
 from crossmetric._solvers.stopping import BestPlateau
 
 
@@ -83,15 +81,6 @@ def test_the_window_and_the_floor_change_the_threshold():
     for floor in (0.0, 1e-300):
         rule = BestPlateau(1e-3, 1, floor=floor)
         assert [rule.update(v) for v in (1.0, 0.0, 0.0)] == [False, False, True]
-
-
-def test_rules_keep_their_former_homes():
-    assert descent._Plateau is stopping.BestPlateau
-    assert epochs.EpochPlateau is stopping.EpochPlateau
-    assert epochs.WindowPlateau is stopping.WindowPlateau
-    from crossmetric._logistic_metric import _Plateau
-
-    assert _Plateau is BestPlateau
 
 
 def test_cml_auc_stops_through_the_rule(monkeypatch):

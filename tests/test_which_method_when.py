@@ -151,7 +151,7 @@ def test_real_sets_are_row_aligned(wmw):
     assert v["X"].shape == (632, 924) and np.array_equal(np.sort(v["labels"]), np.arange(1, 633))
     assert v["images_x"].shape == (632, 128, 48, 3) and v["images_x"].max() <= 1.0
     # the LOMO variant: same persons in the same rows, the descriptor of those images
-    from crossmetric.features import LOMO
+    from crossmetric.features._lomo import LOMO
 
     lomo, _ = wmw.load_dataset("viper-lomo", str(DATA), images=False)
     assert lomo["X"].shape == (632, 26960) and np.array_equal(lomo["labels"], v["labels"])

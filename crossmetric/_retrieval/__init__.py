@@ -9,5 +9,5 @@ module                      what
 :mod:`.storage`             save / load in crossmetric's safe format, old joblib files
 ==========================  ==================================================================
 
-faiss itself is reached through :mod:`crossmetric._faiss_tools`.
+faiss itself is reached through :mod:`crossmetric.metrics._faiss_tools`.
 """

@@ -8,7 +8,8 @@ from typing import Self
 import numpy as np
 from sklearn.utils import check_random_state
 
-from crossmetric._faiss_tools import (
+from crossmetric._retrieval.embedding import batches, rows
+from crossmetric.metrics._faiss_tools import (
     BUILTIN_KINDS,
     check_ids,
     default_nlist,
@@ -18,7 +19,6 @@ from crossmetric._faiss_tools import (
     stored_vectors,
     to_device,
 )
-from crossmetric._retrieval.embedding import batches, rows
 
 __all__ = ["IndexBuilding"]
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 from sklearn.utils import gen_batches
 
-from crossmetric._checks import as_float_array
-from crossmetric._faiss_tools import faiss_module
+from crossmetric._utils.checks import as_float_array
+from crossmetric.metrics._faiss_tools import faiss_module
 
 __all__ = ["IndexEmbedding", "batches", "rows"]
 

@@ -8,15 +8,15 @@ import warnings
 import numpy as np
 from sklearn.exceptions import NotFittedError
 
-from crossmetric._checks import check_positive_int
-from crossmetric._faiss_tools import (
+from crossmetric._retrieval.embedding import batches, rows
+from crossmetric._utils.checks import check_positive_int
+from crossmetric.metrics._faiss_tools import (
     faiss_module,
     first_distinct,
     range_concat,
     set_search_breadth,
     stored_vectors,
 )
-from crossmetric._retrieval.embedding import batches, rows
 
 __all__ = ["IndexSearching"]
 
@@ -112,8 +112,8 @@ class IndexSearching:
 
     def _search_re_ranked(self, Q, k: int, re_rank):
         """:meth:`search` with k-reciprocal re-ranking of every stored vector."""
-        from crossmetric.reid import _re_rank_params, _sq_dist
-        from crossmetric.reranking import re_ranking
+        from crossmetric._retrieval.refine import _re_rank_params, _sq_dist
+        from crossmetric.metrics.reranking import re_ranking
 
         params = _re_rank_params(re_rank)
         if self.kind != "flat" or self.metric != "l2":

@@ -10,7 +10,7 @@ from typing import Self
 
 import numpy as np
 
-from crossmetric._faiss_tools import faiss_module, strip_model, to_cpu, to_device
+from crossmetric.metrics._faiss_tools import faiss_module, strip_model, to_cpu, to_device
 
 __all__ = ["IndexStorage"]
 

@@ -21,8 +21,4 @@ module                      what
 :mod:`.gsm_tying`           GSM's parameter tying per structure, one function for NumPy
                             (``GSM``) and torch (``DeepGSM``)
 ==========================  ==================================================================
-
-The old module paths (``crossmetric._stochastic``, ``crossmetric._early_stopping``,
-``crossmetric._logistic_metric``) stay importable, and so do the linear-algebra helpers
-under ``crossmetric.baselines``.
 """

@@ -4,7 +4,7 @@
 MCC, PRDC); :func:`minimize_lbfgs` and :func:`minimize_gd` work on the tower weights of a
 :class:`~crossmetric._solvers.logistic.TowerProblem` (PCCA, CMML), the latter with the
 K⁻¹-preconditioned direction of kernel towers (pcca eq. 9-10, cmml eq. 12). :func:`solve`
-picks one. All stop on a plateau of the best objective (:class:`_Plateau`, the
+picks one. All stop on a plateau of the best objective (the
 :class:`~crossmetric._solvers.stopping.BestPlateau` rule) or when an
 :class:`~crossmetric._solvers.early_stopping.EarlyStopping` monitor says so.
 """
@@ -20,9 +20,9 @@ import scipy.optimize
 from sklearn.exceptions import ConvergenceWarning
 from threadpoolctl import threadpool_limits
 
-from crossmetric._checks import user_stacklevel
 from crossmetric._solvers.early_stopping import clear
 from crossmetric._solvers.stopping import BestPlateau
+from crossmetric._utils.checks import user_stacklevel
 
 if TYPE_CHECKING:  # pragma: no cover
     from crossmetric._solvers.logistic import TowerProblem
@@ -38,10 +38,6 @@ def _print_header(verbose: int, name: str) -> None:
         print(f"[{name}]")
         print(f"{'iter':>6} {'objective':>14} {'step':>10} {'time(s)':>9}")
 
-
-#: the full-batch solvers' rule (:class:`~crossmetric._solvers.stopping.BestPlateau`, ``tol`` per
-#: iteration over a window of 10); its former name here
-_Plateau = BestPlateau
 
 
 def _print_row(verbose: int, it: int, loss: float, step: float, t0: float) -> None:
@@ -60,7 +56,7 @@ def lbfgs(fun, theta0: np.ndarray, *, max_iter: int, tol: float, verbose: int = 
     """Minimise ``fun(theta) -> (loss, grad)`` with scipy's L-BFGS-B, as scikit-learn's NCA.
 
     Stops when the objective has decreased by less than ``tol`` *relative to its value* per
-    iteration over the last 10 iterations (:class:`_Plateau`, checked in the callback; scipy's
+    iteration over the last 10 iterations (:class:`BestPlateau`, checked in the callback; scipy's
     own ``ftol`` divides by ``max(|f|, 1)``, which for mean losses ≪ 1 is an absolute
     tolerance, so it is switched off), or when scipy finds no further decrease (its line search
     fails or the projected gradient vanishes). ``monitor`` (an :class:`EarlyStopping`) is told
@@ -72,7 +68,7 @@ def lbfgs(fun, theta0: np.ndarray, *, max_iter: int, tol: float, verbose: int = 
     curve: list[float] = []
     t0 = time.perf_counter()
     _print_header(verbose, name)
-    plateau = _Plateau(tol)
+    plateau = BestPlateau(tol)
     state = {"stopped": False}
 
     def callback(intermediate_result):
@@ -144,7 +140,7 @@ def minimize_gd(problem: TowerProblem, W0s, *, max_iter: int, tol: float, verbos
       are evaluated on the embeddings, ``F − η Φ dᵀ``, O(n_pairs · k) each. If the curvature
       along the last step is not positive the last accepted step is doubled instead.
 
-    The run stops on a plateau of the best objective (:class:`_Plateau`: less than ``tol``
+    The run stops on a plateau of the best objective (:class:`BestPlateau`: less than ``tol``
     relative decrease per iteration over the last 10 iterations), when no step lowers the
     objective at all, or when ``monitor`` (an :class:`EarlyStopping`) says so. The best iterate
     seen is returned (the monitor's best on the validation pairs when there is a monitor).
@@ -158,7 +154,7 @@ def minimize_gd(problem: TowerProblem, W0s, *, max_iter: int, tol: float, verbos
     curve: list[float] = []
     recent = [loss]
     best_loss, best_Ws = loss, Ws
-    plateau = _Plateau(tol)
+    plateau = BestPlateau(tol)
     step = float(step0)
     t0 = time.perf_counter()
     _print_header(verbose, name)

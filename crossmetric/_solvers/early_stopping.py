@@ -50,12 +50,13 @@ from typing import NamedTuple
 import numpy as np
 from sklearn.utils import check_random_state
 
-from crossmetric._base import PairData, squared_euclidean_matrix, used_pairs
-from crossmetric._checks import check_positive_int, check_positive_scalar
-from crossmetric._identity_draws import hold_out_identities
+from crossmetric._base import squared_euclidean_matrix
+from crossmetric._utils.checks import check_positive_int, check_positive_scalar
 from crossmetric.losses import generalized_logistic
 from crossmetric.metrics import roc_auc
 from crossmetric.pairs import identities_from_pairs, positive_components
+from crossmetric.pairs._identity_draws import hold_out_identities
+from crossmetric.pairs._pair_data import PairData, used_pairs
 
 __all__ = ["AUTO_MAX_IDENTITIES", "EarlyStopping", "Validation", "validation_split",
            "check_early_stopping", "resolve_early_stopping", "split_pairs", "choose_start",

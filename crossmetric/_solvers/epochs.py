@@ -2,11 +2,10 @@
 
 :func:`run_epochs` calls ``epoch()`` (one pass over the batches, returning the epoch's
 objective) until its rule -- :class:`~crossmetric._solvers.stopping.EpochPlateau` or
-:class:`~crossmetric._solvers.stopping.WindowPlateau`, defined in :mod:`.stopping` and still
-importable from here -- says the objective has stopped improving, or ``max_iter`` epochs have
-run. With a held-out ``monitor`` (:class:`~crossmetric._solvers.early_stopping.EarlyStopping`)
-the monitor decides instead, and the parameters of its best check (the start included) are
-kept.
+:class:`~crossmetric._solvers.stopping.WindowPlateau` -- says the objective has stopped
+improving, or ``max_iter`` epochs have run. With a held-out ``monitor``
+(:class:`~crossmetric._solvers.early_stopping.EarlyStopping`) the monitor decides instead,
+and the parameters of its best check (the start included) are kept.
 """
 
 from __future__ import annotations
@@ -14,9 +13,9 @@ from __future__ import annotations
 import time
 from typing import NamedTuple
 
-from crossmetric._solvers.stopping import EpochPlateau, WindowPlateau
+from crossmetric._solvers.stopping import EpochPlateau
 
-__all__ = ["EpochPlateau", "WindowPlateau", "EpochRun", "run_epochs"]
+__all__ = ["EpochRun", "run_epochs"]
 
 
 class EpochRun(NamedTuple):

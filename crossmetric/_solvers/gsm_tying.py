@@ -1,13 +1,13 @@
 """GSM's parameter tying: a structure's free parameters → ``(L_A, L_B, L_Cx, L_Cy, d, e, f)``.
 
 One definition for both implementations of the generalized similarity model: NumPy arrays
-(:func:`crossmetric.gsm.gsm_components`, the feature-based ``GSM``) and torch tensors
+(:func:`crossmetric.learners.gsm.gsm_components`, the feature-based ``GSM``) and torch tensors
 (:class:`crossmetric.deep.networks.SimilarityHead`, ``DeepGSM``; autograd then gives the chain
 rule that ``GSM`` writes out by hand). Only ``@``, ``.T``, ``+``, ``-`` and ``*`` are used on
 the parameters, so the function runs unchanged on either kind of array; the caller supplies
 the zeros of its own kind and the scalar type of the offsets added to ``f``.
 
-The structures (:data:`crossmetric.gsm.STRUCTURES`, §5.5 of Lin et al.):
+The structures (:data:`crossmetric.learners.gsm.STRUCTURES`, §5.5 of Lin et al.):
 
 * ``generalized``, eq. (1)-(3): every matrix and vector free;
 * ``linear``: no affine terms, ``d = e = 0`` (and ``f = 0``, set by the caller);
@@ -28,7 +28,7 @@ def tied_components(params, structure: str, f, zeros, scalar):
     Parameters
     ----------
     params : mapping of str to array or tensor
-        The free parameters of ``structure`` (:data:`crossmetric.gsm.STRUCTURES`).
+        The free parameters of ``structure`` (:data:`crossmetric.learners.gsm.STRUCTURES`).
     structure : str
     f : float or tensor
         The constant before the structure's own offset (the baselines add theirs to it).

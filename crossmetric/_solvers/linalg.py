@@ -1,11 +1,8 @@
 """Linear-algebra helpers of the closed-form learners: the span reduction, PCA, closed-form CCA.
 
-Shared by the baselines (:mod:`crossmetric.baselines`), the discriminant methods
-(:mod:`crossmetric.discriminant`), DML-eig and the PCA / CCA view steps of
-:mod:`crossmetric.protocols`. No learner classes here. The old import paths
-(``crossmetric.baselines.span_basis``, ``cca_directions``, ``pca_basis``, ``fit_pca`` and the
-private ``_thin_qr``, ``_in_span``, ``_from_span``, ``_REDUCE_TO_SPAN``) stay valid, and
-assigning ``crossmetric.baselines._REDUCE_TO_SPAN`` or ``_thin_qr`` still reaches this module.
+Shared by the baselines (:mod:`crossmetric.learners.baselines`), the discriminant methods
+(:mod:`crossmetric.learners.discriminant`), DML-eig and the PCA / CCA view steps of
+:mod:`crossmetric.protocols`. No learner classes here.
 """
 
 from __future__ import annotations
@@ -14,7 +11,7 @@ import numpy as np
 from sklearn.decomposition import PCA
 from threadpoolctl import threadpool_limits
 
-from crossmetric._checks import check_n_components
+from crossmetric._utils.checks import check_n_components
 
 __all__ = ["span_basis", "span_coordinates", "fit_pca", "pca_basis", "cca_directions"]
 

@@ -114,7 +114,7 @@ class PairLogisticObjective:
         """``(E, ∂E/∂F, ∂E/∂threshold)`` when both sides are rows of one embedding ``F``.
 
         With ``beta=1`` and a learned ``threshold`` b this is LDML's log-loss
-        ``ln(1 + exp(y (D − b)))`` (clml eq. 5), used by :mod:`crossmetric.ldml` and CLML.
+        ``ln(1 + exp(y (D − b)))`` (clml eq. 5), used by :mod:`crossmetric.learners.ldml` and CLML.
         """
         if self._S is None:
             self._S = (self._Sx - self._Sy).tocsr()

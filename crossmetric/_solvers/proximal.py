@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from crossmetric._checks import check_positive_scalar
+from crossmetric._utils.checks import check_positive_scalar
 
 __all__ = ["phi_plus", "prox_logdet", "ppa_step"]
 

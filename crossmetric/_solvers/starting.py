@@ -17,7 +17,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils.extmath import randomized_svd
 
 from crossmetric._base import squared_euclidean_rows
-from crossmetric._checks import as_float_array
+from crossmetric._utils.checks import as_float_array
 
 if TYPE_CHECKING:  # pragma: no cover
     from crossmetric._solvers.logistic import TowerProblem

@@ -34,9 +34,10 @@ import warnings
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
-from crossmetric._checks import user_stacklevel
-from crossmetric._solvers.epochs import EpochPlateau, run_epochs
+from crossmetric._solvers.epochs import run_epochs
 from crossmetric._solvers.optim import Adam, ScaledSGD
+from crossmetric._solvers.stopping import EpochPlateau
+from crossmetric._utils.checks import user_stacklevel
 
 __all__ = ["STOCHASTIC_SOLVERS", "PairBlocks", "minimize_stochastic", "sample_pairs",
            "fit_pair_towers", "fit_theta", "refuse_early_stopping", "stochastic_settings"]
@@ -170,9 +171,9 @@ def fit_pair_towers(data, y, *, tied: bool, kernels, gammas, approximation, n_la
     Returns ``(Ws, maps, loss_curve, n_epochs)``: one weight matrix and one feature map
     (``None`` for a linear tower) per tower.
     """
-    from crossmetric._checks import check_n_components
     from crossmetric._solvers.logistic import PairLogisticObjective, Tower, TowerProblem
     from crossmetric._solvers.starting import initial_weights, rescale_to_unit_distance
+    from crossmetric._utils.checks import check_n_components
     from crossmetric.kernels import NystroemMap
 
     blocks = PairBlocks(data.X, data.Y, data.ix, data.iy, y, tied)
@@ -249,7 +250,7 @@ def stochastic_settings(estimator) -> dict:
     :func:`fit_pair_towers` that every stochastic learner passes alike."""
     from sklearn.utils import check_random_state
 
-    from crossmetric._checks import check_positive_int, check_positive_scalar
+    from crossmetric._utils.checks import check_positive_int, check_positive_scalar
 
     return {"batch_size": check_positive_int(estimator.batch_size, "batch_size"),
             "learning_rate": check_positive_scalar(estimator.learning_rate, "learning_rate"),

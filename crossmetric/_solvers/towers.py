@@ -17,12 +17,6 @@ import numpy as np
 from sklearn.utils import check_random_state
 
 from crossmetric._base import with_complement
-from crossmetric._checks import (
-    check_choice,
-    check_n_components,
-    check_positive_int,
-    check_positive_scalar,
-)
 from crossmetric._solvers.descent import SOLVERS, blas_threads, solve
 from crossmetric._solvers.early_stopping import (
     check_early_stopping,
@@ -48,6 +42,12 @@ from crossmetric._solvers.stochastic import (
     fit_pair_towers,
     refuse_early_stopping,
     stochastic_settings,
+)
+from crossmetric._utils.checks import (
+    check_choice,
+    check_n_components,
+    check_positive_int,
+    check_positive_scalar,
 )
 from crossmetric.kernels import (
     KernelMap,

@@ -11,9 +11,7 @@ One module per command (:mod:`~crossmetric.cli.benchmark`, :mod:`~crossmetric.cl
 :mod:`~crossmetric.cli.evaluate`, :mod:`~crossmetric.cli.search`,
 :mod:`~crossmetric.cli.reproduce`, :mod:`~crossmetric.cli.features`), the argument parser in
 :mod:`~crossmetric.cli.parser`, what they share in ``_common`` and the benchmark's data sources
-in ``_data``. Every name of the former one-module ``crossmetric/cli.py`` is still an attribute
-of this package; a command finds the library functions that tests replace
-(``_write_benchmark_files``) here, so that monkeypatching ``crossmetric.cli.NAME`` still works.
+in ``_data``.
 
 Examples
 --------
@@ -38,61 +36,8 @@ Examples
 
 from __future__ import annotations
 
-# the names of the former crossmetric/cli.py, private ones included (tests import and
-# monkeypatch them here)
-from crossmetric.cli._common import (  # noqa: F401
-    _DESCRIPTORS,
-    CLIError,
-    _check_int,
-    _check_output_dir,
-    _check_output_file,
-    _check_pair_rows,
-    _load_array,
-    _load_label_file,
-    _load_model,
-    _load_pairs,
-    _one_line,
-    _parse_params,
-    _parse_size,
-    _preprocessor,
-    _save_model,
-)
-from crossmetric.cli._data import (  # noqa: F401
-    _describe_images,
-    _images_to_dataset,
-    _load_named_dataset,
-    _own_dataset,
-)
-from crossmetric.cli._entry import _sigterm_unwinds, _Terminated, main  # noqa: F401
-from crossmetric.cli.benchmark import (  # noqa: F401
-    _BENCHMARK_FILES,
-    _cap_components,
-    _method_kind,
-    _method_list,
-    _print_method_list,
-    _resolve_benchmark_config,
-    _validate_benchmark,
-    _write_benchmark_files,
-    cmd_benchmark,
-)
-from crossmetric.cli.evaluate import (  # noqa: F401
-    _identification,
-    _load_pictures,
-    _parse_ranks,
-    _show_ranks,
-    _validate_evaluate,
-    cmd_evaluate,
-)
-from crossmetric.cli.features import _ANY_IMAGE, cmd_features  # noqa: F401
-from crossmetric.cli.fit import _fit_pairs, cmd_fit  # noqa: F401
-from crossmetric.cli.parser import (  # noqa: F401
-    _methods_epilog,
-    _Parser,
-    _quiet_options,
-    build_parser,
-)
-from crossmetric.cli.reproduce import cmd_reproduce  # noqa: F401
-from crossmetric.cli.search import _exhaustive_search, _write_search_csv, cmd_search  # noqa: F401
-from crossmetric.persistence import atomic_open  # noqa: F401
+from crossmetric.cli._common import CLIError
+from crossmetric.cli._entry import main
+from crossmetric.cli.parser import build_parser
 
 __all__ = ["main", "build_parser", "CLIError"]

@@ -3,24 +3,14 @@ checks of options and output paths."""
 
 from __future__ import annotations
 
-import importlib
 import os
 import sys
 
 import numpy as np
 
-from crossmetric._image_views import DESCRIPTORS as _DESCRIPTORS  # noqa: F401 (--descriptor)
-
 
 class CLIError(Exception):
     """A user-facing error: printed on one line, exit code 2."""
-
-
-def _package_attr(name: str):
-    """``crossmetric.cli.<name>``, looked up when called: the commands reach the library through
-    the package's attributes so that a test can monkeypatch them there (as in the one-module
-    CLI of before)."""
-    return getattr(importlib.import_module("crossmetric.cli"), name)
 
 
 # ------------------------------------------------------------------------------ helpers
@@ -128,7 +118,7 @@ def _check_output_file(path: str | None, what: str, exts: tuple[str, ...] | None
 def _is_output_folder(full: str, what: str = "--out") -> bool:
     """``full`` is empty or holds files a crossmetric run writes: its result files,
     ``config.toml``, the lock file, or the ``.staging-*`` folder of a run that was stopped."""
-    from crossmetric.result_files import RESULT_FILES
+    from crossmetric.protocols.result_files import RESULT_FILES
 
     try:
         names = os.listdir(full)
@@ -236,7 +226,7 @@ def _parse_params(method: str, items) -> dict:
 def _parse_size(text: str | None):
     """``--size WxH`` as ``(width, height)``, each side at most
     :data:`crossmetric.datasets.MAX_IMAGE_SIDE` pixels."""
-    from crossmetric._image_folder import MAX_IMAGE_SIDE
+    from crossmetric.datasets._image_folder import MAX_IMAGE_SIDE
 
     if text is None:
         return None

@@ -24,8 +24,8 @@ def _describe_images(images, descriptor: str, params=None, progress: bool = Fals
     """Feature rows of an image stack ``(n, h, w[, 3])``
     (:func:`crossmetric.datasets.describe_images`), with the command line's messages;
     ``progress``: a bar on stderr."""
-    from crossmetric._image_views import DescriptorError
     from crossmetric.datasets import describe_images
+    from crossmetric.features._image_views import DescriptorError
 
     _check_image_stack(images)
     _check_descriptor(descriptor, params)
@@ -41,7 +41,7 @@ def _describe_images(images, descriptor: str, params=None, progress: bool = Fals
 
 def _check_descriptor(descriptor: str, params) -> None:
     """The descriptor's class has every parameter of ``params`` (checked before images load)."""
-    from crossmetric._image_views import make_descriptor
+    from crossmetric.features._image_views import make_descriptor
 
     try:
         make_descriptor(descriptor, params)
@@ -88,8 +88,8 @@ def _images_to_dataset(bunch, descriptor: str, what: str, params=None,
     (:func:`crossmetric.datasets.image_views`: one modality, or two domains paired row by
     row), described by ``descriptor`` with the class parameters ``params``; ``progress``: a
     bar on stderr while the descriptors are computed."""
-    from crossmetric._image_views import DescriptorError
     from crossmetric.datasets import image_views
+    from crossmetric.features._image_views import DescriptorError
 
     if np.asarray(bunch.ids).size:
         _check_image_stack(bunch.images)
@@ -184,8 +184,8 @@ def _reid_layout_dataset(name: str, spec: str, arg: str, args):
     from sklearn.utils import Bunch
 
     from crossmetric import datasets
-    from crossmetric._image_views import DescriptorError
     from crossmetric.datasets.reid_layouts import _CUHK03_KINDS, _LAYOUT_NAMES
+    from crossmetric.features._image_views import DescriptorError
 
     kw = {}
     if name == "cuhk03":

@@ -91,7 +91,7 @@ def _main(argv: list[str] | None) -> int:
         if getattr(args, "func", None) is None:
             parser.print_help(sys.stderr)
             return 2
-        from crossmetric._parallel import parent_watched_workers
+        from crossmetric.cli._parallel import parent_watched_workers
 
         # loky workers end with this process, even when it is killed (SIGKILL)
         with _sigterm_unwinds(), parent_watched_workers():

@@ -1,5 +1,5 @@
 """``crossmetric benchmark``'s records of finished (method, split) units and ``--resume``
-(:mod:`crossmetric._run_records` does the writing and reading)."""
+(:mod:`crossmetric.cli._run_records` does the writing and reading)."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ def run_settings(cfg, estimators, dataset, protocols, level, lfw_pairs=None, lfw
     protocol, folds, repeats, tuning, the split options and a fixed split's rows, ...), as
     JSON values."""
     import crossmetric
-    from crossmetric._run_records import data_digest, method_settings
+    from crossmetric.cli._run_records import data_digest, method_settings
 
     out = {"data X": data_digest(dataset["X"]), "data Y": data_digest(dataset.get("Y"))}
     for key in ("labels", "instance", "cams", "cams_y", "reid_split"):
@@ -43,7 +43,7 @@ def run_settings(cfg, estimators, dataset, protocols, level, lfw_pairs=None, lfw
 
 def check_resume(args) -> None:
     """``--resume``: a stopped run into ``--out`` exists (checked before any data is read)."""
-    from crossmetric._run_records import ResumeError, RunRecords
+    from crossmetric.cli._run_records import ResumeError, RunRecords
 
     if getattr(args, "resume", False):
         try:
@@ -53,9 +53,9 @@ def check_resume(args) -> None:
 
 
 def open_records(args, settings: dict):
-    """The run's :class:`~crossmetric._run_records.RunRecords` (``--resume``: the stopped
+    """The run's :class:`~crossmetric.cli._run_records.RunRecords` (``--resume``: the stopped
     run's, checked), with a note of what is resumed; a refusal is one line."""
-    from crossmetric._run_records import ResumeError, RunRecords
+    from crossmetric.cli._run_records import ResumeError, RunRecords
 
     try:
         records = RunRecords.open(args.out, settings, resume=bool(getattr(args, "resume",

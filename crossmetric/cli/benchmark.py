@@ -16,12 +16,11 @@ from crossmetric.cli._common import (
     _check_output_dir,
     _load_array,
     _one_line,
-    _package_attr,
     _parse_size,
 )
 from crossmetric.cli._data import _load_named_dataset, _own_dataset
 from crossmetric.cli._resume import check_resume, open_records, run_settings, stopped_note
-from crossmetric.result_files import RESULT_FILES, write_result_files
+from crossmetric.protocols.result_files import RESULT_FILES, write_result_files
 
 
 def _method_list(text: str | None) -> list[str]:
@@ -74,8 +73,8 @@ def _print_method_list() -> None:
 
 def _cap_components(estimators: dict, X: np.ndarray, Y: np.ndarray | None) -> None:
     """The registry's ``n_components`` capped at the narrowest view of the user's data
-    (:func:`crossmetric.registry.cap_n_components_to_views`), each change noted on stderr."""
-    from crossmetric.registry import cap_n_components_to_views
+    (:func:`crossmetric.protocols.views.cap_n_components_to_views`), each change noted on stderr."""
+    from crossmetric.protocols.views import cap_n_components_to_views
 
     for note in cap_n_components_to_views(estimators, X, Y):
         print(note, file=sys.stderr)
@@ -419,7 +418,7 @@ def _print_results(result, args, description: str, elapsed: float, lfw) -> None:
                      "training pairs, 32 dims), as the CML-AUC paper's -C rows")
     notes.extend(f"  {note}" for note in extra)
     if result.info.get("tuned"):
-        from crossmetric.model_selection import describe_choices
+        from crossmetric.protocols.model_selection import describe_choices
 
         notes.append(f"\nhyper-parameters chosen by {args.tune_folds}-fold inner "
                      f"cross-validation on each split's training objects (folds grouped by "
@@ -440,7 +439,7 @@ def _write_outputs(result, description: str, args, cfg, names, estimators) -> No
     out = args.out
     try:
         with atomic_folder(out, owned=_BENCHMARK_FILES) as stage:
-            written = _package_attr("_write_benchmark_files")(
+            written = _write_benchmark_files(
                 result, description, stage, top_k=getattr(args, "plot_top", None))
             cfg.options["methods"] = names
             cfg.write(os.path.join(stage, "config.toml"),
@@ -504,7 +503,7 @@ _BENCHMARK_FILES = (*RESULT_FILES, "config.toml")
 
 def _write_benchmark_files(result, description: str, out: str, rocs=None, cmcs=None, *,
                            top_k: int | None = None):
-    """The result files (:func:`crossmetric.result_files.write_result_files`; ``rocs`` and
+    """The result files (:func:`crossmetric.protocols.result_files.write_result_files`; ``rocs`` and
     ``cmcs``, the curves of ``result``, are accepted for the former signature and not used;
     ``top_k``: ``--plot-top``); returns the names written."""
     return write_result_files(result, out, description=description, top_k=top_k)

@@ -168,7 +168,7 @@ def _load_pictures(path: str, what: str) -> np.ndarray:
     """Pictures for --show-ranks: a .npy array (n, h, w) or (n, h, w, 1 | 3 | 4)."""
     if not path.lower().endswith(".npy") or not os.path.isfile(path):
         raise CLIError(f"{what}: expected an existing .npy file of images, got {path!r}.")
-    from crossmetric._array_files import check_array_file
+    from crossmetric._utils.array_files import check_array_file
 
     try:
         check_array_file(path)  # the declared size against the file's, before allocating

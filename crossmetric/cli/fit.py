@@ -186,9 +186,9 @@ def _fit_reporting_warnings(est, pairs: np.ndarray, y: np.ndarray,
 
 def _refuse_conflicts(est, X, Y, pairs, y, source: str) -> None:
     """Pairs of the same two samples labelled +1 and -1 among all the pairs given, before
-    some are held out (:func:`crossmetric._pair_data.resolve_conflicts`, as the learners'
+    some are held out (:func:`crossmetric.pairs._pair_data.resolve_conflicts`, as the learners'
     ``fit`` checks them)."""
-    from crossmetric._pair_data import (
+    from crossmetric.pairs._pair_data import (
         PairConflictError,
         PairData,
         canonical_pairs,

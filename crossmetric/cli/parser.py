@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import argparse
 
-from crossmetric.cli._common import _DESCRIPTORS, CLIError
+from crossmetric.cli._common import CLIError
 from crossmetric.cli.benchmark import cmd_benchmark
 from crossmetric.cli.evaluate import cmd_evaluate
 from crossmetric.cli.features import cmd_features
 from crossmetric.cli.fit import cmd_fit
 from crossmetric.cli.reproduce import cmd_reproduce
 from crossmetric.cli.search import cmd_search
+from crossmetric.features._image_views import DESCRIPTORS as _DESCRIPTORS
 
 
 class _Parser(argparse.ArgumentParser):
@@ -468,9 +469,8 @@ def _add_reproduce(sub) -> None:
                    help="print the results as JSON (rows of ours / paper / diff) instead of "
                         "the table")
     r.add_argument("--methods", default=None,
-                   help="comma list of the methods to run (pku-sketch: some of euclidean,"
-                        "euclidean-desc,cca,kcca,pcca,cmml,cmlauc,cmlpauc,gsm,clml,deepgsm, "
-                        "default all; gsm-cufs: of euclidean,gsm,gsm-euclidean,deepgsm)")
+                   help="comma list of the methods to run, default all (the reproductions "
+                        "that take a choice, and their methods: see --list)")
     r.add_argument("--setting", default=None, choices=("paper", "legacy"),
                    help="pku-sketch: 'paper' (default) selects every method's paper grid on "
                         "the training persons; 'legacy' the reproduction before issue 20 "

@@ -21,12 +21,18 @@ def _check_name(args, names) -> None:
         raise CLIError(f"--splits must be >= 1, got {args.splits}")
 
 
-def _method_choices() -> dict:
-    """The reproductions that take ``--methods``, and their method names."""
-    from crossmetric.reproduce import PKU_METHODS
-    from crossmetric.reproduce.gsm_cufs import GSM_CUFS_METHODS
+def _names(names) -> str:
+    """``"a"``, ``"a and b"``, ``"a, b and c"``."""
+    names = list(names)
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
 
-    return {"pku-sketch": PKU_METHODS, "gsm-cufs": GSM_CUFS_METHODS}
+
+def _method_choices() -> dict:
+    """The reproductions that take ``--methods``, and their method names
+    (``Reproduction.methods``)."""
+    from crossmetric.reproduce import REPRODUCTIONS
+
+    return {name: rep.methods for name, rep in REPRODUCTIONS.items() if rep.methods}
 
 
 def _methods(args) -> list[str] | None:
@@ -39,7 +45,7 @@ def _methods(args) -> list[str] | None:
     choices = _method_choices()
     if args.name not in choices:
         raise CLIError(f"--methods: the reproduction {args.name!r} runs a fixed set of "
-                       f"methods; only {' and '.join(choices)} take --methods")
+                       f"methods; only {_names(choices)} take --methods")
     unknown = sorted(set(methods) - set(choices[args.name]))
     if unknown:
         raise CLIError(f"--methods: unknown {', '.join(unknown)}; expected some of "
@@ -47,35 +53,35 @@ def _methods(args) -> list[str] | None:
     return methods
 
 
-#: options only some reproductions take: option -> (reproductions, what they do with it,
-#: the reproduction's keyword)
-_OPTIONS = {
-    "deepgsm_members": (("pku-sketch",), "trains DeepGSM", "deepgsm_members"),
-    "show_ranks": (("pku-sketch",), "draws rank lists (it keeps the images of its test "
-                                    "persons)", "show_ranks"),
-    "device": (("gsm-cufs", "gsm-cuhk01-deep"), "train DeepGSM with it", "device"),
-    "epochs": (("gsm-cufs",), "trains DeepGSM with it", "epochs"),
-    "feature_cache": (("gsm-cuhk01", "gsm-cuhk01-deep"), "cache their descriptors", "cache"),
-    "setting": (("pku-sketch",), "takes it", "setting"),
-    "descriptor": (("pku-sketch",), "takes it", "descriptor"),
-}
+def _option_owners() -> dict:
+    """Options only some reproductions take (``Reproduction.options``): option ->
+    ``{reproduction: its keyword}``."""
+    from crossmetric.reproduce import REPRODUCTIONS
+
+    owners: dict = {}
+    for name, rep in REPRODUCTIONS.items():
+        for opt, keyword in rep.options.items():
+            owners.setdefault(opt, {})[name] = keyword
+    return owners
 
 
 def _options(args) -> dict:
-    """The reproduction-specific options given, checked against :data:`_OPTIONS`."""
+    """The reproduction-specific options given, checked against the reproductions'
+    declarations."""
     extra = {}
-    for opt, (names, what, keyword) in _OPTIONS.items():
+    for opt, owners in _option_owners().items():
         value = getattr(args, opt, None)
         if value is None:
             continue
         flag = "--" + opt.replace("_", "-")
-        if args.name not in names:
-            raise CLIError(f"{flag}: only {' and '.join(names)} {what}")
+        if args.name not in owners:
+            verb = "takes" if len(owners) == 1 else "take"
+            raise CLIError(f"{flag}: only {_names(owners)} {verb} it")
         if isinstance(value, int) and value < 1:
             raise CLIError(f"{flag} must be >= 1, got {value}")
-        extra[keyword] = value
+        extra[owners[args.name]] = value
     if "descriptor" in extra:
-        from crossmetric.reproduce import PKU_DESCRIPTORS
+        from crossmetric.reproduce.pku import PKU_DESCRIPTORS
 
         if extra["descriptor"] not in PKU_DESCRIPTORS:
             raise CLIError(f"--descriptor: unknown {extra['descriptor']!r}; expected one of "
@@ -88,8 +94,11 @@ def cmd_reproduce(args) -> int:
     from crossmetric.reproduce import list_reproductions, run_reproduction
 
     if args.list:
+        choices = _method_choices()
         for name, desc in list_reproductions().items():
             print(f"{name:<24} {desc}")
+            if name in choices:
+                print(f"{'':<24} --methods: some of {','.join(choices[name])}")
         return 0
     _check_name(args, list_reproductions())
     methods = _methods(args)

@@ -16,7 +16,6 @@ from crossmetric.cli._common import (
     _load_array,
     _load_model,
     _one_line,
-    _package_attr,
 )
 from crossmetric.cli._pipeline import (
     _apply_pipeline,
@@ -27,7 +26,7 @@ from crossmetric.cli._pipeline import (
     _use_model_settings,
 )
 from crossmetric.persistence import atomic_open
-from crossmetric.retrieval import exhaustive_search as _exhaustive_search  # noqa: F401
+from crossmetric.retrieval import exhaustive_search
 
 
 def _nearest(args, est, method: str, Q: np.ndarray, D: np.ndarray, k: int):
@@ -49,7 +48,7 @@ def _nearest(args, est, method: str, Q: np.ndarray, D: np.ndarray, k: int):
                 raise
             print(f"crossmetric: {method} has no l2 embedding; exhaustive search with "
                   "cross_distance", file=sys.stderr)
-        return _package_attr("_exhaustive_search")(est, Q, D, k)
+        return exhaustive_search(est, Q, D, k)
     except ValueError as exc:
         raise CLIError(_one_line(exc)) from None
 
@@ -112,7 +111,7 @@ def cmd_search(args) -> int:
         k = D.shape[0]
     if swap:  # queries of the model's second side: exact search by its distance
         try:
-            dist, ids = _package_attr("_exhaustive_search")(_SwappedSides(est), Q, D, k)
+            dist, ids = exhaustive_search(_SwappedSides(est), Q, D, k)
         except ValueError as exc:
             raise CLIError(_one_line(exc)) from None
     else:

@@ -16,8 +16,8 @@ loader knows it, ``instance[r]`` the object id used for instance-level matching.
 * :func:`make_cross_modal` -- synthetic two-view data with a known shared latent space.
 * :func:`load_image_folder`, :func:`load_viper`, :func:`load_pku_sketch`, :func:`load_cufs`,
   :func:`load_cuhk01` -- images of any folder layout described by a regular expression (defined
-  in :mod:`crossmetric._image_folder`); a file of more than :data:`MAX_IMAGE_PIXELS` pixels is
-  refused before it is decoded, and a resize ``size`` has sides of at most
+  in :mod:`crossmetric.datasets._image_folder`); a file of more than :data:`MAX_IMAGE_PIXELS`
+  pixels is refused before it is decoded, and a resize ``size`` has sides of at most
   :data:`MAX_IMAGE_SIDE` pixels.
 * :func:`load_market1501`, :func:`load_dukemtmc`, :func:`load_msmt17`, :func:`load_cuhk03` --
   the large re-identification benchmarks in their own folder layouts, with their
@@ -25,17 +25,15 @@ loader knows it, ``instance[r]`` the object id used for instance-level matching.
   (:class:`ImageFiles`; defined in :mod:`.reid_layouts`).
 * :func:`describe_images`, :func:`pair_domains`, :func:`image_views` -- loaded images as
   feature rows, the two domains of a folder paired row by row (defined in
-  :mod:`crossmetric._image_views`).
+  :mod:`crossmetric.features._image_views`).
 
 One module per source (:mod:`.digits`, :mod:`.mfeat`, :mod:`.lfw`, :mod:`.files`,
-:mod:`.synthetic`, :mod:`.reid_layouts`); every name, private ones included, is importable
-from here as before.
+:mod:`.synthetic`, :mod:`.reid_layouts`); the public loaders are importable from here.
 """
 
 from __future__ import annotations
 
-from crossmetric._aliases import forward_assignments
-from crossmetric._image_folder import (
+from crossmetric.datasets._image_folder import (
     MAX_IMAGE_PIXELS,
     MAX_IMAGE_SIDE,
     load_cufs,
@@ -44,40 +42,10 @@ from crossmetric._image_folder import (
     load_pku_sketch,
     load_viper,
 )
-from crossmetric._image_views import describe_images, image_views, pair_domains
-from crossmetric.datasets import digits, files, lfw, mfeat, reid_layouts, synthetic
-from crossmetric.datasets.digits import (  # noqa: F401
-    _EDGE_SIGMA,
-    _SKETCH_SEED,
-    DIGITS_SIDE,
-    _digits_views_cached,
-    _sketch_images,
-    hog_descriptor,
-    load_digits_views,
-)
-from crossmetric.datasets.files import (  # noqa: F401
-    _HEADER_WORDS,
-    TEXT_EXTENSIONS,
-    _is_number,
-    _read_csv_matrix,
-    _read_text_lines,
-    load_features,
-    load_image_list,
-    load_labels,
-    load_pairs,
-)
-from crossmetric.datasets.lfw import (  # noqa: F401
-    _LFW_FILE,
-    _parse_image_key,
-    lfw_pair_indices,
-    read_lfw_pairs,
-)
-from crossmetric.datasets.mfeat import (  # noqa: F401
-    _MFEAT_ROWS,
-    MFEAT_VIEWS,
-    _read_mfeat_view,
-    load_mfeat,
-)
+from crossmetric.datasets.digits import hog_descriptor, load_digits_views
+from crossmetric.datasets.files import load_features, load_image_list, load_labels, load_pairs
+from crossmetric.datasets.lfw import lfw_pair_indices, read_lfw_pairs
+from crossmetric.datasets.mfeat import MFEAT_VIEWS, load_mfeat
 from crossmetric.datasets.reid_layouts import (
     REID_SPLITS,
     ImageFiles,
@@ -86,9 +54,8 @@ from crossmetric.datasets.reid_layouts import (
     load_market1501,
     load_msmt17,
 )
-from crossmetric.datasets.synthetic import (  # noqa: F401
-    make_cross_modal,
-)
+from crossmetric.datasets.synthetic import make_cross_modal
+from crossmetric.features._image_views import describe_images, image_views, pair_domains
 
 __all__ = [
     "load_digits_views",
@@ -119,6 +86,3 @@ __all__ = [
     "pair_domains",
     "image_views",
 ]
-
-# the loaders live in the submodules: assigning a name here also rebinds it there
-forward_assignments(__name__, digits, files, lfw, mfeat, reid_layouts, synthetic)

@@ -8,8 +8,8 @@ import os
 
 import numpy as np
 
-from crossmetric._array_files import check_array_file
-from crossmetric._checks import check_pair_labels
+from crossmetric._utils.array_files import check_array_file
+from crossmetric._utils.checks import check_pair_labels
 
 __all__ = ["load_features", "load_pairs", "load_labels", "load_image_list"]
 

@@ -17,8 +17,8 @@ from pathlib import Path
 import numpy as np
 from sklearn.utils import Bunch
 
-from crossmetric._checks import check_choice
-from crossmetric._image_folder import _COLORS, _check_size, read_image_stack
+from crossmetric._utils.checks import check_choice
+from crossmetric.datasets._image_folder import _COLORS, _check_size, read_image_stack
 
 __all__ = ["ImageFiles", "load_market1501", "load_dukemtmc", "load_msmt17", "load_cuhk03",
            "REID_SPLITS"]
@@ -122,8 +122,8 @@ class ImageFiles(Sequence):
         -------
         ndarray of shape (n, n_features), float64
         """
-        from crossmetric._checks import check_positive_int
-        from crossmetric._image_views import describe_images
+        from crossmetric._utils.checks import check_positive_int
+        from crossmetric.features._image_views import describe_images
 
         batch_size = check_positive_int(batch_size, "batch_size")
         if len(self) == 0:

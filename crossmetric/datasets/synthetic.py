@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 from sklearn.utils import Bunch, check_random_state
 
-from crossmetric._checks import check_positive_int, check_positive_scalar
+from crossmetric._utils.checks import check_positive_int, check_positive_scalar
 
 __all__ = ["make_cross_modal"]
 

@@ -292,7 +292,7 @@ def write_embeddings(path, features: np.ndarray, **columns) -> None:
     """Save ``features`` as array ``X`` of an ``.npz`` file, with per-row ``columns`` (ids,
     domains, file names), atomically; the file loads without pickles
     (``np.load(path)``, :func:`crossmetric.datasets.load_features`)."""
-    from crossmetric.persistence import atomic_open
+    from crossmetric._utils.atomic_io import atomic_open
 
     arrays = {"X": np.asarray(features)}
     for name, col in columns.items():

@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 
 from crossmetric import __version__
-from crossmetric.persistence import atomic_path
+from crossmetric._utils.atomic_io import atomic_path
 
 __all__ = ["CHECKPOINT_FORMAT", "CHECKPOINT_VERSION", "check_resume", "read_checkpoint",
            "write_checkpoint"]

@@ -27,7 +27,7 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset, Sampler
 
-from crossmetric._checks import check_positive_int
+from crossmetric._utils.checks import check_positive_int
 from crossmetric.deep.augment import SplitMix, SplitMixBatch, apply_batch, image_by_image
 from crossmetric.deep.decoded import DecodedCache
 from crossmetric.deep.sampler import (
@@ -49,13 +49,13 @@ def is_file_list(obj) -> bool:
 
 def read_image(path, mode: str, size=None) -> np.ndarray:
     """Decode one file as ``mode`` ("L" or "RGB"), resized to ``size = (h, w)``
-    (:func:`crossmetric._image_folder.read_image`: the pixel limit and the scaling of
+    (:func:`crossmetric.datasets._image_folder.read_image`: the pixel limit and the scaling of
     high-bit-depth files; a 32-bit file's scaling is warned about)."""
     import warnings
 
     from PIL import UnidentifiedImageError
 
-    from crossmetric._image_folder import read_image as decode
+    from crossmetric.datasets._image_folder import read_image as decode
 
     wh = None if size is None else (int(size[1]), int(size[0]))
     try:

@@ -16,8 +16,7 @@ import torch
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 
-from crossmetric._base import PairData
-from crossmetric._checks import user_stacklevel
+from crossmetric._utils.checks import user_stacklevel
 from crossmetric.deep.build import build_net
 from crossmetric.deep.data import is_file_list
 from crossmetric.deep.distributed import active_group
@@ -26,6 +25,7 @@ from crossmetric.deep.networks import GSMNet
 from crossmetric.deep.objective import mined_weights, round_hinge
 from crossmetric.deep.params import check_params, resolve_device
 from crossmetric.deep.training import spawn_training, train
+from crossmetric.pairs._pair_data import PairData
 
 __all__ = ["FittingMixin"]
 

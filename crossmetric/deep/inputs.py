@@ -12,10 +12,8 @@ import warnings
 
 import numpy as np
 
-from crossmetric._base import PairData
-from crossmetric._checks import as_float_array, user_stacklevel
-from crossmetric._identity_draws import hold_out_identities
 from crossmetric._solvers.early_stopping import identity_validation
+from crossmetric._utils.checks import as_float_array, user_stacklevel
 from crossmetric.deep.augment import make_augmentation
 from crossmetric.deep.data import (
     CrossDomainIdentitySampler,
@@ -25,6 +23,8 @@ from crossmetric.deep.data import (
     subset,
 )
 from crossmetric.deep.sampler import identities_from_pairs, pair_completeness
+from crossmetric.pairs._identity_draws import hold_out_identities
+from crossmetric.pairs._pair_data import PairData
 
 __all__ = ["check_images", "check_layout", "dedupe", "identity_codes", "pair_identities",
            "round_data", "training_sources"]

@@ -36,8 +36,7 @@ from three mixins, one job each: :mod:`~crossmetric.deep.fitting` (``fit``,
 :mod:`~crossmetric.deep.params` (validation, device), :mod:`~crossmetric.deep.inputs` (pairs →
 images and identities, the rounds), :mod:`~crossmetric.deep.training` (the training loop),
 :mod:`~crossmetric.deep.checkpoint`, :mod:`~crossmetric.deep.build` (the network) and
-:mod:`~crossmetric.deep.inference` (embedding in batches). Their former private names here
-(``_read_checkpoint``, ``_dedupe``, ``_describe``, ...) remain importable from this module.
+:mod:`~crossmetric.deep.inference` (embedding in batches).
 """
 
 from __future__ import annotations
@@ -45,66 +44,14 @@ from __future__ import annotations
 import numpy as np
 from sklearn.base import BaseEstimator
 
-from crossmetric._aliases import forward_assignments
 from crossmetric._base import CrossModalMixin
-from crossmetric.deep import (
-    checkpoint,
-    embedding,
-    fitting,
-    inference,
-    inputs,
-    params,
-    saving,
-    training,
-)
-
-# the names the methods used here before they moved to the mixins' modules stay importable
-# from here, and assigning one here (monkeypatch) reaches the moved methods (see the end)
-from crossmetric.deep.embedding import (  # noqa: F401
-    EmbeddingMixin,
-    check_is_fitted,
-    embed_source,
-    forward_blocks,
-    gsm_matrix,
-    gsm_rowwise,
-    is_file_list,
-)
-from crossmetric.deep.fitting import (  # noqa: F401
-    ConvergenceWarning,
-    FittingMixin,
-    GSMNet,
-    PairData,
-    active_group,
-    build_net,
-    check_layout,
-    check_params,
-    check_random_state,
-    mined_weights,
-    pair_identities,
-    resolve_device,
-    round_hinge,
-    spawn_training,
-    train,
-    training_sources,
-    user_stacklevel,
-)
+from crossmetric.deep.embedding import EmbeddingMixin
+from crossmetric.deep.fitting import FittingMixin
 from crossmetric.deep.inputs import check_images
-from crossmetric.deep.saving import GSMTower, SavingMixin, atomic_path  # noqa: F401
+from crossmetric.deep.saving import SavingMixin
 
 __all__ = ["DeepGSM"]
 
-# former private names of this module, now defined where they belong (kept importable)
-CHECKPOINT_FORMAT, CHECKPOINT_VERSION = checkpoint.CHECKPOINT_FORMAT, checkpoint.CHECKPOINT_VERSION
-_read_checkpoint = checkpoint.read_checkpoint
-_BATCH_MODES, _INITS, _RUN_ONLY = params.BATCH_MODES, params.INITS, params.RUN_ONLY
-_describe = params.describe
-_dedupe = inputs.dedupe
-_batch_tensor, _Files = inference.batch_tensor, inference.FileImages
-_deterministic = training.deterministic
-
-#: former private names of this module, now defined where they belong (kept importable)
-_ALIASES = (CHECKPOINT_FORMAT, CHECKPOINT_VERSION, _read_checkpoint, _Files, _batch_tensor,
-            _dedupe, _BATCH_MODES, _INITS, _RUN_ONLY, _describe, _deterministic)
 
 class DeepGSM(FittingMixin, EmbeddingMixin, SavingMixin, CrossModalMixin, BaseEstimator):
     """Deep generalized similarity model: CNN features and the measure of eq. (1), end to end.
@@ -403,6 +350,3 @@ class DeepGSM(FittingMixin, EmbeddingMixin, SavingMixin, CrossModalMixin, BaseEs
             self._check_fitted_shape(arr, name, side)
         return arr
 
-
-# the methods live in the mixins' modules: patching a name they read here rebinds it there
-forward_assignments(__name__, fitting, embedding, saving)

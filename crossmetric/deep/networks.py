@@ -86,7 +86,7 @@ class SimilarityHead(nn.Module):
     """The two structured fully connected layers of the similarity sub-network (eq. 10).
 
     ``structure`` ties or drops parameters exactly as :class:`crossmetric.GSM` does
-    (see :data:`crossmetric.gsm.STRUCTURES`).
+    (see :data:`crossmetric.learners.gsm.STRUCTURES`).
     """
 
     #: free parameters of each structure: the same table as the feature-based GSM

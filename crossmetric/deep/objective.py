@@ -1,8 +1,8 @@
 """The objective of one DeepGSM round: balanced GSM hinge (eq. 6, 14-18) and eq. (7)'s penalties.
 
-The pair weights are those of the feature-based GSM (:mod:`crossmetric.batches`): positives
+The pair weights are those of the feature-based GSM (:mod:`crossmetric._solvers.batches`): positives
 and (kept) negatives weighted half and half, with ``hard_negatives`` only the hardest
-negatives of every row and column (:func:`crossmetric.batches.hardest_negatives`).
+negatives of every row and column (:func:`crossmetric._solvers.batches.hardest_negatives`).
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from crossmetric.batches import balanced_weights, hardest_negatives
+from crossmetric._solvers.batches import balanced_weights, hardest_negatives
 from crossmetric.deep.losses import similarity_matrix, similarity_rows
 from crossmetric.deep.networks import GSMNet
 

@@ -13,7 +13,7 @@ from types import SimpleNamespace
 import numpy as np
 import torch
 
-from crossmetric._checks import check_positive_int, check_positive_scalar
+from crossmetric._utils.checks import check_positive_int, check_positive_scalar
 from crossmetric.deep.augment import make_augmentation
 from crossmetric.deep.schedule import OPTIMIZERS, SCHEDULES
 from crossmetric.learners._gsm_measure import STRUCTURES

@@ -31,7 +31,8 @@ Mahalanobis forms ``‖Lx − Ly‖²``):
   ``(1 − ℓ S)₊`` with ``ℓ = −1`` for same identity and ``+1`` otherwise (eq. 4).
 
 They are tested against the NumPy objectives the learners minimise
-(:mod:`crossmetric._solvers.logistic`, :mod:`crossmetric.auc`, :mod:`crossmetric.gsm`).
+(:mod:`crossmetric._solvers.logistic`, :mod:`crossmetric.learners.auc`,
+:mod:`crossmetric.learners.gsm`).
 """
 
 from __future__ import annotations

@@ -22,8 +22,8 @@ from typing import NamedTuple
 import numpy as np
 from sklearn.utils import check_random_state
 
-from crossmetric._checks import check_positive_int
-from crossmetric.batches import balanced_weights, pair_completeness
+from crossmetric._solvers.batches import balanced_weights, pair_completeness
+from crossmetric._utils.checks import check_positive_int
 from crossmetric.pairs import identities_from_pairs
 
 __all__ = ["CrossDomainBatchSampler", "SampleBatch", "PairBatch", "identities_from_pairs",

@@ -14,8 +14,8 @@ import warnings
 import torch
 from sklearn.utils.validation import check_is_fitted
 
+from crossmetric._utils.atomic_io import atomic_path
 from crossmetric.deep.networks import GSMTower
-from crossmetric.persistence import atomic_path
 
 __all__ = ["SavingMixin"]
 

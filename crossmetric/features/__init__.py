@@ -30,11 +30,13 @@ import numpy as np
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
-from crossmetric._checks import check_choice, check_positive_int
+from crossmetric._utils.checks import check_choice, check_positive_int
 
 #: public name -> module that defines it (imported on first use)
-_LAZY = {"DenseSIFT": "crossmetric._dense_sift", "LBPGrid": "crossmetric._local_patterns",
-         "PatchColorSIFT": "crossmetric._patch_color_sift", "LOMO": "crossmetric.features._lomo"}
+_LAZY = {"DenseSIFT": "crossmetric.features._dense_sift",
+         "LBPGrid": "crossmetric.features._local_patterns",
+         "PatchColorSIFT": "crossmetric.features._patch_color_sift",
+         "LOMO": "crossmetric.features._lomo"}
 
 __all__ = ["StripHistograms", "HOG", *_LAZY, "COLOR_SPACES", "check_images",
            "check_images_as_fitted"]

@@ -12,8 +12,7 @@ import numpy as np
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
-from crossmetric._checks import check_choice, check_positive_int
-from crossmetric._image_folder import _check_size
+from crossmetric._utils.checks import _check_size, check_choice, check_positive_int
 from crossmetric.features import _to_gray, check_images, check_images_as_fitted, to_unit_float
 
 __all__ = ["DenseSIFT"]

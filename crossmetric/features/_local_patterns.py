@@ -11,7 +11,7 @@ import numpy as np
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
-from crossmetric._checks import check_choice, check_positive_int
+from crossmetric._utils.checks import check_choice, check_positive_int
 from crossmetric.features import _to_gray, check_images, check_images_as_fitted, to_unit_float
 from crossmetric.features._dense_sift import check_n_jobs, map_images
 

@@ -11,7 +11,7 @@ import numpy as np
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
-from crossmetric._checks import check_choice, check_positive_int, check_positive_scalar
+from crossmetric._utils.checks import check_choice, check_positive_int, check_positive_scalar
 from crossmetric.features import _bin_index, check_images, check_images_as_fitted, to_unit_float
 from crossmetric.features._dense_sift import (
     check_float_dtype,
@@ -161,7 +161,8 @@ class PatchColorSIFT(TransformerMixin, BaseEstimator):
     Attributes
     ----------
     grid_shape_ : (int, int)
-        Patches along the rows and the columns (:func:`~crossmetric._dense_sift.grid_starts`).
+        Patches along the rows and the columns
+        (:func:`~crossmetric.features._dense_sift.grid_starts`).
     n_features_out_ : int
     image_shape_ : tuple
 

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from crossmetric._checks import check_positive_int
 from crossmetric._solvers.early_stopping import EarlyStopping, Validation, check_early_stopping
 from crossmetric._solvers.span import (
     complement_distances,
@@ -31,6 +30,7 @@ from crossmetric._solvers.span import (
     tower_bases,
 )
 from crossmetric._solvers.starting import FITTED, cca_start, fitted_towers, ridge_of
+from crossmetric._utils.checks import check_positive_int
 
 __all__ = ["metric_start", "metric_monitor", "quadratic_cross", "span_views", "from_span"]
 

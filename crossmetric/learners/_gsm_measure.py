@@ -1,6 +1,6 @@
 """The generalized similarity measure of GSM (eq. 1-3, 10-12) and its objective (eq. 6-7, 14-18).
 
-Functions only; :mod:`crossmetric.gsm` (which re-exports them) has the learner and the
+Functions only; :mod:`crossmetric.learners.gsm` (which re-exports them) has the learner and the
 documentation of the measure.
 """
 

@@ -1,5 +1,5 @@
-"""The fixed linear reduction of :class:`crossmetric.gsm.GSM`'s inputs (PCA or centring, then
-one scale), per modality or shared by both.
+"""The fixed linear reduction of :class:`crossmetric.learners.gsm.GSM`'s inputs (PCA or centring,
+then one scale), per modality or shared by both.
 
 A reducer is the tuple ``("pca", fitted PCA, scale)`` or ``("scale", mean, scale)`` and maps
 ``Z`` to ``PCA(Z) / scale`` or ``(Z − mean) / scale`` (:func:`apply_reducer`); ``scale`` is a
@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 from sklearn.decomposition import PCA
 
-from crossmetric._checks import check_n_components
+from crossmetric._utils.checks import check_n_components
 
 __all__ = ["fit_reducer", "apply_reducer", "global_scale", "fit_reducers"]
 

@@ -1,5 +1,5 @@
-"""The fitted :class:`crossmetric.gsm.GSM`'s towers and inspection: the components from the free
-parameters, S of reduced features under given parameters, the embeddings x̃, ỹ of eq. (10),
+"""The fitted :class:`crossmetric.learners.gsm.GSM`'s towers and inspection: the components from
+the free parameters, S of reduced features under given parameters, the embeddings x̃, ỹ of eq. (10),
 the aggregation of eq. (12), the blocks of eq. (1) and the fixed reductions."""
 
 from __future__ import annotations

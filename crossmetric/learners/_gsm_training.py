@@ -1,4 +1,5 @@
-"""Training helpers of :class:`crossmetric.gsm.GSM`: the two kinds of batch, validation, epochs.
+"""Training helpers of :class:`crossmetric.learners.gsm.GSM`: the two kinds of batch, validation,
+epochs.
 
 The optimiser and the epoch loop are the solver layer's (:mod:`crossmetric._solvers.optim`,
 :mod:`crossmetric._solvers.epochs`); ``Adam`` stays importable from here.
@@ -17,13 +18,14 @@ from sklearn.base import clone
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import gen_batches
 
-from crossmetric._checks import check_positive_int, check_positive_scalar, user_stacklevel
+from crossmetric._solvers.batches import balanced_weights, hardest_negatives, pair_completeness
 from crossmetric._solvers.early_stopping import check_early_stopping
-from crossmetric._solvers.epochs import EpochPlateau, WindowPlateau, run_epochs
+from crossmetric._solvers.epochs import run_epochs
 from crossmetric._solvers.optim import Adam
 from crossmetric._solvers.starting import check_init
 from crossmetric._solvers.stochastic import PairBlocks
-from crossmetric.batches import balanced_weights, hardest_negatives, pair_completeness
+from crossmetric._solvers.stopping import EpochPlateau, WindowPlateau
+from crossmetric._utils.checks import check_positive_int, check_positive_scalar, user_stacklevel
 from crossmetric.learners._gsm_measure import _NO_F, _TIED, STRUCTURES, gsm_components, gsm_loss
 from crossmetric.learners._gsm_reduction import apply_reducer, fit_reducers
 
@@ -35,7 +37,7 @@ def _check_choice(value, name: str, choices) -> None:
 
 
 def check_params(est) -> None:
-    """Validate the constructor arguments of a :class:`crossmetric.gsm.GSM`."""
+    """Validate the constructor arguments of a :class:`crossmetric.learners.gsm.GSM`."""
     if est.structure not in STRUCTURES:
         raise ValueError(
             f"structure must be one of {sorted(STRUCTURES)}, got {est.structure!r}."
@@ -263,7 +265,8 @@ def all_pairs(same: np.ndarray, keep: np.ndarray | None = None):
     """``(ix, iy, ell, weight)`` of the pairs of an ``n_x × n_y`` batch with weight > 0.
 
     ``ell`` is the paper's label (−1 same, +1 different); weights are balanced
-    (:func:`~crossmetric.batches.balanced_weights`) over the positives and the kept negatives.
+    (:func:`~crossmetric._solvers.batches.balanced_weights`) over the positives and the kept
+    negatives.
     """
     w = balanced_weights(same, keep)
     ix, iy = np.nonzero(w)

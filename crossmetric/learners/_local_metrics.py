@@ -4,8 +4,7 @@ Soft assignments of the samples to the components of a Gaussian mixture
 (:func:`sparsify_assignments`), the local embedding of eq. (3) and its gradient
 (:func:`_local_embed`, :func:`_local_backprop`), and :class:`_LocalMetricsModel`, the part of
 the estimator that fits the clustering, embeds samples and evaluates the objective. The
-estimator itself (parameters, starting point, solver choice) is :mod:`crossmetric.clml`, which
-re-exports these names.
+estimator itself (parameters, starting point, solver choice) is :mod:`crossmetric.learners.clml`.
 """
 
 from __future__ import annotations
@@ -92,8 +91,8 @@ def _local_backprop(X: np.ndarray, q: np.ndarray, dZ: np.ndarray, k: int):
 
 
 class _LocalMetricsModel:
-    """The model of :class:`~crossmetric.clml.CLML` without its fit: the fixed clustering (an
-    optional PCA, then a Gaussian mixture whose sparsified posteriors are the assignments
+    """The model of :class:`~crossmetric.learners.clml.CLML` without its fit: the fixed clustering
+    (an optional PCA, then a Gaussian mixture whose sparsified posteriors are the assignments
     ``q``), the embedding ``z = Σ_s q_s (L_s x + b_s)`` and the objective ``J`` with its
     gradient. The estimator lists it first among its bases."""
 

@@ -16,7 +16,7 @@ from sklearn.datasets import make_spd_matrix
 from sklearn.utils import check_random_state
 
 from crossmetric._base import LinearSingleModalMixin
-from crossmetric._checks import as_float_array
+from crossmetric._utils.checks import as_float_array
 
 __all__ = ["metric_matrix", "components_from_metric", "SampleMahalanobisMixin",
            "is_pair_input", "supervised_pairs"]
@@ -103,12 +103,60 @@ def is_pair_input(X, preprocessor) -> bool:
             and arr.dtype.kind in "iu")
 
 
+def label_pairs(labels, n_constraints: int, random_state=None):
+    """``n_constraints`` distinct same-label pairs and as many different-label pairs.
+
+    Each pair is drawn as a uniform anchor and a uniform partner of the same (or another)
+    class; repeats are redrawn (up to 10 rounds). Returns ``(a, b, c, d)``, ``(a, b)`` similar
+    and ``(c, d)`` dissimilar, cut to a common length when fewer of one kind exist.
+    """
+    rng = check_random_state(random_state)
+    labels = np.asarray(labels)
+    order = np.argsort(labels, kind="stable")
+    _, inv, counts = np.unique(labels, return_inverse=True, return_counts=True)
+    starts = np.r_[0, np.cumsum(counts)[:-1]]
+    pos_in_sorted = np.empty_like(order)
+    pos_in_sorted[order] = np.arange(order.size)
+    n = labels.size
+
+    def draw(same: bool):
+        found: dict[tuple[int, int], None] = {}
+        for _ in range(10):
+            k = n_constraints - len(found)
+            if k <= 0:
+                break
+            a = rng.randint(n, size=k)
+            g, s = counts[inv[a]], starts[inv[a]]
+            if same:
+                ok = g > 1
+                r = (rng.random_sample(k) * np.maximum(g - 1, 1)).astype(int)
+                idx = s + r
+                idx = idx + (idx >= pos_in_sorted[a])       # skip the anchor itself
+            else:
+                ok = g < n
+                r = (rng.random_sample(k) * np.maximum(n - g, 1)).astype(int)
+                idx = np.where(r < s, r, r + g)              # skip the anchor's class
+            for x, y_, keep in zip(a.tolist(), order[np.minimum(idx, n - 1)].tolist(),
+                                   ok.tolist(), strict=True):
+                if keep:
+                    found.setdefault((min(x, y_), max(x, y_)), None)
+        pairs = np.array(list(found)[:n_constraints], dtype=int).reshape(-1, 2)
+        return pairs[:, 0], pairs[:, 1]
+
+    a, b = draw(True)
+    c, d = draw(False)
+    m = min(a.size, c.size)
+    if m == 0:
+        raise ValueError("labels must give at least one same-class and one different-class "
+                         "pair (two classes, one with two samples or more).")
+    return a[:m], b[:m], c[:m], d[:m]
+
+
 def supervised_pairs(X, y, n_constraints, random_state):
     """Float pairs ``(n, 2, d)`` and +1 / -1 labels drawn from class labels (metric-learn's
     ``*_Supervised``): ``n_constraints`` (default ``20 * n_classes**2``) same-class and as many
-    different-class pairs (:func:`crossmetric.learners.lsml.label_pairs`)."""
-    from crossmetric._checks import check_positive_int
-    from crossmetric.learners.lsml import label_pairs
+    different-class pairs (:func:`label_pairs`)."""
+    from crossmetric._utils.checks import check_positive_int
 
     X = as_float_array(X, "X", ndim=2).astype(np.float64, copy=False)
     y = np.asarray(y)

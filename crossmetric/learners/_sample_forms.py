@@ -15,11 +15,12 @@ from __future__ import annotations
 import numpy as np
 from sklearn.base import BaseEstimator
 
-from crossmetric._base import LinearSingleModalMixin, PairData, squared_euclidean_rows
-from crossmetric._checks import check_array_2d
-from crossmetric._threshold import best_threshold
+from crossmetric._base import LinearSingleModalMixin, squared_euclidean_rows
+from crossmetric._utils.checks import check_array_2d
 from crossmetric.learners._mahalanobis_common import is_pair_input
+from crossmetric.learners._threshold import best_threshold
 from crossmetric.pairs import labels_from_pairs
+from crossmetric.pairs._pair_data import PairData
 
 #: pairs drawn to place ``threshold_`` after a fit on samples
 _THRESHOLD_PAIRS = 4000

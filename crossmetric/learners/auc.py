@@ -65,18 +65,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils.extmath import svd_flip
 from threadpoolctl import threadpool_limits
 
-from crossmetric._base import (
-    CrossModalMixin,
-    LinearSingleModalMixin,
-    PairData,
-    with_complement,
-)
-from crossmetric._checks import (
-    check_n_components,
-    check_positive_int,
-    check_positive_scalar,
-    user_stacklevel,
-)
+from crossmetric._base import CrossModalMixin, LinearSingleModalMixin, with_complement
 from crossmetric._solvers.early_stopping import (
     check_early_stopping,
     choose_start,
@@ -87,8 +76,15 @@ from crossmetric._solvers.proximal import phi_plus, ppa_step, prox_logdet
 from crossmetric._solvers.span import set_complement
 from crossmetric._solvers.starting import FITTED, check_init, start_candidates
 from crossmetric._solvers.stopping import BestPlateau
+from crossmetric._utils.checks import (
+    check_n_components,
+    check_positive_int,
+    check_positive_scalar,
+    user_stacklevel,
+)
 from crossmetric.learners._auc_guard import from_span, metric_monitor, metric_start, span_views
 from crossmetric.losses import check_fpr_range, pauc_window, pauc_window_bounds
+from crossmetric.pairs._pair_data import PairData
 
 __all__ = [
     "CMLAUC",

@@ -9,7 +9,7 @@ systems into one global space (eq. 2-3):
 Distances are ℓ2 in ``z`` between any two samples, whatever their clusters, so fitted models can
 be searched with standard ℓ2 indexes (:mod:`crossmetric.retrieval`). ``{L_s, b_s}`` and LDML's
 scalar bias ``b`` are learned by minimising the LDML log-loss (eq. 5) plus an ℓ2 penalty, with the
-same objective code as :class:`crossmetric.ldml.LDML` -- ``CLML(n_clusters=1)`` *is* LDML.
+same objective code as :class:`crossmetric.learners.ldml.LDML` -- ``CLML(n_clusters=1)`` *is* LDML.
 
 Equivalently ``z_i = L̃ x̃_i`` (eq. 4) with ``L̃ = (L_1, b_1, …, L_k, b_k)`` and
 ``x̃_i = (q_i1 (x_iᵀ, 1), …, q_ik (x_iᵀ, 1))ᵀ``; the code never builds ``x̃`` for the data set
@@ -32,18 +32,11 @@ from sklearn.metrics import check_scoring
 from sklearn.model_selection import check_cv
 from sklearn.utils import check_random_state
 
-from crossmetric._base import PairData, SingleModalMixin, with_complement
-from crossmetric._checks import (
-    as_float_array,
-    check_choice,
-    check_n_components,
-    check_positive_int,
-    check_positive_scalar,
-)
-from crossmetric._selection_scan import scan_candidates
+from crossmetric._base import SingleModalMixin, with_complement
 from crossmetric._solvers.descent import fit_lbfgs
 from crossmetric._solvers.early_stopping import clear, split_pairs, vector_monitor
 from crossmetric._solvers.logistic import PairLogisticObjective
+from crossmetric._solvers.selection_scan import scan_candidates
 from crossmetric._solvers.span import set_complement
 from crossmetric._solvers.starting import initial_projection
 from crossmetric._solvers.stochastic import (
@@ -52,15 +45,22 @@ from crossmetric._solvers.stochastic import (
     refuse_early_stopping,
     stochastic_settings,
 )
+from crossmetric._utils.checks import (
+    as_float_array,
+    check_choice,
+    check_n_components,
+    check_positive_int,
+    check_positive_scalar,
+)
 from crossmetric.learners._basis_guard import uses_basis
-from crossmetric.learners._local_metrics import (  # noqa: F401  (former home of the helpers)
-    _local_backprop,
+from crossmetric.learners._local_metrics import (
     _local_embed,
     _LocalMetricsModel,
     sparsify_assignments,
 )
 from crossmetric.learners.ldml import LDML, _check_common, input_scale
 from crossmetric.pairs import group_pair_folds
+from crossmetric.pairs._pair_data import PairData
 
 __all__ = ["CLML", "CLMLCV", "sparsify_assignments"]
 
@@ -81,7 +81,7 @@ class CLML(_LocalMetricsModel, SingleModalMixin, BaseEstimator):
     regularisation of ``L̃``, divided by ``k`` so that it is the *mean* over clusters: identical
     local metrics then cost the same as one global metric, and with ``k = 1`` (``q_i1 = 1``; the
     translation ``b_1`` cancels in every distance) ``J`` is exactly the objective of
-    :class:`~crossmetric.ldml.LDML` (``n_components``, ``alpha`` equal).
+    :class:`~crossmetric.learners.ldml.LDML` (``n_components``, ``alpha`` equal).
 
     Soft assignments: ``q`` are the mixture posteriors sparsified by
     :func:`sparsify_assignments` -- the ``max_assignments`` largest, those below
@@ -118,14 +118,14 @@ class CLML(_LocalMetricsModel, SingleModalMixin, BaseEstimator):
         Passed to ``GaussianMixture``.
     init : {"auto", "pca", "identity", "random", "ldml"} or ndarray, default="auto"
         Initial local projections, all equal to one global ``L0`` (translations 0): the named
-        initialisations of :class:`~crossmetric.ldml.LDML` (rescaled so that the median training
-        distance is 1; ``"identity"`` and ``"auto"`` with held-out identities on a basis of
-        the training samples, the untrained distance of the rest kept, as LDML), ``"ldml"``
-        (fit a global LDML with the same ``n_components``, ``alpha``,
-        ``max_iter``, ``tol`` first and start every cluster from it), or an array of shape
-        (n_components, n_features) or (n_clusters, n_components, n_features). The initial model
-        therefore is a global metric, and the initial bias is the median training distance (the
-        fitted LDML's bias for ``"ldml"``).
+        initialisations of :class:`~crossmetric.learners.ldml.LDML` (rescaled so that the median
+        training distance is 1; ``"identity"`` and ``"auto"`` with held-out identities on a
+        basis of the training samples, the untrained distance of the rest kept, as LDML),
+        ``"ldml"`` (fit a global LDML with the same ``n_components``, ``alpha``, ``max_iter``,
+        ``tol`` first and start every cluster from it), or an array of shape (n_components,
+        n_features) or (n_clusters, n_components, n_features). The initial model therefore is a
+        global metric, and the initial bias is the median training distance (the fitted LDML's
+        bias for ``"ldml"``).
     max_iter : int, default=1000
         Maximum number of L-BFGS iterations.
     tol : float, default=1e-4
@@ -393,10 +393,10 @@ class CLMLCV(CLML):
     """CLML with the number of local metrics ``k`` chosen by cross-validation.
 
     Searches ``n_clusters`` in ``n_clusters_grid`` on the training pairs with the candidate
-    scan of :func:`crossmetric.model_selection.search_params`
-    (:func:`crossmetric._selection_scan.scan_candidates`; the folds and scorer scikit-learn's
-    ``GridSearchCV`` would use, the same scores and choice), then refits a :class:`CLML`
-    with the best ``k`` on all pairs. The folds are folds of *samples*
+    scan of :func:`crossmetric.protocols.model_selection.search_params`
+    (:func:`crossmetric._solvers.selection_scan.scan_candidates`; the folds and scorer
+    scikit-learn's ``GridSearchCV`` would use, the same scores and choice), then refits a
+    :class:`CLML` with the best ``k`` on all pairs. The folds are folds of *samples*
     (:func:`crossmetric.pairs.group_pair_folds`): a validation fold holds the pairs among its
     own samples only, and its model is trained on the pairs that touch none of them. Folds of
     pairs would leak -- most samples of a validation pair also appear in training pairs, so
@@ -405,7 +405,7 @@ class CLMLCV(CLML):
     The default criterion is the held-out pair ROC AUC, the ranking the retrieval measures
     score. With sample-disjoint folds it picked k = 16 on mfeat fou + pix (test mAP 96.6; k = 32
     gives 97.1, k = 1 94.7) and k = 8 on digits (90.5; k = 32 93.0, k = 1 82.8), where LDML's
-    held-out log-likelihood (:func:`crossmetric.ldml.pair_log_likelihood`, the former
+    held-out log-likelihood (:func:`crossmetric.learners.ldml.pair_log_likelihood`, the former
     default) picked k = 1 and k = 8: the likelihood also punishes the over-confident
     probabilities of local metrics, which do not hurt the ranking
     (``benchmarks/bench_clml.py``). When the AUC saturates (1.0 for several k) the smallest
@@ -430,7 +430,8 @@ class CLMLCV(CLML):
     scoring : str or callable, optional
         A scikit-learn scorer or its name (:func:`sklearn.metrics.check_scoring`), called on
         the validation pairs; ``None``: ``"roc_auc"`` (the pair ROC AUC);
-        :func:`~crossmetric.ldml.pair_log_likelihood` scores LDML's held-out log-likelihood.
+        :func:`~crossmetric.learners.ldml.pair_log_likelihood` scores LDML's held-out
+        log-likelihood.
     n_jobs : int, optional
         Parallel fits of the search (joblib).
     **CLML parameters
@@ -447,6 +448,19 @@ class CLMLCV(CLML):
     best_estimator_ : CLML
         The refitted model (a complete CLML whose preprocessor holds the distinct training
         samples); its fitted attributes are copied onto this object.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from crossmetric import CLMLCV, make_pairs
+    >>> rng = np.random.RandomState(0)
+    >>> labels = np.repeat(np.arange(6), 5)
+    >>> X = rng.normal(size=(6, 4))[labels] + 0.3 * rng.normal(size=(30, 4))
+    >>> pairs, y = make_pairs(labels, random_state=0)
+    >>> model = CLMLCV((1, 2), n_components=2, max_iter=20, cv=2, random_state=0,
+    ...                preprocessor=X).fit(pairs, y)
+    >>> model.best_n_clusters_ in (1, 2)
+    True
     """
 
     def __init__(self, n_clusters_grid=(1, 2, 4, 8, 16, 32), *, n_components: int = 32,

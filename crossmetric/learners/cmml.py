@@ -14,10 +14,11 @@ from __future__ import annotations
 import numpy as np
 from sklearn.base import BaseEstimator
 
-from crossmetric._base import CrossModalMixin, PairData
-from crossmetric._checks import per_modality
+from crossmetric._base import CrossModalMixin
 from crossmetric._solvers.towers import embed_tower, fit_logistic_towers, store_towers
+from crossmetric._utils.checks import per_modality
 from crossmetric.kernels import check_kernel
+from crossmetric.pairs._pair_data import PairData
 
 __all__ = ["CMML"]
 

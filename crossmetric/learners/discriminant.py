@@ -36,15 +36,15 @@ from __future__ import annotations
 import numpy as np
 import scipy.linalg
 
-from crossmetric._base import PairData
-from crossmetric._checks import check_choice, check_n_components, check_positive_scalar
 from crossmetric._solvers.linalg import _from_span, _in_span, span_basis
+from crossmetric._utils.checks import check_choice, check_n_components, check_positive_scalar
 from crossmetric.kernels import _KernelCoordinatesMixin
-from crossmetric.learners.baselines import LinearTowers
-from crossmetric.learners.multiview import MultiViewMixin
+from crossmetric.learners.baselines._common import LinearTowers
+from crossmetric.learners.multiview import MultiViewMixin, mvda_scatter_matrices
 from crossmetric.pairs import identities_from_pairs
+from crossmetric.pairs._pair_data import PairData
 
-__all__ = ["MvDA", "CSR", "KCSR", "mvda_scatter_matrices", "identity_samples"]
+__all__ = ["MvDA", "CSR", "KCSR", "identity_samples"]
 
 
 def identity_samples(data: PairData, y: np.ndarray):
@@ -67,49 +67,9 @@ def identity_samples(data: PairData, y: np.ndarray):
     return (data.X[ux], data.Y[uy], codes[:ux.size], codes[ux.size:], ix.ravel(), iy.ravel())
 
 
-def _class_sums(V: np.ndarray, codes: np.ndarray, n_classes: int) -> np.ndarray:
-    """``Σ_i`` = sum of the rows of ``V`` of class ``i`` (shape ``(n_classes, d)``)."""
-    out = np.zeros((n_classes, V.shape[1]))
-    np.add.at(out, codes, V)
-    return out
-
-
-def mvda_scatter_matrices(views, codes) -> tuple[np.ndarray, np.ndarray]:
-    """MvDA's within-class ``S`` and between-class ``D`` block matrices (Kan et al., eq. 7-8).
-
-    For projections ``W = [w_1; …; w_v]`` (one block per view), ``Wᵀ S W`` is the within-class
-    scatter and ``Wᵀ D W`` the between-class scatter of all projected samples
-    ``w_jᵀ x_jk``, classes pooled across the views:
-
-        S_jr = δ_jr X_jᵀ X_j − Σ_jᵀ diag(1/n_i) Σ_r
-        D_jr = Σ_jᵀ diag(1/n_i) Σ_r − (1/n) s_j s_rᵀ
-
-    with ``Σ_j`` the class sums of view ``j`` (``n_ij μ_ij`` in the paper), ``n_i`` the size
-    of class ``i`` over all views and ``s_j`` the sum of view ``j``'s samples.
-    """
-    n_classes = int(max(c.max() for c in codes)) + 1
-    counts = sum(np.bincount(c, minlength=n_classes) for c in codes).astype(float)
-    inv = np.where(counts > 0, 1.0 / np.maximum(counts, 1), 0.0)
-    sums = [_class_sums(V, c, n_classes) for V, c in zip(views, codes, strict=True)]
-    totals = [V.sum(axis=0) for V in views]
-    n = float(counts.sum())
-    dims = np.cumsum([0] + [V.shape[1] for V in views])
-    S = np.zeros((dims[-1], dims[-1]))
-    D = np.zeros_like(S)
-    for j, Vj in enumerate(views):
-        for r in range(j, len(views)):
-            between = sums[j].T @ (inv[:, None] * sums[r])
-            bj, br = slice(dims[j], dims[j + 1]), slice(dims[r], dims[r + 1])
-            S[bj, br] = (Vj.T @ Vj if j == r else 0.0) - between
-            D[bj, br] = between - np.outer(totals[j], totals[r]) / n
-            if r != j:
-                S[br, bj], D[br, bj] = S[bj, br].T, D[bj, br].T
-    return S, D
-
-
 class MvDA(MultiViewMixin, LinearTowers):
     """Multi-view discriminant analysis (Kan et al., ECCV 2012): two views through the pair
-    API, any number through ``fit_views(views, labels)`` (:mod:`crossmetric.multiview`).
+    API, any number through ``fit_views(views, labels)`` (:mod:`crossmetric.learners.multiview`).
 
     Finds ``w_x``, ``w_y`` maximising ``tr(Wᵀ D W) / tr(Wᵀ S W)`` (their eq. 6, solved as the
     generalised eigenproblem ``D w = λ (S + r I) w``; see :func:`mvda_scatter_matrices`).

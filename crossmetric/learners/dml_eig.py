@@ -36,15 +36,16 @@ from scipy.special import logsumexp, softmax
 from sklearn.base import BaseEstimator
 from sklearn.exceptions import ConvergenceWarning
 
-from crossmetric._base import LinearSingleModalMixin, PairData
-from crossmetric._checks import (
+from crossmetric._base import LinearSingleModalMixin
+from crossmetric._solvers.linalg import pca_basis
+from crossmetric._utils.checks import (
     check_choice,
     check_n_components,
     check_positive_int,
     check_positive_scalar,
     user_stacklevel,
 )
-from crossmetric._solvers.linalg import pca_basis
+from crossmetric.pairs._pair_data import PairData
 
 __all__ = ["DMLEig", "smoothed_min_objective"]
 

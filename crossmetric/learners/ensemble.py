@@ -16,8 +16,8 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
 from crossmetric._base import PairDecisionMixin
-from crossmetric._checks import check_pair_labels, check_positive_int
-from crossmetric._threshold import best_threshold
+from crossmetric._utils.checks import check_pair_labels, check_positive_int
+from crossmetric.learners._threshold import best_threshold
 
 __all__ = ["SeedEnsemble", "member_seeds"]
 

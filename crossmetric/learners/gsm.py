@@ -72,18 +72,12 @@ import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.utils import check_random_state
 
-from crossmetric._aliases import forward_assignments
-from crossmetric._base import CrossModalMixin, PairData
-from crossmetric.batches import IdentityRounds
-from crossmetric.learners import _gsm_towers
+from crossmetric._base import CrossModalMixin
+from crossmetric._solvers.batches import IdentityRounds
 from crossmetric.learners._gsm_guard import gsm_split, gsm_with_complement, guarded_start
-from crossmetric.learners._gsm_measure import (  # noqa: F401 - re-exported: the measure's public names
-    _NO_F,
-    _TIED,
+from crossmetric.learners._gsm_measure import (
     STRUCTURES,
-    embed,
     gsm_components,
-    gsm_loss,
     gsm_loss_grad,
     gsm_matrix,
     gsm_rowwise,
@@ -104,6 +98,7 @@ from crossmetric.learners._gsm_training import (
     train_epochs,
 )
 from crossmetric.pairs import identities_from_pairs
+from crossmetric.pairs._pair_data import PairData
 
 __all__ = ["GSM", "STRUCTURES", "gsm_components", "gsm_rowwise", "gsm_matrix"]
 
@@ -208,7 +203,7 @@ class GSM(GSMTowersMixin, CrossModalMixin, BaseEstimator):
     batch_mode : {"auto", "sample", "pair"}, default="auto"
         ``"sample"``: the paper's sample-based batches (§4.2, eq. 14-18) -- each round takes
         ``n_identities`` identities with up to ``n_images_x`` / ``n_images_y`` samples each
-        (:class:`crossmetric.batches.IdentityRounds`) and the loss runs over *all*
+        (:class:`crossmetric._solvers.batches.IdentityRounds`) and the loss runs over *all*
         ``n_x · n_y`` pairs of those samples, labelled by identity, positives and negatives
         weighted half and half; identities are the connected components of the positive
         pairs (a ``UserWarning`` when the positives miss same-identity pairs of a component).
@@ -412,7 +407,3 @@ class GSM(GSMTowersMixin, CrossModalMixin, BaseEstimator):
         return gsm_with_complement(self, apply_reducer(self.reducer_y_, Y)
                                    @ self.components_y_.T, Y)
 
-
-# _set_components and _similarity moved to GSMTowersMixin: patching the measure's functions here
-# (gsm_components, embed, gsm_matrix) still reaches them there
-forward_assignments(__name__, _gsm_towers)

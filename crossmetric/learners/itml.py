@@ -66,13 +66,14 @@ from sklearn.base import BaseEstimator
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 
-from crossmetric._base import LinearSingleModalMixin, PairData
-from crossmetric._checks import (
+from crossmetric._base import LinearSingleModalMixin
+from crossmetric._utils.checks import (
     as_float_array,
     check_positive_int,
     check_positive_scalar,
     user_stacklevel,
 )
+from crossmetric.pairs._pair_data import PairData
 
 __all__ = ["ITML", "itml_bounds"]
 

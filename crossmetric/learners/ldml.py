@@ -13,8 +13,8 @@ The log-loss is PCCA's generalized logistic objective with β = 1 and a learned 
 (:class:`crossmetric._solvers.logistic.PairLogisticObjective`, ``loss_grad_tied``): each sample is
 embedded once and the pair gradients are scattered back through a sparse incidence matrix,
 O(n_pairs · p) per call, no ``(n_pairs, d, d)`` or ``d × d`` arrays. It is minimised with the
-same L-BFGS driver (:func:`crossmetric._solvers.descent.lbfgs`). CLML (``crossmetric.clml``)
-reuses the objective, the starting point
+same L-BFGS driver (:func:`crossmetric._solvers.descent.lbfgs`). CLML
+(``crossmetric.learners.clml``) reuses the objective, the starting point
 (:func:`crossmetric._solvers.starting.initial_projection`) and the driver, so that
 ``CLML(n_clusters=1)`` runs *the same* code as :class:`LDML`.
 """
@@ -25,14 +25,7 @@ import numpy as np
 from scipy.special import expit
 from sklearn.base import BaseEstimator
 
-from crossmetric._base import LinearSingleModalMixin, PairData, used_rows
-from crossmetric._checks import (
-    as_float_array,
-    check_choice,
-    check_n_components,
-    check_positive_int,
-    check_positive_scalar,
-)
+from crossmetric._base import LinearSingleModalMixin
 from crossmetric._solvers.descent import fit_lbfgs
 from crossmetric._solvers.early_stopping import (
     check_early_stopping,
@@ -49,8 +42,16 @@ from crossmetric._solvers.stochastic import (
     refuse_early_stopping,
     stochastic_settings,
 )
+from crossmetric._utils.checks import (
+    as_float_array,
+    check_choice,
+    check_n_components,
+    check_positive_int,
+    check_positive_scalar,
+)
 from crossmetric.learners._basis_guard import basis_starts, fit_in_basis, store_in_basis, uses_basis
 from crossmetric.losses import generalized_logistic
+from crossmetric.pairs._pair_data import PairData, used_rows
 
 __all__ = ["LDML", "pair_log_likelihood", "input_scale"]
 
@@ -78,7 +79,7 @@ def pair_log_likelihood(estimator, pairs, y) -> float:
     saturate at 1 when held-out pairs are perfectly ranked, so it still separates models by
     how confidently they are right.
     """
-    from crossmetric._checks import check_pair_labels
+    from crossmetric._utils.checks import check_pair_labels
 
     D = estimator.pair_distance(pairs)
     y = check_pair_labels(y, D.shape[0], require_both=False)

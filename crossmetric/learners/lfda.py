@@ -28,7 +28,7 @@ import numpy as np
 import scipy.linalg
 
 from crossmetric._base import squared_euclidean_matrix
-from crossmetric._checks import check_choice, check_n_components
+from crossmetric._utils.checks import check_choice, check_n_components
 from crossmetric.learners._sample_forms import _SampleFormMetric
 
 __all__ = ["LFDA", "local_fisher_scatters", "lfda_components"]

@@ -30,10 +30,11 @@ from sklearn.base import BaseEstimator
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
-from crossmetric._checks import as_float_array, check_positive_int, check_positive_scalar
+from crossmetric._utils.checks import as_float_array, check_positive_int, check_positive_scalar
 from crossmetric.learners._mahalanobis_common import (
     SampleMahalanobisMixin,
     components_from_metric,
+    label_pairs,
     metric_matrix,
 )
 
@@ -69,55 +70,6 @@ def lsml_gradient(M, Vab, Vcd, w, prior_inv) -> np.ndarray:
         Va, Vc = Vab[viol], Vcd[viol]
         G = G + (Va.T * ca) @ Va + (Vc.T * cc) @ Vc
     return G
-
-
-def label_pairs(labels, n_constraints: int, random_state=None):
-    """``n_constraints`` distinct same-label pairs and as many different-label pairs.
-
-    Each pair is drawn as a uniform anchor and a uniform partner of the same (or another)
-    class; repeats are redrawn (up to 10 rounds). Returns ``(a, b, c, d)``, ``(a, b)`` similar
-    and ``(c, d)`` dissimilar, cut to a common length when fewer of one kind exist.
-    """
-    rng = check_random_state(random_state)
-    labels = np.asarray(labels)
-    order = np.argsort(labels, kind="stable")
-    _, inv, counts = np.unique(labels, return_inverse=True, return_counts=True)
-    starts = np.r_[0, np.cumsum(counts)[:-1]]
-    pos_in_sorted = np.empty_like(order)
-    pos_in_sorted[order] = np.arange(order.size)
-    n = labels.size
-
-    def draw(same: bool):
-        found: dict[tuple[int, int], None] = {}
-        for _ in range(10):
-            k = n_constraints - len(found)
-            if k <= 0:
-                break
-            a = rng.randint(n, size=k)
-            g, s = counts[inv[a]], starts[inv[a]]
-            if same:
-                ok = g > 1
-                r = (rng.random_sample(k) * np.maximum(g - 1, 1)).astype(int)
-                idx = s + r
-                idx = idx + (idx >= pos_in_sorted[a])       # skip the anchor itself
-            else:
-                ok = g < n
-                r = (rng.random_sample(k) * np.maximum(n - g, 1)).astype(int)
-                idx = np.where(r < s, r, r + g)              # skip the anchor's class
-            for x, y_, keep in zip(a.tolist(), order[np.minimum(idx, n - 1)].tolist(),
-                                   ok.tolist(), strict=True):
-                if keep:
-                    found.setdefault((min(x, y_), max(x, y_)), None)
-        pairs = np.array(list(found)[:n_constraints], dtype=int).reshape(-1, 2)
-        return pairs[:, 0], pairs[:, 1]
-
-    a, b = draw(True)
-    c, d = draw(False)
-    m = min(a.size, c.size)
-    if m == 0:
-        raise ValueError("labels must give at least one same-class and one different-class "
-                         "pair (two classes, one with two samples or more).")
-    return a[:m], b[:m], c[:m], d[:m]
 
 
 class _LSMLBase(SampleMahalanobisMixin, BaseEstimator):

@@ -23,7 +23,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 
 from crossmetric._base import squared_euclidean_matrix
-from crossmetric._checks import check_n_components, check_positive_int
+from crossmetric._utils.checks import check_n_components, check_positive_int
 from crossmetric.learners._sample_forms import _SampleFormMetric, check_samples_and_targets
 from crossmetric.learners.neighbours import _weighted_scatter_grad
 

@@ -44,14 +44,15 @@ import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.exceptions import ConvergenceWarning
 
-from crossmetric._base import LinearSingleModalMixin, PairData
-from crossmetric._checks import check_positive_int, check_positive_scalar, user_stacklevel
+from crossmetric._base import LinearSingleModalMixin
+from crossmetric._utils.checks import check_positive_int, check_positive_scalar, user_stacklevel
 from crossmetric.learners._mahalanobis_common import (
     components_from_metric,
     is_pair_input,
     metric_matrix,
     supervised_pairs,
 )
+from crossmetric.pairs._pair_data import PairData
 
 __all__ = ["MMC", "MMC_Supervised"]
 

@@ -6,7 +6,8 @@ learners whose model is multi-view also take a list of views:
 * :class:`crossmetric.MvDA` (Kan et al., ECCV 2012, is multi-view in the paper):
   ``fit_views(views, labels)``, one identity label per row of each view (the views may have
   different numbers of rows); the scatter matrices of their eq. 7-8 for ``v`` views
-  (:func:`crossmetric.discriminant.mvda_scatter_matrices`), solved by :func:`mvda_directions`.
+  (:func:`mvda_scatter_matrices`), solved by
+  :func:`mvda_directions`.
 * :class:`MCCA` -- multi-set CCA in Kettenring's (1971) **MAXVAR** form (Carroll's generalised
   CCA, 1968): the ``k`` directions ``w_j`` of each view whose projections are best explained by
   one shared variate, i.e. the top generalised eigenvectors of ``C w = λ D w`` with ``C`` the
@@ -34,16 +35,57 @@ import numpy as np
 import scipy.linalg
 from sklearn.utils.validation import check_is_fitted
 
-from crossmetric._base import PairData
-from crossmetric._checks import (
+from crossmetric._utils.checks import (
     as_float_array,
     check_choice,
     check_n_components,
     check_positive_scalar,
 )
-from crossmetric.learners.baselines import LinearTowers, _positive_samples
+from crossmetric.learners.baselines._common import LinearTowers, _positive_samples
+from crossmetric.pairs._pair_data import PairData
 
-__all__ = ["MultiViewMixin", "MCCA", "mcca_directions", "mvda_directions"]
+__all__ = ["MultiViewMixin", "MCCA", "mcca_directions", "mvda_directions",
+           "mvda_scatter_matrices"]
+
+
+def _class_sums(V: np.ndarray, codes: np.ndarray, n_classes: int) -> np.ndarray:
+    """``Σ_i`` = sum of the rows of ``V`` of class ``i`` (shape ``(n_classes, d)``)."""
+    out = np.zeros((n_classes, V.shape[1]))
+    np.add.at(out, codes, V)
+    return out
+
+
+def mvda_scatter_matrices(views, codes) -> tuple[np.ndarray, np.ndarray]:
+    """MvDA's within-class ``S`` and between-class ``D`` block matrices (Kan et al., eq. 7-8).
+
+    For projections ``W = [w_1; …; w_v]`` (one block per view), ``Wᵀ S W`` is the within-class
+    scatter and ``Wᵀ D W`` the between-class scatter of all projected samples
+    ``w_jᵀ x_jk``, classes pooled across the views:
+
+        S_jr = δ_jr X_jᵀ X_j − Σ_jᵀ diag(1/n_i) Σ_r
+        D_jr = Σ_jᵀ diag(1/n_i) Σ_r − (1/n) s_j s_rᵀ
+
+    with ``Σ_j`` the class sums of view ``j`` (``n_ij μ_ij`` in the paper), ``n_i`` the size
+    of class ``i`` over all views and ``s_j`` the sum of view ``j``'s samples.
+    """
+    n_classes = int(max(c.max() for c in codes)) + 1
+    counts = sum(np.bincount(c, minlength=n_classes) for c in codes).astype(float)
+    inv = np.where(counts > 0, 1.0 / np.maximum(counts, 1), 0.0)
+    sums = [_class_sums(V, c, n_classes) for V, c in zip(views, codes, strict=True)]
+    totals = [V.sum(axis=0) for V in views]
+    n = float(counts.sum())
+    dims = np.cumsum([0] + [V.shape[1] for V in views])
+    S = np.zeros((dims[-1], dims[-1]))
+    D = np.zeros_like(S)
+    for j, Vj in enumerate(views):
+        for r in range(j, len(views)):
+            between = sums[j].T @ (inv[:, None] * sums[r])
+            bj, br = slice(dims[j], dims[j + 1]), slice(dims[r], dims[r + 1])
+            S[bj, br] = (Vj.T @ Vj if j == r else 0.0) - between
+            D[bj, br] = between - np.outer(totals[j], totals[r]) / n
+            if r != j:
+                S[br, bj], D[br, bj] = S[bj, br].T, D[bj, br].T
+    return S, D
 
 
 def _ridge(C: np.ndarray, reg: float) -> np.ndarray:
@@ -108,8 +150,6 @@ def mvda_directions(views, codes, n_components: int, reg: float = 1e-3):
     eigenvalues : ndarray of shape (k,)
     directions : list of ndarray of shape (d_j, k)
     """
-    from crossmetric.learners.discriminant import mvda_scatter_matrices
-
     means = [V.mean(axis=0) for V in views]
     S, D = mvda_scatter_matrices([V - m for V, m in zip(views, means, strict=True)], codes)
     S = S + reg * max(np.trace(S) / S.shape[0], np.finfo(float).tiny) * np.eye(S.shape[0])
@@ -254,7 +294,7 @@ class MCCA(MultiViewMixin, LinearTowers):
     Examples
     --------
     >>> import numpy as np
-    >>> from crossmetric.multiview import MCCA
+    >>> from crossmetric.learners.multiview import MCCA
     >>> rng = np.random.RandomState(0)
     >>> Z = rng.randn(80, 2)
     >>> views = [Z @ rng.randn(2, d) + 0.1 * rng.randn(80, d) for d in (5, 4, 6)]

@@ -26,11 +26,12 @@ import numpy as np
 from scipy.special import logsumexp
 from sklearn.base import BaseEstimator
 
-from crossmetric._base import LinearSingleModalMixin, PairData, squared_euclidean_matrix
-from crossmetric._checks import check_n_components, check_positive_int, check_positive_scalar
+from crossmetric._base import LinearSingleModalMixin, squared_euclidean_matrix
 from crossmetric._solvers.descent import lbfgs
 from crossmetric._solvers.starting import initial_projection
+from crossmetric._utils.checks import check_n_components, check_positive_int, check_positive_scalar
 from crossmetric.pairs import labels_from_pairs
+from crossmetric.pairs._pair_data import PairData
 
 __all__ = ["NCA", "LMNN", "MCC", "samples_and_labels"]
 

@@ -12,9 +12,10 @@ from __future__ import annotations
 import numpy as np
 from sklearn.base import BaseEstimator
 
-from crossmetric._base import LinearSingleModalMixin, PairData
+from crossmetric._base import LinearSingleModalMixin
 from crossmetric._solvers.towers import embed_tower, fit_logistic_towers, store_towers
 from crossmetric.kernels import check_kernel
+from crossmetric.pairs._pair_data import PairData
 
 __all__ = ["PCCA"]
 
@@ -29,7 +30,7 @@ class PCCA(LinearSingleModalMixin, BaseEstimator):
     minimised far past the best held-out point: choose ``max_iter`` (and ``n_components``) on
     the training identities -- ``crossmetric benchmark --tune paper --tune-scoring rank1``
     searches the registry's paper grid, iteration count first
-    (:func:`crossmetric.model_selection.search_stages`). On VIPeR (316 training persons,
+    (:func:`crossmetric.protocols.model_selection.search_stages`). On VIPeR (316 training persons,
     n⁻ = 10, 3 splits) linear PCCA-sqrt gave 13.3 % rank-1 at L-BFGS convergence and 19.7 %
     after 20 iterations (:mod:`crossmetric.reproduce`, which chooses the count per split).
     Few identities, without a search: ``early_stopping=True`` with ``n_negatives`` ≥ 10 in

@@ -37,9 +37,10 @@ from sklearn.base import BaseEstimator
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 
-from crossmetric._base import PairData, SingleModalMixin
-from crossmetric._checks import check_positive_int, check_positive_scalar, user_stacklevel
+from crossmetric._base import SingleModalMixin
 from crossmetric._solvers.descent import lbfgs
+from crossmetric._utils.checks import check_positive_int, check_positive_scalar, user_stacklevel
+from crossmetric.pairs._pair_data import PairData
 
 __all__ = ["PRDC", "triplets_from_pairs", "prdc_objective"]
 

@@ -17,7 +17,7 @@ import numpy as np
 import scipy.linalg
 from sklearn.utils import check_random_state
 
-from crossmetric._checks import check_n_components, check_positive_int
+from crossmetric._utils.checks import check_n_components, check_positive_int
 from crossmetric.learners._sample_forms import _SampleFormMetric, check_samples_and_targets
 
 __all__ = ["RCA", "RCA_Supervised", "rca_components", "chunks_from_labels"]

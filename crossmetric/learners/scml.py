@@ -23,7 +23,7 @@ import warnings
 import numpy as np
 from sklearn.utils import check_random_state
 
-from crossmetric._checks import as_float_array, check_positive_int, check_positive_scalar
+from crossmetric._utils.checks import as_float_array, check_positive_int, check_positive_scalar
 from crossmetric.learners._sample_forms import (
     _SampleFormMetric,
     knn_triplets,

@@ -14,7 +14,7 @@ module                      what
 Every name, private ones included, is importable from ``crossmetric.metrics`` as before, and
 assigning one here (``monkeypatch.setattr(metrics, "_CHUNK_BYTES", ...)``) reaches the
 submodule that reads it. Re-ranking (:func:`re_ranking`, :func:`query_expansion`) lives in
-:mod:`crossmetric.reranking` and is part of this namespace.
+:mod:`crossmetric.metrics.reranking` and is part of this namespace.
 
 Conventions
 -----------
@@ -45,46 +45,8 @@ Ties
 
 from __future__ import annotations
 
-from crossmetric._aliases import forward_assignments
-from crossmetric.metrics import _counts, knn, ranking, reid, verification
-from crossmetric.metrics._counts import (  # noqa: F401
-    _CHUNK_BYTES,
-    _COUNT_MAX_RELEVANT,
-    _LANE_MIN_COLS,
-    BLOCK_ELEMENTS,
-    TIES,
-    _ap_from_counts,
-    _block_average_precision,
-    _block_rank_stats,
-    _check_distance,
-    _check_finite_block,
-    _check_ties,
-    _cmc_from_stats,
-    _count_flags,
-    _earlier_ties,
-    _first_run_length,
-    _gallery_groups,
-    _groups_for,
-    _harmonic_diff,
-    _hit_probability,
-    _label_codes,
-    _log_none_in_first,
-    _nn_hits,
-    _rank_histogram,
-    _rank_stats,
-    _relevant,
-    _relevant_counts,
-    _rows_less_counts,
-    _rows_per_block,
-    _self_columns,
-    _stats_from_counts,
-)
-from crossmetric.metrics.knn import (  # noqa: F401
-    KNN_INDEXES,
-    knn_accuracy,
-    knn_rank_report,
-)
-from crossmetric.metrics.ranking import (  # noqa: F401
+from crossmetric.metrics.knn import knn_accuracy, knn_rank_report
+from crossmetric.metrics.ranking import (
     average_precision_per_query,
     cmc,
     identification_report,
@@ -93,16 +55,14 @@ from crossmetric.metrics.ranking import (  # noqa: F401
     one_call_at_n,
     rank_accuracy,
 )
-from crossmetric.metrics.reid import (  # noqa: F401
-    _block_reid_measures,
-    _log_comb,
-    _tie_groups,
-    evaluate_rank,
+from crossmetric.metrics.reid import evaluate_rank
+from crossmetric.metrics.reranking import query_expansion, re_ranking
+from crossmetric.metrics.retrieval import (
+    mean_average_precision_at_k,
+    precision_recall_curve_mean,
+    retrieval_report,
 )
-from crossmetric.metrics.verification import (  # noqa: F401
-    _area_between,
-    _check_fpr_range,
-    _check_y_score,
+from crossmetric.metrics.verification import (
     accuracy_at_median,
     eer,
     one_minus_eer,
@@ -129,24 +89,12 @@ __all__ = [
     "average_precision_per_query",
     "one_call_at_n",
     "identification_report",
+    "knn_accuracy",
+    "knn_rank_report",
+    "evaluate_rank",
+    "re_ranking",
+    "query_expansion",
+    "mean_average_precision_at_k",
+    "precision_recall_curve_mean",
+    "retrieval_report",
 ]
-
-__all__ += ["knn_accuracy", "knn_rank_report", "evaluate_rank"]
-
-# re-ranking lives in its own module; its public functions are part of this namespace (API.md)
-from crossmetric.reranking import query_expansion, re_ranking  # noqa: E402
-
-__all__ += ["re_ranking", "query_expansion"]
-
-# class-level (cross-modal) retrieval: mAP@k and the precision-recall curve
-from crossmetric.metrics.retrieval import (  # noqa: E402
-    mean_average_precision_at_k,
-    precision_recall_curve_mean,
-    retrieval_report,
-)
-
-__all__ += ["mean_average_precision_at_k", "precision_recall_curve_mean", "retrieval_report"]
-
-# the code lives in the submodules: ``crossmetric.metrics._CHUNK_BYTES = ...`` (or a
-# monkeypatch of any name here) also rebinds it where the code reads it
-forward_assignments(__name__, _counts, verification, ranking, knn, reid)

@@ -5,7 +5,7 @@ to the probe (and of those at the same distance), O(n_gallery) per relevant item
 (:func:`_relevant_counts`); the rank statistics ``(c, t, m)`` of each query then give CMC,
 rank-r, 1-call@n and nearest-neighbour accuracy under each tie rule (:data:`TIES`), and the
 counts give average precision. Used by :mod:`.ranking`, :mod:`.knn` and
-:mod:`crossmetric._knn_report`.
+:mod:`crossmetric.metrics._knn_report`.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import numpy as np
 from scipy.special import digamma, gammaln
 from sklearn.utils import gen_batches
 
-from crossmetric._checks import check_positive_int
+from crossmetric._utils.checks import check_positive_int
 
 __all__ = ["BLOCK_ELEMENTS", "TIES"]
 

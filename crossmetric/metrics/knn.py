@@ -12,7 +12,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 from sklearn.utils import gen_batches
 
-from crossmetric._checks import as_float_array, check_positive_int
+from crossmetric._utils.checks import as_float_array, check_positive_int
 from crossmetric.metrics._counts import (
     _check_ties,
     _earlier_ties,
@@ -202,8 +202,8 @@ def knn_rank_report(query: ArrayLike, database: ArrayLike, query_labels: ArrayLi
     >>> rep["rank1"], rep["map_at_r"], rep["cmc"].tolist()
     (1.0, 1.0, [1.0, 1.0])
     """
-    from crossmetric import _faiss_tools as ft
-    from crossmetric._knn_report import report_from_lists
+    from crossmetric.metrics import _faiss_tools as ft
+    from crossmetric.metrics._knn_report import report_from_lists
 
     Q = as_float_array(query, "query", ndim=2)
     X = as_float_array(database, "database", ndim=2)

@@ -13,7 +13,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 from sklearn.utils import gen_batches
 
-from crossmetric._checks import as_float_array, check_positive_int
+from crossmetric._utils.checks import as_float_array, check_positive_int
 from crossmetric.metrics._counts import (
     _ap_from_counts,
     _block_average_precision,

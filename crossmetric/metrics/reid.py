@@ -11,7 +11,7 @@ from numpy.typing import ArrayLike
 from scipy.special import gammaln
 from sklearn.utils import gen_batches
 
-from crossmetric._checks import as_float_array, check_positive_int
+from crossmetric._utils.checks import as_float_array, check_positive_int
 from crossmetric.metrics._counts import _label_codes
 
 __all__ = ["evaluate_rank"]

@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 from sklearn.utils import gen_batches
 
-from crossmetric._checks import check_positive_int
+from crossmetric._utils.checks import check_positive_int
 from crossmetric.metrics._counts import _check_distance, _label_codes, _rows_per_block
 
 __all__ = ["mean_average_precision_at_k", "precision_recall_curve_mean", "retrieval_report",

@@ -16,7 +16,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 from sklearn.metrics import roc_auc_score, roc_curve
 
-from crossmetric._checks import as_float_array, check_pair_labels
+from crossmetric._utils.checks import as_float_array, check_pair_labels
 
 __all__ = ["roc_auc", "roc", "partial_auc", "eer", "one_minus_eer", "accuracy_at_median",
            "verification_rate", "verification_report"]

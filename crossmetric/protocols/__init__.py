@@ -27,16 +27,13 @@ splitter), :mod:`~crossmetric.protocols.views` (the PCA / CCA step before a lear
 :mod:`~crossmetric.protocols.evaluate` (fit on pairs, measure on a probe / gallery or pair set),
 :mod:`~crossmetric.protocols.runner` (:func:`run_protocols`, :func:`run_pair_folds`),
 :mod:`~crossmetric.protocols.batch` (many runs, one table: :func:`run_many`, :func:`gather`)
-and :mod:`~crossmetric.protocols.results` (:class:`BenchmarkResult`). Every name of the former
-module ``crossmetric/protocols.py`` is importable from here, private ones included.
+and :mod:`~crossmetric.protocols.results` (:class:`BenchmarkResult`).
 """
 
 
 from crossmetric.protocols.batch import Gathered, Run, gather, run_many
 from crossmetric.protocols.evaluate import (
     RANKS,
-    ROC_GRID,  # noqa: F401 - old private path
-    _verification_extras,  # noqa: F401 - old private path
     fit_on_pairs,
     measure_identification,
     measure_retrieval,
@@ -47,19 +44,9 @@ from crossmetric.protocols.pipeline import ViewPipeline
 from crossmetric.protocols.results import (
     MEASURE_ALIASES,
     MEASURES,
-    RESULT_FORMAT,  # noqa: F401 - old private path
-    RESULT_VERSION,  # noqa: F401 - old private path
-    TABLE_MEASURES,  # noqa: F401 - old private path
     BenchmarkResult,
-    _summarise,  # noqa: F401 - old private path
 )
 from crossmetric.protocols.runner import (
-    _execute,  # noqa: F401 - old private path
-    _identity_groups,  # noqa: F401 - old private path
-    _run_safely,  # noqa: F401 - old private path
-    _run_split,  # noqa: F401 - old private path
-    _tune_split,  # noqa: F401 - old private path
-    _with_progress,  # noqa: F401 - old private path
     run_pair_folds,
     run_protocols,
 )
@@ -70,29 +57,18 @@ from crossmetric.protocols.split_files import (
 )
 from crossmetric.protocols.splits import (
     Split,
-    _pairs_among,  # noqa: F401 - old private path
-    _sample_folds,  # noqa: F401 - old private path
-    _single_shot_gallery,  # noqa: F401 - old private path
     deal_identities,
     fixed_split,
     given_identification_splits,
     hold_out_identities,
     identification_splits,
-    inner_pair_splits,  # noqa: F401 - also crossmetric.model_selection.inner_pair_splits
     kfold_pairs,
-    object_folds,  # noqa: F401 - also crossmetric.model_selection.object_folds
-    reid_splits,  # noqa: F401 - also crossmetric.reid.reid_splits
     verification_splits,
 )
 from crossmetric.protocols.views import (
     CCAProjection,
     PCAThen,
     ViewReduction,
-    _is_cross_modal,  # noqa: F401 - old private path
-    _pca_fit_views,  # noqa: F401 - old private path
-    _pca_views,  # noqa: F401 - old private path
-    _prepare_views,  # noqa: F401 - old private path
-    _uses_images,  # noqa: F401 - old private path
     fit_view_pca,
     fit_view_reduction,
     method_view_pca,

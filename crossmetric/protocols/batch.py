@@ -50,11 +50,11 @@ class Run(NamedTuple):
 
 def _evaluate(evaluate, run: Run, shared: dict):
     """One run (in a worker): ``run_protocols`` looked up when called, so that a patched
-    ``crossmetric.protocols.run_protocols`` is the one used."""
+    ``crossmetric.protocols.runner.run_protocols`` is the one used."""
     if evaluate is None:
-        from crossmetric import protocols
+        from crossmetric.protocols import runner
 
-        evaluate = protocols.run_protocols
+        evaluate = runner.run_protocols
     return evaluate(run.estimators, run.dataset, **{**shared, **(run.options or {})})
 
 

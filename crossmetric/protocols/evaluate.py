@@ -12,7 +12,7 @@
   at the median distance and at the model's own threshold (``accuracy_at_threshold``).
 
 The benchmark (:func:`crossmetric.protocols.run_protocols`), the re-id protocol
-(:func:`crossmetric.reid.evaluate_reid`) and the reproductions all measure through these
+(:func:`crossmetric.protocols.reid.evaluate_reid`) and the reproductions all measure through these
 functions, so a measure has one definition and one name everywhere.
 """
 
@@ -26,7 +26,7 @@ import numpy as np
 from sklearn.base import clone
 
 from crossmetric import metrics as M
-from crossmetric._checks import check_positive_int
+from crossmetric._utils.checks import check_positive_int
 from crossmetric.protocols.splits import Split
 
 __all__ = ["RANKS", "fit_on_pairs", "measure_identification", "measure_verification",
@@ -133,7 +133,7 @@ def _distances(est, X, G, *, re_rank, query_expansion, distance):
     """Probe-to-gallery distances of ``est`` (``None``: squared Euclidean), refined by query
     expansion / re-ranking when asked."""
     if re_rank or query_expansion is not None:
-        from crossmetric.reid import refine_distances
+        from crossmetric._retrieval.refine import refine_distances
 
         return refine_distances(est, X, G, re_rank=re_rank, query_expansion=query_expansion,
                                 distance=distance)
@@ -147,10 +147,8 @@ def _distances(est, X, G, *, re_rank, query_expansion, distance):
 
 
 def _uses_l2(est) -> bool:
-    try:
-        from crossmetric._faiss_tools import uses_l2_score
-    except ImportError:  # pragma: no cover - the module imports faiss lazily
-        return False
+    from crossmetric._base import uses_l2_score
+
     return est is not None and uses_l2_score(est)
 
 
@@ -177,7 +175,7 @@ def measure_identification(est, X, G, probe_ids, gallery_ids, *, ranks=RANKS,
         The gallery is the probe set (row ``i`` = item ``i``); each probe's own item is left
         out of its ranking.
     re_rank, query_expansion :
-        Refine the distances first (:func:`crossmetric.reid.refine_distances`).
+        Refine the distances first (:func:`crossmetric.protocols.reid.refine_distances`).
     scores_path : str, optional
         Also write the distance matrix (``.npy``, else CSV rows), atomically.
     max_rank : int, optional

@@ -17,7 +17,8 @@ __all__ = ["RunOptions", "TuneOptions"]
 
 @dataclass(frozen=True)
 class TuneOptions:
-    """Inner model selection of one method (:func:`crossmetric.model_selection.search_stages`).
+    """Inner model selection of one method
+    (:func:`crossmetric.protocols.model_selection.search_stages`).
 
     Examples
     --------

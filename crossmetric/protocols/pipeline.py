@@ -8,7 +8,7 @@ import numpy as np
 from sklearn.base import BaseEstimator, clone
 from sklearn.exceptions import NotFittedError
 
-from crossmetric._checks import as_float_array
+from crossmetric._utils.checks import as_float_array
 from crossmetric.protocols.views import _is_cross_modal, fit_view_reduction, method_view_pca
 
 __all__ = ["ViewPipeline"]
@@ -184,7 +184,7 @@ class ViewPipeline(BaseEstimator):
 
     def __getstate__(self):
         """The state without the training samples (``preprocessor``, also the learner's)."""
-        from crossmetric._faiss_tools import strip_model
+        from crossmetric.metrics._faiss_tools import strip_model
 
         state = dict(super().__getstate__())
         state["preprocessor"] = None

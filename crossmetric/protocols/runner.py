@@ -13,8 +13,7 @@ import numpy as np
 from sklearn.utils import check_random_state
 
 from crossmetric import metrics as M
-from crossmetric._checks import as_float_array, check_pair_labels, check_positive_int
-from crossmetric.learners.baselines import Euclidean  # noqa: F401 - former name here
+from crossmetric._utils.checks import as_float_array, check_pair_labels, check_positive_int
 from crossmetric.protocols.evaluate import (
     RANKS,
     ROC_GRID,
@@ -232,10 +231,10 @@ def _tune_split(est, X: np.ndarray, Y: np.ndarray, split: Split, options):
 
     The outer training pairs of :func:`run_protocols` join row ``r`` of ``X`` and ``Y`` for
     objects of the training part; only those objects are handed to
-    :func:`crossmetric.model_selection.search_params`, which redoes the preprocessing of
+    :func:`crossmetric.protocols.model_selection.search_params`, which redoes the preprocessing of
     :func:`_prepare_views` on each inner training side.
     """
-    from crossmetric.model_selection import search_stages
+    from crossmetric.protocols.model_selection import search_stages
 
     opts = RunOptions.of(options)
     tune = opts.tune
@@ -352,8 +351,8 @@ def run_protocols(estimators: Mapping, dataset: Mapping, *,
         (also one whose joblib worker process dies: the units left are then run one worker
         each, so that the others go on).
     param_grids : mapping name -> grid or list of grids, optional
-        Hyper-parameter search (:func:`crossmetric.model_selection.search_stages`): for every
-        split, the named estimators' parameters are chosen from their grid by ``tune_folds``-
+        Hyper-parameter search (:func:`crossmetric.protocols.model_selection.search_stages`): for
+        every split, the named estimators' parameters are chosen from their grid by ``tune_folds``-
         fold inner cross-validation on the split's training objects only -- folds grouped by
         identity when the outer split is by identity, else disjoint stratified sets of objects
         (as ``split`` decides) -- and the winner is fitted on all training pairs. A list of
@@ -365,12 +364,13 @@ def run_protocols(estimators: Mapping, dataset: Mapping, *,
         ``std_score`` over the folds, so a reader sees by how much the choice won).
     tune_folds : int, default=3
     tune_scoring : {"auc", "rank1", "map"}, default="auc"
-        Validation measure of the search (:func:`crossmetric.model_selection.search_params`):
-        pair AUC, or identification rank-1 / mAP on the validation identities.
+        Validation measure of the search
+        (:func:`crossmetric.protocols.model_selection.search_params`): pair AUC, or identification
+        rank-1 / mAP on the validation identities.
     re_rank : bool or dict, default=False
         Identification: re-rank each split's probe-to-gallery distances by k-reciprocal
         encoding (:func:`crossmetric.metrics.re_ranking`; a dict passes ``k1``, ``k2``,
-        ``lambda_value``) before measuring. See :func:`crossmetric.reid.refine_distances`
+        ``lambda_value``) before measuring. See :func:`crossmetric.protocols.reid.refine_distances`
         for the models it applies to.
     query_expansion : int, optional
         Identification: average query expansion with this many gallery neighbours first.
@@ -521,7 +521,7 @@ def run_protocols(estimators: Mapping, dataset: Mapping, *,
             split="sample", random_state=rng)]
     if query_expansion is not None:
         query_expansion = check_positive_int(query_expansion, "query_expansion")
-    from crossmetric.reid import _re_rank_params
+    from crossmetric._retrieval.refine import _re_rank_params
 
     _re_rank_params(re_rank)  # a bad value fails here, not in every worker
     if pair_measures and "verification" in protocols:
@@ -542,7 +542,7 @@ def run_protocols(estimators: Mapping, dataset: Mapping, *,
         group = split if split != "auto" else ("identity" if n_ids >= max(20, 2 * n_folds)
                                                else "sample")
         tune_folds = check_positive_int(tune_folds, "tune_folds", minimum=2)
-        from crossmetric.model_selection import SCORINGS
+        from crossmetric.protocols.model_selection import SCORINGS
 
         if tune_scoring not in SCORINGS:
             raise ValueError(f"tune_scoring must be one of {', '.join(SCORINGS)}, got "

@@ -14,7 +14,7 @@ import numpy as np
 from sklearn.model_selection import GroupKFold, StratifiedKFold
 from sklearn.utils import check_random_state
 
-from crossmetric._checks import check_pair_labels, check_positive_int, user_stacklevel
+from crossmetric._utils.checks import check_pair_labels, check_positive_int, user_stacklevel
 from crossmetric.pairs import make_pairs
 
 __all__ = ["Split", "kfold_pairs", "verification_splits", "identification_splits",
@@ -24,7 +24,7 @@ __all__ = ["Split", "kfold_pairs", "verification_splits", "identification_splits
 
 
 # the shared random draws live below the layers that use them (pairs, the solvers' hold-out)
-from crossmetric._identity_draws import deal_identities, hold_out_identities  # noqa: E402
+from crossmetric.pairs._identity_draws import deal_identities, hold_out_identities  # noqa: E402
 
 
 def _stratified_folds(codes: np.ndarray, n_folds: int, seed: int) -> list:

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from crossmetric._checks import as_float_array
+from crossmetric._utils.checks import as_float_array
 from crossmetric.protocols.splits import Split
 
 __all__ = ["CCAProjection", "PCAThen", "ViewReduction", "fit_view_pca", "fit_view_reduction",
-           "method_view_pca", "pca_views", "bounded_dimension", "cap_n_components"]
+           "method_view_pca", "pca_views", "bounded_dimension", "cap_n_components",
+           "cap_n_components_to_views"]
 
 
 class CCAProjection:
@@ -17,7 +18,7 @@ class CCAProjection:
 
     The CML-AUC paper (§IV-B) runs single-modal learners on CCA-processed features of the two
     modalities (PCA-C, LMNN-C, LDML-C, ...). The directions come from the library's one closed
-    form, :func:`crossmetric.baselines.cca_directions` (also behind :class:`crossmetric.CCA`);
+    form, :func:`crossmetric._solvers.linalg.cca_directions` (also behind :class:`crossmetric.CCA`);
     scikit-learn's NIPALS ``CCA`` needs about a minute for 32 components on the 1,800 digits.
     ``transform`` returns ``((X − x̄) A, (Y − ȳ) B)``.
 
@@ -39,7 +40,7 @@ class CCAProjection:
 
     def fit(self, X: np.ndarray, Y: np.ndarray) -> CCAProjection:
         """Fit on row-aligned views (row ``r`` of ``X`` and ``Y`` = one matching pair)."""
-        from crossmetric.learners.baselines import cca_directions
+        from crossmetric._solvers.linalg import cca_directions
 
         X = as_float_array(X, "X", ndim=2)
         Y = as_float_array(Y, "Y", ndim=2)
@@ -76,8 +77,8 @@ def fit_view_pca(V: np.ndarray, n_components: int, *, svd_solver: str | None = N
     V : ndarray (n_rows, n_features)
     n_components : int
     svd_solver : str, optional
-        ``None``: the library's exact PCA (:func:`crossmetric.baselines.fit_pca`: the thin SVD
-        in the span of the rows when they are fewer than the features); a scikit-learn
+        ``None``: the library's exact PCA (:func:`crossmetric._solvers.linalg.fit_pca`: the thin
+        SVD in the span of the rows when they are fewer than the features); a scikit-learn
         ``svd_solver`` (``"auto"``, ``"randomized"``, ``"full"``, ...): scikit-learn's PCA
         with that solver (``"auto"`` is its default, randomized for wide data).
     random_state : int, default=0
@@ -96,7 +97,7 @@ def fit_view_pca(V: np.ndarray, n_components: int, *, svd_solver: str | None = N
     ((20, 3), 3)
     """
     if svd_solver is None:
-        from crossmetric.learners.baselines import fit_pca
+        from crossmetric._solvers.linalg import fit_pca
 
         return fit_pca(V, n_components, random_state=random_state)
     from sklearn.decomposition import PCA
@@ -143,7 +144,7 @@ def _fit_view_pcas(X, Y, rows_x, rows_y, k: int, *, joint: bool = False,
 def _pca_fit_views(X: np.ndarray, Y: np.ndarray, train_pairs: np.ndarray, k: int,
                    joint: bool = False, svd_solver: str | None = None):
     """:func:`pca_views` fitted on the rows that the training pairs use -- exact, in the span
-    of the rows when they are fewer than the features (:func:`crossmetric.baselines.fit_pca`)
+    of the rows when they are fewer than the features (:func:`crossmetric._solvers.linalg.fit_pca`)
     unless ``svd_solver`` names another."""
     rx, ry = np.unique(train_pairs[:, 0]), np.unique(train_pairs[:, 1])
     return pca_views(X, Y, rx, ry, k, joint=joint, svd_solver=svd_solver)
@@ -416,3 +417,35 @@ class PCAThen:
 
     def cross_distance(self, A, B):
         return self.model_.cross_distance(self.pca_.transform(A), self.pca_.transform(B))
+
+
+def cap_n_components_to_views(estimators, X, Y=None) -> list[str]:
+    """:func:`cap_n_components` at the narrowest view of ``X`` / ``Y``; one note per change.
+
+    What ``crossmetric benchmark`` (and ``benchmarks/which_method_when.py``) do with the
+    registry's estimators on the user's data, the notes being the lines they print on stderr.
+
+    Parameters
+    ----------
+    estimators : dict of str to estimator
+        Capped in place.
+    X : ndarray of shape (n_samples, d_x)
+    Y : ndarray of shape (n_samples, d_y), optional
+
+    Returns
+    -------
+    list of str
+        ``"crossmetric: NAME: n_components K -> NEW (the data has NEW features)"`` for every
+        estimator changed.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from crossmetric import PCCA
+    >>> cap_n_components_to_views({"PCCA": PCCA(n_components=32)}, np.zeros((3, 8)),
+    ...                           np.zeros((3, 5)))
+    ['crossmetric: PCCA: n_components 32 -> 5 (the data has 5 features)']
+    """
+    cap = X.shape[1] if Y is None else min(X.shape[1], Y.shape[1])
+    return [f"crossmetric: {name}: n_components {k} -> {new} (the data has {new} features)"
+            for name, (k, new) in cap_n_components(estimators, cap).items()]

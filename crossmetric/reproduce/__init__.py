@@ -54,68 +54,19 @@ Choices the papers leave open, and what we measured (details in the README)
 The package has one module per job: :mod:`.published` (the papers' numbers), :mod:`.results`
 (the result table and its files), one module per paper's data (:mod:`.viper`, :mod:`.pku`,
 :mod:`.cufs`, :mod:`.gsm_cufs`, :mod:`.cmml_cufs`) and :mod:`.runner` (the named
-reproductions). Every name of the former single module ``crossmetric/reproduce.py`` is
-importable from here, private ones included; to monkeypatch a name that an experiment looks
-up, patch it in the experiment's module (e.g. ``crossmetric.reproduce.viper.evaluate_reid``).
+reproductions). To monkeypatch a name that an experiment looks up, patch it in the
+experiment's module (e.g. ``crossmetric.reproduce.viper.evaluate_reid``).
 """
 
-# the former single module's names, private ones included (tests, benchmarks and users import them)
-from crossmetric.reproduce.cufs import (
-    CML_AUC_CUFS_METHODS,
-    cufs_features,
-    reproduce_cml_auc_cufs,
-)
-from crossmetric.reproduce.pku import (
-    PKU_DEEPGSM,
-    PKU_DEEPGSM_MEMBERS,
-    PKU_DESCRIPTORS,
-    PKU_LEGACY_METHODS,
-    PKU_METHODS,
-    PKU_SETTINGS,
-    PKU_SIZE,
-    _pku_methods,
-    _pku_row,
-    _torch_threads,
-    pku_deepgsm,
-    pku_descriptor,
-    pku_features,
-    pku_select,
-    pku_space,
-    pku_splits,
-    reproduce_pku_sketch,
-)
 from crossmetric.reproduce.published import PUBLISHED
-from crossmetric.reproduce.results import (
-    ReproductionResult,
-    _fmt,
-    _jsonable,
-    _progress,
-    default_data_home,
-)
+from crossmetric.reproduce.results import ReproductionResult, default_data_home
 from crossmetric.reproduce.runner import (
     REPRODUCTIONS,
     Reproduction,
-    _figure,
-    _rank_lists,
     list_reproductions,
     run_reproduction,
 )
-from crossmetric.reproduce.viper import (
-    ITER_GRID,
-    PCCA_VARIANTS,
-    _feature_map,
-    _itml_estimator,
-    _itml_for_viper,
-    _PCAThen,
-    _pcca,
-    _viper_run,
-    _viper_split,
-    reproduce_pcca_viper,
-    reproduce_pcca_viper_convergence,
-    reproduce_pcca_viper_negatives,
-    select_max_iter,
-    viper_features,
-)
+from crossmetric.reproduce.viper import ITER_GRID, select_max_iter
 
 __all__ = ["PUBLISHED", "REPRODUCTIONS", "Reproduction", "ReproductionResult",
            "run_reproduction", "list_reproductions", "default_data_home", "select_max_iter",

@@ -104,7 +104,7 @@ def reproduce_cmml_cufs(data_home, *, n_splits: int = 10, seed: int = 0,
     -------
     ReproductionResult
     """
-    from crossmetric._checks import check_positive_int
+    from crossmetric._utils.checks import check_positive_int
     from crossmetric.protocols.batch import Run, gather, run_many
     from crossmetric.registry import ITERATION_STAGE, METHODS, make_estimator
     from crossmetric.reproduce.cufs import N_TEST, cufs_features

@@ -76,7 +76,7 @@ def cufs_features(data_home) -> dict:
         the data's fixed split).
     """
     from crossmetric.datasets import load_cufs
-    from crossmetric.features import DenseSIFT
+    from crossmetric.features._dense_sift import DenseSIFT
 
     b = load_cufs(data_home, "all", color="gray")
     F = DenseSIFT().fit_transform(b.images[:, FACE_ROWS, FACE_COLS])

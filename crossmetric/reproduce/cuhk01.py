@@ -110,7 +110,7 @@ def cuhk01_features(data_home, *, cache: str | None = None, chunk: int = 256,
         2 = camera B), ``shots``, ``n_features`` (the descriptor's width).
     """
     if cache is not None and os.path.exists(cache):
-        from crossmetric._array_files import check_array_file
+        from crossmetric._utils.array_files import check_array_file
 
         check_array_file(cache)  # declared sizes against the file's, before allocating
         with np.load(cache, allow_pickle=False) as f:
@@ -120,7 +120,7 @@ def cuhk01_features(data_home, *, cache: str | None = None, chunk: int = 256,
             out.update({k: out[k][keep] for k in ("Z", "ids", "domains", "shots")})
         return out
     from crossmetric.datasets import load_cuhk01
-    from crossmetric.features import PatchColorSIFT
+    from crossmetric.features._patch_color_sift import PatchColorSIFT
 
     b = load_cuhk01(data_home, size=size)
     rows = np.arange(b.ids.size)
@@ -212,9 +212,10 @@ def _runs(data_splits, estimators: dict, grids: dict) -> list:
 def _run_and_gather(runs: list, methods: list, options: dict, n_jobs, verbose: bool):
     """:func:`~crossmetric.protocols.batch.run_many` of the (split, method) runs, gathered
     per method (:func:`~crossmetric.protocols.batch.gather`): ``(gathered, per)`` with
-    ``per[method]["rank{r}"]`` the CMC (%) at :data:`~crossmetric.reid.CMC_RANKS` per split."""
+    ``per[method]["rank{r}"]`` the CMC (%) at :data:`~crossmetric.protocols.reid.CMC_RANKS` per
+    split."""
     from crossmetric.protocols.batch import gather, run_many
-    from crossmetric.reid import CMC_RANKS
+    from crossmetric.protocols.reid import CMC_RANKS
 
     def show(run, res):
         (m,) = run.estimators
@@ -282,7 +283,7 @@ def reproduce_gsm_cuhk01(data_home, *, n_splits: int = 10, seed: int = 0,
     -------
     ReproductionResult
     """
-    from crossmetric.reid import CMC_RANKS
+    from crossmetric.protocols.reid import CMC_RANKS
 
     structures = list(GSM_STRUCTURES if structures is None else structures)
     baselines = list(CUHK01_BASELINES if baselines is None else baselines)
@@ -361,7 +362,7 @@ def reproduce_gsm_cuhk01_deep(data_home, *, n_splits: int = 10, seed: int = 0,
         As :func:`reproduce_gsm_cuhk01`.
     """
     from crossmetric.datasets import load_cuhk01
-    from crossmetric.reid import CMC_RANKS
+    from crossmetric.protocols.reid import CMC_RANKS
     from crossmetric.reproduce.pku import pku_deepgsm
 
     b = load_cuhk01(data_home)

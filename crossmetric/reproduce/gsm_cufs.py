@@ -29,9 +29,9 @@ from the paper and what stands in:
   beats its special cases, checked here.
 * **Euclidean**: the squared distance of the same PCA features (the floor).
 
-Every fit and measurement is :func:`crossmetric.reid.evaluate_reid` on one
+Every fit and measurement is :func:`crossmetric.protocols.reid.evaluate_reid` on one
 :class:`crossmetric.protocols.Split` (the fixed split), the selection
-:func:`crossmetric.model_selection.search_stages`: no loop of its own here.
+:func:`crossmetric.protocols.model_selection.search_stages`: no loop of its own here.
 """
 
 from __future__ import annotations
@@ -77,7 +77,7 @@ def gsm_cufs_deepgsm(*, epochs: int = 500, n_train: int = 180, device: str = "au
     ``epochs`` passes over ``n_train`` training persons set ``max_iter`` (rounds of
     ``n_identities`` persons); ``overrides`` replace recipe entries (smoke runs).
     """
-    from crossmetric._checks import check_positive_int
+    from crossmetric._utils.checks import check_positive_int
     from crossmetric.deep import DeepGSM
 
     epochs = check_positive_int(epochs, "epochs")
@@ -118,8 +118,8 @@ def cufs_fixed_split(labels, is_test, *, n_negatives: int = 10, random_state=Non
 
 
 def _joint_pca(k: int):
-    """``prepare`` of :func:`crossmetric.model_selection.search_params`: the view step's one
-    PCA of both modalities' training rows (same descriptor, so one basis keeps them
+    """``prepare`` of :func:`crossmetric.protocols.model_selection.search_params`: the view step's
+    one PCA of both modalities' training rows (same descriptor, so one basis keeps them
     comparable; :func:`crossmetric.protocols.views.pca_views` with ``joint=True``)."""
     from crossmetric.protocols.views import _pca_fit_views
 
@@ -171,10 +171,10 @@ def reproduce_gsm_cufs(data_home, *, n_splits: int = 1, seed: int = 0, verbose: 
     -------
     ReproductionResult
     """
-    from crossmetric._checks import check_positive_int
-    from crossmetric.model_selection import search_stages
+    from crossmetric._utils.checks import check_positive_int
+    from crossmetric.protocols.model_selection import search_stages
+    from crossmetric.protocols.reid import evaluate_reid
     from crossmetric.registry import gsm_paper_grid, make_estimator
-    from crossmetric.reid import evaluate_reid
     from crossmetric.reproduce.cufs import cufs_features
 
     names = list(GSM_CUFS_METHODS if methods is None else

@@ -10,7 +10,7 @@ from sklearn.base import clone
 from sklearn.utils import check_random_state
 
 from crossmetric import metrics as M
-from crossmetric.reid import CMC_RANKS
+from crossmetric.protocols.reid import CMC_RANKS
 from crossmetric.reproduce.published import PUBLISHED
 from crossmetric.reproduce.results import ReproductionResult, _progress
 
@@ -44,14 +44,10 @@ PKU_DESCRIPTORS = {
 
 def pku_descriptor(images, descriptor: str = "hog") -> np.ndarray:
     """Features of PKU-Sketch images (uint8 RGB, 160 × 64) by a :data:`PKU_DESCRIPTORS` name."""
-    from crossmetric.features import (
-        HOG,
-        DenseSIFT,
-        LBPGrid,
-        PatchColorSIFT,
-        _to_gray,
-        to_unit_float,
-    )
+    from crossmetric.features import HOG, _to_gray, to_unit_float
+    from crossmetric.features._dense_sift import DenseSIFT
+    from crossmetric.features._local_patterns import LBPGrid
+    from crossmetric.features._patch_color_sift import PatchColorSIFT
 
     if descriptor not in PKU_DESCRIPTORS:
         raise ValueError(f"descriptor must be one of {', '.join(PKU_DESCRIPTORS)}, got "
@@ -152,7 +148,7 @@ PKU_DEEPGSM: dict = {
 #: three: 20.0 / 26.5 and 15.0 / 22.6). Two seeds were chosen; they also keep a split within
 #: the 10-minute budget (2 × about 170 s). Only 2 of the planned 3 splits were run (time), in
 #: a one-off script whose comparison ``benchmarks/select_pku_deepgsm.py --members`` now makes
-#: (its members ≥ 1 draw their seeds from :func:`crossmetric.ensemble.member_seeds`).
+#: (its members ≥ 1 draw their seeds from :func:`crossmetric.learners.ensemble.member_seeds`).
 #: Also tried, not taken: weight averaging (``average_from`` 0.5 and 0.25; 2 splits: 20.0 /
 #: 26.0, 12.5 / 21.3 and 17.5 / 25.8, 12.5 / 20.9 against the recipe's 20.0 / 26.3, 12.5 /
 #: 21.7 -- no change: the cosine schedule already ends at a step of 0) and a wider network
@@ -187,7 +183,7 @@ PKU_LEGACY_METHODS = ("euclidean", "cca", "kcca", "cmml", "cmlauc", "gsm", "deep
 #: (``MethodSpec.paper_grid``) has its parameters chosen per split by 3-fold inner
 #: cross-validation on the split's *training* persons (folds grouped by person, scored by the
 #: validation sketches' rank-1 among the validation photos;
-#: :func:`crossmetric.model_selection.search_stages`), the descriptor, centring and PCA
+#: :func:`crossmetric.protocols.model_selection.search_stages`), the descriptor, centring and PCA
 #: refitted on each inner training fold.
 #:
 #: How the ``paper`` setting's descriptor, centring and negatives were chosen -- on training
@@ -256,15 +252,15 @@ def pku_select(name, estimator, H, ids, tr_sk, tr_ph, *, n_components, center, n
     """Choose ``estimator``'s paper-grid parameters on the training persons only.
 
     The objects are the training photos, each with its person's sketch (row ``r`` of ``X`` the
-    sketch, of ``Y`` the photo); :func:`crossmetric.model_selection.search_stages` splits them
-    into :data:`PKU_INNER_FOLDS` folds by person and scores every candidate by the rank-1 of
+    sketch, of ``Y`` the photo); :func:`crossmetric.protocols.model_selection.search_stages` splits
+    them into :data:`PKU_INNER_FOLDS` folds by person and scores every candidate by the rank-1 of
     the validation sketches among the validation photos, after :func:`pku_space` refitted on
     the inner training persons. Only rows ``tr_sk`` and ``tr_ph`` of ``H`` are read. Returns
-    the :class:`~crossmetric.model_selection.SearchResult`, or ``None`` when the method has no
-    grid. ``grid``: stages to search instead of the paper grid (``[{}]``: the inner
+    the :class:`~crossmetric.protocols.model_selection.SearchResult`, or ``None`` when the method
+    has no grid. ``grid``: stages to search instead of the paper grid (``[{}]``: the inner
     cross-validation score of ``estimator`` as it is); ``scoring``: ``"rank1"`` or ``"map"``.
     """
-    from crossmetric.model_selection import search_stages
+    from crossmetric.protocols.model_selection import search_stages
     from crossmetric.registry import METHODS
 
     if grid is None:
@@ -474,7 +470,7 @@ def reproduce_pku_sketch(data_home, *, n_splits: int = 10, seed: int = 0, verbos
     :func:`crossmetric.protocols.batch.run_many`, gathered per method by
     :func:`~crossmetric.protocols.batch.gather`; the same numbers as one process).
     """
-    from crossmetric._checks import check_positive_int
+    from crossmetric._utils.checks import check_positive_int
     from crossmetric.protocols.batch import Run, gather, run_many
 
     if setting not in PKU_SETTINGS:

@@ -11,9 +11,9 @@ import numpy as np
 from sklearn.base import clone
 from sklearn.utils import check_random_state
 
-from crossmetric.model_selection import CMC_SCORE_RANK, mean_cmc, search_params
+from crossmetric.protocols.model_selection import CMC_SCORE_RANK, mean_cmc, search_params
+from crossmetric.protocols.reid import CMC_RANKS, evaluate_reid, reid_splits
 from crossmetric.protocols.views import PCAThen
-from crossmetric.reid import CMC_RANKS, evaluate_reid, reid_splits
 from crossmetric.reproduce.published import PUBLISHED
 from crossmetric.reproduce.results import ReproductionResult, _progress
 
@@ -65,12 +65,12 @@ def select_max_iter(estimator, X, ids, domains, split, *, n_negatives: int,
 
     A ``validation_fraction`` of the training persons (drawn by identity) is held out as
     probe / gallery, the model is fitted on the pairs of the other persons (drawn as in
-    :func:`crossmetric.reid.reid_splits`) with each ``max_iter`` of ``grid``, and the value
-    with the highest validation CMC averaged over ranks 1-20 wins (the smaller on ties). The
+    :func:`crossmetric.protocols.reid.reid_splits`) with each ``max_iter`` of ``grid``, and the
+    value with the highest validation CMC averaged over ranks 1-20 wins (the smaller on ties). The
     scan stops once two consecutive values score below the best so far (overfitting sets in).
-    The scan is :func:`crossmetric.model_selection.search_params` (``folds=`` that one
+    The scan is :func:`crossmetric.protocols.model_selection.search_params` (``folds=`` that one
     hold-out, ``patience=2``) measuring each value with
-    :func:`crossmetric.reid.evaluate_reid`.
+    :func:`crossmetric.protocols.reid.evaluate_reid`.
 
     Returns
     -------
@@ -141,7 +141,7 @@ def _itml_estimator():
     """``crossmetric.ITML`` when this installation has it (helper module ``itml``), else the
     reason it is missing."""
     try:
-        from crossmetric.learners.itml import ITML  # noqa: F401 - optional until merged
+        from crossmetric.learners.itml import ITML
     except ImportError as exc:
         return None, f"ITML not available in this installation ({exc})"
     return ITML, None

@@ -30,53 +30,10 @@ samples (:func:`span_basis`): the same model, O(n² d) instead of O(d³)
 
 from __future__ import annotations
 
-from crossmetric._aliases import forward_assignments
-from crossmetric._checks import per_modality as _pair_param  # noqa: F401
-from crossmetric._solvers import linalg as _linalg
-from crossmetric._solvers.linalg import (  # noqa: F401  (their former home: old import paths)
-    _REDUCE_TO_SPAN,
-    _from_span,
-    _in_span,
-    _thin_qr,
-    cca_directions,
-    fit_pca,
-    pca_basis,
-    span_basis,
-)
-from crossmetric.kernels import KernelCoordinates, _KernelCoordinatesMixin  # noqa: F401
-from crossmetric.learners.baselines import _cdfe, _common, _euclidean, _kcca, _kissme, _latent
-from crossmetric.learners.baselines._cdfe import (  # noqa: F401
-    CDFE,
-    KCDFE,
-)
-from crossmetric.learners.baselines._common import (  # noqa: F401
-    _DISTANCES,
-    LinearTowers,
-    _check_distance,
-    _l2_normalize,
-    _positive_samples,
-)
-from crossmetric.learners.baselines._euclidean import (  # noqa: F401
-    Euclidean,
-)
-from crossmetric.learners.baselines._kcca import (  # noqa: F401
-    KCCA,
-)
-from crossmetric.learners.baselines._kissme import (  # noqa: F401
-    KISSME,
-    _differing,
-)
-from crossmetric.learners.baselines._latent import (  # noqa: F401
-    CCA,
-    KPLS,
-    PLS,
-    _SklearnLatent,
-)
+from crossmetric.learners.baselines._cdfe import CDFE, KCDFE
+from crossmetric.learners.baselines._euclidean import Euclidean
+from crossmetric.learners.baselines._kcca import KCCA
+from crossmetric.learners.baselines._kissme import KISSME
+from crossmetric.learners.baselines._latent import CCA, KPLS, PLS
 
-__all__ = ["Euclidean", "CCA", "PLS", "KPLS", "KCCA", "CDFE", "KCDFE", "KISSME", "cca_directions",
-           "span_basis"]
-
-# the code lives in the submodules (classes keep the saved-file path crossmetric.baselines.NAME,
-# see crossmetric.persistence._public_name) and the span reduction in crossmetric._solvers.linalg:
-# assigning a name here (``_REDUCE_TO_SPAN``, ``_thin_qr``, ...) also rebinds it where it is read
-forward_assignments(__name__, _linalg, _common, _euclidean, _latent, _kissme, _cdfe, _kcca)
+__all__ = ["Euclidean", "CCA", "PLS", "KPLS", "KCCA", "CDFE", "KCDFE", "KISSME"]

@@ -8,12 +8,12 @@ import scipy.linalg
 from scipy import sparse
 from sklearn.neighbors import NearestNeighbors
 
-from crossmetric._base import PairData
-from crossmetric._checks import check_n_components, check_positive_int, check_positive_scalar
 from crossmetric._solvers.linalg import _from_span, _in_span, span_basis
+from crossmetric._utils.checks import check_n_components, check_positive_int, check_positive_scalar
 from crossmetric.kernels import _KernelCoordinatesMixin
 from crossmetric.learners.auc import weighted_pair_outer_sum
 from crossmetric.learners.baselines._common import LinearTowers, _check_distance
+from crossmetric.pairs._pair_data import PairData
 
 __all__ = ["CDFE", "KCDFE"]
 
@@ -52,8 +52,8 @@ class CDFE(LinearTowers):
         Ridge on ``C``, relative to its mean eigenvalue. Large values undo the whitening of
         the scale constraint (``reg`` → ∞ gives orthonormal ``W``). Its best value moves by
         four decades across data sets, so choose it on training identities
-        (:func:`~crossmetric.model_selection.search_params`; the registry's paper grid tries
-        1e-3 … 100). With few identities per dimension the default can collapse: on CUFS
+        (:func:`~crossmetric.protocols.model_selection.search_params`; the registry's paper grid
+        tries 1e-3 … 100). With few identities per dimension the default can collapse: on CUFS
         (180 training persons, joint PCA-200, 238 test persons, one split) rank-1 is 0.8-3.4 %
         at 1e-3, 13-38 % at 1, 41-63 % at 100 (d = 10-100, one negative per positive); on the
         embedded digits it rises from 82.6 % (1e-3) to 86.6 % (10); but on mfeat fou ↔ pix it

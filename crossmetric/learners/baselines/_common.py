@@ -7,7 +7,8 @@ from __future__ import annotations
 import numpy as np
 from sklearn.base import BaseEstimator
 
-from crossmetric._base import CrossModalMixin, PairData
+from crossmetric._base import CrossModalMixin
+from crossmetric.pairs._pair_data import PairData
 
 __all__ = ["LinearTowers"]
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 from sklearn.base import BaseEstimator
 
-from crossmetric._base import PairData, SingleModalMixin
+from crossmetric._base import SingleModalMixin
+from crossmetric.pairs._pair_data import PairData
 
 __all__ = ["Euclidean"]
 

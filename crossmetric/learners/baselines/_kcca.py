@@ -7,11 +7,12 @@ import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.utils import check_random_state
 
-from crossmetric._base import CrossModalMixin, PairData
-from crossmetric._checks import check_n_components, check_positive_scalar
-from crossmetric._checks import per_modality as _pair_param
+from crossmetric._base import CrossModalMixin
+from crossmetric._utils.checks import check_n_components, check_positive_scalar
+from crossmetric._utils.checks import per_modality as _pair_param
 from crossmetric.kernels import KernelMap, NystroemMap, check_kernel_approximation
 from crossmetric.learners.baselines._common import _check_distance, _l2_normalize, _positive_samples
+from crossmetric.pairs._pair_data import PairData
 
 __all__ = ["KCCA"]
 

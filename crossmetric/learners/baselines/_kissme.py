@@ -7,9 +7,10 @@ import numpy as np
 import scipy.linalg
 from sklearn.base import BaseEstimator
 
-from crossmetric._base import LinearSingleModalMixin, PairData
-from crossmetric._checks import check_n_components, check_positive_scalar
+from crossmetric._base import LinearSingleModalMixin
 from crossmetric._solvers.linalg import _thin_qr, pca_basis, span_basis
+from crossmetric._utils.checks import check_n_components, check_positive_scalar
+from crossmetric.pairs._pair_data import PairData
 
 __all__ = ["KISSME"]
 

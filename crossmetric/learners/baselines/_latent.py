@@ -9,11 +9,12 @@ from sklearn.base import BaseEstimator
 from sklearn.cross_decomposition import CCA as _SklearnCCA
 from sklearn.cross_decomposition import PLSCanonical as _SklearnPLSCanonical
 
-from crossmetric._base import CrossModalMixin, PairData
-from crossmetric._checks import check_choice, check_n_components, check_positive_scalar
+from crossmetric._base import CrossModalMixin
 from crossmetric._solvers.linalg import _from_span, _in_span, cca_directions, span_basis
+from crossmetric._utils.checks import check_choice, check_n_components, check_positive_scalar
 from crossmetric.kernels import _KernelCoordinatesMixin
 from crossmetric.learners.baselines._common import _check_distance, _l2_normalize, _positive_samples
+from crossmetric.pairs._pair_data import PairData
 
 __all__ = ["CCA", "PLS", "KPLS"]
 

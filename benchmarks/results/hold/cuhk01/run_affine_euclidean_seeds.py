@@ -10,7 +10,7 @@ import time
 
 from threadpoolctl import threadpool_limits
 
-from crossmetric._atomic_io import json_ready
+from crossmetric._utils.atomic_io import json_ready
 from crossmetric.reproduce.cuhk01 import reproduce_gsm_cuhk01
 
 CHOSEN = {"init": "identity", "mu": 1e-3, "penalty": "start"}

@@ -10,8 +10,8 @@ import time
 
 from threadpoolctl import threadpool_limits
 
-import crossmetric.model_selection as ms
-from crossmetric._atomic_io import json_ready
+import crossmetric.protocols.model_selection as ms
+from crossmetric._utils.atomic_io import json_ready
 from crossmetric.reproduce.cuhk01 import reproduce_gsm_cuhk01
 
 LOG = []

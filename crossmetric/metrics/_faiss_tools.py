@@ -132,21 +132,6 @@ def set_search_breadth(index, kind: str, value: int | None) -> None:
         ps.set_index_parameter(index, "efSearch", int(value))
 
 
-def uses_l2_score(model) -> bool:
-    """Whether the model's distance is ‖f(x) − g(y)‖² (the pair-learner base default), the
-    only distance an ℓ2 faiss index over its embeddings reproduces."""
-    from crossmetric._base import PairLearnerMixin
-    from crossmetric.protocols.pipeline import ViewPipeline
-
-    if isinstance(model, ViewPipeline):  # a linear view step before the learner's embedding
-        return uses_l2_score(model.learner_)
-    if not isinstance(model, PairLearnerMixin):
-        return True  # a plain transformer: ℓ2 in its output space
-    cls = type(model)
-    return (cls._rowwise_distance is PairLearnerMixin._rowwise_distance
-            and cls._matrix_distance is PairLearnerMixin._matrix_distance)
-
-
 def stored_vectors(index) -> np.ndarray:
     """All vectors of a flat faiss index as a float32 NumPy array.
 

@@ -4,7 +4,7 @@ the tie and failure rules, the fold-score aggregation and ``GridSearchCV``-style
 This module knows nothing of how a candidate is fitted or measured: the caller hands a
 ``fit_and_score(params, fold_index)`` callable. It imports nothing from crossmetric's higher
 layers (protocols, model_selection), so a learner (:class:`crossmetric.learners.clml.CLMLCV`)
-and :func:`crossmetric.model_selection.search_params` both build on it.
+and :func:`crossmetric.protocols.model_selection.search_params` both build on it.
 
 The rules:
 
@@ -127,7 +127,7 @@ def scan_candidates(grid: Sequence[dict], n_folds: int, fit_and_score: Callable,
 
     Examples
     --------
-    >>> from crossmetric._selection_scan import scan_candidates
+    >>> from crossmetric._solvers.selection_scan import scan_candidates
     >>> table = {1: [0.5, 0.7], 2: [0.8, 0.8], 3: [0.6, 0.9], 4: [0.9, 0.9]}
     >>> scan = scan_candidates([{"k": k} for k in (1, 2, 3, 4)], 2,
     ...                        lambda p, f: table[p["k"]][f], patience=1)

@@ -35,14 +35,14 @@ The same routine serves selections that bring their own folds or measures:
 * ``patience=N`` scans the candidates in grid order and stops once ``N`` in a row have not
   beaten the best so far (an ordered grid of iteration counts, where overfitting sets in);
 * ``evaluate=`` replaces the built-in fit and measure by a protocol's own (the re-id
-  protocol's :func:`~crossmetric.reid.evaluate_reid`).
+  protocol's :func:`~crossmetric.protocols.reid.evaluate_reid`).
 
 :func:`crossmetric.reproduce.select_max_iter` (``max_iter`` of the PCCA reproductions) is a
 thin caller of :func:`search_params`. The scan itself -- candidates × folds, ``patience``, the
 tie and failure rules, the aggregation and ``cv_results()`` -- is
-:func:`crossmetric._selection_scan.scan_candidates`, which imports nothing from the protocols,
-so the learner :class:`crossmetric.learners.clml.CLMLCV` (``n_clusters``) calls it directly
-with its own fit and scorer.
+:func:`crossmetric._solvers.selection_scan.scan_candidates`, which imports nothing from the
+protocols, so the learner :class:`crossmetric.learners.clml.CLMLCV` (``n_clusters``) calls it
+directly with its own fit and scorer.
 
 :func:`search_stages` runs several such searches one after the other, each with the winners of
 the stages before it fixed: the papers' sequential selections (CML-AUC §V-B: γ with μ = 1e-7,
@@ -70,13 +70,13 @@ from sklearn.base import clone
 from sklearn.model_selection import ParameterGrid
 from sklearn.utils import check_random_state
 
-from crossmetric._checks import check_indices, check_positive_int
-from crossmetric._selection_scan import cv_results, scan_candidates
-from crossmetric._stages import StageIf
+from crossmetric._solvers.selection_scan import cv_results, scan_candidates
+from crossmetric._utils.checks import check_indices, check_positive_int
 from crossmetric.metrics import mean_average_precision, one_call_at_n, rank_accuracy, roc_auc
 from crossmetric.protocols.evaluate import fit_on_pairs, measure_identification
 from crossmetric.protocols.splits import Split, inner_pair_splits, object_folds
 from crossmetric.protocols.views import cap_n_components
+from crossmetric.registry import StageIf
 
 __all__ = ["SCORINGS", "CMC_SCORE_RANK", "mean_cmc", "SearchResult", "object_folds",
            "inner_pair_splits", "search_params", "search_stages", "StageIf"]
@@ -140,13 +140,13 @@ class SearchResult:
         parameter), ``split<k>_test_score``, ``mean_test_score``, ``std_test_score`` and
         ``rank_test_score`` (1 = best; ties share the smaller rank; failed candidates rank
         last), computed as ``GridSearchCV`` computes them from the same fold scores
-        (:func:`crossmetric._selection_scan.cv_results`).
+        (:func:`crossmetric._solvers.selection_scan.cv_results`).
 
         Examples
         --------
         >>> import numpy as np
         >>> from crossmetric import Euclidean
-        >>> from crossmetric.model_selection import search_params
+        >>> from crossmetric.protocols.model_selection import search_params
         >>> labels = np.repeat(np.arange(12), 3)
         >>> noise = np.random.RandomState(0).normal(size=(36, 4)) * [0.1, 0.1, 4, 4]
         >>> X = labels[:, None] * [0.05, 0.05, 3, 3] + noise
@@ -272,8 +272,9 @@ def _unseeded(estimator, grid) -> bool:
 def _fit_and_score(params, f, *, estimator, splits, views, scoring, labels, cross_modal,
                    evaluate) -> float | tuple[float, float, float]:
     """Candidate ``params`` on fold ``f``: its score, or ``(score, fit_seconds,
-    score_seconds)`` (the ``fit_and_score`` of :func:`~crossmetric._selection_scan.
-    scan_candidates`, which records a ``ValueError`` / ``LinAlgError`` as a failure)."""
+    score_seconds)`` (the ``fit_and_score`` of
+    :func:`~crossmetric._solvers.selection_scan.scan_candidates`, which records a ``ValueError``
+    / ``LinAlgError`` as a failure)."""
     est = clone(estimator).set_params(**params)
     fold = splits[f]
     if evaluate is not None:
@@ -378,7 +379,7 @@ def search_params(estimator, param_grid, X, Y, labels, *, n_splits: int = 3,
         ``evaluate(estimator, fold) -> float``: fits the unfitted candidate ``estimator``
         on ``fold`` (a :class:`~crossmetric.protocols.Split`) and returns its validation
         score (higher is better), in place of the built-in fit and ``scoring`` -- for a
-        protocol with its own evaluation (:func:`crossmetric.reid.evaluate_reid`). It sees
+        protocol with its own evaluation (:func:`crossmetric.protocols.reid.evaluate_reid`). It sees
         the candidate's ``random_state`` as given and ``fold.seed`` to hand on.
     on_error : {"record", "raise"}, default="record"
         A ``ValueError`` / ``LinAlgError`` of a fit or score: ``"record"`` gives that
@@ -404,7 +405,7 @@ def search_params(estimator, param_grid, X, Y, labels, *, n_splits: int = 3,
 
     >>> import numpy as np
     >>> from crossmetric import PCCA, make_pairs
-    >>> from crossmetric.model_selection import search_params
+    >>> from crossmetric.protocols.model_selection import search_params
     >>> rng = np.random.RandomState(0)
     >>> labels = np.repeat(np.arange(10), 4)
     >>> X = np.c_[labels[:, None] + 0.6 * rng.normal(size=(40, 3)), rng.normal(size=(40, 5))]
@@ -501,7 +502,7 @@ def search_stages(estimator, stages, X, Y, labels, *, random_state=None,
     --------
     >>> import numpy as np
     >>> from crossmetric import CCA
-    >>> from crossmetric.model_selection import search_stages
+    >>> from crossmetric.protocols.model_selection import search_stages
     >>> rng = np.random.RandomState(0)
     >>> labels = np.repeat(np.arange(12), 3)
     >>> Z = rng.normal(size=(12, 4))[labels]

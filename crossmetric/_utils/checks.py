@@ -160,10 +160,10 @@ def _library_dirs() -> tuple[str, ...]:
     import joblib
     import sklearn
 
-    import crossmetric
-
-    return tuple(os.path.dirname(os.path.abspath(m.__file__)) + os.sep
-                 for m in (crossmetric, sklearn, joblib))
+    # the crossmetric package folder: this file is crossmetric/_utils/checks.py
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+    return (package, *(os.path.dirname(os.path.abspath(m.__file__)) + os.sep
+                       for m in (sklearn, joblib)))
 
 
 def user_stacklevel() -> int:
@@ -191,3 +191,30 @@ def per_modality(value, name: str) -> tuple:
             raise ValueError(f"{name} must be one value or a pair (for_x, for_y), got {value!r}.")
         return tuple(value)
     return (value, value)
+
+
+#: the largest side, in pixels, of a ``size`` to resize images to (so at most 4096 x 4096 =
+#: 16.8 million pixels an image)
+MAX_IMAGE_SIDE = 4096
+
+
+def _check_size(size, name: str = "size") -> tuple[int, int] | None:
+    """None or a pair of positive integers (width, height), each at most
+    :data:`MAX_IMAGE_SIDE`."""
+    if size is None:
+        return None
+    try:
+        if isinstance(size, str | bytes):
+            raise TypeError
+        w, h = (int(s) for s in size)
+        ok = len(tuple(size)) == 2 and w >= 1 and h >= 1 and all(
+            float(s) == int(s) for s in size)
+    except (TypeError, ValueError):
+        ok = False
+    if not ok:
+        raise ValueError(f"{name} must be None or a pair of positive integers (width, height), "
+                         f"got {size!r}.")
+    if max(w, h) > MAX_IMAGE_SIDE:
+        raise ValueError(f"{name} {w}x{h} (width x height) is too large: each side must be at "
+                         f"most {MAX_IMAGE_SIDE} pixels.")
+    return w, h

@@ -170,7 +170,7 @@ class RunRecords:
         OSError
             The folder cannot be made.
         """
-        from crossmetric._atomic_io import _abandoned, _hold
+        from crossmetric._utils.atomic_io import _abandoned, _hold
 
         out = os.fspath(out)
         places = cls._places(out)
@@ -256,7 +256,7 @@ def _make(places: list[str], out: str) -> tuple[str, int, bool]:
     writable); a private one where another live run holds the usual name."""
     import tempfile
 
-    from crossmetric._atomic_io import _hold
+    from crossmetric._utils.atomic_io import _hold
 
     beside, inside = places
     parent = os.path.dirname(beside)

@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 from sklearn.utils import check_random_state
 
-from crossmetric._checks import check_positive_int
+from crossmetric._utils.checks import check_positive_int
 
 __all__ = ["pair_completeness", "balanced_weights", "hardest_negatives", "IdentityRounds"]
 

@@ -15,7 +15,7 @@ import numpy as np
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils import Bunch
 
-from crossmetric._checks import check_choice
+from crossmetric._utils.checks import check_choice
 
 __all__ = ["DESCRIPTORS", "DescriptorError", "descriptor_parameter_names", "make_descriptor",
            "describe_images", "pair_domains", "image_views"]

@@ -1,6 +1,6 @@
 """Rank measures from k-nearest-neighbour lists (the engine of :func:`metrics.knn_rank_report`).
 
-The lists come from :func:`crossmetric._faiss_tools.tie_complete_knn`: ascending distances,
+The lists come from :func:`crossmetric.metrics._faiss_tools.tie_complete_knn`: ascending distances,
 at least ``k + 1`` items, and the group of items at the distance of the ``k``-th place complete.
 Every item of the first ``k`` places then belongs to a *complete* tie group (all database items
 at that distance are in the list), and each measure is computed over the order of the items

@@ -138,7 +138,7 @@ def _gsm(model, side):
 
 
 def _clml(model, side):
-    from crossmetric._onnx_graph import gmm_terms
+    from crossmetric.export._onnx_graph import gmm_terms
 
     Ls, bs = model.local_components_, model.local_offsets_  # (k, p, d), (k, p)
     k, p, d = Ls.shape
@@ -159,7 +159,10 @@ def _kernel_coordinates(model, side, owner):
 
 
 def _handlers() -> dict:
-    from crossmetric import _base, auc, baselines, clml, cmml, gsm, kernels, pcca, prdc
+    from crossmetric import _base, kernels
+    from crossmetric.learners import auc, baselines, clml, cmml, gsm, pcca, prdc
+    from crossmetric.learners.baselines import _common
+    from crossmetric.learners.baselines import _latent as _latent_module
 
     return {
         baselines.Euclidean: _euclidean,
@@ -168,8 +171,8 @@ def _handlers() -> dict:
         pcca.PCCA: _pcca,
         cmml.CMML: _cmml,
         auc.CMLAUC: _cmlauc,
-        baselines._SklearnLatent: _latent,
-        baselines.LinearTowers: _linear_towers,
+        _latent_module._SklearnLatent: _latent,
+        _common.LinearTowers: _linear_towers,
         baselines.KCCA: _kcca,
         gsm.GSM: _gsm,
         clml.CLML: _clml,
@@ -213,7 +216,8 @@ def _owner(model, side: str):
 
 
 def tower_steps(model: Any, modality: str = "x") -> list:
-    """One tower of a fitted learner as a list of steps (see :mod:`crossmetric._onnx_graph`),
+    """One tower of a fitted learner as a list of steps (see
+    :mod:`crossmetric.export._onnx_graph`),
     consecutive affine maps folded into one matrix and bias.
 
     Raises
@@ -325,7 +329,7 @@ def to_onnx(model: Any, path: str | os.PathLike[str], modality: str = "x") -> st
     if _is_deep(model):
         data = _deep_onnx_bytes(model, side)
     else:
-        from crossmetric._onnx_graph import build_model
+        from crossmetric.export._onnx_graph import build_model
 
         steps = tower_steps(model, side)
         shape = tuple(getattr(model, f"_sample_shape_{side}_"))
@@ -369,7 +373,8 @@ def to_faiss(model: Any, path: str | os.PathLike[str], modality: str = "x", *,
         The model does not rank by the squared distance of its embeddings (GSM, DeepGSM), or
         its tower is not linear (kernel, mixture or deep towers).
     """
-    from crossmetric._faiss_tools import faiss_module, uses_l2_score
+    from crossmetric._base import uses_l2_score
+    from crossmetric.metrics._faiss_tools import faiss_module
 
     faiss = faiss_module()
     side = _check_modality(modality)

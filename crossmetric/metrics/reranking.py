@@ -7,7 +7,7 @@
 * :func:`query_expansion` -- average query expansion (Chum et al., ICCV 2007): each query
   embedding is replaced by the mean of itself and its ``k`` nearest gallery embeddings.
 
-Both take plain arrays; :func:`crossmetric.reid.refine_distances` applies them to a fitted
+Both take plain arrays; :func:`crossmetric.protocols.reid.refine_distances` applies them to a fitted
 model's embeddings. They are re-exported by :mod:`crossmetric.metrics`.
 
 Memory: the sets are sparse matrices with O(k1²) entries per item, the combined
@@ -22,7 +22,7 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.utils import gen_batches
 
-from crossmetric._checks import as_float_array, check_positive_int
+from crossmetric._utils.checks import as_float_array, check_positive_int
 
 __all__ = ["re_ranking", "query_expansion"]
 

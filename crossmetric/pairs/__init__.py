@@ -15,8 +15,8 @@ from scipy import sparse
 from scipy.sparse.csgraph import connected_components
 from sklearn.utils import check_random_state
 
-from crossmetric._checks import check_positive_int
-from crossmetric._pair_data import ON_CONFLICT, PairConflictError, pair_conflicts
+from crossmetric._utils.checks import check_positive_int
+from crossmetric.pairs._pair_data import ON_CONFLICT, PairConflictError, pair_conflicts
 
 __all__ = ["make_pairs", "count_positive_pairs", "DEFAULT_MAX_POSITIVES",
            "identities_from_pairs", "labels_from_pairs", "group_pair_folds",
@@ -339,7 +339,7 @@ def group_pair_folds(groups_a: ArrayLike, groups_b: ArrayLike | None, n_folds: i
     names, codes = np.unique(np.r_[ga, gb], return_inverse=True)
     if names.size < n_folds:
         raise ValueError(f"n_folds={n_folds} exceeds the {names.size} groups of the pairs.")
-    from crossmetric._identity_draws import deal_identities  # the one splitter's draw
+    from crossmetric.pairs._identity_draws import deal_identities  # the one splitter's draw
 
     rng = check_random_state(random_state)
     part = deal_identities(names.size, n_folds, rng)

@@ -22,7 +22,7 @@ def deal_identities(n_identities: int, n_folds: int, rng) -> np.ndarray:
     Examples
     --------
     >>> import numpy as np
-    >>> from crossmetric._identity_draws import deal_identities
+    >>> from crossmetric.pairs._identity_draws import deal_identities
     >>> np.bincount(deal_identities(7, 3, np.random.RandomState(0))).tolist()
     [3, 2, 2]
     """
@@ -41,7 +41,7 @@ def hold_out_identities(identities, n_test: int, rng) -> tuple[np.ndarray, np.nd
     Examples
     --------
     >>> import numpy as np
-    >>> from crossmetric._identity_draws import hold_out_identities
+    >>> from crossmetric.pairs._identity_draws import hold_out_identities
     >>> test, train = hold_out_identities(np.arange(10), 3, np.random.RandomState(0))
     >>> test.size, train.size, np.intersect1d(test, train).size
     (3, 7, 0)

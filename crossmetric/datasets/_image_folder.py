@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 from sklearn.utils import Bunch
 
-from crossmetric._checks import check_choice
+from crossmetric._utils.checks import MAX_IMAGE_SIDE, _check_size, check_choice
 
 __all__ = ["load_image_folder", "load_viper", "load_pku_sketch", "load_cufs", "load_cuhk01",
            "read_image", "read_image_stack", "to_8bit", "ImageRefused", "MAX_IMAGE_PIXELS",
@@ -36,9 +36,6 @@ _COLORS = {"rgb": "RGB", "gray": "L"}
 #: their pixels are decoded (a 109 KB 1-bit PNG can hold 30000 x 30000 pixels). 50 million
 #: pixels takes in a 48-megapixel camera picture; Pillow's own guard is 89 million.
 MAX_IMAGE_PIXELS = 50_000_000
-#: the largest side, in pixels, of a ``size`` to resize images to (so at most 4096 x 4096 =
-#: 16.8 million pixels an image)
-MAX_IMAGE_SIDE = 4096
 
 
 class ImageRefused(ValueError):
@@ -168,28 +165,6 @@ def _convert_labels(values: list[str]) -> np.ndarray:
     if values and all(v.isdecimal() for v in values):
         return np.array([int(v) for v in values], dtype=np.int64)
     return np.array(values, dtype=str)
-
-
-def _check_size(size, name: str = "size") -> tuple[int, int] | None:
-    """None or a pair of positive integers (width, height), each at most
-    :data:`MAX_IMAGE_SIDE`."""
-    if size is None:
-        return None
-    try:
-        if isinstance(size, str | bytes):
-            raise TypeError
-        w, h = (int(s) for s in size)
-        ok = len(tuple(size)) == 2 and w >= 1 and h >= 1 and all(
-            float(s) == int(s) for s in size)
-    except (TypeError, ValueError):
-        ok = False
-    if not ok:
-        raise ValueError(f"{name} must be None or a pair of positive integers (width, height), "
-                         f"got {size!r}.")
-    if max(w, h) > MAX_IMAGE_SIDE:
-        raise ValueError(f"{name} {w}x{h} (width x height) is too large: each side must be at "
-                         f"most {MAX_IMAGE_SIDE} pixels.")
-    return w, h
 
 
 def load_image_folder(path, pattern: str, *, size=None, color: str = "rgb") -> Bunch:

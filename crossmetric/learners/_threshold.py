@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from crossmetric._checks import check_positive_scalar
+from crossmetric._utils.checks import check_positive_scalar
 
 STRATEGIES = ("accuracy", "f_beta", "max_tpr", "max_tnr")
 

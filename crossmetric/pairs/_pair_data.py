@@ -22,7 +22,7 @@ from typing import NamedTuple
 import numpy as np
 from sklearn.utils import gen_batches
 
-from crossmetric._checks import as_float_array, check_indices
+from crossmetric._utils.checks import as_float_array, check_indices
 
 __all__ = ["PairData", "PairInputsMixin", "distinct_rows", "canonical_pairs", "used_rows",
            "used_pairs", "ON_CONFLICT", "PairConflictError", "pair_conflicts",

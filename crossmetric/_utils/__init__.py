@@ -1,0 +1,1 @@
+"""Helpers every layer uses: argument checks, atomic file writes, array-file checks."""
