@@ -258,7 +258,8 @@ def _fit_pipeline(args, name: str, est, X, Y, pairs, y, names, settings):
     """Fit the learner behind the view step (:class:`ViewPipeline`) on the pairs outside the
     held-out identities; returns ``(model, seconds, train mask, validation mask)``."""
     from crossmetric.protocols.pipeline import ViewPipeline
-    from crossmetric.registry import METHODS, cap_n_components_to_views
+    from crossmetric.protocols.views import cap_n_components_to_views
+    from crossmetric.registry import METHODS
 
     for note in cap_n_components_to_views({METHODS[name].display: est}, X, Y):
         print(note, file=sys.stderr)
