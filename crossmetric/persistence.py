@@ -64,6 +64,7 @@ import importlib
 import json
 import os
 import sys
+import types
 import zipfile
 from typing import Any
 
@@ -479,7 +480,7 @@ def _load_pickle(path: str, kind: str):
 
     # a pickle names the classes' modules by the paths of its time: answer the old paths with
     # the modules of today's while it is read, and only then
-    old = {}
+    old: dict[str, types.ModuleType] = {}
     for name, new in FORMAT2_MODULES.items():
         try:
             importlib.import_module(new)
