@@ -1,4 +1,4 @@
-"""Closed forms at d ≫ n (issue 24 item 2): each linear baseline fitted at 100 × 3,564 per view
+"""Closed forms at d ≫ n: each linear baseline fitted at 100 × 3,564 per view
 in the span of the samples (the default) and in feature space (the solve before), in one run.
 
 Run: ``python benchmarks/bench_closed_forms.py [--only CCA,MvDA] [--d 3564] [--full-timeout S]``

@@ -11,7 +11,7 @@ Protocol: 1,000 random digits for training, 1,000 for testing; PCA (200 componen
 each training view; training pairs from ``make_pairs`` on the digit classes (2,000 positives,
 one negative per positive); test pairs likewise on the test digits (5,000 positives).
 
-Part 2 (``--part convergence``, issue 10 item 4): mfeat fou ↔ pix, 5 verification splits with
+Part 2 (``--part convergence``): mfeat fou ↔ pix, 5 verification splits with
 disjoint objects (``crossmetric.protocols.verification_splits``, 2,000 positive + 2,000 negative
 training pairs, 1,000 + 1,000 test pairs), each view reduced by PCA to 32 dimensions on the
 training rows; ``CMLAUC()`` with its defaults (CML_AUC) and ``fpr_range=(0, 0.1)`` (CML_pAUC).

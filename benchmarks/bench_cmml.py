@@ -1,4 +1,4 @@
-"""CMML on UCI Multiple Features, ``fou`` (76-d Fourier) ↔ ``pix`` (240-d pixels) (issue 2).
+"""CMML on UCI Multiple Features, ``fou`` (76-d Fourier) ↔ ``pix`` (240-d pixels).
 
 Run: ``python benchmarks/bench_cmml.py [MFEAT_DIR]`` -- prints JSON.
 

@@ -1,4 +1,4 @@
-"""Training overhead of DeepGSM, and how close CML-AUC's proximal step is to its floor (issue 24).
+"""Training overhead of DeepGSM, and how close CML-AUC's proximal step is to its floor.
 
 1. **DeepGSM round vs a bare PyTorch loop.** The bare loop runs the same network (built and
    initialised as DeepGSM builds it), one fixed batch of the same size (K̂ identities × Ô₁ + Ô₂

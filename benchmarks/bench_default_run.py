@@ -1,4 +1,4 @@
-"""Per-method cost and convergence of the default ``crossmetric benchmark`` (issue 10 item 13).
+"""Per-method cost and convergence of the default ``crossmetric benchmark``.
 
 Target: the whole default run (every registry method, embedded digits, 10 verification folds +
 10 identification repeats) in under 5 minutes on 2 cores, with no ConvergenceWarning.
@@ -15,7 +15,7 @@ Threads: the default run's joblib (loky) workers each run with ``OMP_NUM_THREADS
 2 workers), so this script limits BLAS (threadpoolctl) and PyTorch (``torch.set_num_threads``)
 to ``--threads`` (default 1) to measure what a worker spends. With 2 threads on a loaded 2-core
 machine a small network's OpenMP threads spin: DeepGSM's CPU seconds per round were ~40x higher
-(measured, issue 24), which says nothing about the default run.
+(measured), which says nothing about the default run.
 
 Run: ``python benchmarks/bench_default_run.py [--methods a,b] [--folds 10] [--repeats 10]
 [--threads 1]`` (prints JSON).

@@ -136,7 +136,7 @@ def main(argv=None) -> dict:
                 lambda s=structure, k=k: GSM(k, structure=s, random_state=0,
                                              preprocessor=(X[tr], Y[tr])),
                 pairs, y, X[te], Y[te], rows)
-        # batches (issue 10 item 9): the default above is "auto" = the paper's sample-based
+        # batches: the default above is "auto" = the paper's sample-based
         # identity batches on this instance task; the former pair slices, hardest negatives,
         # and early stopping on held-out identities (item 3)
         for structure in ("generalized", "euclidean"):

@@ -1,4 +1,4 @@
-"""ITML against metric-learn's ITML on the same pairs, bounds, γ and tolerance (issue 9 item 3).
+"""ITML against metric-learn's ITML on the same pairs, bounds, γ and tolerance.
 
 Run: ``python benchmarks/bench_itml.py [--ml-python PATH]`` -- prints JSON.
 

@@ -1,4 +1,4 @@
-"""MMC, SDML, LSML, LSML_Supervised and Covariance against metric-learn 0.7.0 (issue 39 item 5).
+"""MMC, SDML, LSML, LSML_Supervised and Covariance against metric-learn 0.7.0.
 
 Run: ``python benchmarks/bench_metric_learn_parity_a.py [--ml-python PATH] [--out FILE]``
 -- prints a table and JSON (written to ``benchmarks/results/metric_learn_parity_a.json`` by

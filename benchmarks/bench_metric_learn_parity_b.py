@@ -1,4 +1,4 @@
-"""RCA, LFDA, MLKR and SCML against metric-learn 0.7.0 on the data of its tests (issue 39 item 5).
+"""RCA, LFDA, MLKR and SCML against metric-learn 0.7.0 on the data of its tests.
 
 Run: ``python benchmarks/bench_metric_learn_parity_b.py [--ml-python PATH] [--out FILE]`` --
 prints a table and JSON and writes ``benchmarks/results/metric_learn_parity_b.json``.

@@ -1,6 +1,6 @@
 """CMC + mAP on 10,000 probes × 10,000 gallery items with 32-d embeddings.
 
-Target (issue 3): <= 3 s and peak RSS <= 1.5 GB. Each case runs in a fresh subprocess so that
+Target: <= 3 s and peak RSS <= 1.5 GB. Each case runs in a fresh subprocess so that
 its peak RSS (``ru_maxrss``) is its own. Cases:
 
 * ``embeddings_float32`` -- :func:`crossmetric.metrics.identification_report` on float32
@@ -14,7 +14,7 @@ identity's centre plus noise (so the measures are neither 0 nor 1).
 
 Usage: ``python benchmarks/bench_metrics.py [--n 10000] [--dim 32]`` -- prints JSON.
 
-``--compare`` (issue 24) instead times, in one run and on the same data, the anchors of the
+``--compare`` instead times, in one run and on the same data, the anchors of the
 evaluation: a full ``np.sort`` of the distance rows, crossmetric's ``cmc`` +
 ``mean_average_precision`` (counts, no sort), the same functions of an earlier commit
 (``--before REV``, loaded from git, for before/after numbers), torchreid's ``evaluate_rank``
@@ -22,7 +22,7 @@ evaluation: a full ``np.sort`` of the distance rows, crossmetric's ``cmc`` +
 Python path) and pytorch-metric-learning's ``AccuracyCalculator`` (faiss kNN, from the
 embeddings) next to crossmetric's ``knn_accuracy`` (exhaustive, blockwise, no dense matrix):
 
-* 10,000 × 10,000 float64 distances, 2,000 identities (issue 24's anchor);
+* 10,000 × 10,000 float64 distances, 2,000 identities (the anchor of the speed work);
 * 50,000 × 50,000 (10,000 identities): the 20 GB matrix is never built; query rows are made
   ``--chunk`` at a time from the embeddings and every method runs on the same chunks. Only
   ``--rows50k`` query rows are timed (all 50,000 gallery columns) and the times are scaled
@@ -89,7 +89,7 @@ def run_case(case: str, n: int, dim: int) -> dict:
     return out
 
 
-# ----------------------------------------------------------------- --compare (issue 24)
+# ----------------------------------------------------------------- --compare
 def _embeddings(n_q: int, n_g: int, dim: int, n_ids: int, seed: int = 0):
     """Identity centres plus noise; every label drawn uniformly (about n_g / n_ids per id)."""
     import numpy as np

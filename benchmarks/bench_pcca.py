@@ -1,4 +1,4 @@
-"""PCCA benchmarks (issue 2): digits pair task, kernel convergence, flop efficiency.
+"""PCCA benchmarks: digits pair task, kernel convergence, flop efficiency.
 
 Run: ``python benchmarks/bench_pcca.py`` -- prints JSON.
 

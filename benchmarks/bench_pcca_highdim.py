@@ -1,4 +1,4 @@
-"""PCCA in high dimension (issue 2): n = 2,000 samples, d = 10,000 features, 10,000 pairs,
+"""PCCA in high dimension: n = 2,000 samples, d = 10,000 features, 10,000 pairs,
 k = 40. Target: peak RSS < 1.5 GB, never a d × d matrix.
 
 Run: ``python benchmarks/bench_pcca_highdim.py`` -- prints JSON (fit time, iterations,

@@ -1,4 +1,4 @@
-"""Every single-modal baseline of the registry on the VIPeR protocol of PCCA §4 (issue 14).
+"""Every single-modal baseline of the registry on the VIPeR protocol of PCCA §4.
 
 Run: ``python benchmarks/bench_viper_baselines.py [--splits 3] [--methods kissme,itml,...]
 [--n-negatives 10] [--p 316]`` -- prints a table (CMC at r = 1, 5, 10, 20, mean over splits)

@@ -5,7 +5,7 @@ here. Learner classes are imported on first use through ``crossmetric.<ClassName
 registry itself imports no learner module, and ``deepgsm`` pulls in PyTorch only when asked for).
 
 The settings are those of the papers where the papers give them. No schedule is shorter than the
-method needs (issue 10 item 13): every iterative learner of the default benchmark stops on its
+method needs: every iterative learner of the default benchmark stops on its
 own convergence rule before its ``max_iter`` cap (no ``ConvergenceWarning``); CML_AUC, CML_pAUC
 and Maha_AUC run Algorithm 1 with its defaults (all pairs in every batch, as the paper's
 s1 = s2 = 1), which converge in about 50 iterations since the solver whitens its inputs. DeepGSM,

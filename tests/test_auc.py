@@ -575,7 +575,7 @@ def test_standardize_is_centring_and_preconditioning(mode):
         np.testing.assert_allclose(np.linalg.eigvalsh(C), np.sort(lam / (lam + 0.1 * lam.mean())),
                                    rtol=1e-8)
 
-# ----------------------------------------------------------------------------- issue 10, item 4
+# -----------------------------------------------------------------------------
 def naive_full_objective(m, X, Y, pairs, y, cross=True):
     """eq. (6) on all pairs for the fitted ``M_`` (preconditioned inputs), by loops."""
     if cross:
@@ -595,7 +595,7 @@ def naive_full_objective(m, X, Y, pairs, y, cross=True):
 def test_returns_best_iterate_of_the_full_objective(batches):
     """M_ is the evaluated iterate with the lowest full objective, and objective_ is its value.
 
-    Before issue 10 the loss curve held the mini-batch objective and M_ was the last iterate.
+    Earlier, the loss curve held the mini-batch objective and M_ was the last iterate.
     """
     X, Y, lab = cross_modal_data(seed=21)
     pairs, y = make_pairs(lab, lab, n_negatives=2, max_positives=200, random_state=0)

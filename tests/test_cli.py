@@ -235,7 +235,7 @@ def test_search_falls_back_to_exhaustive_for_non_l2_scores(files, tmp_path, caps
     np.testing.assert_allclose(np.take_along_axis(D, hits["ids"], axis=1), hits["distances"])
 
 
-# ------------------------------------------------------------------- issue 11: own data
+# ------------------------------------------------------------------- own data
 @pytest.fixture(scope="module")
 def own(tmp_path_factory):
     """Own-data files in several formats: features .npy / whitespace text, labels text."""
@@ -441,7 +441,7 @@ def test_every_option_has_help_and_fit_help_lists_methods(capsys):
         assert name in out
 
 
-# ------------------------------------------------------------- issue 11: bad input table
+# ------------------------------------------------------------- bad input table
 @pytest.fixture(scope="module")
 def bad_env(tmp_path_factory):
     """Inputs for the bad-input table: good files, broken files and a fitted model."""

@@ -28,7 +28,7 @@ def _small(seed=0, n=40, d=4, n_pairs=80):
     X = np.r_[rng.randn(n // 2, d) - 2, rng.randn(n - n // 2, d) + 2]
     pairs = rng.randint(0, n, size=(n_pairs, 2))
     pairs = pairs[pairs[:, 0] != pairs[:, 1]]
-    # each pair of samples once: a repeat drawn with the other label is refused (issue 38)
+    # each pair of samples once: a repeat drawn with the other label is refused
     _, first = np.unique(np.sort(pairs, axis=1), axis=0, return_index=True)
     pairs = pairs[np.sort(first)]
     y = np.where(rng.rand(pairs.shape[0]) < 0.5, 1, -1)
@@ -243,7 +243,7 @@ def test_per_cluster_array_init():
     np.testing.assert_array_equal(Ls, np.repeat(init[:1], k, axis=0))
 
 
-# ------------------------------------------------------------- issue 10 item 7: no leaks
+# ------------------------------------------------------------- no leaks
 def test_group_pair_folds_keep_samples_apart():
     from crossmetric.pairs import group_pair_folds
 

@@ -1,4 +1,4 @@
-"""Closed forms at d ≫ n (issue 24 item 2): the solve in the span of the samples
+"""Closed forms at d ≫ n: the solve in the span of the samples
 (:func:`crossmetric._solvers.linalg.span_basis`) is the feature-space solve, which the module flag
 ``_REDUCE_TO_SPAN = False`` forces; with d ≤ n nothing changes."""
 

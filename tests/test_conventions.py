@@ -1,4 +1,4 @@
-"""scikit-learn conventions (issue 11): short reprs, Supervised in a Pipeline, cross-modal
+"""scikit-learn conventions: short reprs, Supervised in a Pipeline, cross-modal
 tuple pairs in model selection, warnings pointing at the caller, py.typed."""
 
 import os

@@ -241,7 +241,7 @@ def test_make_cross_modal_latent_structure():
         make_cross_modal(5, n_classes=10)
 
 
-# ------------------------------------------------------------- text formats (issue 11)
+# ------------------------------------------------------------- text formats
 def test_pairs_csv_with_bom_keeps_first_pair(tmp_path):
     p = tmp_path / "bom.csv"
     p.write_bytes("\ufeff0,1,1\n2,3,-1\n".encode())

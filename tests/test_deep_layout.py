@@ -1,4 +1,4 @@
-"""The layout of crossmetric.deep and of Index (issue 21): no import cycle, old names importable,
+"""The layout of crossmetric.deep and of Index: no import cycle, old names importable,
 one definition of GSM's parameter tying and of the hard-negative weights."""
 
 from __future__ import annotations

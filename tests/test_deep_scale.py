@@ -71,7 +71,7 @@ def rgb_people(n_ids=12, per=2, h=24, w=16, seed=0):
             (np.clip(sketches, 0, 1) * 255).astype(np.uint8), ids.copy())
 
 
-# ------------------------------------------------------------------- issue 10, item 10
+# -------------------------------------------------------------------
 def test_paper_init_does_not_collapse(digits):
     """init='paper' used to map every image to one vector after one step (spread ~1e-8)."""
     X, Y, _ = digits

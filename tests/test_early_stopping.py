@@ -1,4 +1,4 @@
-"""Early stopping on held-out pairs that share no sample with the training pairs (issue 10, 3)."""
+"""Early stopping on held-out pairs that share no sample with the training pairs."""
 
 import warnings
 

@@ -1,4 +1,4 @@
-"""The one evaluation unit of crossmetric.protocols (issue 21 item 1): fit_on_pairs,
+"""The one evaluation unit of crossmetric.protocols: fit_on_pairs,
 measure_identification / measure_verification, the view step and the run options."""
 
 import json
@@ -49,7 +49,7 @@ def _reference_identification(est, X, G, pl, gl, ranks, scores_path, *, same_set
     from crossmetric import metrics as M
     from crossmetric._base import uses_l2_score
 
-    # the curve stops at the gallery's size (issue 38: rank 10¹¹ asked for 745 GiB)
+    # the curve stops at the gallery's size (rank 10¹¹ asked for 745 GiB)
     max_rank = max(20, min(max(ranks), len(gl)))
     refine = re_rank or query_expansion is not None
     D = None

@@ -1,4 +1,4 @@
-"""Awkward inputs to every registered learner (issue 23): each gives a clear one-line
+"""Awkward inputs to every registered learner: each gives a clear one-line
 ``ValueError`` or works (finite distances that still rank the pairs)."""
 
 from __future__ import annotations
@@ -69,7 +69,7 @@ def test_awkward_inputs(name):
     for s in (1e6, 1e-6):
         auc = _fit(name, X * s, Y * s, pairs, y)
         assert auc > min(0.6, base - 0.1), (s, auc, base)
-    # contradictory labels (one pair both +1 and -1): refused naming the pair (issue 38),
+    # contradictory labels (one pair both +1 and -1): refused naming the pair,
     # fitted as label noise where asked to keep them
     bad_pairs, bad_y = np.r_[pairs, pairs[:1]], np.r_[y, -y[:1]]
     with pytest.raises(ValueError, match=rf"pairs\[0\] and pairs\[{len(y)}\] join the same "):
@@ -251,7 +251,7 @@ def test_dask_benchmark_stopped_leaves_no_workers_and_no_output(tmp_path, sig, c
     assert alive == [] and not out.exists()
 
 
-# ------------------------------------------------------- issue 38: what still got through
+# ------------------------------------------------------- what still got through
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 

@@ -1,4 +1,4 @@
-"""Issue 38, the data faults: nothing lost, nothing silently wrong.
+"""The data faults: nothing lost, nothing silently wrong.
 
 Row 3: contradictory pairs refused (``on_conflict``); row 7: array headers checked against the
 file before anything is allocated; row 8: the results folder swapped as a whole, a kill at any

@@ -1,4 +1,4 @@
-"""Figures people can read (issue 39 item 6): one look per method, fold-spread bands, top-k,
+"""Figures people can read: one look per method, fold-spread bands, top-k,
 titles without folders, rank lists that keep aspect ratios, ``--ranks-failures``."""
 
 import json

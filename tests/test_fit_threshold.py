@@ -1,4 +1,4 @@
-"""``threshold_`` after ``fit`` generalises when the training pairs are separable (issue 10, 6)."""
+"""``threshold_`` after ``fit`` generalises when the training pairs are separable."""
 
 import warnings
 

@@ -371,7 +371,7 @@ def test_gsm_module_does_not_import_torch():
         assert "torch" not in sys.modules
 
 
-# ----------------------------------------- issue 10 item 9: sample-based identity batches
+# ----------------------------------------- sample-based identity batches
 def _instance_task(n=120, seed=0):
     """Every object an identity with one sample per modality; complete positives."""
     rng = np.random.RandomState(seed)
@@ -528,7 +528,7 @@ def test_sample_batches_learn_and_hard_negatives_run():
     assert scores["sample"] > 0.3 and scores["hard"] > 0.3  # chance: 0.02
 
 
-# ----------------------------------------------------- issue 10 item 3: early stopping
+# ----------------------------------------------------- early stopping
 def test_early_stopping_holds_out_whole_identities_shared_with_no_training_pair(monkeypatch):
     """GSM's held-out samples come from the split every learner uses (whole identities)."""
     import crossmetric.learners._gsm_guard as guard

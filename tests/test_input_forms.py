@@ -1,4 +1,4 @@
-"""A fit does not depend on the input form of the pairs (issue 10, item 5).
+"""A fit does not depend on the input form of the pairs (item 5).
 
 The pair-learner base turns index pairs, arrays of pairs and tuples of row-aligned arrays into
 one form -- distinct samples in a canonical order and index pairs into them -- and every learner

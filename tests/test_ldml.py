@@ -191,7 +191,7 @@ def test_pair_log_likelihood_is_the_data_term(digits):
     X, lab, pairs, y = digits
     model = LDML(4, alpha=1e-2, preprocessor=X, random_state=0).fit(pairs, y)
     ll = pair_log_likelihood(model, pairs, y)
-    # the penalty acts on L for the samples divided by their scale (issue 38: scale-free fit)
+    # the penalty acts on L for the samples divided by their scale (scale-free fit)
     penalty = 0.5 * 1e-2 * np.sum((model.components_ * model.input_scale_) ** 2)
     assert -ll + penalty == pytest.approx(model.loss_curve_[-1], rel=1e-6)
     slow = np.mean([np.log(p if t == 1 else 1 - p)
@@ -200,7 +200,7 @@ def test_pair_log_likelihood_is_the_data_term(digits):
 
 
 def test_usable_on_cross_modal_data_of_equal_dimension():
-    """Issue 4: single-modal learners run on two modalities with the same number of features."""
+    """Single-modal learners run on two modalities with the same number of features."""
     rng = np.random.RandomState(0)
     lab = np.repeat(np.arange(10), 6)
     X = rng.randn(60, 5) + lab[:, None] * 0.5

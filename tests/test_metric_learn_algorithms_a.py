@@ -1,4 +1,4 @@
-"""MMC, SDML, LSML / LSML_Supervised and Covariance (metric-learn 0.7.0's algorithms, issue 39
+"""MMC, SDML, LSML / LSML_Supervised and Covariance (metric-learn 0.7.0's algorithms
 item 5): gradients against finite differences, fast paths against slow obvious versions,
 shapes of the fitted members, and one-line errors on bad input. The comparison with
 metric-learn itself is ``benchmarks/bench_metric_learn_parity_a.py``."""

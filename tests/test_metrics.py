@@ -207,7 +207,7 @@ def test_rank_measures_with_ties_match_bruteforce_orders(ties, block_rows):
 
 
 def test_collapsed_model_scores_chance():
-    """Issue 10 item 11: all distances equal -> chance, not 1.0 (ties used to count as wins)."""
+    """All distances equal -> chance, not 1.0 (ties used to count as wins)."""
     n = 50
     D = np.zeros((n, n))
     ids = np.arange(n)
@@ -339,7 +339,7 @@ def test_identification_input_errors():
         M.mean_average_precision(D, [0, 0, 0], [1, 1, 1, 1])
 
 
-# ------------------------------------------------------------ accuracy calculator (issue 11)
+# ------------------------------------------------------------ accuracy calculator
 def _knn_accuracy_slow(Q, R, ql, rl, same_set):
     """One query at a time, with the full distance row: the obvious version."""
     out = {"precision_at_1": [], "r_precision": [], "map_at_r": [], "mean_average_precision": []}
@@ -396,8 +396,8 @@ def test_knn_accuracy_errors():
         knn_accuracy(np.zeros((2, 2)), np.ones((3, 2)), [0, 1], [0, 1, 1], same_set=True)
 
 
-# ------------------------------------------- counting fast path vs the sorting version (issue 24)
-# The slow obvious version: the implementation before issue 24, copied verbatim (a boolean
+# ------------------------------------------- counting fast path vs the sorting version
+# The slow obvious version: the earlier implementation, copied verbatim (a boolean
 # match matrix per block, a masked minimum for the ranks, one np.unique + two searchsorted per
 # row for the average precision, a stable argsort of every row for knn_accuracy).
 def _slow_rank_stats(D, pc, gc, self_cols):

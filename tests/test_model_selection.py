@@ -1,4 +1,4 @@
-"""Tests of crossmetric.protocols.model_selection and the benchmark's tuning (issue 10 item 8)."""
+"""Tests of crossmetric.protocols.model_selection and the benchmark's tuning."""
 
 from __future__ import annotations
 
@@ -292,7 +292,7 @@ def test_cli_benchmark_tune_paper_runs_the_paper_stages(tmp_path, capsys):
     assert main(["benchmark", "--tune", "huge"]) == 2
 
 
-# ------------------------------------------- one selection routine (issue 21): new options
+# ------------------------------------------- one selection routine: new options
 def _slow_mean_cmc(D, probe_labels, gallery_labels, *, exclude_self=False, max_rank=20):
     """Mean over ranks 1..min(max_rank, gallery) of the fraction of probes whose first true
     match sorts within that rank (no ties in continuous data)."""

@@ -1,4 +1,4 @@
-"""One identity-grouped splitter (issue 21 item 1): the splitters that now share
+"""One identity-grouped splitter: the splitters that now share
 crossmetric.protocols.splits give the same folds, pairs and seeds as their former code, for
 the seeds of the benchmark, the reproductions and model selection.
 

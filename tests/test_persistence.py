@@ -1,4 +1,4 @@
-"""Safe, atomic, versioned files (issue 23): every learner round-trips exactly; crafted,
+"""Safe, atomic, versioned files: every learner round-trips exactly; crafted,
 truncated, empty and newer files are refused with one line and run nothing; an interrupted
 or failing write leaves the previous file intact and no temporary file behind."""
 

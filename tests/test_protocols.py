@@ -386,7 +386,7 @@ def test_progress_bar_names_the_method_being_fitted(monkeypatch):
     assert seen == ["A", "B", "C", "C"]
 
 
-# ---------------------------------------------------- issue 10 item 12: honest verification
+# ---------------------------------------------------- honest verification
 def test_lfw_accuracy_uses_the_training_folds_threshold():
     """The headline accuracy must not set its threshold on the test distances."""
     from crossmetric.protocols import run_pair_folds

@@ -1,4 +1,4 @@
-"""``reproduce pku-sketch`` with the papers' model selection (issue 20): selection on training
+"""``reproduce pku-sketch`` with the papers' model selection: selection on training
 persons only, descriptors, settings, parallel splits."""
 
 import numpy as np
@@ -131,7 +131,7 @@ def test_descriptors_give_finite_features_of_the_documented_size():
 
 
 def test_cca_default_ridge_scales_with_the_data():
-    """The default ridge (0.1, issue 20) is relative to each covariance's mean eigenvalue: the
+    """The default ridge (0.1) is relative to each covariance's mean eigenvalue: the
     same on any feature scale, and it shrinks the canonical correlations of a clean problem."""
     from crossmetric import CCA, make_pairs
 

@@ -25,7 +25,7 @@ def test_default_benchmark_runs_every_method_and_learners_beat_euclidean(tmp_pat
     floor = auc["Euclidean-C"]
     for method in ("PCCA-C", "CMML", "KCCA", "CCA", "DeepGSM", "GSM", "Maha_AUC-C", "CLML-C"):
         assert auc[method] > floor + 0.15, (method, auc[method], floor)
-    # issue 10 item 13: every learner of the default run stops on its own convergence rule
+    # every learner of the default run stops on its own convergence rule
     with open(out / "results.json") as fh:
         caught = json.load(fh)["warnings"]
     assert not {m: w for m, w in caught.items() if "ConvergenceWarning" in w}, caught

@@ -1,4 +1,4 @@
-"""The solver layer (issue 21 item 2): one Adam, one epoch loop, one pairs → samples step, and
+"""The solver layer: one Adam, one epoch loop, one pairs → samples step, and
 the old module paths kept as aliases."""
 
 

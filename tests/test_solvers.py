@@ -1,4 +1,4 @@
-"""Solvers of the logistic pair objectives: stopping rules and step control (issue 10, 1-2)."""
+"""Solvers of the logistic pair objectives: stopping rules and step control."""
 
 import warnings
 

@@ -1,4 +1,4 @@
-"""Fast paths of issue 24 against the slow obvious versions they replace."""
+"""Fast paths against the slow obvious versions they replace."""
 
 import numpy as np
 import pytest

@@ -1,4 +1,4 @@
-"""The one module of plateau rules (issue 21 item 2): CML-AUC's rule and the full-batch solvers'
+"""The one module of plateau rules: CML-AUC's rule and the full-batch solvers'
 are one class, checked against the rules as they were written out before."""
 
 import numpy as np

@@ -473,7 +473,7 @@ def _add_reproduce(sub) -> None:
                         "that take a choice, and their methods: see --list)")
     r.add_argument("--setting", default=None, choices=("paper", "legacy"),
                    help="pku-sketch: 'paper' (default) selects every method's paper grid on "
-                        "the training persons; 'legacy' the reproduction before issue 20 "
+                        "the training persons; 'legacy' the first reproduction "
                         "(HOG, registry defaults)")
     r.add_argument("--descriptor", default=None,
                    help="pku-sketch: hog, dense-sift, lbp, ltp, patch-color-sift or hog+ltp "
