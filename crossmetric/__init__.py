@@ -1,7 +1,7 @@
 """crossmetric: metric learning between two modalities, and within one, from pairs.
 
 Learners share one pair API (``fit(pairs, y)``, ``pair_distance``, ``cross_distance``,
-``transform_x`` / ``transform_y``, ``calibrate_threshold``); see the README.
+``transform_x`` / ``transform_y``, ``calibrate_threshold``); see the user guide (``docs/guide``).
 
 Learner classes are imported on first use (``crossmetric.PCCA`` loads
 ``crossmetric.learners.pcca``), so ``import crossmetric`` stays light and never imports PyTorch

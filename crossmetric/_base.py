@@ -176,7 +176,7 @@ class PairDecisionMixin(ClassifierMixin):
 
 
 class PairLearnerMixin(PairInputsMixin, PairDecisionMixin):
-    """Members common to every pair learner (see the API table in the README).
+    """Members common to every pair learner (see the API reference, ``docs/api.rst``).
 
     The input forms of pairs and the samples' validation come from
     :class:`~crossmetric.pairs._pair_data.PairInputsMixin`.

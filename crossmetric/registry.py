@@ -198,7 +198,7 @@ CMLAUC_PAPER_GRID = ([{"gamma": _AUC_GAMMAS, "mu": [1e-7]},
 #: form only, :func:`gsm_paper_grid` drops it for the special cases) fits the affine Euclidean
 #: case first and trains the generalized form from it. The μ stage also chooses what μ pulls
 #: towards (``penalty``: zero, eq. 7, or the start). Measured with this grid on VIPeR camera
-#: A → B (316 training persons, 3 splits, test rank-1 %; README "claims" section), before →
+#: A → B (316 training persons, 3 splits, test rank-1 %; ``docs/measurements.md``), before →
 #: after the two additions: generalized 20.5 → 25.5 (strip histograms) and 29.0 → 32.5 (LOMO),
 #: every split choosing the start from the Euclidean case; affine Euclidean 22.9 → 24.9 and
 #: 33.5 → 33.8. A last stage (generalized form only) chooses ``start_mu``, the pull towards the
@@ -212,7 +212,7 @@ CMLAUC_PAPER_GRID = ([{"gamma": _AUC_GAMMAS, "mu": [1e-7]},
 #: splits: generalized 62.7 % rank-1 without ``"hold"`` (``start_mu`` = 1 chosen on 8 splits,
 #: 0.1 on 2: -3 and -6 points), 63.2 % with it (chosen on 5 splits), against 64.0 % for the
 #: affine Euclidean case fitted on its own; with each one's chosen settings over 5 seeds,
-#: 63.34 % for both (README, claims section). Where the first stage did not choose
+#: 63.34 % for both (``docs/measurements.md``). Where the first stage did not choose
 #: ``start_from``, ``start_mu`` does nothing and the stage is skipped (``StageIf``).
 GSM_PAPER_GRID = ([{"n_components": [16, 32, 64]}, {"n_components": [None], "init": ["identity"]},
                    {"n_components": [None], "init": ["identity"], "start_from": ["euclidean"]}],

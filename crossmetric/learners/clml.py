@@ -93,7 +93,7 @@ class CLML(_LocalMetricsModel, SingleModalMixin, BaseEstimator):
         Number of local metrics ``k`` (mixture components). Choose it by cross-validation with
         :class:`CLMLCV` (the paper's "cross validated k"). With a few hundred identities
         selection keeps 1-2 (VIPeR, 316 training persons: 2 on 2 of 3 splits; PKU-Sketch, 147:
-        1 on 2 of 3, README "Which method when"): each metric needs its own identities.
+        1 on 2 of 3, ``docs/guide/which_method_when.md``): each metric needs its own identities.
     n_components : int, default=32
         Dimension of the global space (rows of each ``L_s``; 32 in the paper). At most
         ``n_clusters · (n_features + 1)``, the dimension of ``x̃``.

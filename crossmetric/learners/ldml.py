@@ -158,7 +158,7 @@ class LDML(LinearSingleModalMixin, BaseEstimator):
     n_components : int, optional
         Rows of ``L`` (dimension of the embedding). ``None``: n_features (full ``M``). With a
         few hundred identities keep it low (16-32): selection on training persons chose 32 on
-        VIPeR (3 of 3 splits) and 16-32 on PKU-Sketch (README "Which method when").
+        VIPeR (3 of 3 splits) and 16-32 on PKU-Sketch (``docs/guide/which_method_when.md``).
     alpha : float, default=1e-4
         Weight of the ℓ2 penalty ``(α/2)‖L‖_F²``. ``L`` is learned on the samples divided by
         one global scale (:func:`input_scale`, the RMS distance of the training samples to

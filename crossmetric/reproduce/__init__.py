@@ -17,7 +17,7 @@ name                         experiment
 ``cmml-cufs``                CMML Figs. 6-7 on CUFS: rank-1, 1−EER vs d and n⁻ (:mod:`.cmml_cufs`)
 ===========================  ===============================================================
 
-Choices the papers leave open, and what we measured (details in the README)
+Choices the papers leave open, and what we measured (details in ``docs/measurements.md``)
 -------------------------------------------------------------------------------
 * **Descriptor** (pcca §4): :class:`crossmetric.features.StripHistograms` with its defaults (6
   strips; 16-bin RGB, HSV, YCrCb; uniform LBP, 8 neighbours, radius 1) -- 60 histograms, 924

@@ -20,8 +20,8 @@ chooses:
   128 × 48 (129,024 features), reduced to 400 dimensions by PCA fitted on the split's
   *training* images of both cameras (``pca_joint``: one descriptor, one basis). The paper
   learns this 400-d layer jointly with the similarity (a fully connected layer); ours is
-  fixed (see the README). To keep 3,884 × 129,024 values out of every worker, the features
-  are first rotated onto the span of all images
+  fixed (see ``docs/measurements.md``). To keep 3,884 × 129,024 values out of every worker,
+  the features are first rotated onto the span of all images
   (:func:`crossmetric._solvers.linalg.span_coordinates`: the Gram matrix's eigenvectors).
   The rotation keeps every inner product, so the PCA fitted on any subset of rows -- the
   training images -- gives exactly the projections it gives on the raw descriptor;

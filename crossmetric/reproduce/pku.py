@@ -121,7 +121,7 @@ def pku_features(data_home, descriptor: str = "hog") -> dict:
 #: compared in all (4 in the first search, 7 new in the second), so the selection effect is
 #: small, but it is not zero.
 #:
-#: Measured on the test persons (10 splits, final code; README "Reproducing the papers"): one
+#: Measured on the test persons (10 splits, final code; ``docs/measurements.md``): one
 #: seed, rank-1 10.86 % against 11.53 % for GSM on the descriptor, mAP 20.04 against 16.27 %
 #: (without ``test_flip`` 11.28 / 19.26); the 2-seed ensemble of :data:`PKU_DEEPGSM_MEMBERS`
 #: rank-1 14.14 % (6 wins, 2 losses, 2 ties against GSM), mAP 23.19 %; 343-455 s of training
