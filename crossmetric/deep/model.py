@@ -16,8 +16,8 @@ Few identities (50-500, one or two images each): the class defaults and the regi
 setting (a 64-unit network for 16 × 16 digits) do not learn photos -- 1.2 % rank-1 on VIPeR
 (``docs/guide/which_method_when.md``). Start from the recipe chosen on PKU-Sketch's
 training persons, :data:`crossmetric.reproduce.pku.PKU_DEEPGSM` (128 units, rounds of 30
-persons, Adam 1e-3 with a cosine schedule, weight decay and μ 5e-4, ``augment="reid"``, ``test_flip=True``,
-1,500 rounds), average two seeds (:class:`crossmetric.SeedEnsemble`: 14.1 % rank-1 against
+persons, Adam 1e-3 with a cosine schedule, weight decay and μ 5e-4, ``augment="reid"``,
+``test_flip=True``, 1,500 rounds), average two seeds (:class:`crossmetric.SeedEnsemble`: 14.1 % rank-1 against
 10.9 % for one seed over 10 PKU splits), and compare with GSM on a descriptor, which needs
 no images; from scratch on 180 CUFS persons it reached 21.8 % (``docs/measurements.md``,
 ``gsm-cufs``).
