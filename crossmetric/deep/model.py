@@ -12,14 +12,14 @@ learning-rate schedule here).
 Images: ``(n, h, w)`` grey or ``(n, h, w, c)`` with any number of channels (each domain its
 own; ``uint8`` is scaled to [0, 1], float used as given).
 
-Few identities (50-500, one or two images each): the class defaults and the registry's
-setting (a 64-unit network for 16 × 16 digits) do not learn photos -- 1.2 % rank-1 on VIPeR
-(``docs/guide/which_method_when.md``). Start from the recipe chosen on PKU-Sketch's
-training persons, :data:`crossmetric.reproduce.pku.PKU_DEEPGSM` (128 units, rounds of 30
-persons, Adam 1e-3 with a cosine schedule, weight decay and μ 5e-4, ``augment="reid"``,
-``test_flip=True``, 1,500 rounds), average two seeds (:class:`crossmetric.SeedEnsemble`: 14.1 % rank-1 against
-10.9 % for one seed over 10 PKU splits), and compare with GSM on a descriptor, which needs
-no images; from scratch on 180 CUFS persons it reached 21.8 % (``docs/measurements.md``,
+Few identities (50-500, one or two images each): the class defaults and the registry's setting
+(a 64-unit network for 16 × 16 digits) do not learn photos -- 1.2 % rank-1 on VIPeR
+(``docs/guide/which_method_when.md``). Start from the recipe chosen on PKU-Sketch's training
+persons, :data:`crossmetric.reproduce.pku.PKU_DEEPGSM` (128 units, rounds of 30 persons, Adam
+1e-3 with a cosine schedule, weight decay and μ 5e-4, ``augment="reid"``, ``test_flip=True``,
+1,500 rounds), average two seeds (:class:`crossmetric.SeedEnsemble`: 14.1 % rank-1 against 10.9
+% for one seed over 10 PKU splits), and compare with GSM on a descriptor, which needs no
+images; from scratch on 180 CUFS persons it reached 21.8 % (``docs/measurements.md``,
 ``gsm-cufs``).
 
 Identities for the batch generator: with ``fit(pairs, y, groups=(ids_x, ids_y))`` they are
