@@ -27,7 +27,7 @@ from collections.abc import Iterator
 import numpy as np
 
 __all__ = ["atomic_path", "atomic_open", "atomic_folder", "recover_folder", "write_error",
-           "json_ready"]
+           "json_ready", "write_csv_rows", "write_json_document"]
 
 
 def _umask() -> int:
@@ -132,6 +132,30 @@ def atomic_open(path, mode: str = "w", **kwargs):
         raise ValueError(f"mode must be 'w' or 'wb', got {mode!r}.")
     with atomic_path(path) as tmp, open(tmp, mode, **kwargs) as fh:
         yield fh
+
+
+def write_csv_rows(path, rows, fieldnames) -> None:
+    """The mappings ``rows`` as a CSV table under the header ``fieldnames``, written atomically;
+    a missing or ``None`` value is an empty cell. The one table writer of the benchmark and
+    reproduction results."""
+    import csv
+
+    names = list(fieldnames)
+    with atomic_open(path, "w", newline="", encoding="utf-8") as fh:
+        writer = csv.DictWriter(fh, fieldnames=names, extrasaction="ignore")
+        writer.writeheader()
+        for row in rows:
+            writer.writerow({k: ("" if row.get(k) is None else row.get(k)) for k in names})
+
+
+def write_json_document(path, header: dict, payload: dict) -> None:
+    """``{**header, **payload}`` (``payload`` through :func:`json_ready`) as indented JSON,
+    written atomically: the one JSON writer of the benchmark and reproduction results, whose
+    ``header`` names the file's format, its version and crossmetric's."""
+    import json
+
+    with atomic_open(path, "w", encoding="utf-8") as fh:
+        json.dump({**header, **json_ready(payload)}, fh, indent=1)
 
 
 @contextlib.contextmanager

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import csv
 import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
+
+from crossmetric._utils.atomic_io import write_csv_rows, write_json_document
 
 __all__ = ["BenchmarkResult", "MEASURES"]
 
@@ -214,13 +215,7 @@ class BenchmarkResult:
 
     def to_csv(self, path) -> None:
         """The summary (method, measure, mean, std, sem, n) as CSV (written atomically)."""
-        from crossmetric.persistence import atomic_open
-
-        with atomic_open(path, "w", newline="", encoding="utf-8") as fh:
-            w = csv.DictWriter(fh, fieldnames=["method", "measure", "mean", "std", "sem", "n"])
-            w.writeheader()
-            for row in self.summary:
-                w.writerow(row)
+        write_csv_rows(path, self.summary, ["method", "measure", "mean", "std", "sem", "n"])
 
     def to_dict(self) -> dict:
         from crossmetric.persistence import json_ready
@@ -237,12 +232,10 @@ class BenchmarkResult:
         written atomically (a temporary file moved over ``path`` once complete).
         """
         import crossmetric
-        from crossmetric.persistence import atomic_open
 
-        data = {"format": RESULT_FORMAT, "format_version": RESULT_VERSION,
-                "crossmetric_version": crossmetric.__version__, **self.to_dict()}
-        with atomic_open(path, "w", encoding="utf-8") as fh:
-            json.dump(data, fh, indent=1)
+        write_json_document(path, {"format": RESULT_FORMAT, "format_version": RESULT_VERSION,
+                                   "crossmetric_version": crossmetric.__version__},
+                            self.to_dict())
 
     save = to_json
 

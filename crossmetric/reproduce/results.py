@@ -3,8 +3,6 @@ atomically as CSV and JSON; where the data live by default; progress lines."""
 
 from __future__ import annotations
 
-import csv
-import json
 import math
 import os
 from dataclasses import dataclass, field
@@ -12,7 +10,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from crossmetric import __version__
-from crossmetric.persistence import atomic_open, json_ready
+from crossmetric._utils.atomic_io import write_csv_rows, write_json_document
+from crossmetric.persistence import json_ready
 
 __all__ = ["ReproductionResult", "default_data_home"]
 
@@ -89,16 +88,11 @@ class ReproductionResult:
         cols = ["setting", "method", "measure", "ours", "std", "paper", "diff"]
         extra_cols = sorted({k for r in self.rows for k in r} - set(cols))
         path_csv = os.path.join(out, "results.csv")
-        with atomic_open(path_csv, "w", newline="", encoding="utf-8") as fh:
-            w = csv.DictWriter(fh, fieldnames=cols + extra_cols)
-            w.writeheader()
-            for r in self.rows:
-                w.writerow({k: ("" if r.get(k) is None else r.get(k))
-                            for k in cols + extra_cols})
+        write_csv_rows(path_csv, self.rows, cols + extra_cols)
         path_json = os.path.join(out, "results.json")
-        with atomic_open(path_json, "w", encoding="utf-8") as fh:
-            json.dump({"format": "crossmetric-reproduction", "format_version": 1,
-                       "crossmetric_version": __version__, **self.to_dict()}, fh, indent=1)
+        write_json_document(path_json, {"format": "crossmetric-reproduction",
+                                        "format_version": 1,
+                                        "crossmetric_version": __version__}, self.to_dict())
         return [path_csv, path_json]
 
     def to_dict(self) -> dict:
