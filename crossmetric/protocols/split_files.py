@@ -125,21 +125,27 @@ def read_split_file(path, n_rows: int, labels=None) -> np.ndarray:
     return mask
 
 
+def _row(text: str, seen: np.ndarray, where: str, expected: str) -> int:
+    """The 0-based row index ``text``, checked: in the data, and named once (marked in
+    ``seen``); errors start with ``where``."""
+    try:
+        r = int(text)
+    except ValueError:
+        raise ValueError(f"{where}: expected {expected}, got {text!r}.") from None
+    if not 0 <= r < seen.size:
+        raise ValueError(f"{where}: row {r} is not in the data (rows 0..{seen.size - 1}).")
+    if seen[r]:
+        raise ValueError(f"{where}: row {r} is named twice.")
+    seen[r] = True
+    return r
+
+
 def _by_row(body, name: str, n_rows: int) -> np.ndarray:
     mask = np.zeros(n_rows, bool)
     seen = np.zeros(n_rows, bool)
     for no, (row, side) in body:
-        try:
-            r = int(row)
-        except ValueError:
-            raise ValueError(f"split file {name!r} line {no}: expected a 0-based row index, "
-                             f"got {row!r}.") from None
-        if not 0 <= r < n_rows:
-            raise ValueError(f"split file {name!r} line {no}: row {r} is not in the data "
-                             f"(rows 0..{n_rows - 1}).")
-        if seen[r]:
-            raise ValueError(f"split file {name!r} line {no}: row {r} is named twice.")
-        seen[r], mask[r] = True, _side(side, name, no)
+        r = _row(row, seen, f"split file {name!r} line {no}", "a 0-based row index")
+        mask[r] = _side(side, name, no)
     if not seen.all():
         missing = np.flatnonzero(~seen)
         raise ValueError(f"split file {name!r}: {missing.size} rows are not named (first: row "
@@ -204,18 +210,7 @@ def read_train_index(path, n_rows: int) -> np.ndarray:
     mask = np.zeros(n_rows, bool)
     for no, fields in _lines(path):
         for f in fields:
-            try:
-                r = int(f)
-            except ValueError:
-                raise ValueError(f"train index file {name!r} line {no}: expected 0-based row "
-                                 f"indices, got {f!r}.") from None
-            if not 0 <= r < n_rows:
-                raise ValueError(f"train index file {name!r} line {no}: row {r} is not in "
-                                 f"the data (rows 0..{n_rows - 1}).")
-            if mask[r]:
-                raise ValueError(f"train index file {name!r} line {no}: row {r} is named "
-                                 "twice.")
-            mask[r] = True
+            _row(f, mask, f"train index file {name!r} line {no}", "0-based row indices")
     if mask.sum() < 2 or (~mask).sum() < 2:
         raise ValueError(f"train index file {name!r} names {int(mask.sum())} of {n_rows} rows; "
                          "expected at least 2 training and 2 test rows.")
