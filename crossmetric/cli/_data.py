@@ -25,18 +25,12 @@ def _describe_images(images, descriptor: str, params=None, progress: bool = Fals
     (:func:`crossmetric.datasets.describe_images`), with the command line's messages;
     ``progress``: a bar on stderr."""
     from crossmetric.datasets import describe_images
-    from crossmetric.features._image_views import DescriptorError
 
     _check_image_stack(images)
     _check_descriptor(descriptor, params)
-    try:
-        with _descriptor_bar(progress, len(images), descriptor) as update:
-            return describe_images(images, descriptor, params, progress=update)
-    except ImportError as exc:  # scikit-image, an optional dependency
-        raise CLIError(f"--descriptor {descriptor}: {_one_line(exc)}; use --descriptor "
-                       "pixels.") from None
-    except DescriptorError as exc:
-        raise _descriptor_error(descriptor, params, exc) from None
+    with _descriptor_errors(descriptor, params), \
+            _descriptor_bar(progress, len(images), descriptor) as update:
+        return describe_images(images, descriptor, params, progress=update)
 
 
 def _check_descriptor(descriptor: str, params) -> None:
@@ -48,6 +42,26 @@ def _check_descriptor(descriptor: str, params) -> None:
     except ValueError as exc:
         raise CLIError(f"--descriptor-param: {_one_line(exc).removeprefix('params: ')}") \
             from None
+
+
+@contextlib.contextmanager
+def _descriptor_errors(descriptor: str, params, what: str | None = None):
+    """A descriptor's failures as the command line's one-line errors: a missing optional
+    dependency, a rejected parameter value or image size, and (``what`` given) any other bad
+    value, named by ``what``."""
+    from crossmetric.features._image_views import DescriptorError
+
+    try:
+        yield
+    except ImportError as exc:  # scikit-image or OpenCV, optional dependencies
+        raise CLIError(f"--descriptor {descriptor}: {_one_line(exc)}; use --descriptor "
+                       "pixels.") from None
+    except DescriptorError as exc:
+        raise _descriptor_error(descriptor, params, exc) from None
+    except ValueError as exc:
+        if what is None:
+            raise
+        raise CLIError(f"{what}: {_one_line(exc)}") from None
 
 
 def _descriptor_error(descriptor: str, params, exc) -> CLIError:
@@ -89,23 +103,14 @@ def _images_to_dataset(bunch, descriptor: str, what: str, params=None,
     row), described by ``descriptor`` with the class parameters ``params``; ``progress``: a
     bar on stderr while the descriptors are computed."""
     from crossmetric.datasets import image_views
-    from crossmetric.features._image_views import DescriptorError
 
     if np.asarray(bunch.ids).size:
         _check_image_stack(bunch.images)
     _check_descriptor(descriptor, params)
-    try:
-        with _descriptor_bar(progress, len(bunch.ids), descriptor) as update:
-            data = image_views(bunch.images, bunch.ids, getattr(bunch, "domains", None),
-                               descriptor=descriptor, descriptor_params=params,
-                               progress=update)
-    except ImportError as exc:  # scikit-image or OpenCV, optional dependencies
-        raise CLIError(f"--descriptor {descriptor}: {_one_line(exc)}; use --descriptor "
-                       "pixels.") from None
-    except DescriptorError as exc:
-        raise _descriptor_error(descriptor, params, exc) from None
-    except ValueError as exc:
-        raise CLIError(f"{what}: {_one_line(exc)}") from None
+    with _descriptor_errors(descriptor, params, what), \
+            _descriptor_bar(progress, len(bunch.ids), descriptor) as update:
+        data = image_views(bunch.images, bunch.ids, getattr(bunch, "domains", None),
+                           descriptor=descriptor, descriptor_params=params, progress=update)
     n_ids = np.unique(data.labels).size
     cams = _attach_cams(data, bunch)
     if data.Y is None:
@@ -185,7 +190,6 @@ def _reid_layout_dataset(name: str, spec: str, arg: str, args):
 
     from crossmetric import datasets
     from crossmetric.datasets.reid_layouts import _CUHK03_KINDS, _LAYOUT_NAMES
-    from crossmetric.features._image_views import DescriptorError
 
     kw = {}
     if name == "cuhk03":
@@ -214,15 +218,8 @@ def _reid_layout_dataset(name: str, spec: str, arg: str, args):
     if not args.quiet:
         print(f"crossmetric: describing {len(bunch.images)} images of {name} "
               f"({descriptor}, {size[0]}x{size[1]})", file=sys.stderr)
-    try:
+    with _descriptor_errors(descriptor, params, "--data-home"):
         X = bunch.images.describe(descriptor, params)
-    except ImportError as exc:  # scikit-image or OpenCV, optional dependencies
-        raise CLIError(f"--descriptor {descriptor}: {_one_line(exc)}; use --descriptor "
-                       "pixels.") from None
-    except DescriptorError as exc:
-        raise _descriptor_error(descriptor, params, exc) from None
-    except ValueError as exc:
-        raise CLIError(f"--data-home: {_one_line(exc)}") from None
     data = Bunch(X=X, Y=None, labels=bunch.ids, cams=bunch.cams, reid_split=bunch.split)
     return data, (f"{name}: its own split ({counts['train']} training, {counts['query']} query, "
                   f"{counts['gallery']} gallery images), camera ids, {descriptor} descriptors")
