@@ -59,13 +59,17 @@ def _sigterm_unwinds():
                         "long computation)\n".encode())
             os._exit(143 if term else 130)
 
-    threading.Thread(target=watch, name="crossmetric-signal-watch", daemon=True).start()
+    watcher = threading.Thread(target=watch, name="crossmetric-signal-watch", daemon=True)
+    watcher.start()
     try:
         yield
     finally:
         done.set()
         signal.set_wakeup_fd(old_fd)
         signal.signal(signal.SIGTERM, previous)
+        with contextlib.suppress(OSError):
+            writer.send(b"\0")  # wakes the watcher, which sees the command done
+        watcher.join(timeout=1.0)
         writer.close()
         reader.close()
 
