@@ -149,8 +149,7 @@ class GSM(GSMTowersMixin, CrossModalMixin, BaseEstimator):
     mu : float, default=1e-4
         Weight μ of the penalty ``μ‖Φ‖²`` of eq. (7) on the similarity parameters (f excluded).
     penalty : {"zero", "start"}, default="zero"
-        What μ pulls the parameters towards: zero (eq. 7) or, ours, their start
-        (``docs/guide/which_method_when.md``).
+        What μ pulls the parameters towards: zero (eq. 7) or, ours, their start (docs guide).
     batch_size : int, default=512
         Pairs per mini-batch of ``batch_mode="pair"``.
     learning_rate : float, default=1e-3
@@ -196,8 +195,7 @@ class GSM(GSMTowersMixin, CrossModalMixin, BaseEstimator):
         starts are the library's (:mod:`crossmetric.learners._gsm_guard`).
     start_from : str or None, default=None
         Ours, for ``structure="generalized"``: fit this special case first (same settings) and
-        train from its measure; ``penalty="start"`` holds the extra terms near it
-        (``docs/guide/which_method_when.md``).
+        train from its measure; ``penalty="start"`` holds the extra terms near it (docs guide).
     start_mu : float, "hold" or None, default=None
         Ours: μ while training from the fitted ``start_from`` case (``None``: ``mu``, which
         fits that case). With ``penalty="start"`` large values hold the generalized form near
