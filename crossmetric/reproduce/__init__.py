@@ -18,7 +18,7 @@ name                         experiment
 ===========================  ===============================================================
 
 Choices the papers leave open, and what we measured (details in ``docs/measurements.md``)
--------------------------------------------------------------------------------
+-----------------------------------------------------------------------------------------
 * **Descriptor** (pcca §4): :class:`crossmetric.features.StripHistograms` with its defaults (6
   strips; 16-bin RGB, HSV, YCrCb; uniform LBP, 8 neighbours, radius 1) -- 60 histograms, 924
   features.
