@@ -228,3 +228,50 @@ def test_benchmark_layout_errors(tmp_path, capsys):
         capsys.readouterr()
         assert main(["benchmark", "--out", str(tmp_path / "o"), *args]) == 2
         assert msg in capsys.readouterr().err
+
+
+def test_cli_rank_lists_leave_out_what_the_camera_rule_leaves_out(reid_features, capsys):
+    """``--show-ranks`` with camera ids lists, for each probe, the gallery in the measure's
+    order without the items of its identity under its own camera."""
+    from html.parser import HTMLParser
+
+    class Figures(HTMLParser):
+        def __init__(self):
+            super().__init__()
+            self.classes = []
+
+        def handle_starttag(self, tag, attrs):
+            if tag == "figure":
+                self.classes.append(dict(attrs)["class"])
+
+    tmp, model, _ = reid_features
+    rng = np.random.RandomState(0)
+    # each probe's nearest gallery item is itself under its own camera (left out by the rule),
+    # then its identity under the other camera, then distractors
+    X = rng.rand(4, 5)
+    G = np.vstack([X, X + 0.05 * rng.rand(4, 5), rng.rand(6, 5) + 2.0])
+    qp, gp = np.arange(4), np.r_[np.arange(4), np.arange(4), np.arange(10, 16)]
+    qc, gc = np.zeros(4, int), np.r_[np.zeros(4, int), np.ones(4, int), np.ones(6, int)]
+    np.save(tmp / "q.npy", X)
+    np.save(tmp / "g.npy", G)
+    for name, arr in (("qp.txt", qp), ("gp.txt", gp), ("qc.txt", qc), ("gc.txt", gc)):
+        np.savetxt(tmp / name, arr, fmt="%d")
+    for name, n in (("qi.npy", X.shape[0]), ("gi.npy", G.shape[0])):
+        np.save(tmp / name, rng.randint(0, 255, size=(n, 8, 4, 3)).astype(np.uint8))
+    page = tmp / "ranks.html"
+    assert main(["evaluate", str(model), "--x", str(tmp / "q.npy"), "--y", str(tmp / "g.npy"),
+                 "--probe-labels", str(tmp / "qp.txt"), "--gallery-labels",
+                 str(tmp / "gp.txt"), "--probe-cams", str(tmp / "qc.txt"), "--gallery-cams",
+                 str(tmp / "gc.txt"), "--show-ranks", "4", "--top-k", "3", "--ranks-out",
+                 str(page), "--probe-images", str(tmp / "qi.npy"), "--gallery-images",
+                 str(tmp / "gi.npy")]) == 0, capsys.readouterr().err
+    D = euclidean_distances(X[:4], G, squared=True)
+    left_out = (qp[:4, None] == gp[None, :]) & (qc[:4, None] == gc[None, :])
+    D[left_out] = np.inf
+    k = min(3, int((~left_out).sum(axis=1).min()))
+    order = np.argsort(D, axis=1, kind="stable")[:, :k]
+    want = ["query" if j == 0 else ("match" if gp[order[i, j - 1]] == qp[i] else "miss")
+            for i in range(4) for j in range(k + 1)]
+    p = Figures()
+    p.feed(page.read_text(encoding="utf-8"))
+    assert p.classes == want

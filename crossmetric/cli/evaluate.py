@@ -183,9 +183,12 @@ def _load_pictures(path: str, what: str) -> np.ndarray:
     return arr
 
 
-def _show_ranks(args, est, X, G, pl, gl, D, images: bool, pictures=None) -> list[str]:
+def _show_ranks(args, est, X, G, pl, gl, D, images: bool, pictures=None,
+                cams=None) -> list[str]:
     """``--show-ranks N``: the rank lists of the first N probes as HTML (+ PNG beside);
-    ``pictures``: the probes' and the gallery's images (``--images``)."""
+    ``pictures``: the probes' and the gallery's images (``--images``); ``cams``: (probe,
+    gallery) cameras, whose same-identity same-camera gallery items are not listed, as the
+    measure leaves them out."""
     from crossmetric import plotting
     from crossmetric.ranklists import write_rank_html
 
@@ -206,7 +209,7 @@ def _show_ranks(args, est, X, G, pl, gl, D, images: bool, pictures=None) -> list
                        f"for {X.shape[0]} probes and {G.shape[0]} gallery rows.")
     failures = bool(getattr(args, "ranks_failures", False))
     if failures:
-        sel = _failing_probes(est, X, G, pl, gl, D, args.show_ranks, args.same_set)
+        sel = _failing_probes(est, X, G, pl, gl, D, args.show_ranks, args.same_set, cams)
         if sel.size == 0:
             print("crossmetric: note: --ranks-failures: every probe's first match is right; "
                   "no rank list written", file=sys.stderr)
@@ -220,6 +223,10 @@ def _show_ranks(args, est, X, G, pl, gl, D, images: bool, pictures=None) -> list
     if args.same_set:  # own item after everything else, and never listed
         rows[np.arange(n), sel] = rows.max() + 1.0 + abs(rows.max())
         k = min(k, G.shape[0] - 1)
+    if cams is not None:  # never listed either: the gallery items the camera rule leaves out
+        left_out = _camera_left_out(pl, gl, cams, sel)
+        rows[left_out] = rows.max() + 1.0 + abs(rows.max())
+        k = min(k, int((~left_out).sum(axis=1).min()))
     html_path = args.ranks_out
     png_path = os.path.splitext(html_path)[0] + ".png"
     what = "probes whose first match is wrong" if failures else "probes"
@@ -238,10 +245,19 @@ def _show_ranks(args, est, X, G, pl, gl, D, images: bool, pictures=None) -> list
     return [html_path, png_path]
 
 
-def _failing_probes(est, X, G, pl, gl, D, n: int, same_set: bool,
+def _camera_left_out(pl, gl, cams, probes: np.ndarray) -> np.ndarray:
+    """``(probes, gallery)`` mask of the gallery items of each probe's identity under its own
+    camera: the Market-1501 / torchreid rule leaves them out of the probe's ranking."""
+    pc, gc = cams
+    return ((np.asarray(pl)[probes][:, None] == np.asarray(gl)[None, :])
+            & (np.asarray(pc)[probes][:, None] == np.asarray(gc)[None, :]))
+
+
+def _failing_probes(est, X, G, pl, gl, D, n: int, same_set: bool, cams=None,
                     block: int = 1024) -> np.ndarray:
     """The first ``n`` probes whose nearest gallery item (their own left out with
-    ``same_set``) has another identity, read block by block when there is no matrix."""
+    ``same_set``, and the same-identity same-camera items with ``cams``) has another
+    identity, read block by block when there is no matrix."""
     found = []
     for start in range(0, X.shape[0], block):
         stop = min(start + block, X.shape[0])
@@ -249,6 +265,8 @@ def _failing_probes(est, X, G, pl, gl, D, n: int, same_set: bool,
             est.cross_distance(X[start:stop], G), dtype=float)
         if same_set:
             rows[np.arange(stop - start), np.arange(start, stop)] = np.inf
+        if cams is not None:
+            rows[_camera_left_out(pl, gl, cams, np.arange(start, stop))] = np.inf
         wrong = np.flatnonzero(gl[np.argmin(rows, axis=1)] != pl[start:stop]) + start
         found.extend(wrong.tolist())
         if len(found) >= n:
@@ -431,7 +449,7 @@ def cmd_evaluate(args) -> int:
                 distance=_SwappedSides(est).cross_distance(X, G) if swap else None)
             if args.show_ranks:
                 report["rank_lists"] = _show_ranks(args, est, X, G, pl, gl, D, images,
-                                                   pictures)
+                                                   pictures, cams)
     except ValueError as exc:  # --scores is written atomically: an older file stays intact
         raise CLIError(_one_line(exc)) from None
     if args.json:
