@@ -301,7 +301,7 @@ class PairLearnerMixin(PairInputsMixin, PairDecisionMixin):
             y = check_pair_labels(y[keep], data.n_pairs)
             canon = canonical_pairs(data, tied=tied)
         own_step = type(self)._canonical_pairs is not PairLearnerMixin._canonical_pairs
-        self._fit(self._canonical_pairs(data) if own_step else canon, y)
+        self._fit_settings(self._canonical_pairs(data) if own_step else canon, y)
         self.classes_ = np.array([-1, 1])
         self.threshold_ = float(self._fit_threshold(data, y))
         return self
@@ -316,6 +316,12 @@ class PairLearnerMixin(PairInputsMixin, PairDecisionMixin):
 
     def _fit(self, data: PairData, y: np.ndarray) -> None:  # pragma: no cover - abstract
         raise NotImplementedError
+
+    def _fit_settings(self, data: PairData, y: np.ndarray) -> None:
+        """:meth:`_fit` with the learner's settings; a learner that chooses some of them on
+        the data first (:class:`crossmetric.learners._held_out_choice.HeldOutChoice`)
+        overrides this."""
+        self._fit(data, y)
 
     def _fit_threshold(self, data: PairData, y: np.ndarray) -> float:
         """``threshold_`` after ``fit``: the accuracy-optimal cut on the training pairs, except

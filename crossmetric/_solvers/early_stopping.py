@@ -55,11 +55,12 @@ from crossmetric._utils.checks import check_positive_int, check_positive_scalar
 from crossmetric.losses import generalized_logistic
 from crossmetric.metrics import roc_auc
 from crossmetric.pairs import identities_from_pairs, positive_components
-from crossmetric.pairs._identity_draws import hold_out_identities
+from crossmetric.pairs._identity_draws import deal_identities, hold_out_identities
 from crossmetric.pairs._pair_data import PairData, used_pairs
 
 __all__ = ["AUTO_MAX_IDENTITIES", "EarlyStopping", "Validation", "validation_split",
-           "check_early_stopping", "resolve_early_stopping", "split_pairs", "choose_start",
+           "check_early_stopping", "resolve_early_stopping", "describes_identities",
+           "split_pairs", "identity_folds", "choose_start",
            "identity_validation",
            "vector_monitor", "clear"]
 
@@ -112,6 +113,13 @@ def resolve_early_stopping(estimator, data: PairData, y: np.ndarray, tied: bool)
     early, _, _ = check_early_stopping(estimator)
     if early != "auto":
         return bool(early)
+    return describes_identities(data, y, tied)
+
+
+def describes_identities(data: PairData, y: np.ndarray, tied: bool) -> bool:
+    """The rule of ``early_stopping="auto"``: the pairs describe between
+    :data:`AUTO_MIN_IDENTITIES` and :data:`AUTO_MAX_IDENTITIES` identities, every
+    same-identity pair of their samples being a given positive (:func:`positive_completeness`)."""
     _, offset, _, comp = _components(data.ix, data.iy, y, data.X.shape[0], data.Y.shape[0],
                                      tied)
     pos = y == 1
@@ -281,6 +289,43 @@ def split_pairs(estimator, data: PairData, y: np.ndarray, *, tied: bool | None =
     oriented = tied and np.intersect1d(data.ix, data.iy).size == 0
     return (used_pairs(data._replace(ix=data.ix[train], iy=data.iy[train]), tied), y[train],
             _validation(held, y[val], tied, rng, oriented))
+
+
+def identity_folds(data: PairData, y: np.ndarray, *, tied: bool, n_folds: int,
+                   random_state=None) -> list[tuple[PairData, np.ndarray, Validation]]:
+    """The training identities dealt into ``n_folds`` folds (:func:`deal_identities` over the
+    components of the positive pairs, as :func:`validation_split` groups them): per fold
+    ``(train_data, y_train, validation)``, its identities held out as :func:`split_pairs`
+    holds out one share, so that every identity is scored once.
+
+    A ``ValueError`` when a fold's training side lacks a positive or a negative pair, or its
+    held-out side a positive pair.
+    """
+    rng = check_random_state(random_state)
+    n_x, n_y = data.X.shape[0], data.Y.shape[0]
+    n_nodes, offset, n_comp, comp = _components(data.ix, data.iy, y, n_x, n_y, tied)
+    used = np.zeros(n_nodes, dtype=bool)
+    used[data.ix] = True
+    used[data.iy + offset] = True
+    groups = np.flatnonzero(np.bincount(comp[used], minlength=n_comp))
+    if groups.size < n_folds:
+        raise ValueError(f"identity_folds: {groups.size} identities cannot fill "
+                         f"{n_folds} folds.")
+    fold_of = np.full(n_comp, -1)
+    fold_of[groups] = deal_identities(groups.size, n_folds, rng)
+    fa, fb = fold_of[comp[data.ix]], fold_of[comp[data.iy + offset]]
+    oriented = tied and np.intersect1d(data.ix, data.iy).size == 0
+    out = []
+    for f in range(n_folds):
+        validation, train = (fa == f) & (fb == f), (fa != f) & (fb != f)
+        if not (y[validation] == 1).any() or np.unique(y[train]).size < 2:
+            raise ValueError(f"identity_folds: fold {f} has no held-out positive pair or "
+                             f"no training pair of one label.")
+        held = used_pairs(data._replace(ix=data.ix[validation], iy=data.iy[validation]),
+                          tied)
+        out.append((used_pairs(data._replace(ix=data.ix[train], iy=data.iy[train]), tied),
+                    y[train], _validation(held, y[validation], tied, rng, oriented)))
+    return out
 
 
 class EarlyStopping:

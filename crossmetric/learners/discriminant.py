@@ -39,6 +39,7 @@ import scipy.linalg
 from crossmetric._solvers.linalg import _from_span, _in_span, span_basis
 from crossmetric._utils.checks import check_choice, check_n_components, check_positive_scalar
 from crossmetric.kernels import _KernelCoordinatesMixin
+from crossmetric.learners._auto_grids import COMPONENT_CANDIDATES, CSR_ALPHA_GRID
 from crossmetric.learners.baselines._common import LinearTowers
 from crossmetric.learners.multiview import MultiViewMixin, mvda_scatter_matrices
 from crossmetric.pairs import identities_from_pairs
@@ -80,8 +81,10 @@ class MvDA(MultiViewMixin, LinearTowers):
 
     Parameters
     ----------
-    n_components : int, default=10
-        At most ``n_identities − 1`` directions carry between-class scatter.
+    n_components : int or "auto", default=10
+        At most ``n_identities − 1`` directions carry between-class scatter. ``"auto"``:
+        chosen among 10, 20, 32, 64 and 128 on held-out training identities, as
+        :class:`~crossmetric.CCA`'s (10 without identities; pairs only, not ``fit_views``).
     reg : float > 0, default=1e-3
         Ridge on ``S``, relative to its mean diagonal.
     distance : {"euclidean", "cosine"}, default="cosine"
@@ -110,8 +113,11 @@ class MvDA(MultiViewMixin, LinearTowers):
     True
     """
 
-    def __init__(self, n_components: int = 10, *, reg: float = 1e-3, distance: str = "cosine",
-                 preprocessor=None):
+    _auto_grid = {"n_components": COMPONENT_CANDIDATES}
+    _auto_fallback = {"n_components": 10}
+
+    def __init__(self, n_components: int | str = 10, *, reg: float = 1e-3,
+                 distance: str = "cosine", preprocessor=None):
         self.n_components = n_components
         self.reg = reg
         self.distance = distance
@@ -184,8 +190,12 @@ class CSR(LinearTowers):
         Number of responses kept (at most ``n_identities − 1``); all ``n_identities − 1``
         when ``None``. The responses span the same space whatever their order, so a smaller
         number keeps an arbitrary subset of it: keep them all unless the dimension matters.
-    alpha : float > 0, default=1e-2
-        Ridge ``λ``, relative to the mean squared feature norm.
+    alpha : float > 0 or "auto", default=1e-2
+        Ridge ``λ``, relative to the mean squared feature norm. ``"auto"``: chosen among
+        1e-2, 0.1, 1, 10 and 100 on held-out training identities, as
+        :class:`~crossmetric.CCA`'s ``n_components`` (1e-2 without identities; 1 for
+        :class:`KCSR`). On CUFS photo → sketch (HOG, 3 splits) rank-1 is 88.0 % at 1e-2 and
+        98.4 % at 10, the untrained distance 95.2 %.
     coupling : float >= 0, default=1.0
         ``μ``: weight of the positive-pair coupling term.
     distance : {"euclidean", "cosine"}, default="cosine"
@@ -211,7 +221,10 @@ class CSR(LinearTowers):
     True
     """
 
-    def __init__(self, n_components: int | None = None, *, alpha: float = 1e-2,
+    _auto_grid = {"alpha": CSR_ALPHA_GRID}
+    _auto_fallback = {"alpha": 1e-2}
+
+    def __init__(self, n_components: int | None = None, *, alpha: float | str = 1e-2,
                  coupling: float = 1.0, distance: str = "cosine", preprocessor=None):
         self.n_components = n_components
         self.alpha = alpha
@@ -288,6 +301,8 @@ class KCSR(_KernelCoordinatesMixin, CSR):
     >>> bool(model.score(pairs, y) > 0.8)  # ROC AUC on the training pairs
     True
     """
+
+    _auto_fallback = {"alpha": 1.0}
 
     def __init__(self, n_components: int | None = None, *, kernel="rbf", gamma=None,
                  alpha: float = 1.0, coupling: float = 1.0, distance: str = "cosine",

@@ -153,8 +153,9 @@ def _run_split(name: str, estimator, X: np.ndarray, Y: np.ndarray, split: Split,
 
 def _training_record(est, Xs, Ys, X, Y) -> dict:
     """What a split's fit started from and kept: the views' width (when the protocol reduced
-    them), the start (``init_``), the kept check (``best_iteration_``; 0: the start) and the
-    iterations run, for the learners that have them."""
+    them), the start (``init_``), the kept check (``best_iteration_``; 0: the start), the
+    iterations run and the settings a closed form chose on held-out identities
+    (``chosen_params_``), for the learners that have them."""
     record = {}
     if Xs.shape[1] != X.shape[1] or Ys.shape[1] != Y.shape[1]:
         record["view_dims"] = [int(Xs.shape[1]), int(Ys.shape[1])]
@@ -163,6 +164,10 @@ def _training_record(est, Xs, Ys, X, Y) -> dict:
         value = getattr(est, attr, None)
         if isinstance(value, str | int | np.integer) and not isinstance(value, bool):
             record[key] = value if isinstance(value, str) else int(value)
+    chosen = getattr(est, "chosen_params_", None)  # a closed form's "auto" settings
+    if chosen:
+        record["chosen"] = {k: v if isinstance(v, str) else float(v) if isinstance(
+            v, float) else int(v) for k, v in chosen.items()}
     return record
 
 

@@ -12,6 +12,7 @@ from crossmetric._solvers.linalg import _from_span, _in_span, span_basis
 from crossmetric._utils.checks import check_n_components, check_positive_int, check_positive_scalar
 from crossmetric.kernels import _KernelCoordinatesMixin
 from crossmetric.learners.auc import weighted_pair_outer_sum
+from crossmetric.learners._auto_grids import CDFE_COMPONENT_CANDIDATES, CDFE_REG_GRID
 from crossmetric.learners.baselines._common import LinearTowers, _check_distance
 from crossmetric.pairs._pair_data import PairData
 
@@ -41,15 +42,21 @@ class CDFE(LinearTowers):
 
     Parameters
     ----------
-    n_components : int, default=10
+    n_components : int or "auto", default=10
+        ``"auto"``: chosen among 10, 20 and 32 on held-out training identities, as
+        :class:`~crossmetric.CCA`'s (10 without identities; larger ones mostly leave the span
+        of the samples, where a solve in feature space takes minutes on wide views). On CUFS
+        photo → sketch (HOG, 3 splits) ``"auto"`` for both ``n_components`` and ``reg`` takes
+        rank-1 from 2.7 % (the fixed defaults) to 58.7 %; the untrained distance has 95.2 %.
     alpha : float >= 0, default=1.0
         Weight of the negative-pair term.
     beta : float >= 0, default=1.0
         Weight of the local-consistency term.
     n_neighbors : int, default=5
         Neighbours per sample in each modality's graph.
-    reg : float > 0, default=1e-3
-        Ridge on ``C``, relative to its mean eigenvalue. Large values undo the whitening of
+    reg : float > 0 or "auto", default=1e-3
+        ``"auto"``: chosen among 1e-3, 1e-2, 0.1, 1, 10 and 100 with ``n_components``
+        (1e-3 without identities; 0.1 for :class:`KCDFE`). Ridge on ``C``, relative to its mean eigenvalue. Large values undo the whitening of
         the scale constraint (``reg`` → ∞ gives orthonormal ``W``). Its best value moves by
         four decades across data sets, so choose it on training identities
         (:func:`~crossmetric.protocols.model_selection.search_params`; the registry's paper grid
@@ -84,8 +91,11 @@ class CDFE(LinearTowers):
     True
     """
 
-    def __init__(self, n_components: int = 10, *, alpha: float = 1.0, beta: float = 1.0,
-                 n_neighbors: int = 5, reg: float = 1e-3, distance: str = "euclidean",
+    _auto_grid = {"n_components": CDFE_COMPONENT_CANDIDATES, "reg": CDFE_REG_GRID}
+    _auto_fallback = {"n_components": 10, "reg": 1e-3}
+
+    def __init__(self, n_components: int | str = 10, *, alpha: float = 1.0, beta: float = 1.0,
+                 n_neighbors: int = 5, reg: float | str = 1e-3, distance: str = "euclidean",
                  preprocessor=None):
         self.n_components = n_components
         self.alpha = alpha
@@ -213,6 +223,8 @@ class KCDFE(_KernelCoordinatesMixin, CDFE):
     >>> bool(model.score(pairs, y) > 0.8)  # ROC AUC on the training pairs
     True
     """
+
+    _auto_fallback = {"n_components": 10, "reg": 0.1}
 
     def __init__(self, n_components: int = 10, *, kernel="rbf", gamma=None, alpha: float = 1.0,
                  beta: float = 1.0, n_neighbors: int = 5, reg: float = 0.1,

@@ -8,6 +8,7 @@ import numpy as np
 from sklearn.base import BaseEstimator
 
 from crossmetric._base import CrossModalMixin
+from crossmetric.learners._held_out_choice import HeldOutChoice
 from crossmetric.pairs._pair_data import PairData
 
 __all__ = ["LinearTowers"]
@@ -33,9 +34,10 @@ def _positive_samples(data: PairData, y: np.ndarray) -> tuple[np.ndarray, np.nda
     return data.X[data.ix[pos]], data.Y[data.iy[pos]]
 
 
-class LinearTowers(CrossModalMixin, BaseEstimator):
+class LinearTowers(HeldOutChoice, CrossModalMixin, BaseEstimator):
     """Embedding ``x ↦ components_x_ (x − mean_x_)``, ``y ↦ components_y_ (y − mean_y_)``,
-    L2-normalised when ``distance="cosine"`` (the linear two-tower baselines)."""
+    L2-normalised when ``distance="cosine"`` (the linear two-tower baselines); a subclass's
+    ``_auto_grid`` parameters may be ``"auto"`` (:class:`HeldOutChoice`)."""
 
     #: fitted in the span of the training samples (exact on wide views): the protocols'
     #: ``pca_components="auto"`` leaves their views as they are

@@ -13,6 +13,8 @@ from crossmetric._base import CrossModalMixin
 from crossmetric._solvers.linalg import _from_span, _in_span, cca_directions, span_basis
 from crossmetric._utils.checks import check_choice, check_n_components, check_positive_scalar
 from crossmetric.kernels import _KernelCoordinatesMixin
+from crossmetric.learners._auto_grids import CCA_REG_GRID, COMPONENT_CANDIDATES
+from crossmetric.learners._held_out_choice import HeldOutChoice
 from crossmetric.learners.baselines._common import _check_distance, _l2_normalize, _positive_samples
 from crossmetric.pairs._pair_data import PairData
 
@@ -20,8 +22,11 @@ __all__ = ["CCA", "PLS", "KPLS"]
 
 
 # ----------------------------------------------------------------------------- CCA / PLS
-class _SklearnLatent(CrossModalMixin, BaseEstimator):
+class _SklearnLatent(HeldOutChoice, CrossModalMixin, BaseEstimator):
     """Shared code of the scikit-learn cross-decomposition adapters."""
+
+    _auto_grid = {"n_components": COMPONENT_CANDIDATES}
+    _auto_fallback = {"n_components": 10}
 
     #: fitted in the span of the training samples (exact on wide views): the protocols'
     #: ``pca_components="auto"`` leaves their views as they are
@@ -131,10 +136,15 @@ class CCA(_SklearnLatent):
 
     Parameters
     ----------
-    n_components : int, default=10
-        Dimension of the latent space.
-    reg : float >= 0, default=0.1
-        Ridge of the closed form, relative to each covariance's mean eigenvalue.
+    n_components : int or "auto", default=10
+        Dimension of the latent space. ``"auto"``: chosen among 10, 20, 32, 64 and 128 on
+        held-out training identities (:mod:`crossmetric.learners._held_out_choice`; 10 where
+        the pairs do not describe identities) -- what ``crossmetric benchmark`` runs. Ten
+        directions keep too little of a face descriptor: on CUFS photo → sketch (HOG, 3
+        splits) rank-1 is 85.1 % at 10, 97.1 % at 64, the untrained distance 95.2 %.
+    reg : float >= 0 or "auto", default=0.1
+        Ridge of the closed form, relative to each covariance's mean eigenvalue. ``"auto"``:
+        chosen among 0.1, 1e-3, 1e-2 and 1 as ``n_components`` (0.1 without identities).
     solver : {"closed_form", "nipals"}, default="closed_form"
     distance : {"cosine", "euclidean"}, default="cosine"
         Comparison of the canonical variates (see the module docstring): ``"cosine"``
@@ -152,6 +162,9 @@ class CCA(_SklearnLatent):
         Standardisation (with ``ddof=1``, as scikit-learn).
     correlations_ : ndarray of shape (k,)
         Regularised canonical correlations (closed form only).
+    chosen_params_, selection_scores_
+        The values used for the ``"auto"`` parameters and each candidate's mean held-out
+        rank-1 (:class:`~crossmetric.learners._held_out_choice.HeldOutChoice`).
     estimator_ : sklearn.cross_decomposition.CCA
         ``solver="nipals"`` only. With more features than positive pairs it was fitted on
         the coordinates of the standardised samples in their span (:func:`span_basis`);
@@ -173,8 +186,10 @@ class CCA(_SklearnLatent):
     """
 
     _estimator_class = _SklearnCCA
+    _auto_grid = {"n_components": COMPONENT_CANDIDATES, "reg": CCA_REG_GRID}
+    _auto_fallback = {"n_components": 10, "reg": 0.1}
 
-    def __init__(self, n_components: int = 10, *, reg: float = 0.1,
+    def __init__(self, n_components: int | str = 10, *, reg: float | str = 0.1,
                  solver: str = "closed_form", distance: str = "cosine", scale: bool = True,
                  max_iter: int = 500, tol: float = 1e-6, preprocessor=None):
         super().__init__(n_components, distance=distance, scale=scale, max_iter=max_iter,
@@ -210,7 +225,7 @@ class PLS(_SklearnLatent):
     Parameters
     ----------
     n_components, distance, scale, max_iter, tol, preprocessor
-        As in :class:`CCA`.
+        As in :class:`CCA` (``n_components="auto"`` too).
 
     Attributes
     ----------

@@ -1,0 +1,142 @@
+"""Closed forms with settings chosen on held-out training identities (``"auto"``): the folds
+hold every identity out once, the choice equals an obvious loop over candidates and folds, the
+refit equals the fixed setting, and without identities the former fixed default is used."""
+
+import numpy as np
+import pytest
+from sklearn.base import clone
+
+from crossmetric import CCA, CDFE, CSR, KCCA, PLS, MvDA, make_pairs
+from crossmetric._solvers.early_stopping import identity_folds
+from crossmetric.learners._auto_grids import COMPONENT_CANDIDATES
+from crossmetric.learners._held_out_choice import AUTO_FOLDS
+from crossmetric.pairs._pair_data import PairData, canonical_pairs
+from crossmetric.registry import METHODS, make_estimator
+
+
+def _identities(n=60, d=40, seed=0):
+    """Two noisy views of ``n`` identities (one sample each)."""
+    rng = np.random.RandomState(seed)
+    Z = rng.randn(n, d)
+    return Z + 0.8 * rng.randn(n, d), Z @ rng.randn(d, d) / np.sqrt(d) + 0.8 * rng.randn(n, d)
+
+
+def _pairs(n, seed=0):
+    labels = np.arange(n)
+    return make_pairs(labels, labels, n_negatives=3, random_state=seed)
+
+
+def test_identity_folds_hold_every_identity_out_once_and_share_no_sample():
+    X, Y = _identities()
+    pairs, y = _pairs(60)
+    data = PairData(X, Y, pairs[:, 0], pairs[:, 1])
+    folds = identity_folds(data, y, tied=False, n_folds=3, random_state=0)
+    held = []
+    for train, y_train, validation in folds:
+        V = validation.data
+        # samples are rows of X: the held-out ones appear in no training pair
+        assert not {r.tobytes() for r in V.X} & {r.tobytes() for r in train.X}
+        assert not {r.tobytes() for r in V.Y} & {r.tobytes() for r in train.Y}
+        assert set(np.unique(y_train)) == {-1, 1}
+        held += [r.tobytes() for r in V.X]
+    assert sorted(held) == sorted(r.tobytes() for r in X)  # each identity once
+    again = identity_folds(data, y, tied=False, n_folds=3, random_state=0)
+    for (a, _, va), (b, _, vb) in zip(folds, again, strict=True):
+        np.testing.assert_array_equal(va.data.X, vb.data.X)
+
+
+def _rank1(D, ids_x, ids_y):
+    """Probes (rows) whose nearest gallery sample is of their identity, strictly."""
+    hits = []
+    for i in range(D.shape[0]):
+        same = ids_y == ids_x[i]
+        if same.any():
+            hits.append(D[i, same].min() < D[i, ~same].min())
+    return float(np.mean(hits))
+
+
+def test_the_choice_is_the_best_mean_held_out_rank1_of_an_obvious_loop():
+    X, Y = _identities(seed=1)
+    pairs, y = _pairs(60, seed=1)
+    model = CCA(n_components="auto", preprocessor=(X, Y)).fit(pairs, y)
+    # fit works on the distinct samples in canonical order, as every learner
+    data = canonical_pairs(PairData(X, Y, pairs[:, 0], pairs[:, 1]), tied=False)
+    folds = identity_folds(data, y, tied=False, n_folds=AUTO_FOLDS, random_state=0)
+    means = {}
+    for k in COMPONENT_CANDIDATES:
+        scores = []
+        for train, y_train, validation in folds:
+            try:
+                est = CCA(n_components=k).fit(
+                    (train.X[train.ix], train.Y[train.iy]), y_train)
+            except ValueError:  # more components than the fold's data allow
+                scores = None
+                break
+            V = validation.data
+            scores.append(_rank1(est.cross_distance(V.X, V.Y), validation.ids_x,
+                                 validation.ids_y))
+        if scores is not None:
+            means[k] = np.mean(scores)
+    best = max(means.values())
+    expected = next(k for k in COMPONENT_CANDIDATES if means.get(k) == best)
+    assert model.chosen_params_ == {"n_components": expected}
+    got = {s["params"]["n_components"]: s["rank1"] for s in model.selection_scores_}
+    for k, v in means.items():
+        assert got[k] == pytest.approx(v)
+    # the refit on all pairs is the fixed setting's fit
+    fixed = CCA(n_components=expected, preprocessor=(X, Y)).fit(pairs, y)
+    np.testing.assert_allclose(model.transform_x(X), fixed.transform_x(X), atol=1e-10)
+    assert model.threshold_ == pytest.approx(fixed.threshold_)
+    assert model.n_components == "auto"  # parameters are not changed by fit
+    assert clone(model).get_params()["n_components"] == "auto"
+
+
+def test_without_identities_auto_is_the_former_fixed_default():
+    """Positives drawn from a few classes are not identities: no hold-out, the old default."""
+    rng = np.random.RandomState(0)
+    labels = rng.randint(0, 5, 200)
+    X, Y = rng.randn(200, 30) + labels[:, None], rng.randn(200, 30) - labels[:, None]
+    pairs, y = make_pairs(labels, labels, max_positives=300, random_state=0)
+    model = CCA(n_components="auto", reg="auto", preprocessor=(X, Y)).fit(pairs, y)
+    assert model.chosen_params_ == {"n_components": 10, "reg": 0.1}
+    assert model.selection_scores_ is None
+    fixed = CCA(preprocessor=(X, Y)).fit(pairs, y)
+    np.testing.assert_allclose(model.transform_x(X), fixed.transform_x(X), atol=1e-10)
+
+
+@pytest.mark.parametrize("make, params", [
+    (CCA, {"n_components": "auto", "reg": "auto"}),
+    (PLS, {"n_components": "auto"}),
+    (KCCA, {"n_components": "auto", "reg": "auto"}),
+    (CDFE, {"n_components": "auto", "reg": "auto"}),
+    (MvDA, {"n_components": "auto"}),
+    (CSR, {"alpha": "auto"}),
+])
+def test_every_closed_form_chooses_its_auto_settings_from_its_candidates(make, params):
+    X, Y = _identities(n=45, d=12, seed=2)
+    pairs, y = _pairs(45, seed=2)
+    model = make(preprocessor=(X, Y), **params).fit(pairs, y)
+    assert set(model.chosen_params_) == set(params)
+    for name, value in model.chosen_params_.items():
+        assert value in model._auto_grid[name]
+    assert all(np.isfinite(s["rank1"]) or s["rank1"] != s["rank1"]
+               for s in model.selection_scores_)
+    fixed = make(preprocessor=(X, Y), **model.chosen_params_).fit(pairs, y)
+    np.testing.assert_allclose(model.cross_distance(X, Y), fixed.cross_distance(X, Y),
+                               atol=1e-8)
+
+
+def test_the_benchmark_chooses_and_the_paper_runs_keep_the_fixed_sizes():
+    for name in ("cca", "pls", "kcca", "cdfe", "mvda", "csr"):
+        bench = make_estimator(name).get_params(deep=False)
+        paper = make_estimator(name, paper=True).get_params(deep=False)
+        assert "auto" in {bench.get("n_components"), bench.get("reg"), bench.get("alpha")}
+        assert "auto" not in {paper.get("n_components"), paper.get("reg"),
+                              paper.get("alpha")}, name
+        assert METHODS[name].paper_params
+
+
+def test_auto_on_multi_view_fit_is_a_clear_error():
+    X, Y = _identities(n=40, d=8)
+    with pytest.raises(ValueError, match="n_components must be a positive integer"):
+        MvDA(n_components="auto").fit_views([X, Y], np.arange(40))
