@@ -41,7 +41,7 @@ def test_identity_folds_hold_every_identity_out_once_and_share_no_sample():
         held += [r.tobytes() for r in V.X]
     assert sorted(held) == sorted(r.tobytes() for r in X)  # each identity once
     again = identity_folds(data, y, tied=False, n_folds=3, random_state=0)
-    for (a, _, va), (b, _, vb) in zip(folds, again, strict=True):
+    for (_, _, va), (_, _, vb) in zip(folds, again, strict=True):
         np.testing.assert_array_equal(va.data.X, vb.data.X)
 
 

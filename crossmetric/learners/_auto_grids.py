@@ -7,8 +7,8 @@ without loading a learner.
 
 from __future__ import annotations
 
-__all__ = ["COMPONENT_CANDIDATES", "CDFE_COMPONENT_CANDIDATES", "CCA_REG_GRID", "KCCA_REG_GRID", "CDFE_REG_GRID",
-           "CSR_ALPHA_GRID"]
+__all__ = ["COMPONENT_CANDIDATES", "CDFE_COMPONENT_CANDIDATES", "CCA_REG_GRID",
+           "KCCA_REG_GRID", "CDFE_REG_GRID", "CSR_ALPHA_GRID"]
 
 #: ``n_components="auto"``, smallest first (a candidate larger than a fold's data allows fails
 #: on that fold and drops out)

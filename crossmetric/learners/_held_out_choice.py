@@ -8,9 +8,10 @@ face descriptor (CUFS photo → sketch, HOG, 3 splits: CCA 85.1 % rank-1 at 10 c
 collapsing moves by decades between data sets. :class:`HeldOutChoice` lets a parameter be
 ``"auto"``: the training identities are dealt into :data:`AUTO_FOLDS` folds
 (:func:`~crossmetric._solvers.early_stopping.identity_folds`, the grouping of the iterative
-learners' hold-out), every candidate of the class's ``_auto_grid`` (:mod:`crossmetric.learners._auto_grids`) is fitted on the other
-folds and scored on each fold's identities by the iterative learners' measure (rank-1 of the
-first view's samples against the second's, ties as misses:
+learners' hold-out), every candidate of the class's ``_auto_grid``
+(:mod:`crossmetric.learners._auto_grids`) is fitted on the other folds and scored on each
+fold's identities by the iterative learners' measure (rank-1 of the first view's samples
+against the second's, ties as misses:
 :meth:`~crossmetric._solvers.early_stopping.EarlyStopping.score_matrix`), the scan is the one
 of every selection (:func:`~crossmetric._solvers.selection_scan.scan_candidates`: the best mean
 wins, a tie keeps the earlier, smaller candidate), and the chosen setting is refitted on all
@@ -27,8 +28,7 @@ import itertools
 
 import numpy as np
 
-from crossmetric._solvers.early_stopping import (
-    EarlyStopping, describes_identities, identity_folds)
+from crossmetric._solvers.early_stopping import EarlyStopping, describes_identities, identity_folds
 from crossmetric._solvers.selection_scan import scan_candidates
 from crossmetric.pairs._pair_data import PairData
 

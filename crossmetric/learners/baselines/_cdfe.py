@@ -11,8 +11,8 @@ from sklearn.neighbors import NearestNeighbors
 from crossmetric._solvers.linalg import _from_span, _in_span, span_basis
 from crossmetric._utils.checks import check_n_components, check_positive_int, check_positive_scalar
 from crossmetric.kernels import _KernelCoordinatesMixin
-from crossmetric.learners.auc import weighted_pair_outer_sum
 from crossmetric.learners._auto_grids import CDFE_COMPONENT_CANDIDATES, CDFE_REG_GRID
+from crossmetric.learners.auc import weighted_pair_outer_sum
 from crossmetric.learners.baselines._common import LinearTowers, _check_distance
 from crossmetric.pairs._pair_data import PairData
 
@@ -56,10 +56,11 @@ class CDFE(LinearTowers):
         Neighbours per sample in each modality's graph.
     reg : float > 0 or "auto", default=1e-3
         ``"auto"``: chosen among 1e-3, 1e-2, 0.1, 1, 10 and 100 with ``n_components``
-        (1e-3 without identities; 0.1 for :class:`KCDFE`). Ridge on ``C``, relative to its mean eigenvalue. Large values undo the whitening of
-        the scale constraint (``reg`` → ∞ gives orthonormal ``W``). Its best value moves by
-        four decades across data sets, so choose it on training identities
-        (:func:`~crossmetric.protocols.model_selection.search_params`; the registry's paper grid
+        (1e-3 without identities; 0.1 for :class:`KCDFE`). Ridge on ``C``, relative to its
+        mean eigenvalue. Large values undo the whitening of the scale constraint (``reg`` →
+        ∞ gives orthonormal ``W``). Its best value moves by four decades across data sets,
+        so choose it on training identities (``"auto"``, or
+        :func:`~crossmetric.protocols.model_selection.search_params`; the registry's paper grid
         tries 1e-3 … 100). With few identities per dimension the default can collapse: on CUFS
         (180 training persons, joint PCA-200, 238 test persons, one split) rank-1 is 0.8-3.4 %
         at 1e-3, 13-38 % at 1, 41-63 % at 100 (d = 10-100, one negative per positive); on the
