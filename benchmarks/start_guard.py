@@ -13,6 +13,8 @@ config.toml: ``crossmetric benchmark --config .../config.toml`` repeats it).
 Usage::
 
     python benchmarks/start_guard.py [--sets cufs_hog,viper_lomo] [--tune paper]
+    python benchmarks/start_guard.py --closed-forms      # the untrained distance and the
+                                                         # six closed forms only
     python benchmarks/start_guard.py --summarise-only    # from the result folders
 """
 
@@ -43,14 +45,17 @@ SETS = {
     "pku_sketch": ["--dataset", "pku-sketch", "--data-home", str(DATA / "pku_sketch")],
 }
 PAPER_LEARNERS = ("CMML", "CML_AUC", "CML_pAUC", "GSM")
-CLOSED_FORMS = ("CCA", "MvDA", "KCCA")
+CLOSED_FORMS = ("CCA", "MvDA", "KCCA", "PLS", "CDFE", "CSR")
+#: ``--closed-forms``: the untrained distance and every closed form of the default benchmark
+CLOSED_FORM_METHODS = "euclidean,cca,pls,kcca,cdfe,mvda,csr"
 
 
-def run(name: str, tune: str | None) -> dict:
-    """One ``crossmetric benchmark`` run; returns its seconds."""
-    folder = OUT / (name if tune is None else f"{name}_tune_{tune}")
+def run(name: str, tune: str | None, key: str, methods: str = METHODS) -> dict:
+    """One ``crossmetric benchmark`` run into ``results/start_guard/KEY``; returns its
+    seconds."""
+    folder = OUT / key
     cmd = [sys.executable, "-m", "crossmetric", "benchmark", *SETS[name], "--protocol",
-           "identification", "--repeats", "3", "--methods", METHODS, "--out", str(folder),
+           "identification", "--repeats", "3", "--methods", methods, "--out", str(folder),
            "--quiet", "--n-jobs", "2"]
     if tune is not None:
         cmd += ["--tune", tune, "--tune-scoring", "rank1"]
@@ -67,8 +72,11 @@ def summarise(folder: Path) -> dict:
         if r["measure"] == "rank1":
             rank1.setdefault(r["method"], []).append(100 * r["value"])
     mean = {m: round(sum(v) / len(v), 1) for m, v in rank1.items()}
-    out = {"rank1": mean, "untrained": mean.get("Euclidean"), "starts": {}}
+    out = {"rank1": mean, "untrained": mean.get("Euclidean"), "starts": {}, "chosen": {}}
     for m, runs in res["info"].get("training", {}).items():
+        chosen = [json.dumps(r["chosen"], sort_keys=True) for r in runs if "chosen" in r]
+        if chosen:  # a closed form's settings chosen on held-out identities, per split
+            out["chosen"][m] = dict(Counter(chosen))
         inits = [r["init"] for r in runs if "init" in r]
         if inits:
             kept = [r.get("best_iteration") for r in runs]
@@ -80,28 +88,34 @@ def summarise(folder: Path) -> dict:
     closed = [mean[m] for m in CLOSED_FORMS if m in mean]
     if paper and closed:
         out["best_paper_minus_best_closed"] = round(max(paper) - max(closed), 1)
-    if out["untrained"] is not None:
-        out["worst_learned_minus_untrained"] = round(
-            min(v for m, v in mean.items() if m in PAPER_LEARNERS) - out["untrained"], 1)
+    for key, group in (("worst_learned_minus_untrained", PAPER_LEARNERS),
+                       ("worst_closed_minus_untrained", CLOSED_FORMS)):
+        values = [v for m, v in mean.items() if m in group]
+        if out["untrained"] is not None and values:
+            out[key] = round(min(values) - out["untrained"], 1)
     return out
 
 
 def table(summary: dict) -> str:
     cols = ["Euclidean", *CLOSED_FORMS, *PAPER_LEARNERS]
-    lines = ["| run | " + " | ".join(cols) + " | paper − closed | learner − untrained |",
-             "|---" * (len(cols) + 3) + "|"]
+    lines = ["| run | " + " | ".join(cols) + " | paper − closed | learner − untrained "
+             "| closed − untrained |", "|---" * (len(cols) + 4) + "|"]
     for name, s in summary["runs"].items():
         cells = [f"{s['rank1'].get(c, float('nan')):.1f}" for c in cols]
         lines.append(f"| {name} | " + " | ".join(cells)
                      + f" | {s.get('best_paper_minus_best_closed', '')} "
-                     f"| {s.get('worst_learned_minus_untrained', '')} |")
+                     f"| {s.get('worst_learned_minus_untrained', '')} "
+                     f"| {s.get('worst_closed_minus_untrained', '')} |")
     lines += ["", "Starts chosen on the held-out identities and kept checks (3 splits each; "
-              "kept start = training did not beat the start beyond the hold-out's noise):", ""]
+              "kept start = training did not beat the start beyond the hold-out's noise), "
+              "and the settings the closed forms chose there:", ""]
     for name, s in summary["runs"].items():
         for m, st in s["starts"].items():
             lines.append(f"- {name}, {m}: start {st['init']}, kept the start on "
                          f"{st['kept_start']}/3, trained past it on {st['trained']}/3 "
                          f"(best_iteration_ {st['best_iteration']})")
+        for m, chosen in s.get("chosen", {}).items():
+            lines.append(f"- {name}, {m}: chose {chosen}")
     return "\n".join(lines) + "\n"
 
 
@@ -110,6 +124,9 @@ def main(argv=None) -> int:
     ap.add_argument("--sets", default=",".join(SETS))
     ap.add_argument("--tune", default=None, choices=(None, "paper", "small"))
     ap.add_argument("--summarise-only", action="store_true")
+    ap.add_argument("--closed-forms", action="store_true",
+                    help="run the untrained distance and the six closed forms only (into "
+                         "SET_closed_forms)")
     args = ap.parse_args(argv)
     OUT.mkdir(parents=True, exist_ok=True)
     path = OUT / "summary.json"
@@ -117,7 +134,10 @@ def main(argv=None) -> int:
     summary["machine"] = machine()
     for name in args.sets.split(","):
         key = name if args.tune is None else f"{name}_tune_{args.tune}"
-        timing = {} if args.summarise_only else run(name, args.tune)
+        methods = METHODS
+        if args.closed_forms:
+            key, methods = f"{key}_closed_forms", CLOSED_FORM_METHODS
+        timing = {} if args.summarise_only else run(name, args.tune, key, methods)
         if (OUT / key / "results.json").exists():
             summary["runs"][key] = {**summarise(OUT / key), **timing}
     path.write_text(json.dumps(summary, indent=1))
