@@ -140,3 +140,17 @@ def test_auto_on_multi_view_fit_is_a_clear_error():
     X, Y = _identities(n=40, d=8)
     with pytest.raises(ValueError, match="n_components must be a positive integer"):
         MvDA(n_components="auto").fit_views([X, Y], np.arange(40))
+
+
+def test_the_protocols_record_the_chosen_settings_per_split():
+    from crossmetric.protocols import run_protocols
+
+    X, Y = _identities(n=80, d=20, seed=3)
+    res = run_protocols({"CCA": CCA(n_components="auto")},
+                        {"X": X, "Y": Y, "labels": np.arange(80)},
+                        protocols=("identification",), n_repeats=2, random_state=0)
+    records = res.info["training"]["CCA"]
+    assert len(records) == 2
+    for record in records:
+        assert record["n_components"] == "auto"
+        assert record["chosen"]["n_components"] in COMPONENT_CANDIDATES
