@@ -29,7 +29,7 @@ from crossmetric._solvers.span import (
     sample_basis,
     tower_bases,
 )
-from crossmetric._solvers.starting import FITTED, cca_start, fitted_towers, ridge_of
+from crossmetric._solvers.starting import FITTED, cca_start, fitted_towers, ridge_of, size_of
 from crossmetric._utils.checks import check_positive_int
 
 __all__ = ["metric_start", "metric_monitor", "quadratic_cross", "span_views", "from_span"]
@@ -94,7 +94,7 @@ def metric_start(est, name: str, Xs: np.ndarray, Ys: np.ndarray, data, y) -> np.
         S = np.vstack(S) if cross else S[0]
         return S @ S.T
     k = min(Xs.shape[1], Ys.shape[1])
-    A, B = cca_start(Xs, Ys, data.ix, data.iy, y, k, ridge_of(name))
+    A, B = cca_start(Xs, Ys, data.ix, data.iy, y, k, ridge_of(name), size_of(name))
     S = np.vstack([A.T, B.T])
     return S @ S.T
 
