@@ -288,3 +288,31 @@ def test_the_benchmark_note_tells_started_learners_from_closed_forms(tmp_path, c
     assert code == 0
     assert "LDML: views wider than the training samples learned on a basis" in out
     assert "CCA: solved on the span of each split's training samples" in out
+
+
+def test_the_closed_form_starts_try_sizes_and_keep_the_leading_directions():
+    """``"cca(reg=R,k=K)"`` is the start ``"cca(reg=R)"`` with its directions after the K-th
+    set to zero; ``"auto"`` tries every ridge with every size besides all directions."""
+    from crossmetric._solvers.starting import (
+        CCA_RIDGES,
+        CCA_START_SIZES,
+        cca_start,
+        ridge_of,
+        size_of,
+        start_candidates,
+    )
+
+    names = start_candidates("auto", "random", cross=True, features=True, equal_widths=True)
+    assert names[0] == "identity" and names[-1] == "random"
+    cca = [n for n in names if n.startswith("cca")]
+    assert len(cca) == len(CCA_RIDGES) * (len(CCA_START_SIZES) + 1)
+    assert {(ridge_of(n), size_of(n)) for n in cca} == {
+        (r, s) for r in CCA_RIDGES for s in (None, *CCA_START_SIZES)}
+    X, Y, labels = _wide_views(n=40, d=30)
+    pairs, y = make_pairs(labels, labels, n_negatives=2, random_state=0)
+    A, B = cca_start(X, Y, pairs[:, 0], pairs[:, 1], y, 25, 0.1)
+    A10, B10 = cca_start(X, Y, pairs[:, 0], pairs[:, 1], y, 25, 0.1, size=10)
+    assert A10.shape == A.shape and B10.shape == B.shape
+    np.testing.assert_allclose(A10[:10], A[:10], atol=1e-10)
+    np.testing.assert_allclose(B10[:10], B[:10], atol=1e-10)
+    assert not A10[10:].any() and not B10[10:].any()

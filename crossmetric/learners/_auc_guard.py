@@ -9,7 +9,8 @@ one modality):
 * ``"identity"`` -- the untrained distance ``‖(x − x̄) − (y − ȳ)‖²`` of the inputs, each
   modality centred (``M₀ = S Sᵀ``, ``S = [P_x⁻¹; P_y⁻¹]``; ``‖x − y‖²`` itself for one
   modality); views of one width only;
-* ``"cca(reg=R)"`` -- the closed form, ridge CCA of the positive pairs
+* ``"cca(reg=R)"``, ``"cca(reg=R,k=K)"`` -- the closed form, ridge CCA of the positive
+  pairs, all or the first ``K`` directions
   (:func:`crossmetric._solvers.starting.cca_start`): ``S = [Aᵀ; Bᵀ]``;
 * ``"fitted"`` -- a fitted estimator given as ``init`` (its linear towers ``A``, ``B``:
   :func:`crossmetric._solvers.starting.fitted_towers`), ``S = [P_x⁻¹ Aᵀ; P_y⁻¹ Bᵀ]``.

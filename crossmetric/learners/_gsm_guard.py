@@ -8,8 +8,9 @@ best kept, the start included. The starts, all in the generalized measure's own 
 * ``"random"`` -- the paper's (independent Gaussian L);
 * ``"identity"`` -- every L at ``α [I_r 0]``: S is the scaled untrained distance of the reduced
   coordinates (views of one width);
-* ``"cca(reg=R)"`` -- the closed form: ``L_A = L_Cx = α A``, ``L_B = L_Cy = α B`` with ``(A,
-  B)`` the ridge CCA of the positive pairs (:func:`crossmetric._solvers.starting.cca_start`),
+* ``"cca(reg=R)"``, ``"cca(reg=R,k=K)"`` -- the closed form: ``L_A = L_Cx = α A``,
+  ``L_B = L_Cy = α B`` with ``(A, B)`` the ridge CCA of the positive pairs (all or the first
+  ``K`` directions) (:func:`crossmetric._solvers.starting.cca_start`),
   so that ``S = α² ‖A x − B y‖² + f`` (structures with those four matrices);
 * ``"fitted"`` -- a fitted estimator given as ``init``: its linear towers
   (:func:`crossmetric._solvers.starting.fitted_towers`) through the reduction, as above;
