@@ -290,29 +290,46 @@ def test_the_benchmark_note_tells_started_learners_from_closed_forms(tmp_path, c
     assert "CCA: solved on the span of each split's training samples" in out
 
 
-def test_the_closed_form_starts_try_sizes_and_keep_the_leading_directions():
-    """``"cca(reg=R,k=K)"`` is the start ``"cca(reg=R)"`` with its directions after the K-th
-    set to zero; ``"auto"`` tries every ridge with every size besides all directions."""
-    from crossmetric._solvers.starting import (
-        CCA_RIDGES,
-        CCA_START_SIZES,
-        cca_start,
-        ridge_of,
-        size_of,
-        start_candidates,
-    )
+def test_a_closed_form_start_keeps_its_leading_directions_and_chooses_their_number():
+    """``cca_start(size=K)`` is the start of all directions with those after the K-th set to
+    zero; ``size="auto"`` keeps the number whose own distance ranks the held-out identities of
+    three folds best (an obvious loop over the sizes and folds)."""
+    from crossmetric._base import squared_euclidean_matrix as sq
+    from crossmetric._solvers.early_stopping import identity_folds
+    from crossmetric._solvers.starting import CCA_START_SIZES, cca_start, cca_start_size
 
-    names = start_candidates("auto", "random", cross=True, features=True, equal_widths=True)
-    assert names[0] == "identity" and names[-1] == "random"
-    cca = [n for n in names if n.startswith("cca")]
-    assert len(cca) == len(CCA_RIDGES) * (len(CCA_START_SIZES) + 1)
-    assert {(ridge_of(n), size_of(n)) for n in cca} == {
-        (r, s) for r in CCA_RIDGES for s in (None, *CCA_START_SIZES)}
-    X, Y, labels = _wide_views(n=40, d=30)
+    rng = np.random.RandomState(0)
+    n, d = 90, 40
+    Z = rng.randn(n, 6)
+    X = Z @ rng.randn(6, d) + 1.5 * rng.randn(n, d)
+    Y = Z @ rng.randn(6, d) + 1.5 * rng.randn(n, d)
+    labels = np.arange(n)
     pairs, y = make_pairs(labels, labels, n_negatives=2, random_state=0)
-    A, B = cca_start(X, Y, pairs[:, 0], pairs[:, 1], y, 25, 0.1)
-    A10, B10 = cca_start(X, Y, pairs[:, 0], pairs[:, 1], y, 25, 0.1, size=10)
-    assert A10.shape == A.shape and B10.shape == B.shape
+    ix, iy = pairs[:, 0], pairs[:, 1]
+    A, B = cca_start(X, Y, ix, iy, y, 35, 0.1, size=None)
+    A10, B10 = cca_start(X, Y, ix, iy, y, 35, 0.1, size=10)
     np.testing.assert_allclose(A10[:10], A[:10], atol=1e-10)
     np.testing.assert_allclose(B10[:10], B[:10], atol=1e-10)
     assert not A10[10:].any() and not B10[10:].any()
+    # the obvious loop
+    folds = identity_folds(PairData(X, Y, ix, iy), y, tied=False, n_folds=3, random_state=0)
+    means = {}
+    for s in (*[s for s in CCA_START_SIZES if s < 35], None):
+        scores = []
+        for train, y_train, validation in folds:
+            Af, Bf = cca_start(train.X, train.Y, train.ix, train.iy, y_train, 35, 0.1,
+                               size=s)
+            V = validation.data
+            D = sq(V.X @ Af.T, V.Y @ Bf.T)
+            hits = [D[i, validation.ids_y == validation.ids_x[i]].min()
+                    < D[i, validation.ids_y != validation.ids_x[i]].min()
+                    for i in range(D.shape[0])]
+            scores.append(np.mean(hits))
+        means[s] = np.mean(scores)
+    best = max(means.values())
+    expected = next(s for s in means if means[s] == best)
+    assert cca_start_size(X, Y, ix, iy, y, 35, 0.1) == expected
+    Aa, _ = cca_start(X, Y, ix, iy, y, 35, 0.1)
+    kept = 35 if expected is None else expected
+    np.testing.assert_allclose(Aa[:kept], A[:kept], atol=1e-10)
+    assert not Aa[kept:].any()

@@ -16,15 +16,23 @@ from sklearn.decomposition import PCA
 from sklearn.utils import check_random_state
 from sklearn.utils.extmath import randomized_svd
 
-from crossmetric._base import squared_euclidean_rows
+from crossmetric._base import squared_euclidean_matrix, squared_euclidean_rows
+from crossmetric._solvers.early_stopping import (
+    EarlyStopping,
+    describes_identities,
+    identity_folds,
+)
+from crossmetric._solvers.selection_scan import scan_candidates
 from crossmetric._utils.checks import as_float_array
+from crossmetric.pairs._pair_data import PairData
 
 if TYPE_CHECKING:  # pragma: no cover
     from crossmetric._solvers.logistic import TowerProblem
 
 __all__ = ["INITS", "CCA_RIDGES", "PROJECTION_INITS", "initial_weights",
            "rescale_to_unit_distance", "initial_projection", "cca_start", "start_candidates",
-           "check_init", "fitted_towers", "FITTED", "CCA_START_SIZES", "ridge_of", "size_of"]
+           "check_init", "fitted_towers", "FITTED", "CCA_START_SIZES", "cca_start_size",
+           "ridge_of"]
 
 #: the name of a start given as a fitted estimator (``init=estimator``)
 FITTED = "fitted"
@@ -32,11 +40,13 @@ FITTED = "fitted"
 INITS = ("auto", "pca", "random", "identity", "cca")
 #: the ridges (relative to the mean eigenvalue) of the closed-form starts tried by ``"auto"``
 CCA_RIDGES = (0.01, 0.1, 1.0)
-#: the numbers of canonical directions of the closed-form starts, beside all of them (as the
-#: closed form's own ``n_components="auto"`` tries them): with a few hundred identities all
-#: directions weigh the noisy ones alike -- on VIPeR LOMO the size chosen on held-out persons
-#: took CCA from 21.6 % rank-1 at 10 directions to 37.5 %, and all of them do worse
+#: the numbers of canonical directions a closed-form start tries besides all of them (as the
+#: closed form's own ``n_components="auto"``): with a few hundred identities all directions
+#: weigh the noisy ones alike -- on VIPeR LOMO the size chosen on held-out persons took CCA from
+#: 21.6 % rank-1 at 10 directions to 37.5 %
 CCA_START_SIZES = (10, 20, 32, 64, 128)
+#: identity folds on which a closed-form start's size is chosen
+CCA_START_FOLDS = 3
 #: the named starting projections of :func:`initial_projection`
 PROJECTION_INITS = ("auto", "pca", "identity", "random")
 
@@ -112,12 +122,13 @@ def rescale_to_unit_distance(problem: TowerProblem, Ws, *, balance: bool = True)
 
 
 def cca_start(X: np.ndarray, Y: np.ndarray, ix: np.ndarray, iy: np.ndarray, y: np.ndarray,
-              k: int, reg: float, size: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+              k: int, reg: float, size: int | str | None = "auto"
+              ) -> tuple[np.ndarray, np.ndarray]:
     """The closed-form cross-modal start: ridge CCA of the positive pairs' samples.
 
     Returns ``(A, B)`` of shape (k, d_x) and (k, d_y): the canonical directions (unit-variance
-    canonical variates) as rows, the first ``size`` of them (all for ``None``), rows beyond
-    zero. ``‖A x − B y‖²``
+    canonical variates) as rows, the first ``size`` of them (all for ``None``; ``"auto"``: the
+    size :func:`cca_start_size` chooses on held-out identities), rows beyond zero. ``‖A x − B y‖²``
     is then CCA's common-space distance of *centred* samples up to the shift ``A x̄ − B ȳ``:
     exact where each view is centred (a per-view PCA, or a learner that centres, as CML_AUC).
     ``reg`` is the ridge relative to the mean eigenvalue of each view's covariance
@@ -129,12 +140,54 @@ def cca_start(X: np.ndarray, Y: np.ndarray, ix: np.ndarray, iy: np.ndarray, y: n
     Xp, Yp = X[ix[pos]], Y[iy[pos]]
     Xc, Yc = Xp - Xp.mean(axis=0), Yp - Yp.mean(axis=0)
     r = min(int(k), X.shape[1], Y.shape[1], max(Xp.shape[0] - 1, 1))
+    if isinstance(size, str) and size == "auto":
+        size = cca_start_size(X, Y, ix, iy, y, r, reg)
     if size is not None:
         r = min(r, int(size))
     Ad, Bd, _ = cca_directions(Xc, Yc, r, float(reg))
     A, B = np.zeros((k, X.shape[1])), np.zeros((k, Y.shape[1]))
     A[:Ad.shape[1]], B[:Bd.shape[1]] = Ad.T, Bd.T
     return A, B
+
+
+def cca_start_size(X: np.ndarray, Y: np.ndarray, ix: np.ndarray, iy: np.ndarray,
+                   y: np.ndarray, r: int, reg: float) -> int | None:
+    """The number of directions of a closed-form start: of :data:`CCA_START_SIZES` (up to
+    ``r``) and all ``r``, the best mean rank-1 of the start's own distance ``‖A x − B y‖²`` on
+    :data:`CCA_START_FOLDS` folds of the identities
+    (:func:`~crossmetric._solvers.early_stopping.identity_folds`, scored as the held-out guard
+    scores, the scan :func:`~crossmetric._solvers.selection_scan.scan_candidates`; a tie keeps
+    the smaller). ``None`` (all) where the pairs do not describe identities or cannot fill the
+    folds.
+    """
+    from crossmetric._solvers.linalg import cca_directions
+
+    sizes = [s for s in CCA_START_SIZES if s < r]
+    data = PairData(X, Y, np.asarray(ix), np.asarray(iy))
+    if not sizes or not describes_identities(data, y, tied=False):
+        return None
+    try:
+        folds = identity_folds(data, y, tied=False, n_folds=CCA_START_FOLDS, random_state=0)
+    except ValueError:
+        return None
+    directions: dict = {}
+
+    def rank1(params, f):
+        train, y_train, validation = folds[f]
+        if f not in directions:
+            pos = y_train == 1
+            Xp, Yp = train.X[train.ix[pos]], train.Y[train.iy[pos]]
+            m = min(r, max(Xp.shape[0] - 1, 1))
+            directions[f] = cca_directions(Xp - Xp.mean(axis=0), Yp - Yp.mean(axis=0), m,
+                                           float(reg))[:2]
+        A, B = directions[f]
+        s = A.shape[1] if params["size"] is None else min(params["size"], A.shape[1])
+        V = validation.data
+        D = squared_euclidean_matrix(V.X @ A[:, :s], V.Y @ B[:, :s])
+        return EarlyStopping(None, validation, 1).score_matrix(D)[0]
+
+    scan = scan_candidates([{"size": s} for s in (*sizes, None)], len(folds), rank1)
+    return scan.params[scan.best_index]["size"]
 
 
 def check_init(init, names=INITS):
@@ -196,9 +249,9 @@ def start_candidates(init, paper_init: str, *, cross: bool, features: bool,
     towers of ``full_rank`` -- as many rows as input coordinates, so that the start is that
     distance and not a truncation of it -- and for two towers views of one width), the
     closed form (``"cca"``: two linear
-    towers, one candidate per ridge of :data:`CCA_RIDGES` and size of :data:`CCA_START_SIZES`
-    besides all directions, so that the ridge and the size too are chosen on held-out
-    identities) and the paper's own start ``paper_init``; the validation hold-out
+    towers, one candidate per ridge of :data:`CCA_RIDGES`, so that the ridge too is chosen on
+    held-out identities, each with its size chosen by :func:`cca_start_size`) and the paper's
+    own start ``paper_init``; the validation hold-out
     of :mod:`crossmetric._solvers.early_stopping` keeps the best; without a hold-out
     (``held_out=False``) ``"auto"`` is the paper's start.
     ``init="cca"``: the ridges only. Any other name (:data:`FITTED` for an estimator):
@@ -208,7 +261,7 @@ def start_candidates(init, paper_init: str, *, cross: bool, features: bool,
         if not (cross and features):
             raise ValueError("init='cca' needs two linear towers (kernel='linear' or Nyström "
                              "features): the closed form is a linear CCA.")
-        return _cca_names()
+        return [f"cca(reg={r:g})" for r in CCA_RIDGES]
     if init != "auto":
         return [init]
     if not held_out:
@@ -217,27 +270,15 @@ def start_candidates(init, paper_init: str, *, cross: bool, features: bool,
     if features and full_rank and (equal_widths or not cross):
         names.append("identity")
     if cross and features:
-        names += _cca_names()
+        names += [f"cca(reg={r:g})" for r in CCA_RIDGES]
     if paper_init not in names:
         names.append(paper_init)
     return names
 
 
-def _cca_names() -> list[str]:
-    """``"cca(reg=R)"`` (all directions) and ``"cca(reg=R,k=K)"`` per ridge and size."""
-    return [name for r in CCA_RIDGES
-            for name in (f"cca(reg={r:g})", *(f"cca(reg={r:g},k={s})" for s in CCA_START_SIZES))]
-
-
 def ridge_of(name: str) -> float:
-    """The ridge of a ``"cca(reg=R)"`` or ``"cca(reg=R,k=K)"`` start name."""
-    return float(name[len("cca(reg="):-1].split(",")[0])
-
-
-def size_of(name: str) -> int | None:
-    """The number of directions of a ``"cca(reg=R,k=K)"`` start name (``None``: all)."""
-    parts = name[len("cca(reg="):-1].split(",k=")
-    return int(parts[1]) if len(parts) == 2 else None
+    """The ridge of a ``"cca(reg=R)"`` start name."""
+    return float(name[len("cca(reg="):-1])
 
 
 def initial_projection(init, n_components: int, Xu: np.ndarray, i: np.ndarray,

@@ -35,7 +35,6 @@ from crossmetric._solvers.starting import (
     initial_weights,
     rescale_to_unit_distance,
     ridge_of,
-    size_of,
     start_candidates,
 )
 from crossmetric._solvers.stochastic import (
@@ -225,7 +224,7 @@ def _start(problem, towers, k: int, name: str, exact, rng, data, y, fitted):
         return rescale_to_unit_distance(problem, W0, balance=False)
     if name.startswith("cca"):
         W0 = list(cca_start(towers[0].Phi, towers[1].Phi, data.ix, data.iy, y, k,
-                            ridge_of(name), size_of(name)))
+                            ridge_of(name)))
     else:
         W0 = [initial_weights(t.Phi, k, name, rng, e) for t, e in zip(towers, exact,
                                                                      strict=True)]

@@ -9,8 +9,8 @@ one modality):
 * ``"identity"`` -- the untrained distance ``‖(x − x̄) − (y − ȳ)‖²`` of the inputs, each
   modality centred (``M₀ = S Sᵀ``, ``S = [P_x⁻¹; P_y⁻¹]``; ``‖x − y‖²`` itself for one
   modality); views of one width only;
-* ``"cca(reg=R)"``, ``"cca(reg=R,k=K)"`` -- the closed form, ridge CCA of the positive
-  pairs, all or the first ``K`` directions
+* ``"cca(reg=R)"`` -- the closed form, ridge CCA of the positive pairs, its size chosen on
+  identity folds
   (:func:`crossmetric._solvers.starting.cca_start`): ``S = [Aᵀ; Bᵀ]``;
 * ``"fitted"`` -- a fitted estimator given as ``init`` (its linear towers ``A``, ``B``:
   :func:`crossmetric._solvers.starting.fitted_towers`), ``S = [P_x⁻¹ Aᵀ; P_y⁻¹ Bᵀ]``.
@@ -30,7 +30,7 @@ from crossmetric._solvers.span import (
     sample_basis,
     tower_bases,
 )
-from crossmetric._solvers.starting import FITTED, cca_start, fitted_towers, ridge_of, size_of
+from crossmetric._solvers.starting import FITTED, cca_start, fitted_towers, ridge_of
 from crossmetric._utils.checks import check_positive_int
 
 __all__ = ["metric_start", "metric_monitor", "quadratic_cross", "span_views", "from_span"]
@@ -95,7 +95,7 @@ def metric_start(est, name: str, Xs: np.ndarray, Ys: np.ndarray, data, y) -> np.
         S = np.vstack(S) if cross else S[0]
         return S @ S.T
     k = min(Xs.shape[1], Ys.shape[1])
-    A, B = cca_start(Xs, Ys, data.ix, data.iy, y, k, ridge_of(name), size_of(name))
+    A, B = cca_start(Xs, Ys, data.ix, data.iy, y, k, ridge_of(name))
     S = np.vstack([A.T, B.T])
     return S @ S.T
 

@@ -8,9 +8,9 @@ best kept, the start included. The starts, all in the generalized measure's own 
 * ``"random"`` -- the paper's (independent Gaussian L);
 * ``"identity"`` -- every L at ``α [I_r 0]``: S is the scaled untrained distance of the reduced
   coordinates (views of one width);
-* ``"cca(reg=R)"``, ``"cca(reg=R,k=K)"`` -- the closed form: ``L_A = L_Cx = α A``,
-  ``L_B = L_Cy = α B`` with ``(A, B)`` the ridge CCA of the positive pairs (all or the first
-  ``K`` directions) (:func:`crossmetric._solvers.starting.cca_start`),
+* ``"cca(reg=R)"`` -- the closed form: ``L_A = L_Cx = α A``, ``L_B = L_Cy = α B`` with
+  ``(A, B)`` the ridge CCA of the positive pairs, its size chosen on identity folds
+  (:func:`crossmetric._solvers.starting.cca_start`),
   so that ``S = α² ‖A x − B y‖² + f`` (structures with those four matrices);
 * ``"fitted"`` -- a fitted estimator given as ``init``: its linear towers
   (:func:`crossmetric._solvers.starting.fitted_towers`) through the reduction, as above;
@@ -39,7 +39,6 @@ from crossmetric._solvers.starting import (
     check_init,
     fitted_towers,
     ridge_of,
-    size_of,
     start_candidates,
 )
 from crossmetric.learners._gsm_measure import STRUCTURES
@@ -78,7 +77,7 @@ def gsm_start_names(est, p_x: int, p_y: int, held_out: bool) -> list[str]:
 def cca_params(est, params: dict, name: str, X, Y, ix, iy, y, r: int) -> dict:
     """``params`` (the structure's, as :func:`init_params` made them) moved to the closed
     form ``name``."""
-    A, B = cca_start(X, Y, ix, iy, y, r, ridge_of(name), size_of(name))
+    A, B = cca_start(X, Y, ix, iy, y, r, ridge_of(name))
     return tower_params(est, params, A, B, X, Y, ix, iy, r)
 
 
