@@ -154,3 +154,17 @@ def test_the_protocols_record_the_chosen_settings_per_split():
     for record in records:
         assert record["n_components"] == "auto"
         assert record["chosen"]["n_components"] in COMPONENT_CANDIDATES
+
+
+def test_a_model_file_keeps_the_chosen_settings(tmp_path):
+    from crossmetric.persistence import load_object, save_object
+
+    X, Y = _identities(seed=1)
+    pairs, y = _pairs(60, seed=1)
+    model = CCA(n_components="auto", reg="auto", preprocessor=(X, Y)).fit(pairs, y)
+    model.preprocessor = None
+    save_object(tmp_path / "cca.cm", model)
+    loaded, _ = load_object(tmp_path / "cca.cm")
+    assert loaded.chosen_params_ == model.chosen_params_
+    assert loaded.n_components == "auto"
+    np.testing.assert_allclose(loaded.cross_distance(X, Y), model.cross_distance(X, Y))
