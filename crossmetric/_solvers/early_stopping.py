@@ -60,7 +60,7 @@ from crossmetric.pairs._pair_data import PairData, used_pairs
 
 __all__ = ["AUTO_MAX_IDENTITIES", "EarlyStopping", "Validation", "validation_split",
            "check_early_stopping", "resolve_early_stopping", "describes_identities",
-           "split_pairs", "identity_folds", "choose_start",
+           "split_pairs", "identity_folds", "fold_seed", "choose_start",
            "identity_validation",
            "vector_monitor", "clear"]
 
@@ -289,6 +289,13 @@ def split_pairs(estimator, data: PairData, y: np.ndarray, *, tied: bool | None =
     oriented = tied and np.intersect1d(data.ix, data.iy).size == 0
     return (used_pairs(data._replace(ix=data.ix[train], iy=data.iy[train]), tied), y[train],
             _validation(held, y[val], tied, rng, oriented))
+
+
+def fold_seed(random_state):
+    """The seed of :func:`identity_folds` for a learner's ``random_state``: itself, or 0 for
+    ``None`` (the folds are then a fixed function of the training pairs, as the closed forms
+    that draw them are deterministic given their folds)."""
+    return 0 if random_state is None else random_state
 
 
 def identity_folds(data: PairData, y: np.ndarray, *, tied: bool, n_folds: int,

@@ -20,10 +20,12 @@ from crossmetric._base import squared_euclidean_matrix, squared_euclidean_rows
 from crossmetric._solvers.early_stopping import (
     EarlyStopping,
     describes_identities,
+    fold_seed,
     identity_folds,
 )
 from crossmetric._solvers.selection_scan import scan_candidates
 from crossmetric._utils.checks import as_float_array
+from crossmetric.learners._auto_grids import COMPONENT_CANDIDATES
 from crossmetric.pairs._pair_data import PairData
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -44,7 +46,7 @@ CCA_RIDGES = (0.01, 0.1, 1.0)
 #: closed form's own ``n_components="auto"``): with a few hundred identities all directions
 #: weigh the noisy ones alike -- on VIPeR LOMO the size chosen on held-out persons took CCA from
 #: 21.6 % rank-1 at 10 directions to 37.5 %
-CCA_START_SIZES = (10, 20, 32, 64, 128)
+CCA_START_SIZES = COMPONENT_CANDIDATES
 #: identity folds on which a closed-form start's size is chosen
 CCA_START_FOLDS = 3
 #: the named starting projections of :func:`initial_projection`
@@ -122,13 +124,14 @@ def rescale_to_unit_distance(problem: TowerProblem, Ws, *, balance: bool = True)
 
 
 def cca_start(X: np.ndarray, Y: np.ndarray, ix: np.ndarray, iy: np.ndarray, y: np.ndarray,
-              k: int, reg: float, size: int | str | None = "auto"
+              k: int, reg: float, size: int | str | None = "auto", random_state=None
               ) -> tuple[np.ndarray, np.ndarray]:
     """The closed-form cross-modal start: ridge CCA of the positive pairs' samples.
 
     Returns ``(A, B)`` of shape (k, d_x) and (k, d_y): the canonical directions (unit-variance
     canonical variates) as rows, the first ``size`` of them (all for ``None``; ``"auto"``: the
-    size :func:`cca_start_size` chooses on held-out identities), rows beyond zero. ``‖A x − B y‖²``
+    size :func:`cca_start_size` chooses on held-out identities, the folds drawn from
+    ``random_state``), rows beyond zero. ``‖A x − B y‖²``
     is then CCA's common-space distance of *centred* samples up to the shift ``A x̄ − B ȳ``:
     exact where each view is centred (a per-view PCA, or a learner that centres, as CML_AUC).
     ``reg`` is the ridge relative to the mean eigenvalue of each view's covariance
@@ -141,7 +144,7 @@ def cca_start(X: np.ndarray, Y: np.ndarray, ix: np.ndarray, iy: np.ndarray, y: n
     Xc, Yc = Xp - Xp.mean(axis=0), Yp - Yp.mean(axis=0)
     r = min(int(k), X.shape[1], Y.shape[1], max(Xp.shape[0] - 1, 1))
     if isinstance(size, str) and size == "auto":
-        size = cca_start_size(X, Y, ix, iy, y, r, reg)
+        size = cca_start_size(X, Y, ix, iy, y, r, reg, random_state)
     if size is not None:
         r = min(r, int(size))
     Ad, Bd, _ = cca_directions(Xc, Yc, r, float(reg))
@@ -151,10 +154,10 @@ def cca_start(X: np.ndarray, Y: np.ndarray, ix: np.ndarray, iy: np.ndarray, y: n
 
 
 def cca_start_size(X: np.ndarray, Y: np.ndarray, ix: np.ndarray, iy: np.ndarray,
-                   y: np.ndarray, r: int, reg: float) -> int | None:
+                   y: np.ndarray, r: int, reg: float, random_state=None) -> int | None:
     """The number of directions of a closed-form start: of :data:`CCA_START_SIZES` (up to
     ``r``) and all ``r``, the best mean rank-1 of the start's own distance ``‖A x − B y‖²`` on
-    :data:`CCA_START_FOLDS` folds of the identities
+    :data:`CCA_START_FOLDS` folds of the identities drawn from ``random_state``
     (:func:`~crossmetric._solvers.early_stopping.identity_folds`, scored as the held-out guard
     scores, the scan :func:`~crossmetric._solvers.selection_scan.scan_candidates`; a tie keeps
     the smaller). ``None`` (all) where the pairs do not describe identities or cannot fill the
@@ -167,7 +170,8 @@ def cca_start_size(X: np.ndarray, Y: np.ndarray, ix: np.ndarray, iy: np.ndarray,
     if not sizes or not describes_identities(data, y, tied=False):
         return None
     try:
-        folds = identity_folds(data, y, tied=False, n_folds=CCA_START_FOLDS, random_state=0)
+        folds = identity_folds(data, y, tied=False, n_folds=CCA_START_FOLDS,
+                               random_state=fold_seed(random_state))
     except ValueError:
         return None
     directions: dict = {}

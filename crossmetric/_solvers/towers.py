@@ -163,7 +163,7 @@ def fit_logistic_towers(est, data, y, *, kernels, gammas, side_names, name: str)
                              full_rank=k >= max(t.Phi.shape[1] for t in towers))
     with blas_threads(sum(t.Phi.size for t in towers) * k):
         starts = {name: _start(problem, towers, k, name, exact, rng, data, y,
-                               (est.init, bases))
+                               (est.init, bases), est.random_state)
                   for name in names}
         scales = {name: _complement_scale(name, W0, k, complement)
                   for name, W0 in starts.items()}
@@ -201,13 +201,15 @@ def _complement_scale(name: str, W0, k: int, Q) -> float:
     return float(np.linalg.norm(W0[0][0]))
 
 
-def _start(problem, towers, k: int, name: str, exact, rng, data, y, fitted):
+def _start(problem, towers, k: int, name: str, exact, rng, data, y, fitted,
+           random_state=None):
     """The rescaled starting weights of one named start (see
     :func:`~crossmetric._solvers.starting.start_candidates`; ``fitted``: ``(estimator,
     span bases)`` for :data:`~crossmetric._solvers.starting.FITTED`, its towers on the span
-    coordinates, ``k`` rows). The untrained distance, the closed form and a fitted estimator
-    keep the two towers' relative scale (only their common scale moves to a mean ``D²`` of
-    1), so that their ranking of the pairs is exactly theirs."""
+    coordinates, ``k`` rows; ``random_state``: the learner's, for the closed form's size).
+    The untrained distance, the closed form and a fitted estimator keep the two towers'
+    relative scale (only their common scale moves to a mean ``D²`` of 1), so that their
+    ranking of the pairs is exactly theirs."""
     if name == FITTED:
         estimator, bases = fitted
         W0 = []
@@ -224,7 +226,7 @@ def _start(problem, towers, k: int, name: str, exact, rng, data, y, fitted):
         return rescale_to_unit_distance(problem, W0, balance=False)
     if name.startswith("cca"):
         W0 = list(cca_start(towers[0].Phi, towers[1].Phi, data.ix, data.iy, y, k,
-                            ridge_of(name)))
+                            ridge_of(name), random_state=random_state))
     else:
         W0 = [initial_weights(t.Phi, k, name, rng, e) for t, e in zip(towers, exact,
                                                                      strict=True)]

@@ -95,7 +95,8 @@ def metric_start(est, name: str, Xs: np.ndarray, Ys: np.ndarray, data, y) -> np.
         S = np.vstack(S) if cross else S[0]
         return S @ S.T
     k = min(Xs.shape[1], Ys.shape[1])
-    A, B = cca_start(Xs, Ys, data.ix, data.iy, y, k, ridge_of(name))
+    A, B = cca_start(Xs, Ys, data.ix, data.iy, y, k, ridge_of(name),
+                     random_state=est.random_state)
     S = np.vstack([A.T, B.T])
     return S @ S.T
 

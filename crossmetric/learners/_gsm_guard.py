@@ -77,7 +77,7 @@ def gsm_start_names(est, p_x: int, p_y: int, held_out: bool) -> list[str]:
 def cca_params(est, params: dict, name: str, X, Y, ix, iy, y, r: int) -> dict:
     """``params`` (the structure's, as :func:`init_params` made them) moved to the closed
     form ``name``."""
-    A, B = cca_start(X, Y, ix, iy, y, r, ridge_of(name))
+    A, B = cca_start(X, Y, ix, iy, y, r, ridge_of(name), random_state=est.random_state)
     return tower_params(est, params, A, B, X, Y, ix, iy, r)
 
 

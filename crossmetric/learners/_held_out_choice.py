@@ -28,7 +28,12 @@ import itertools
 
 import numpy as np
 
-from crossmetric._solvers.early_stopping import EarlyStopping, describes_identities, identity_folds
+from crossmetric._solvers.early_stopping import (
+    EarlyStopping,
+    describes_identities,
+    fold_seed,
+    identity_folds,
+)
 from crossmetric._solvers.selection_scan import scan_candidates
 from crossmetric.pairs._pair_data import PairData
 
@@ -36,9 +41,6 @@ __all__ = ["HeldOutChoice", "AUTO_FOLDS"]
 
 #: folds of the training identities each candidate is scored on (every identity once)
 AUTO_FOLDS = 3
-#: the seed of the folds when the learner has no ``random_state`` (closed forms are
-#: deterministic given their folds)
-_FOLD_SEED = 0
 
 
 def _is_auto(value) -> bool:
@@ -78,9 +80,8 @@ class HeldOutChoice:
         tied = not self._cross_modal  # type: ignore[attr-defined]
         scan = None
         if describes_identities(data, y, tied):
-            seed = getattr(self, "random_state", None)
             folds = identity_folds(data, y, tied=tied, n_folds=AUTO_FOLDS,
-                                   random_state=_FOLD_SEED if seed is None else seed)
+                                   random_state=fold_seed(getattr(self, "random_state", None)))
             scan = scan_candidates(grid, len(folds),
                                    lambda params, f: self._held_out_rank1(params, folds[f]))
             chosen = scan.params[scan.best_index]
