@@ -51,6 +51,7 @@ import numpy as np
 from sklearn.utils import check_random_state
 
 from crossmetric._base import squared_euclidean_matrix
+from crossmetric._solvers.selection_scan import scan_candidates
 from crossmetric._utils.checks import check_positive_int, check_positive_scalar
 from crossmetric.losses import generalized_logistic
 from crossmetric.metrics import roc_auc
@@ -60,7 +61,7 @@ from crossmetric.pairs._pair_data import PairData, used_pairs
 
 __all__ = ["AUTO_MAX_IDENTITIES", "EarlyStopping", "Validation", "validation_split",
            "check_early_stopping", "resolve_early_stopping", "describes_identities",
-           "split_pairs", "identity_folds", "fold_seed", "choose_start",
+           "split_pairs", "identity_folds", "fold_seed", "scan_identity_folds", "choose_start",
            "identity_validation",
            "vector_monitor", "clear"]
 
@@ -333,6 +334,31 @@ def identity_folds(data: PairData, y: np.ndarray, *, tied: bool, n_folds: int,
         out.append((used_pairs(data._replace(ix=data.ix[train], iy=data.iy[train]), tied),
                     y[train], _validation(held, y[validation], tied, rng, oriented)))
     return out
+
+
+def scan_identity_folds(data: PairData, y: np.ndarray, grid: list, distances, *, tied: bool,
+                        n_folds: int, random_state=None):
+    """Every candidate of ``grid`` scored on ``n_folds`` :func:`identity_folds` by the held-out
+    rank-1 of :meth:`EarlyStopping.score_matrix`, through the one scan
+    (:func:`~crossmetric._solvers.selection_scan.scan_candidates`: the best mean wins, a tie
+    keeps the earlier candidate). ``distances(params, fold)`` returns the distances between a
+    fold's held-out samples (``fold = (train_data, y_train, validation)``) of the candidate
+    fitted on its training side. Returns the :class:`~crossmetric._solvers.selection_scan.Scan`,
+    or ``None`` where the pairs do not describe identities (:func:`describes_identities`) or
+    cannot fill the folds -- the closed forms' size choices and the closed-form start's.
+    """
+    if not describes_identities(data, y, tied):
+        return None
+    try:
+        folds = identity_folds(data, y, tied=tied, n_folds=n_folds,
+                               random_state=fold_seed(random_state))
+    except ValueError:
+        return None
+
+    def rank1(params, f):
+        return EarlyStopping(None, folds[f][2], 1).score_matrix(distances(params, folds[f]))[0]
+
+    return scan_candidates(grid, n_folds, rank1)
 
 
 class EarlyStopping:

@@ -17,13 +17,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils.extmath import randomized_svd
 
 from crossmetric._base import squared_euclidean_matrix, squared_euclidean_rows
-from crossmetric._solvers.early_stopping import (
-    EarlyStopping,
-    describes_identities,
-    fold_seed,
-    identity_folds,
-)
-from crossmetric._solvers.selection_scan import scan_candidates
+from crossmetric._solvers.early_stopping import scan_identity_folds
 from crossmetric._utils.checks import as_float_array
 from crossmetric.learners._auto_grids import COMPONENT_CANDIDATES
 from crossmetric.pairs._pair_data import PairData
@@ -166,32 +160,28 @@ def cca_start_size(X: np.ndarray, Y: np.ndarray, ix: np.ndarray, iy: np.ndarray,
     from crossmetric._solvers.linalg import cca_directions
 
     sizes = [s for s in CCA_START_SIZES if s < r]
-    data = PairData(X, Y, np.asarray(ix), np.asarray(iy))
-    if not sizes or not describes_identities(data, y, tied=False):
+    if not sizes:
         return None
-    try:
-        folds = identity_folds(data, y, tied=False, n_folds=CCA_START_FOLDS,
-                               random_state=fold_seed(random_state))
-    except ValueError:
-        return None
-    directions: dict = {}
+    directions: dict = {}  # per fold (by its training pairs): all r directions, once
 
-    def rank1(params, f):
-        train, y_train, validation = folds[f]
-        if f not in directions:
+    def distances(params, fold):
+        train, y_train, validation = fold
+        key = id(train)
+        if key not in directions:
             pos = y_train == 1
             Xp, Yp = train.X[train.ix[pos]], train.Y[train.iy[pos]]
             m = min(r, max(Xp.shape[0] - 1, 1))
-            directions[f] = cca_directions(Xp - Xp.mean(axis=0), Yp - Yp.mean(axis=0), m,
-                                           float(reg))[:2]
-        A, B = directions[f]
+            directions[key] = cca_directions(Xp - Xp.mean(axis=0), Yp - Yp.mean(axis=0), m,
+                                             float(reg))[:2]
+        A, B = directions[key]
         s = A.shape[1] if params["size"] is None else min(params["size"], A.shape[1])
         V = validation.data
-        D = squared_euclidean_matrix(V.X @ A[:, :s], V.Y @ B[:, :s])
-        return EarlyStopping(None, validation, 1).score_matrix(D)[0]
+        return squared_euclidean_matrix(V.X @ A[:, :s], V.Y @ B[:, :s])
 
-    scan = scan_candidates([{"size": s} for s in (*sizes, None)], len(folds), rank1)
-    return scan.params[scan.best_index]["size"]
+    scan = scan_identity_folds(PairData(X, Y, np.asarray(ix), np.asarray(iy)), y,
+                               [{"size": s} for s in (*sizes, None)], distances, tied=False,
+                               n_folds=CCA_START_FOLDS, random_state=random_state)
+    return None if scan is None else scan.params[scan.best_index]["size"]
 
 
 def check_init(init, names=INITS):

@@ -17,7 +17,8 @@ of every selection (:func:`~crossmetric._solvers.selection_scan.scan_candidates`
 wins, a tie keeps the earlier, smaller candidate), and the chosen setting is refitted on all
 the training pairs. Where the pairs do not describe identities (the rule of
 ``early_stopping="auto"``: 30 to 999 identities, all their same-identity pairs given) the
-class's ``_auto_fallback`` is used: its former fixed default. The choice is ours, not the
+class's ``_auto_fallback`` is used: its former fixed default (also where the folds cannot be
+drawn: a fold without a negative training pair). The choice is ours, not the
 papers' (they cross-validate the ridge of CCA and CDFE, cmml §4, without saying how).
 """
 
@@ -28,13 +29,7 @@ import itertools
 
 import numpy as np
 
-from crossmetric._solvers.early_stopping import (
-    EarlyStopping,
-    describes_identities,
-    fold_seed,
-    identity_folds,
-)
-from crossmetric._solvers.selection_scan import scan_candidates
+from crossmetric._solvers.early_stopping import scan_identity_folds
 from crossmetric.pairs._pair_data import PairData
 
 __all__ = ["HeldOutChoice", "AUTO_FOLDS"]
@@ -77,16 +72,12 @@ class HeldOutChoice:
             return
         grid = [dict(zip(names, values, strict=True))
                 for values in itertools.product(*(self._auto_grid[n] for n in names))]
-        tied = not self._cross_modal  # type: ignore[attr-defined]
-        scan = None
-        if describes_identities(data, y, tied):
-            folds = identity_folds(data, y, tied=tied, n_folds=AUTO_FOLDS,
-                                   random_state=fold_seed(getattr(self, "random_state", None)))
-            scan = scan_candidates(grid, len(folds),
-                                   lambda params, f: self._held_out_rank1(params, folds[f]))
-            chosen = scan.params[scan.best_index]
-        else:
-            chosen = {n: self._auto_fallback[n] for n in names}
+        scan = scan_identity_folds(data, y, grid, self._held_out_distances,
+                                   tied=not self._cross_modal,  # type: ignore[attr-defined]
+                                   n_folds=AUTO_FOLDS,
+                                   random_state=getattr(self, "random_state", None))
+        chosen = ({n: self._auto_fallback[n] for n in names} if scan is None
+                  else scan.params[scan.best_index])
         fitted = self._with(chosen)
         fitted._fit(data, y)
         own = set(self.get_params(deep=False))  # type: ignore[attr-defined]
@@ -97,12 +88,11 @@ class HeldOutChoice:
         self.selection_scores_ = None if scan is None else [
             {"params": c["params"], "rank1": c["mean_score"]} for c in scan.candidates()]
 
-    def _held_out_rank1(self, params: dict, fold) -> float:
-        """Rank-1 on one fold's held-out identities of the learner fitted with ``params`` on
-        the fold's training pairs."""
+    def _held_out_distances(self, params: dict, fold) -> np.ndarray:
+        """The distances between one fold's held-out samples of the learner fitted with
+        ``params`` on the fold's training pairs."""
         train, y_train, validation = fold
         est = self._with(params)
         est._fit(train, y_train)
         V = validation.data
-        D = est._matrix_distance(est._embed_x(V.X), est._embed_y(V.Y))
-        return EarlyStopping(None, validation, 1).score_matrix(D)[0]
+        return est._matrix_distance(est._embed_x(V.X), est._embed_y(V.Y))
