@@ -168,3 +168,20 @@ def test_a_model_file_keeps_the_chosen_settings(tmp_path):
     assert loaded.chosen_params_ == model.chosen_params_
     assert loaded.n_components == "auto"
     np.testing.assert_allclose(loaded.cross_distance(X, Y), model.cross_distance(X, Y))
+
+
+def test_auto_sizes_are_cut_to_what_narrow_data_allow():
+    """Five features: the candidates and the fallback become 5 (the protocols cut a fixed
+    size to the narrower view the same way), with identities or without."""
+    X, Y = _identities(n=45, d=5, seed=4)
+    pairs, y = _pairs(45, seed=4)
+    model = CCA(n_components="auto", preprocessor=(X, Y)).fit(pairs, y)
+    assert model.chosen_params_ == {"n_components": 5}
+    assert [s["params"]["n_components"] for s in model.selection_scores_] == [5]
+    rng = np.random.RandomState(0)
+    labels = np.repeat(np.arange(8), 5)
+    X, Y = rng.randn(40, 5) + labels[:, None], rng.randn(40, 5) + labels[:, None]
+    pairs, y = make_pairs(labels, labels, random_state=0)
+    for make in (CCA, PLS, KCCA, MvDA, CDFE):
+        model = make(n_components="auto", preprocessor=(X, Y)).fit(pairs, y)
+        assert model.chosen_params_["n_components"] == 5, make.__name__

@@ -38,6 +38,16 @@ __all__ = ["HeldOutChoice", "AUTO_FOLDS"]
 AUTO_FOLDS = 3
 
 
+def _component_cap(data: PairData, y: np.ndarray) -> int:
+    """The most directions every closed form can take from these pairs: no more than the
+    narrower view's features, the distinct samples of each side among the positive pairs, or
+    the positive pairs less one. Larger ``"auto"`` candidates and fallbacks are cut to it (as
+    the protocols cut a fixed ``n_components`` to the narrower view)."""
+    pos = y == 1
+    return max(1, min(data.X.shape[1], data.Y.shape[1], np.unique(data.ix[pos]).size,
+                      np.unique(data.iy[pos]).size, int(pos.sum()) - 1))
+
+
 def _is_auto(value) -> bool:
     return isinstance(value, str) and value == "auto"
 
@@ -70,13 +80,18 @@ class HeldOutChoice:
         if not names:
             self._fit(data, y)  # type: ignore[attr-defined]
             return
+        cap = _component_cap(data, y)
+        candidates = [self._auto_grid[n] if n != "n_components" else
+                      tuple(dict.fromkeys(min(k, cap) for k in self._auto_grid[n]))
+                      for n in names]
         grid = [dict(zip(names, values, strict=True))
-                for values in itertools.product(*(self._auto_grid[n] for n in names))]
+                for values in itertools.product(*candidates)]
         scan = scan_identity_folds(data, y, grid, self._held_out_distances,
                                    tied=not self._cross_modal,  # type: ignore[attr-defined]
                                    n_folds=AUTO_FOLDS,
                                    random_state=getattr(self, "random_state", None))
-        chosen = ({n: self._auto_fallback[n] for n in names} if scan is None
+        chosen = ({n: min(self._auto_fallback[n], cap) if n == "n_components" else
+                   self._auto_fallback[n] for n in names} if scan is None
                   else scan.params[scan.best_index])
         fitted = self._with(chosen)
         fitted._fit(data, y)
