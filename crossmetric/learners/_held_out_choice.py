@@ -81,8 +81,11 @@ class HeldOutChoice:
             self._fit(data, y)  # type: ignore[attr-defined]
             return
         cap = _component_cap(data, y)
-        candidates = [self._auto_grid[n] if n != "n_components" else
-                      tuple(dict.fromkeys(min(k, cap) for k in self._auto_grid[n]))
+
+        def cut(name, value):  # a size within what the pairs allow
+            return min(value, cap) if name == "n_components" else value
+
+        candidates = [tuple(dict.fromkeys(cut(n, v) for v in self._auto_grid[n]))
                       for n in names]
         grid = [dict(zip(names, values, strict=True))
                 for values in itertools.product(*candidates)]
@@ -90,9 +93,8 @@ class HeldOutChoice:
                                    tied=not self._cross_modal,  # type: ignore[attr-defined]
                                    n_folds=AUTO_FOLDS,
                                    random_state=getattr(self, "random_state", None))
-        chosen = ({n: min(self._auto_fallback[n], cap) if n == "n_components" else
-                   self._auto_fallback[n] for n in names} if scan is None
-                  else scan.params[scan.best_index])
+        chosen = (scan.params[scan.best_index] if scan is not None else
+                  {n: cut(n, self._auto_fallback[n]) for n in names})
         fitted = self._with(chosen)
         fitted._fit(data, y)
         own = set(self.get_params(deep=False))  # type: ignore[attr-defined]
