@@ -296,7 +296,8 @@ def test_a_closed_form_start_keeps_its_leading_directions_and_chooses_their_numb
     three folds best (an obvious loop over the sizes and folds)."""
     from crossmetric._base import squared_euclidean_matrix as sq
     from crossmetric._solvers.early_stopping import identity_folds
-    from crossmetric._solvers.starting import CCA_START_SIZES, cca_start, cca_start_size
+    from crossmetric._solvers.starting import cca_start, cca_start_size
+    from crossmetric.learners._auto_grids import COMPONENT_CANDIDATES
 
     rng = np.random.RandomState(0)
     n, d = 90, 40
@@ -314,7 +315,7 @@ def test_a_closed_form_start_keeps_its_leading_directions_and_chooses_their_numb
     # the obvious loop
     folds = identity_folds(PairData(X, Y, ix, iy), y, tied=False, n_folds=3, random_state=0)
     means = {}
-    for s in (*[s for s in CCA_START_SIZES if s < 35], None):
+    for s in (*[s for s in COMPONENT_CANDIDATES if s < 35], None):
         scores = []
         for train, y_train, validation in folds:
             Af, Bf = cca_start(train.X, train.Y, train.ix, train.iy, y_train, 35, 0.1,

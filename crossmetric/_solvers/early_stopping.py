@@ -105,6 +105,16 @@ def _components(ix, iy, y, n_x: int, n_y: int, tied: bool):
     return n_nodes, offset, n_comp, comp
 
 
+def _used_components(ix, iy, y, n_x: int, n_y: int, tied: bool):
+    """``(offset, component of each node, used nodes, used samples per component)``: only the
+    samples that take part in pairs count."""
+    n_nodes, offset, n_comp, comp = _components(ix, iy, y, n_x, n_y, tied)
+    used = np.zeros(n_nodes, dtype=bool)
+    used[ix] = True
+    used[iy + offset] = True
+    return offset, comp, used, np.bincount(comp[used], minlength=n_comp)
+
+
 def resolve_early_stopping(estimator, data: PairData, y: np.ndarray, tied: bool) -> bool:
     """Whether this fit holds out identities: ``early_stopping`` itself, or for ``"auto"``
     whether the pairs describe identities -- every same-identity pair of samples is a given
@@ -181,12 +191,7 @@ def validation_split(ix: np.ndarray, iy: np.ndarray, y: np.ndarray, n_x: int, n_
         its samples, so it needs no negative pairs of its own).
     """
     rng = check_random_state(random_state)
-    n_nodes, offset, n_comp, comp = _components(ix, iy, y, n_x, n_y, tied)
-    # only the samples that take part in pairs count
-    used = np.zeros(n_nodes, dtype=bool)
-    used[ix] = True
-    used[iy + offset] = True
-    sizes = np.bincount(comp[used], minlength=n_comp)
+    offset, comp, used, sizes = _used_components(ix, iy, y, n_x, n_y, tied)
     # the one splitter's draw: the groups (connected components) in random order
     groups = np.flatnonzero(sizes)
     order, _ = hold_out_identities(groups, groups.size, rng)
@@ -194,7 +199,7 @@ def validation_split(ix: np.ndarray, iy: np.ndarray, y: np.ndarray, n_x: int, n_
     take = order[:max(1, int(np.searchsorted(np.cumsum(sizes[order]), target) + 1))]
     if take.size >= order.size:
         take = take[:-1]
-    held = np.zeros(n_comp, dtype=bool)
+    held = np.zeros(sizes.size, dtype=bool)
     held[take] = True
     a, b = held[comp[ix]], held[comp[iy + offset]]
     validation, train = a & b, ~a & ~b
@@ -310,16 +315,13 @@ def identity_folds(data: PairData, y: np.ndarray, *, tied: bool, n_folds: int,
     held-out side a positive pair.
     """
     rng = check_random_state(random_state)
-    n_x, n_y = data.X.shape[0], data.Y.shape[0]
-    n_nodes, offset, n_comp, comp = _components(data.ix, data.iy, y, n_x, n_y, tied)
-    used = np.zeros(n_nodes, dtype=bool)
-    used[data.ix] = True
-    used[data.iy + offset] = True
-    groups = np.flatnonzero(np.bincount(comp[used], minlength=n_comp))
+    offset, comp, _, sizes = _used_components(data.ix, data.iy, y, data.X.shape[0],
+                                              data.Y.shape[0], tied)
+    groups = np.flatnonzero(sizes)
     if groups.size < n_folds:
         raise ValueError(f"identity_folds: {groups.size} identities cannot fill "
                          f"{n_folds} folds.")
-    fold_of = np.full(n_comp, -1)
+    fold_of = np.full(sizes.size, -1)
     fold_of[groups] = deal_identities(groups.size, n_folds, rng)
     fa, fb = fold_of[comp[data.ix]], fold_of[comp[data.iy + offset]]
     oriented = tied and np.intersect1d(data.ix, data.iy).size == 0

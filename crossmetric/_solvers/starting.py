@@ -27,7 +27,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["INITS", "CCA_RIDGES", "PROJECTION_INITS", "initial_weights",
            "rescale_to_unit_distance", "initial_projection", "cca_start", "start_candidates",
-           "check_init", "fitted_towers", "FITTED", "CCA_START_SIZES", "cca_start_size",
+           "check_init", "fitted_towers", "FITTED", "cca_start_size",
            "ridge_of"]
 
 #: the name of a start given as a fitted estimator (``init=estimator``)
@@ -36,11 +36,6 @@ FITTED = "fitted"
 INITS = ("auto", "pca", "random", "identity", "cca")
 #: the ridges (relative to the mean eigenvalue) of the closed-form starts tried by ``"auto"``
 CCA_RIDGES = (0.01, 0.1, 1.0)
-#: the numbers of canonical directions a closed-form start tries besides all of them (as the
-#: closed form's own ``n_components="auto"``): with a few hundred identities all directions
-#: weigh the noisy ones alike -- on VIPeR LOMO the size chosen on held-out persons took CCA from
-#: 21.6 % rank-1 at 10 directions to 37.5 %
-CCA_START_SIZES = COMPONENT_CANDIDATES
 #: identity folds on which a closed-form start's size is chosen
 CCA_START_FOLDS = 3
 #: the named starting projections of :func:`initial_projection`
@@ -149,8 +144,10 @@ def cca_start(X: np.ndarray, Y: np.ndarray, ix: np.ndarray, iy: np.ndarray, y: n
 
 def cca_start_size(X: np.ndarray, Y: np.ndarray, ix: np.ndarray, iy: np.ndarray,
                    y: np.ndarray, r: int, reg: float, random_state=None) -> int | None:
-    """The number of directions of a closed-form start: of :data:`CCA_START_SIZES` (up to
-    ``r``) and all ``r``, the best mean rank-1 of the start's own distance ``‖A x − B y‖²`` on
+    """The number of directions of a closed-form start: of the closed form's own
+    ``n_components="auto"`` candidates
+    (:data:`~crossmetric.learners._auto_grids.COMPONENT_CANDIDATES`, up to ``r``) and all
+    ``r``, the best mean rank-1 of the start's own distance ``‖A x − B y‖²`` on
     :data:`CCA_START_FOLDS` folds of the identities drawn from ``random_state``
     (:func:`~crossmetric._solvers.early_stopping.identity_folds`, scored as the held-out guard
     scores, the scan :func:`~crossmetric._solvers.selection_scan.scan_candidates`; a tie keeps
@@ -159,7 +156,9 @@ def cca_start_size(X: np.ndarray, Y: np.ndarray, ix: np.ndarray, iy: np.ndarray,
     """
     from crossmetric._solvers.linalg import cca_directions
 
-    sizes = [s for s in CCA_START_SIZES if s < r]
+    # with a few hundred identities all directions weigh the noisy ones alike: on VIPeR LOMO
+    # the size chosen on held-out persons took CCA from 21.6 % rank-1 at 10 directions to 37.5 %
+    sizes = [s for s in COMPONENT_CANDIDATES if s < r]
     if not sizes:
         return None
     directions: dict = {}  # per fold (by its training pairs): all r directions, once
