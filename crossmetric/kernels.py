@@ -440,6 +440,8 @@ class _KernelCoordinatesMixin(_CrossModalLearner):
 
     kernel: Any  # the subclass's parameters: one kernel, or one per modality
     gamma: Any
+    #: its towers start from kernel coordinates: the untrained distance is not one of them
+    _holds_untrained = False
 
     def _fit(self, data: PairData, y: np.ndarray) -> None:
         kx, ky = per_modality(self.kernel, "kernel")

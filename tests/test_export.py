@@ -128,6 +128,25 @@ def test_onnx_kernel_nystroem_and_mixture_towers(cls, params, data, tmp_path):
         assert "kernel" in kinds  # support samples kept, the kernel computed in the graph
 
 
+@pytest.mark.parametrize("name", ["cca", "mvda"])
+def test_a_closed_form_that_kept_the_untrained_distance_exports_it(name, tmp_path):
+    """Wide views whose raw samples already match: the held-out choice keeps the untrained
+    distance (the identity on the training span, the rest appended), no cosine."""
+    rng = np.random.RandomState(5)
+    Z = 3.0 * rng.randn(50, 150)  # wider than the 100 training samples
+    X, Y = Z + 0.5 * rng.randn(50, 150), Z + 0.5 * rng.randn(50, 150)
+    labels = np.arange(50)
+    pairs, y = make_pairs(labels, labels, n_negatives=3, random_state=5)
+    model = make_estimator(name).set_params(preprocessor=(X, Y)).fit(pairs, y)
+    assert model.untrained_
+    test = rng.randn(6, 150)
+    _onnx_matches(model, tmp_path, test, test + 0.1)
+    assert [s[0] for s in tower_steps(model, "x")] == ["affine", "complement"]
+    pytest.importorskip("faiss")
+    with pytest.raises(ValueError, match="not one matrix"):  # d × d would not fit: ONNX
+        to_faiss(model, tmp_path / "t.faiss", modality="y")
+
+
 def test_linear_towers_fold_to_one_matrix(data):
     model = _fit(make_estimator("cmlauc", max_iter=5, random_state=0), data)
     (step,) = tower_steps(model, "y")

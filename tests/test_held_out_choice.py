@@ -62,7 +62,10 @@ def test_the_choice_is_the_best_mean_held_out_rank1_of_an_obvious_loop():
     # fit works on the distinct samples in canonical order, as every learner
     data = canonical_pairs(PairData(X, Y, pairs[:, 0], pairs[:, 1]), tied=False)
     folds = identity_folds(data, y, tied=False, n_folds=AUTO_FOLDS, random_state=0)
-    means = {}
+    # the untrained distance is the scan's first candidate (the views share their features)
+    means = {"untrained": np.mean([
+        _rank1(((v.data.X[:, None] - v.data.Y[None]) ** 2).sum(-1), v.ids_x, v.ids_y)
+        for _, _, v in folds])}
     for k in COMPONENT_CANDIDATES:
         scores = []
         for train, y_train, validation in folds:
@@ -78,9 +81,13 @@ def test_the_choice_is_the_best_mean_held_out_rank1_of_an_obvious_loop():
         if scores is not None:
             means[k] = np.mean(scores)
     best = max(means.values())
-    expected = next(k for k in COMPONENT_CANDIDATES if means.get(k) == best)
+    expected = next(k for k in ("untrained", *COMPONENT_CANDIDATES) if means.get(k) == best)
+    assert expected != "untrained"  # these views are mixed: the closed form wins
     assert model.chosen_params_ == {"n_components": expected}
-    got = {s["params"]["n_components"]: s["rank1"] for s in model.selection_scores_}
+    assert not model.untrained_
+    got = {s["params"].get("n_components", "untrained"): s["rank1"]
+           for s in model.selection_scores_}
+    assert list(got)[0] == "untrained"
     for k, v in means.items():
         assert got[k] == pytest.approx(v)
     # the refit on all pairs is the fixed setting's fit
@@ -116,7 +123,7 @@ def test_every_closed_form_chooses_its_auto_settings_from_its_candidates(make, p
     X, Y = _identities(n=45, d=12, seed=2)
     pairs, y = _pairs(45, seed=2)
     model = make(preprocessor=(X, Y), **params).fit(pairs, y)
-    assert set(model.chosen_params_) == set(params)
+    assert set(model.chosen_params_) == set(params)  # mixed views: the untrained loses
     for name, value in model.chosen_params_.items():
         assert value in model._auto_grid[name]
     assert all(np.isfinite(s["rank1"]) or s["rank1"] != s["rank1"]
@@ -177,7 +184,7 @@ def test_auto_sizes_are_cut_to_what_narrow_data_allow():
     pairs, y = _pairs(45, seed=4)
     model = CCA(n_components="auto", preprocessor=(X, Y)).fit(pairs, y)
     assert model.chosen_params_ == {"n_components": 5}
-    assert [s["params"]["n_components"] for s in model.selection_scores_] == [5]
+    assert [s["params"].get("n_components") for s in model.selection_scores_] == [None, 5]
     rng = np.random.RandomState(0)
     labels = np.repeat(np.arange(8), 5)
     X, Y = rng.randn(40, 5) + labels[:, None], rng.randn(40, 5) + labels[:, None]
@@ -185,3 +192,69 @@ def test_auto_sizes_are_cut_to_what_narrow_data_allow():
     for make in (CCA, PLS, KCCA, MvDA, CDFE):
         model = make(n_components="auto", preprocessor=(X, Y)).fit(pairs, y)
         assert model.chosen_params_["n_components"] == 5, make.__name__
+
+
+def _same_person_views(n=50, d=120, seed=5):
+    """Two views with the same features in which the raw samples already match: the
+    untrained distance is as good as it gets."""
+    rng = np.random.RandomState(seed)
+    Z = 3.0 * rng.randn(n, d)
+    return Z + 0.5 * rng.randn(n, d), Z + 0.5 * rng.randn(n, d)
+
+
+@pytest.mark.parametrize("make, params", [
+    (CCA, {"n_components": "auto", "reg": "auto"}),
+    (PLS, {"n_components": "auto"}),
+    (CDFE, {"n_components": "auto", "reg": "auto"}),
+    (MvDA, {"n_components": "auto"}),
+    (CSR, {"alpha": "auto"}),
+])
+@pytest.mark.parametrize("d", [20, 120])  # narrower and wider than the training samples
+def test_a_closed_form_that_no_setting_lets_beat_the_untrained_distance_keeps_it(
+        make, params, d, tmp_path):
+    from crossmetric.persistence import load_object, save_object
+
+    X, Y = _same_person_views(d=d)
+    pairs, y = _pairs(50, seed=5)
+    model = make(preprocessor=(X, Y), **params).fit(pairs, y)
+    assert model.chosen_params_ == {"untrained": True} and model.untrained_
+    scores = model.selection_scores_
+    assert scores[0]["params"] == {"untrained": True}
+    assert scores[0]["rank1"] >= max(s["rank1"] for s in scores[1:] if s["rank1"] == s["rank1"])
+    # the distance is the untrained one exactly, on samples outside the training span too
+    rng = np.random.RandomState(9)
+    A, B = rng.randn(7, d), rng.randn(4, d)
+    want = ((A[:, None] - B[None]) ** 2).sum(-1)
+    np.testing.assert_allclose(model.cross_distance(A, B), want, rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(
+        model.pair_distance((A[:4], B)), np.diag(want[:4]), rtol=1e-9, atol=1e-9)
+    # a model file keeps it
+    model.preprocessor = None
+    save_object(tmp_path / "m.cm", model)
+    loaded, _ = load_object(tmp_path / "m.cm")
+    assert loaded.untrained_
+    np.testing.assert_allclose(loaded.cross_distance(A, B), want, rtol=1e-9, atol=1e-9)
+    # a refit with a fixed setting is the learner's own towers again
+    Xm, Ym = _identities(n=50, d=d, seed=6)
+    fixed = {k: v for k, v in {"n_components": 5, "reg": 0.1, "alpha": 1.0}.items()
+             if k in params}
+    model.set_params(preprocessor=(Xm, Ym), **fixed).fit(pairs, y)
+    assert not model.untrained_ and model.complement_scale_ == 0.0
+    plain = make(preprocessor=(Xm, Ym), **fixed).fit(pairs, y)
+    np.testing.assert_allclose(model.cross_distance(Xm, Ym), plain.cross_distance(Xm, Ym),
+                               atol=1e-8)
+
+
+def test_the_untrained_distance_is_offered_only_where_a_tower_can_hold_it():
+    from crossmetric import KCDFE
+
+    X, Y = _same_person_views(d=30)
+    pairs, y = _pairs(50, seed=5)
+    # views of different widths: no untrained distance between them
+    model = CCA(n_components="auto", preprocessor=(X, Y[:, :25])).fit(pairs, y)
+    assert "untrained" not in model.chosen_params_ and not model.untrained_
+    assert all("untrained" not in s["params"] for s in model.selection_scores_)
+    # kernel towers start from kernel coordinates
+    for est in (KCCA(n_components="auto"), KCDFE(n_components="auto")):
+        est.set_params(preprocessor=(X, Y)).fit(pairs, y)
+        assert "untrained" not in est.chosen_params_, type(est).__name__

@@ -65,7 +65,8 @@ def _pca_affine(pca) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _finish(model) -> list:
-    return [("l2_normalize",)] if getattr(model, "distance", None) == "cosine" else []
+    cosine = getattr(model, "distance", None) == "cosine"
+    return [("l2_normalize",)] if cosine and not getattr(model, "untrained_", False) else []
 
 
 def _euclidean(model, side):

@@ -35,13 +35,18 @@ import numpy as np
 import scipy.linalg
 from sklearn.utils.validation import check_is_fitted
 
+from crossmetric._base import with_complement
 from crossmetric._utils.checks import (
     as_float_array,
     check_choice,
     check_n_components,
     check_positive_scalar,
 )
-from crossmetric.learners.baselines._common import LinearTowers, _positive_samples
+from crossmetric.learners.baselines._common import (
+    LinearTowers,
+    _positive_samples,
+    finish_embedding,
+)
 from crossmetric.pairs._pair_data import PairData
 
 __all__ = ["MultiViewMixin", "MCCA", "mcca_directions", "mvda_directions",
@@ -260,7 +265,7 @@ class MultiViewMixin:
         if X.shape[1] != comps[view].shape[1]:
             raise ValueError(f"X has {X.shape[1]} features, but view {view} was fitted with "
                              f"{comps[view].shape[1]}.")
-        return self._finish((X - means[view]) @ comps[view].T)
+        return finish_embedding(self, with_complement(self, (X - means[view]) @ comps[view].T, X))
 
     def view_distance(self, A, view_a: int, B, view_b: int) -> np.ndarray:
         """``(n_a, n_b)`` distances between samples of two views in the common space."""

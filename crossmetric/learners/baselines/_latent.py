@@ -9,13 +9,17 @@ from sklearn.base import BaseEstimator
 from sklearn.cross_decomposition import CCA as _SklearnCCA
 from sklearn.cross_decomposition import PLSCanonical as _SklearnPLSCanonical
 
-from crossmetric._base import CrossModalMixin
+from crossmetric._base import CrossModalMixin, with_complement
 from crossmetric._solvers.linalg import _from_span, _in_span, cca_directions, span_basis
 from crossmetric._utils.checks import check_choice, check_n_components, check_positive_scalar
 from crossmetric.kernels import _KernelCoordinatesMixin
 from crossmetric.learners._auto_grids import CCA_REG_GRID, COMPONENT_CANDIDATES
 from crossmetric.learners._held_out_choice import HeldOutChoice
-from crossmetric.learners.baselines._common import _check_distance, _l2_normalize, _positive_samples
+from crossmetric.learners.baselines._common import (
+    _check_distance,
+    _positive_samples,
+    finish_embedding,
+)
 from crossmetric.pairs._pair_data import PairData
 
 __all__ = ["CCA", "PLS", "KPLS"]
@@ -93,14 +97,22 @@ class _SklearnLatent(HeldOutChoice, CrossModalMixin, BaseEstimator):
         else:
             self.x_std_, self.y_std_ = np.ones(Xp.shape[1]), np.ones(Yp.shape[1])
 
-    def _finish(self, F: np.ndarray) -> np.ndarray:
-        return _l2_normalize(F) if self.distance == "cosine" else F
+    _holds_untrained = True
+
+    def _set_untrained(self, components: np.ndarray) -> None:
+        d = components.shape[1]
+        self.x_mean_ = self.y_mean_ = np.zeros(d)
+        self.x_std_ = self.y_std_ = np.ones(d)
+        self.x_rotations_ = self.y_rotations_ = components.T
+        self.n_iter_ = 0
 
     def _embed_x(self, X: np.ndarray) -> np.ndarray:
-        return self._finish(((X - self.x_mean_) / self.x_std_) @ self.x_rotations_)
+        return finish_embedding(self, with_complement(
+            self, ((X - self.x_mean_) / self.x_std_) @ self.x_rotations_, X))
 
     def _embed_y(self, Y: np.ndarray) -> np.ndarray:
-        return self._finish(((Y - self.y_mean_) / self.y_std_) @ self.y_rotations_)
+        return finish_embedding(self, with_complement(
+            self, ((Y - self.y_mean_) / self.y_std_) @ self.y_rotations_, Y))
 
 
 
