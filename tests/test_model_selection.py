@@ -167,6 +167,41 @@ def test_search_stages_fixes_each_winner_for_the_next_stage():
         search_stages(CCA(), [], X, Y, labels)
 
 
+def test_search_stages_does_not_refit_a_candidate_an_earlier_stage_scored():
+    """The stages share their folds: a later stage's candidate whose learner was scored before
+    (the choice so far, or any earlier candidate) is recorded from that score, with no fit
+    and times of 0; the result equals the stages searched one by one."""
+    X, Y, labels = make_data(n_ids=18, per_id=3, dy=5)
+    Y = X.copy()
+    stages = [{"scale": [2.0, 1.0]}, {"scale": [3.0, 1.0, 2.0]}]
+    SpyLearner.seen = []
+    res = search_stages(SpyLearner(), stages, X, Y, labels, scoring="rank1", random_state=0)
+    assert len(SpyLearner.seen) == 3 * 3  # 2 + 1 new candidates, 3 folds each
+    seed = int(np.random.RandomState(0).randint(2**31 - 1))
+    first = search_params(SpyLearner(), stages[0], X, Y, labels, scoring="rank1",
+                          random_state=seed)
+    second = search_params(SpyLearner(**first.best_params), stages[1], X, Y, labels,
+                           scoring="rank1", random_state=seed)
+    np.testing.assert_array_equal(res.fold_scores,
+                                  np.vstack([first.fold_scores, second.fold_scores]))
+    assert res.best_params == second.best_params == {"scale": 1.0}
+    np.testing.assert_array_equal(res.fit_times[3:], 0.0)  # stage 1's scale 1 and 2: reused
+    assert (res.fit_times[2] > 0).all()
+    assert [c["params"]["scale"] for c in res.candidates] == [2.0, 1.0, 3.0, 1.0, 2.0]
+
+
+def test_candidate_keys_describe_the_fitted_learner_and_refuse_objects():
+    from crossmetric import CCA
+    from crossmetric.protocols.model_selection import candidate_key
+
+    assert candidate_key(CCA(reg=0.1), {}) == candidate_key(CCA(), {"reg": 0.1})
+    assert candidate_key(CCA(), {"reg": 1.0}) != candidate_key(CCA(), {"reg": 0.1})
+    assert candidate_key(SpyLearner(), {}) != candidate_key(CCA(), {})
+    assert candidate_key(CCA(), {"preprocessor": (np.zeros((2, 2)), None)}) is None
+    assert candidate_key(CCA(), {"n_components": [1, 2]}) == candidate_key(
+        CCA(), {"n_components": (1, 2)})
+
+
 @pytest.mark.parametrize("scoring", ["auc", "rank1", "cmc20"])
 def test_benchmark_tuning_never_sees_a_test_object(scoring):
     """Leak test: every row the tuned learner is fitted on -- in the search and in the final
@@ -663,7 +698,8 @@ def test_stage_if_is_skipped_without_its_parameter_and_gives_the_same_choice():
         GatedLearner.fits = 0
         res = search_stages(GatedLearner(), stages, X, X, labels, **kw)
         assert [c["stage"] for c in res.candidates] == [0, 0] + ([1, 1] if runs else [])
-        assert GatedLearner.fits == 3 * (4 if runs else 2)
+        # run: boost=2 is new, boost=1 repeats stage 0's winner (not refitted)
+        assert GatedLearner.fits == 3 * (3 if runs else 2)
         # the same choice and score as running the stage as a plain grid
         plain = search_stages(GatedLearner(), [stages[0], dict(gated)], X, X, labels, **kw)
         assert res.best_score == plain.best_score

@@ -21,7 +21,7 @@ The rules:
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -99,7 +99,8 @@ def _timed(fit_and_score, params, f, on_error, catch):
 def scan_candidates(grid: Sequence[dict], n_folds: int, fit_and_score: Callable, *,
                     patience: int | None = None, n_jobs: int | None = None,
                     on_error: str = "record",
-                    catch: tuple = (ValueError, np.linalg.LinAlgError)) -> Scan:
+                    catch: tuple = (ValueError, np.linalg.LinAlgError),
+                    known: Mapping[int, Sequence[float]] | None = None) -> Scan:
     """Score the candidates of ``grid`` on ``n_folds`` folds by the rules of the module.
 
     Parameters
@@ -120,6 +121,10 @@ def scan_candidates(grid: Sequence[dict], n_folds: int, fit_and_score: Callable,
     on_error : {"record", "raise"}, default="record"
         An exception of ``catch`` is recorded (NaN score) or re-raised.
     catch : tuple of exception types
+    known : mapping, optional
+        Candidate index → its fold scores, already measured on these folds (the same fit
+        scored before): recorded without calling ``fit_and_score``, with fit and score times
+        of 0. The scan's rules treat it as any other candidate.
 
     Returns
     -------
@@ -152,20 +157,25 @@ def scan_candidates(grid: Sequence[dict], n_folds: int, fit_and_score: Callable,
         if out[1] is not None:
             errors.setdefault(c, out[1])
 
+    known = dict(known or {})
+    for c, row in known.items():
+        scores[c], fit_t[c], score_t[c] = row, 0.0, 0.0
     n_seen = len(grid)
     if patience is None:
+        todo = [c for c in range(len(grid)) if c not in known]
         for f in range(n_folds):
-            outs = run(delayed(_timed)(fit_and_score, params, f, on_error, catch)
-                       for params in grid)
-            for c, out in enumerate(outs):
+            outs = run(delayed(_timed)(fit_and_score, grid[c], f, on_error, catch)
+                       for c in todo)
+            for c, out in zip(todo, outs, strict=True):
                 record(c, f, out)
     else:
         best, worse = -np.inf, 0
         for c, params in enumerate(grid):
-            outs = run(delayed(_timed)(fit_and_score, params, f, on_error, catch)
-                       for f in range(n_folds))
-            for f, out in enumerate(outs):
-                record(c, f, out)
+            if c not in known:
+                outs = run(delayed(_timed)(fit_and_score, params, f, on_error, catch)
+                           for f in range(n_folds))
+                for f, out in enumerate(outs):
+                    record(c, f, out)
             mean = scores[c].mean()         # NaN when a fold failed: never an improvement
             if mean > best:
                 best, worse = mean, 0

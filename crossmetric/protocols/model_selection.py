@@ -79,7 +79,7 @@ from crossmetric.protocols.views import cap_n_components
 from crossmetric.registry import StageIf
 
 __all__ = ["SCORINGS", "CMC_SCORE_RANK", "mean_cmc", "SearchResult", "object_folds",
-           "inner_pair_splits", "search_params", "search_stages", "StageIf"]
+           "inner_pair_splits", "search_params", "search_stages", "StageIf", "candidate_key"]
 
 #: validation measures of :func:`search_params` (besides a callable scorer)
 SCORINGS = ("auc", "rank1", "map", "cmc20")
@@ -294,6 +294,27 @@ def _fit_and_score(params, f, *, estimator, splits, views, scoring, labels, cros
     return score, fitted.fit_seconds, time.perf_counter() - t0
 
 
+def _plain(value) -> bool:
+    if value is None or isinstance(value, bool | int | float | str):
+        return True
+    return isinstance(value, tuple | list) and all(_plain(v) for v in value)
+
+
+def _hashable(value):
+    return tuple(_hashable(v) for v in value) if isinstance(value, tuple | list) else value
+
+
+def candidate_key(estimator, params: Mapping):
+    """The learner a candidate fits, as a hashable key: its class and all its parameters
+    (``estimator`` with ``params`` set); ``None`` where a parameter is not a plain value
+    (an array, an estimator), which is never taken for another."""
+    full = clone(estimator).set_params(**params).get_params(deep=False)
+    if not all(_plain(v) for v in full.values()):
+        return None
+    return (type(estimator).__qualname__,
+            tuple(sorted((k, _hashable(v)) for k, v in full.items())))
+
+
 def _check_search_args(grid, scoring, labels, folds, patience, on_error, evaluate, prepare):
     if not grid:
         raise ValueError("param_grid is empty.")
@@ -321,7 +342,8 @@ def search_params(estimator, param_grid, X, Y, labels, *, n_splits: int = 3,
                   max_positives: int | None = 1000, scoring="auc",
                   prepare: Callable | None = None, random_state=None, folds=None,
                   patience: int | None = None, evaluate: Callable | None = None,
-                  on_error: str = "record", n_jobs: int | None = None) -> SearchResult:
+                  on_error: str = "record", n_jobs: int | None = None,
+                  memo: dict | None = None) -> SearchResult:
     """Choose ``estimator``'s parameters from ``param_grid`` by inner cross-validation.
 
     Parameters
@@ -387,6 +409,13 @@ def search_params(estimator, param_grid, X, Y, labels, *, n_splits: int = 3,
     n_jobs : int, optional
         Fits run in parallel through joblib (the candidates of a fold; with ``patience``, the
         folds of a candidate). Results do not depend on it.
+    memo : dict, optional
+        Fold scores of candidates measured on the same folds before, keyed by the learner a
+        candidate fits (its class and every parameter; :func:`candidate_key`), updated with
+        this search's: a candidate whose learner is a key is not fitted again (its times are
+        0). :func:`search_stages` shares one over its stages, which use the same folds, so
+        a stage's candidate that repeats the choice so far costs nothing. Only for searches
+        over the same data, folds and ``prepare``.
 
     Returns
     -------
@@ -456,8 +485,14 @@ def search_params(estimator, param_grid, X, Y, labels, *, n_splits: int = 3,
     fit_and_score = partial(_fit_and_score, estimator=estimator, splits=splits, views=views,
                             scoring=scoring, labels=labels, cross_modal=cross_modal,
                             evaluate=evaluate)
+    keys = [None if memo is None else candidate_key(estimator, p) for p in grid]
+    known = {c: memo[k] for c, k in enumerate(keys) if k is not None and k in memo}
     scan = scan_candidates(grid, len(splits), fit_and_score, patience=patience,
-                           n_jobs=n_jobs, on_error=on_error)
+                           n_jobs=n_jobs, on_error=on_error, known=known)
+    if memo is not None:
+        for c, k in enumerate(keys[:len(scan.params)]):
+            if k is not None and c not in known and np.isfinite(scan.scores[c]).all():
+                memo[k] = scan.scores[c].copy()
     candidates = scan.candidates()
     if scoring == "auc":
         for cand in candidates:
@@ -516,6 +551,7 @@ def search_stages(estimator, stages, X, Y, labels, *, random_state=None,
     if not stage_list:
         raise ValueError("stages is empty.")
     seed = int(check_random_state(random_state).randint(2**31 - 1))
+    memo: dict = {}  # the stages share their folds: a repeated candidate is not refitted
     chosen: dict = {}
     candidates: list = []
     results = []
@@ -523,7 +559,8 @@ def search_stages(estimator, stages, X, Y, labels, *, random_state=None,
         est = clone(estimator).set_params(**chosen)
         if isinstance(grid, StageIf) and not grid.applies(est.get_params()):
             continue  # its candidates would all be one fit: the choice before it stands
-        result = search_params(est, grid, X, Y, labels, random_state=seed, **search_kw)
+        result = search_params(est, grid, X, Y, labels, random_state=seed, memo=memo,
+                               **search_kw)
         candidates += [{**cd, "params": {**chosen, **cd["params"]}, "stage": k}
                        for cd in result.candidates]
         chosen.update(result.best_params)
