@@ -370,9 +370,9 @@ METHODS: dict[str, MethodSpec] = {s.name: s for s in [
                grid={"n_components": [5, 10, 20]},
                paper_params=CLOSED_FORM_PAPER_PARAMS,
                module="crossmetric.learners.baselines"),
-    MethodSpec("kcca", "KCCA", "KCCA", {"n_components": "auto"},
-               "kernel CCA (RBF); 10-128 components chosen on held-out training identities "
-               "(10 without identities)",
+    MethodSpec("kcca", "KCCA", "KCCA", {"n_components": "auto", "gamma": "auto"},
+               "kernel CCA (RBF); 10-128 components and the bandwidth chosen on held-out "
+               "training identities (10 and the scale-free bandwidth without identities)",
                grid={"reg": [0.01, 0.1, 1.0], "n_components": [10, 20]},
                paper_params=CLOSED_FORM_PAPER_PARAMS,
                module="crossmetric.learners.baselines"),

@@ -114,7 +114,7 @@ def test_without_identities_auto_is_the_former_fixed_default():
 @pytest.mark.parametrize("make, params", [
     (CCA, {"n_components": "auto", "reg": "auto"}),
     (PLS, {"n_components": "auto"}),
-    (KCCA, {"n_components": "auto", "reg": "auto"}),
+    (KCCA, {"n_components": "auto", "reg": "auto", "gamma": "auto"}),
     (CDFE, {"n_components": "auto", "reg": "auto"}),
     (MvDA, {"n_components": "auto"}),
     (CSR, {"alpha": "auto"}),
@@ -125,7 +125,8 @@ def test_every_closed_form_chooses_its_auto_settings_from_its_candidates(make, p
     model = make(preprocessor=(X, Y), **params).fit(pairs, y)
     assert set(model.chosen_params_) == set(params)  # mixed views: the untrained loses
     for name, value in model.chosen_params_.items():
-        assert value in model._auto_grid[name]
+        assert value in model._auto_values(name, canonical_pairs(
+            PairData(X, Y, pairs[:, 0], pairs[:, 1]), tied=False), y)
     assert all(np.isfinite(s["rank1"]) or s["rank1"] != s["rank1"]
                for s in model.selection_scores_)
     fixed = make(preprocessor=(X, Y), **model.chosen_params_).fit(pairs, y)
@@ -258,3 +259,25 @@ def test_the_untrained_distance_is_offered_only_where_a_tower_can_hold_it():
     for est in (KCCA(n_components="auto"), KCDFE(n_components="auto")):
         est.set_params(preprocessor=(X, Y)).fit(pairs, y)
         assert "untrained" not in est.chosen_params_, type(est).__name__
+
+
+def test_kcca_bandwidth_candidates_scale_the_default_bandwidth():
+    from crossmetric.kernels import estimate_gamma
+    from crossmetric.learners._auto_grids import KCCA_GAMMA_SCALES
+
+    X, Y = _identities(n=45, d=12, seed=2)
+    pairs, y = _pairs(45, seed=2)
+    data = PairData(X, Y, pairs[:, 0], pairs[:, 1])
+    pos = y == 1
+    gx = estimate_gamma(X[pairs[pos, 0]], "rbf")
+    gy = estimate_gamma(Y[pairs[pos, 1]], "rbf")
+    got = KCCA(gamma="auto")._auto_values("gamma", data, y)
+    assert got == tuple((s * gx, s * gy) for s in KCCA_GAMMA_SCALES)
+    # a view whose kernel has no bandwidth keeps None
+    got = KCCA(gamma="auto", kernel=("linear", "rbf"))._auto_values("gamma", data, y)
+    assert [g[0] for g in got] == [None] * len(KCCA_GAMMA_SCALES)
+    # the default bandwidth is the first candidate: its fit equals gamma=None's
+    none = KCCA(n_components=5, preprocessor=(X, Y)).fit(pairs, y)
+    first = KCCA(n_components=5, gamma=(gx, gy), preprocessor=(X, Y)).fit(pairs, y)
+    np.testing.assert_allclose(first.cross_distance(X, Y), none.cross_distance(X, Y),
+                               atol=1e-10)

@@ -88,6 +88,11 @@ class HeldOutChoice:
     def _auto_names(self) -> list[str]:
         return [name for name in self._auto_grid if _is_auto(getattr(self, name))]
 
+    def _auto_values(self, name: str, data: PairData, y: np.ndarray) -> tuple:
+        """The candidates of ``name`` on these pairs (its ``_auto_grid`` entry; a class whose
+        candidates scale with the data, as KCCA's bandwidths, overrides this)."""
+        return tuple(self._auto_grid[name])
+
     def _with(self, params: dict):
         """A shallow copy of this learner with ``params`` set (the data are not copied)."""
         twin = copy.copy(self)
@@ -107,7 +112,7 @@ class HeldOutChoice:
         def cut(name, value):  # a size within what the pairs allow
             return min(value, cap) if name == "n_components" else value
 
-        candidates = [tuple(dict.fromkeys(cut(n, v) for v in self._auto_grid[n]))
+        candidates = [tuple(dict.fromkeys(cut(n, v) for v in self._auto_values(n, data, y)))
                       for n in names]
         grid = [dict(zip(names, values, strict=True))
                 for values in itertools.product(*candidates)]

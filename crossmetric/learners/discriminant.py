@@ -98,6 +98,9 @@ class MvDA(MultiViewMixin, LinearTowers):
     mean_x_, mean_y_ : ndarray
     eigenvalues_ : ndarray of shape (n_components,)
         Between/within ratio of each direction (descending).
+    chosen_params_, untrained_, selection_scores_
+        As in :class:`~crossmetric.CCA` (with ``untrained_`` both towers are the identity on
+        the training samples' span and ``complement_*`` keep the rest of ``x − y``).
     n_identities_ : int
 
     Examples
@@ -207,6 +210,9 @@ class CSR(LinearTowers):
     components_y_ : ndarray of shape (n_components, d_y)
     mean_x_, mean_y_ : ndarray
     n_identities_ : int
+    chosen_params_, untrained_, selection_scores_
+        As in :class:`~crossmetric.CCA` (with ``untrained_`` both towers are the identity on
+        the training samples' span and ``complement_*`` keep the rest of ``x − y``).
 
     Examples
     --------

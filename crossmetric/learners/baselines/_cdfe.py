@@ -78,6 +78,9 @@ class CDFE(LinearTowers):
     mean_x_, mean_y_ : ndarray
     eigenvalues_ : ndarray of shape (n_components,)
         The generalised eigenvalues (objective value per direction), ascending.
+    chosen_params_, untrained_, selection_scores_
+        As in :class:`~crossmetric.CCA` (with ``untrained_`` both towers are the identity on
+        the training samples' span and ``complement_*`` keep the rest of ``x − y``).
 
     Examples
     --------

@@ -10,8 +10,18 @@ from sklearn.utils import check_random_state
 from crossmetric._base import CrossModalMixin
 from crossmetric._utils.checks import check_n_components, check_positive_scalar
 from crossmetric._utils.checks import per_modality as _pair_param
-from crossmetric.kernels import KernelMap, NystroemMap, check_kernel_approximation
-from crossmetric.learners._auto_grids import COMPONENT_CANDIDATES, KCCA_REG_GRID
+from crossmetric.kernels import (
+    _NEEDS_GAMMA,
+    KernelMap,
+    NystroemMap,
+    check_kernel_approximation,
+    estimate_gamma,
+)
+from crossmetric.learners._auto_grids import (
+    COMPONENT_CANDIDATES,
+    KCCA_GAMMA_SCALES,
+    KCCA_REG_GRID,
+)
 from crossmetric.learners._held_out_choice import HeldOutChoice
 from crossmetric.learners.baselines._common import _check_distance, _l2_normalize, _positive_samples
 from crossmetric.pairs._pair_data import PairData
@@ -42,8 +52,10 @@ class KCCA(HeldOutChoice, CrossModalMixin, BaseEstimator):
         :class:`~crossmetric.CCA`'s (10 without identities).
     kernel : str or (str, str), default="rbf"
         A kernel of :mod:`crossmetric.kernels` for both modalities or a pair.
-    gamma : float or (float, float), optional
+    gamma : float or (float, float) or "auto", optional
         Kernel bandwidths; ``None`` uses the scale-free default of :mod:`crossmetric.kernels`.
+        ``"auto"``: chosen as ``n_components`` among 1 and 0.1 times that default (a
+        ``(γ_x, γ_y)`` pair in ``chosen_params_``; the default without identities).
     reg : float > 0 or "auto", default=0.1
         ``κ`` relative to the mean eigenvalue of each centred kernel matrix
         (``κ_x = reg · tr(K_x) / n``); Hardoon et al. tune ``κ`` directly. ``"auto"``: chosen
@@ -91,8 +103,9 @@ class KCCA(HeldOutChoice, CrossModalMixin, BaseEstimator):
     #: kernel on the samples (n × n whatever the width): the protocols'
     #: ``pca_components="auto"`` leaves their views as they are
     _reduces_to_span = True
-    _auto_grid = {"n_components": COMPONENT_CANDIDATES, "reg": KCCA_REG_GRID}
-    _auto_fallback = {"n_components": 10, "reg": 0.1}
+    _auto_grid = {"n_components": COMPONENT_CANDIDATES, "reg": KCCA_REG_GRID,
+                  "gamma": KCCA_GAMMA_SCALES}
+    _auto_fallback = {"n_components": 10, "reg": 0.1, "gamma": None}
 
     def __init__(self, n_components: int | str = 10, *, kernel="rbf", gamma=None,
                  reg: float | str = 0.1,
@@ -107,6 +120,18 @@ class KCCA(HeldOutChoice, CrossModalMixin, BaseEstimator):
         self.reg = reg
         self.distance = distance
         self.preprocessor = preprocessor
+
+    def _auto_values(self, name: str, data: PairData, y: np.ndarray) -> tuple:
+        """``gamma="auto"``: each scale of :data:`KCCA_GAMMA_SCALES` times each view's
+        scale-free bandwidth on the positive pairs' samples (what ``gamma=None`` uses), as a
+        ``(γ_x, γ_y)`` pair; a view whose kernel has no bandwidth keeps ``None``."""
+        if name != "gamma":
+            return super()._auto_values(name, data, y)
+        kernels = _pair_param(self.kernel, "kernel")
+        base = [estimate_gamma(V, k) if k in _NEEDS_GAMMA else None
+                for V, k in zip(_positive_samples(data, y), kernels, strict=True)]
+        return tuple(tuple(None if g is None else scale * g for g in base)
+                     for scale in KCCA_GAMMA_SCALES)
 
     @staticmethod
     def _centered_eig(K: np.ndarray):

@@ -177,6 +177,12 @@ class CCA(_SklearnLatent):
     chosen_params_, selection_scores_
         The values used for the ``"auto"`` parameters and each candidate's mean held-out
         rank-1 (:class:`~crossmetric.learners._held_out_choice.HeldOutChoice`).
+    untrained_ : bool
+        Whether the held-out choice kept the untrained distance ``‖x − y‖²`` (views of one
+        width; ``chosen_params_ == {"untrained": True}``): no setting beat it on held-out
+        identities. The rotations are then the identity on the training samples' span
+        (no centring, no scaling, no cosine) and ``complement_scale_`` / ``complement_basis_``
+        keep the rest of ``x − y``.
     estimator_ : sklearn.cross_decomposition.CCA
         ``solver="nipals"`` only. With more features than positive pairs it was fitted on
         the coordinates of the standardised samples in their span (:func:`span_basis`);
@@ -244,6 +250,8 @@ class PLS(_SklearnLatent):
     estimator_ : sklearn.cross_decomposition.PLSCanonical
         As in :class:`CCA` (fitted in the span of the samples when features outnumber them).
     x_rotations_, y_rotations_, x_mean_, x_std_, y_mean_, y_std_, n_iter_
+        As in :class:`CCA`.
+    chosen_params_, untrained_, selection_scores_
         As in :class:`CCA`.
 
     Examples
