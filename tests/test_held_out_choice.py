@@ -162,6 +162,17 @@ def test_the_protocols_record_the_chosen_settings_per_split():
     for record in records:
         assert record["n_components"] == "auto"
         assert record["chosen"]["n_components"] in COMPONENT_CANDIDATES
+    # a bandwidth pair and the untrained distance are recorded as JSON holds them
+    res = run_protocols({"KCCA": KCCA(n_components="auto", gamma="auto"),
+                         "CDFE": CDFE(n_components="auto", reg="auto")},
+                        {"X": X, "Y": X + 0.05 * np.random.RandomState(1).randn(*X.shape),
+                         "labels": np.arange(80)},
+                        protocols=("identification",), n_repeats=1, random_state=0)
+    assert not res.errors
+    (kcca,) = res.info["training"]["KCCA"]
+    gx, gy = kcca["chosen"]["gamma"]
+    assert isinstance(gx, float) and isinstance(gy, float)
+    assert res.info["training"]["CDFE"][0]["chosen"] == {"untrained": True}
 
 
 def test_a_model_file_keeps_the_chosen_settings(tmp_path):

@@ -166,9 +166,21 @@ def _training_record(est, Xs, Ys, X, Y) -> dict:
             record[key] = value if isinstance(value, str) else int(value)
     chosen = getattr(est, "chosen_params_", None)  # a closed form's "auto" settings
     if chosen:
-        record["chosen"] = {k: v if isinstance(v, str) else float(v) if isinstance(
-            v, float) else int(v) for k, v in chosen.items()}
+        record["chosen"] = {k: _json_value(v) for k, v in chosen.items()}
     return record
+
+
+def _json_value(v):
+    """A chosen setting as JSON holds it: NumPy scalars as Python ones, pairs as lists."""
+    if isinstance(v, tuple | list):
+        return [_json_value(x) for x in v]
+    if isinstance(v, np.bool_ | bool):
+        return bool(v)
+    if isinstance(v, np.integer):
+        return int(v)
+    if isinstance(v, np.floating):
+        return float(v)
+    return v
 
 
 def _with_progress(outputs, names: list[str]):
