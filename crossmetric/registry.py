@@ -212,7 +212,8 @@ CMLAUC_PAPER_GRID = ([{"gamma": _AUC_GAMMAS, "mu": [1e-7]},
 #: affine Euclidean case fitted on its own; with each one's chosen settings over 5 seeds,
 #: 63.34 % for both (``docs/measurements.md``). Where the first stage did not choose
 #: ``start_from``, ``start_mu`` does nothing and the stage is skipped (``StageIf``).
-GSM_PAPER_GRID = ([{"n_components": [16, 32, 64]}, {"n_components": [None], "init": ["identity"]},
+GSM_PAPER_GRID = ([{"n_components": [16, 32, 64], "start_from": [None]},
+                   {"n_components": [None], "init": ["identity"], "start_from": [None]},
                    {"n_components": [None], "init": ["identity"], "start_from": ["euclidean"]}],
                   {"mu": [1e-5, 1e-4, 1e-3, 1e-2], "penalty": ["zero", "start"]},
                   StageIf("start_from", {"start_mu": [None, 0.1, 1.0, "hold"]}))
@@ -234,8 +235,9 @@ def gsm_paper_grid(structure: str = "generalized") -> list:
         if isinstance(stage, dict):
             kept = {k: v for k, v in stage.items() if k not in _START_PARAMS}
             out += [kept] if kept else []
-        else:
-            out.append([c for c in stage if not set(c) & set(_START_PARAMS)])
+        else:  # candidates that start from no special case, that setting dropped
+            out.append([{k: v for k, v in c.items() if k not in _START_PARAMS} for c in stage
+                        if all(c[k] == [None] for k in set(c) & set(_START_PARAMS))])
     return out
 
 
@@ -255,7 +257,20 @@ CMML_START_STAGE = [ITERATION_STAGE, {**ITERATION_STAGE, "init": ["identity"]}]
 TOWER_START_STAGE = {"init": ["auto", "identity", "cca", "random"]}
 PCCA_START_STAGE = {"init": ["auto", "identity", "pca"]}
 AUC_START_STAGE = {"init": ["auto", "identity", "cca", "pca"]}
-GSM_START_STAGE = {"init": ["auto", "identity", "cca", "random"]}
+#: GSM's paper selection (and the reproductions' paper runs) starts from the paper's kind of
+#: settings -- 32 PCA dimensions, μ = 1e-4 towards zero (eq. 7), no special case first -- and
+#: searches from there (:data:`GSM_PAPER_GRID`); the benchmark's defaults
+#: (:data:`GSM_BENCHMARK_PARAMS`) are what that search chose on VIPeR's training identities
+GSM_PAPER_SETTINGS = {"n_components": 32, "start_from": None, "penalty": "zero", "mu": 1e-4}
+GSM_START_STAGE = {"init": ["auto", "identity", "cca", "random"],
+                   **{k: [v] for k, v in GSM_PAPER_SETTINGS.items()}}
+#: full width, trained from the fitted Euclidean special case and pulled towards it: on the
+#: inner folds of VIPeR's training identities (strips and LOMO, 3 splits each) the paper
+#: selection's winner every time (rank-1 % of the defaults: strips 18.6 → 30.4, LOMO 27.0 →
+#: 48.6, CUFS HOG 92.3 → 94.9, dense SIFT 97.1 → 98.7, PKU-Sketch 9.6 → 4.5, the untrained
+#: distance 12.3 / 16.3 / 93.3 / 92.3 / 5.1)
+GSM_BENCHMARK_PARAMS = {"n_components": None, "max_iter": 1000, "start_from": "auto",
+                        "penalty": "start", "mu": 1e-3}
 
 #: The paper runs of the closed forms (reproductions): the fixed size they had before
 #: ``n_components="auto"`` became the benchmark's default, as the papers fix it per experiment
@@ -330,16 +345,18 @@ METHODS: dict[str, MethodSpec] = {s.name: s for s in [
                grid={"n_clusters": [1, 2, 4, 8]},
                paper_params={"early_stopping": False},
                module="crossmetric.learners.clml", also=("CLMLCV",)),
-    MethodSpec("gsm", "GSM", "GSM", {"n_components": 32, "max_iter": 1000},
-               "generalized similarity on fixed features; 32 dims; Adam until the objective "
-               "stops decreasing (about 220 epochs on digits; the default cap of 100 epochs "
-               "ended every benchmark fit with a ConvergenceWarning)",
+    MethodSpec("gsm", "GSM", "GSM", GSM_BENCHMARK_PARAMS,
+               "generalized similarity on fixed features; full width (the training span on "
+               "wide views), trained from its fitted Euclidean special case with mu=1e-3 "
+               "pulling towards it (start_from='auto', penalty='start': what its paper "
+               "selection chose on training identities); Adam until the objective stops "
+               "decreasing; the best start and check on held-out training identities",
                grid={"mu": [1e-4, 1e-3, 1e-2]},
                # GSM §5.5 (i): the reduced dimension, then the weight μ of eq. (7); see
                # GSM_PAPER_GRID for the one candidate that is ours
                paper_grid=GSM_PAPER_GRID,
                paper_params={"init": "random", "early_stopping": False,
-                             "joint_reduction": False},
+                             "joint_reduction": False, **GSM_PAPER_SETTINGS},
                start_stage=GSM_START_STAGE,
                module="crossmetric.learners.gsm"),
     MethodSpec("deepgsm", "DeepGSM", "DeepGSM",

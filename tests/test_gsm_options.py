@@ -220,6 +220,22 @@ def test_start_mu_holds_the_generalized_form_at_the_fitted_special_case(data):
         GSM(start_mu="keep", preprocessor=(d.X, d.Y)).fit(pairs, y)
 
 
+def test_start_from_auto_is_the_euclidean_case_for_the_generalized_form_and_none_else(data):
+    d, pairs, y = data
+    kw = dict(n_components=4, random_state=3, max_iter=20, preprocessor=(d.X, d.Y))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        auto = GSM(start_from="auto", **kw).fit(pairs, y)
+        euclid = GSM(start_from="euclidean", **kw).fit(pairs, y)
+        special = GSM(structure="linear", start_from="auto", **kw).fit(pairs, y)
+        plain = GSM(structure="linear", **kw).fit(pairs, y)
+    np.testing.assert_array_equal(auto.cross_distance(d.X, d.Y), euclid.cross_distance(d.X, d.Y))
+    assert auto.init_ == euclid.init_ == "start_from=euclidean"
+    np.testing.assert_array_equal(special.cross_distance(d.X, d.Y),
+                                  plain.cross_distance(d.X, d.Y))
+    assert auto.start_from == "auto"  # fit does not change the parameter
+
+
 def test_start_from_rejects_a_structure_that_cannot_hold_it(data):
     d, pairs, y = data
     with pytest.raises(ValueError, match="start_from='euclidean' needs structure='generalized'"):

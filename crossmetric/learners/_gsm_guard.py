@@ -42,7 +42,7 @@ from crossmetric._solvers.starting import (
     start_candidates,
 )
 from crossmetric.learners._gsm_measure import STRUCTURES
-from crossmetric.learners._gsm_training import starting_params
+from crossmetric.learners._gsm_training import start_case, starting_params
 
 __all__ = ["gsm_split", "gsm_start_names", "cca_params", "gsm_monitor", "chosen_start",
            "complement_basis", "gsm_with_complement", "guarded_start"]
@@ -160,7 +160,7 @@ def chosen_start(est, start, monitor, X, Y, ix, iy, y, r: int, rng, *, basis=Non
     state["scale"] = 0.0
     if start is not None:  # the fitted special case, with the part of it outside the reduction
         state["scale"] = getattr(start, "complement_scale_", 0.0)
-        return f"start_from={est.start_from}", starting_params(est, start, X, Y, ix, iy, r,
+        return f"start_from={start_case(est)}", starting_params(est, start, X, Y, ix, iy, r,
                                                                rng)[0]
     starts, scales = {}, {}
     for name in gsm_start_names(est, X.shape[1], Y.shape[1], monitor is not None):

@@ -58,9 +58,9 @@ def check_params(est) -> None:
     check_positive_scalar(est.feature_norm, "feature_norm")
     check_init(est.init, ("auto", "euclidean", "identity", "random", "cca"))
     _check_choice(est.penalty, "penalty", ("zero", "start"))
-    if est.start_from is not None:
-        special = tuple(k for k in STRUCTURES if k != "generalized")
-        _check_choice(est.start_from, "start_from", (None, *special))
+    special = tuple(k for k in STRUCTURES if k != "generalized")
+    _check_choice(est.start_from, "start_from", (None, "auto", *special))
+    if start_case(est) is not None:
         if est.structure != "generalized":
             raise ValueError(f"start_from={est.start_from!r} needs structure='generalized' (the "
                              f"one structure that contains every other), got "
@@ -84,16 +84,25 @@ def check_params(est) -> None:
     check_positive_int(est.n_iter_no_change, "n_iter_no_change")
 
 
-def fit_start(est, data, y, rng):
-    """The fitted special case ``est.start_from`` and the generator ``est`` goes on with.
+def start_case(est) -> str | None:
+    """The special case a fit starts from: ``start_from``, where ``"auto"`` is
+    ``"euclidean"`` for the generalized form and none for a special case (which contains no
+    other)."""
+    if isinstance(est.start_from, str) and est.start_from == "auto":
+        return "euclidean" if est.structure == "generalized" else None
+    return est.start_from
 
-    A clone of ``est`` with ``structure=est.start_from`` (every other parameter equal) is
+
+def fit_start(est, data, y, rng):
+    """The fitted special case :func:`start_case` and the generator ``est`` goes on with.
+
+    A clone of ``est`` with ``structure`` that case (every other parameter equal) is
     fitted on the same pairs with a seed drawn from ``rng``; ``est`` then goes on with a
     generator of that seed, so that its validation split and fixed reduction are the clone's
     (its features are the same coordinates).
     """
     seed = int(rng.randint(np.iinfo(np.int32).max))
-    start = clone(est).set_params(structure=est.start_from, start_from=None, random_state=seed)
+    start = clone(est).set_params(structure=start_case(est), start_from=None, random_state=seed)
     start._fit(data, y)
     return start, np.random.RandomState(seed)
 
