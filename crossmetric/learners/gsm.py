@@ -120,8 +120,7 @@ class GSM(GSMTowersMixin, CrossModalMixin, BaseEstimator):
     rank-1 49 → 53 %). Two views of one descriptor share coordinates (one reduction of both,
     ``joint_reduction="auto"``), and the start ``init="identity"`` (which ``"auto"`` tries)
     is their untrained distance (CUFS, 180 persons, one PCA-100: rank-1 64.3 → 95.8 %).
-    For the generalized form also try ``start_from="euclidean"`` with ``penalty="start"``
-    and ``start_mu`` (:data:`crossmetric.registry.GSM_PAPER_GRID`).
+    The benchmark's defaults start from the Euclidean case (``GSM_BENCHMARK_PARAMS``).
 
     Parameters
     ----------
@@ -196,13 +195,8 @@ class GSM(GSMTowersMixin, CrossModalMixin, BaseEstimator):
         starts are the library's (:mod:`crossmetric.learners._gsm_guard`).
     start_from : str, "auto" or None, default=None
         Ours, for ``structure="generalized"``: fit this special case first (same settings) and
-        train from its measure; ``penalty="start"`` holds the extra terms near it (docs guide).
-        ``"auto"``: ``"euclidean"`` for the generalized form, none for a special case -- what
-        ``crossmetric benchmark`` runs (with ``n_components=None``, ``penalty="start"``,
-        ``mu=1e-3``: the settings its paper selection chose on VIPeR's training identities;
-        rank-1 % with the defaults, 3 splits, 32 dimensions and μ = 1e-4 towards zero →
-        these: VIPeR strips 18.6 → 30.4, VIPeR LOMO 27.0 → 48.6, CUFS HOG 92.3 → 94.9, CUFS
-        dense SIFT 97.1 → 98.7, PKU-Sketch 9.6 → 4.5; digits AUC 0.929 → 0.951).
+        train from its measure (``"auto"``: ``"euclidean"``, none for a special case);
+        ``penalty="start"`` holds the extra terms near it (docs guide).
     start_mu : float, "hold" or None, default=None
         Ours: μ while training from the fitted ``start_from`` case (``None``: ``mu``, which
         fits that case). With ``penalty="start"`` large values hold the generalized form near
@@ -357,8 +351,7 @@ class GSM(GSMTowersMixin, CrossModalMixin, BaseEstimator):
         check_params(self)
         rng = check_random_state(self.random_state)
         # start_from: the special case first (its split and reduction are this fit's)
-        start, rng = (fit_start(self, data, y, rng) if start_case(self) is not None
-                      else (None, rng))
+        start, rng = fit_start(self, data, y, rng) if start_case(self) else (None, rng)
         # the base's canonical pairs: the distinct samples of each modality, every one used
         # (each embedded once per batch, eq. 14)
         ix, iy = data.ix, data.iy
