@@ -240,6 +240,16 @@ def test_a_closed_form_that_no_setting_lets_beat_the_untrained_distance_keeps_it
     np.testing.assert_allclose(model.cross_distance(A, B), want, rtol=1e-9, atol=1e-9)
     np.testing.assert_allclose(
         model.pair_distance((A[:4], B)), np.diag(want[:4]), rtol=1e-9, atol=1e-9)
+    # a refit that keeps it drops what a learned fit left
+    learned = make(preprocessor=(X, Y), **{k: v for k, v in params.items()
+                                           if k != "n_components"}, n_components=3) \
+        if "n_components" in params else make(preprocessor=(X, Y), alpha=1.0)
+    learned.fit(pairs, y)
+    left = {k for k in vars(learned) if k.endswith("_") and not k.startswith("_")}
+    learned.set_params(**params).fit(pairs, y)
+    assert learned.untrained_
+    assert {k for k in vars(learned) if k.endswith("_") and not k.startswith("_")} == {
+        k for k in vars(model) if k.endswith("_") and not k.startswith("_")}, left
     # a model file keeps it
     model.preprocessor = None
     save_object(tmp_path / "m.cm", model)

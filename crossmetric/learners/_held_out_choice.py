@@ -125,9 +125,9 @@ class HeldOutChoice:
                                    random_state=getattr(self, "random_state", None))
         chosen = (scan.params[scan.best_index] if scan is not None else
                   {n: cut(n, self._auto_fallback[n]) for n in names})
-        self.untrained_ = chosen == UNTRAINED
-        if self.untrained_:
+        if chosen == UNTRAINED:
             self._keep_untrained(data, y)
+            self.untrained_ = True
         else:
             fitted = self._with(chosen)
             fitted._fit(data, y)
@@ -141,7 +141,12 @@ class HeldOutChoice:
 
     def _keep_untrained(self, data: PairData, y: np.ndarray) -> None:
         """Both towers the identity on the span of the training samples, the untrained distance
-        kept outside it: ``pair_distance`` is ``‖x − y‖²``."""
+        kept outside it: ``pair_distance`` is ``‖x − y‖²``. What an earlier fit of the learner
+        left (its correlations, eigenvalues, ...) is dropped: it describes no part of this
+        model."""
+        for key in [k for k in vars(self) if k.endswith("_") and not k.startswith(
+                ("_", "n_features_in"))]:
+            delattr(self, key)
         Q = tower_bases([data.X[np.unique(data.ix)], data.Y[np.unique(data.iy)]], joint=True)[0]
         d = data.X.shape[1]
         self._set_untrained(np.eye(d) if Q is None else Q.T)  # type: ignore[attr-defined]
