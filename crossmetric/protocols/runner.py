@@ -13,6 +13,7 @@ import numpy as np
 from sklearn.utils import check_random_state
 
 from crossmetric import metrics as M
+from crossmetric._utils.atomic_io import json_ready
 from crossmetric._utils.checks import as_float_array, check_pair_labels, check_positive_int
 from crossmetric.protocols.evaluate import (
     RANKS,
@@ -166,21 +167,8 @@ def _training_record(est, Xs, Ys, X, Y) -> dict:
             record[key] = value if isinstance(value, str) else int(value)
     chosen = getattr(est, "chosen_params_", None)  # a closed form's "auto" settings
     if chosen:
-        record["chosen"] = {k: _json_value(v) for k, v in chosen.items()}
+        record["chosen"] = json_ready(chosen)
     return record
-
-
-def _json_value(v):
-    """A chosen setting as JSON holds it: NumPy scalars as Python ones, pairs as lists."""
-    if isinstance(v, tuple | list):
-        return [_json_value(x) for x in v]
-    if isinstance(v, np.bool_ | bool):
-        return bool(v)
-    if isinstance(v, np.integer):
-        return int(v)
-    if isinstance(v, np.floating):
-        return float(v)
-    return v
 
 
 def _with_progress(outputs, names: list[str]):
