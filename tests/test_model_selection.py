@@ -190,6 +190,27 @@ def test_search_stages_does_not_refit_a_candidate_an_earlier_stage_scored():
     assert [c["params"]["scale"] for c in res.candidates] == [2.0, 1.0, 3.0, 1.0, 2.0]
 
 
+def test_keep_current_puts_the_current_settings_first_once_and_ties_keep_them():
+    X, Y, labels = make_data(n_ids=18, per_id=3, dy=5)
+    Y = X.copy()
+    # scale 1 is the current setting and the best; 3 is not; the grid lists 1 as well
+    stages = [{"scale": [3.0, 1.0]}, {"scale": [2.0]}]
+    SpyLearner.seen = []
+    res = search_stages(SpyLearner(), stages, X, Y, labels, scoring="rank1", random_state=0,
+                        keep_current=True)
+    assert [c["params"]["scale"] for c in res.candidates] == [1.0, 3.0, 1.0, 2.0]
+    assert [c["stage"] for c in res.candidates] == [0, 0, 1, 1]
+    assert res.best_params == {"scale": 1.0}
+    assert len(SpyLearner.seen) == 3 * 3  # 1 and 3 in stage 0, 2 in stage 1 (1 reused)
+    # without it, the same stages as given
+    plain = search_stages(SpyLearner(), stages, X, Y, labels, scoring="rank1", random_state=0)
+    assert [c["params"]["scale"] for c in plain.candidates] == [3.0, 1.0, 2.0]
+    # a tie between the current setting and another keeps the current one
+    tie = search_stages(SpyLearner(scale=1.0), [{"random_state": [7]}], X, Y, labels,
+                        scoring="rank1", random_state=0, keep_current=True)
+    assert tie.best_params == {"random_state": None}
+
+
 def test_candidate_keys_describe_the_fitted_learner_and_refuse_objects():
     from crossmetric import CCA
     from crossmetric.protocols.model_selection import candidate_key
@@ -319,7 +340,9 @@ def test_cli_benchmark_tune_paper_runs_the_paper_stages(tmp_path, capsys):
     assert run["scoring"] == "rank1" and 0.0 <= run["cv_score"] <= 1.0
     # every candidate's inner score is recorded; the chosen one has the best of them
     cands = run["candidates"]
-    assert len(cands) == 12 and {c["stage"] for c in cands} == {0}
+    assert len(cands) == 13 and {c["stage"] for c in cands} == {0}
+    # the benchmark's own settings first (keep_current): the choice can be the defaults'
+    assert cands[0]["params"] == {"n_components": "auto", "reg": 0.1}
     assert max(c["mean_score"] for c in cands) == run["cv_score"]
     assert [c["params"] for c in cands if c["mean_score"] == run["cv_score"]][0] == \
         run["params"]

@@ -503,7 +503,7 @@ def search_params(estimator, param_grid, X, Y, labels, *, n_splits: int = 3,
 
 
 def search_stages(estimator, stages, X, Y, labels, *, random_state=None,
-                  **search_kw) -> SearchResult:
+                  keep_current: bool = False, **search_kw) -> SearchResult:
     """:func:`search_params` over ``stages`` in turn, each stage's winner fixed for the next.
 
     A paper that selects its parameters one after the other (CML-AUC §V-B: γ from
@@ -522,6 +522,13 @@ def search_stages(estimator, stages, X, Y, labels, *, random_state=None,
     X, Y, labels :
         The training objects only, as in :func:`search_params`.
     random_state : int, RandomState or None
+    keep_current : bool, default=False
+        Give each stage the estimator's current setting of the stage's parameters (with the
+        earlier stages' choices) as its first candidate, so that a tie keeps it and the
+        selection can return the settings it started from -- what ``crossmetric benchmark
+        --tune`` does, so that a tuned learner is never worse on the inner folds than its
+        defaults (a closed form's ``"auto"`` size, which may keep the untrained distance; a
+        learner's full rank). A grid that already holds it keeps it once.
     **search_kw
         Passed to :func:`search_params` (``n_splits``, ``group``, ``scoring``, ...).
 
@@ -559,6 +566,8 @@ def search_stages(estimator, stages, X, Y, labels, *, random_state=None,
         est = clone(estimator).set_params(**chosen)
         if isinstance(grid, StageIf) and not grid.applies(est.get_params()):
             continue  # its candidates would all be one fit: the choice before it stands
+        if keep_current:
+            grid = _current_first(est, grid)
         result = search_params(est, grid, X, Y, labels, random_state=seed, memo=memo,
                                **search_kw)
         candidates += [{**cd, "params": {**chosen, **cd["params"]}, "stage": k}
@@ -573,6 +582,17 @@ def search_stages(estimator, stages, X, Y, labels, *, random_state=None,
                for name in ("fold_scores", "fit_times", "score_times")]
     return SearchResult(chosen, results[-1].best_score, candidates, results[-1].scoring,
                         *stacked)
+
+
+def _current_first(est, grid) -> list:
+    """``grid`` as single candidates, the estimator's current setting of its parameters first
+    (and only there)."""
+    cands = list(ParameterGrid(grid))
+    params = est.get_params(deep=False)
+    current = {k: params[k] for k in sorted({k for c in cands for k in c})}
+    key = candidate_key(est, current)
+    rest = [c for c in cands if key is None or candidate_key(est, c) != key]
+    return [{k: [v] for k, v in c.items()} for c in (current, *rest)]
 
 
 def describe_choices(choices: list[Mapping]) -> str:

@@ -232,7 +232,9 @@ def _in_own_worker(runner, task) -> dict:
 
 
 def _tune_split(est, X: np.ndarray, Y: np.ndarray, split: Split, options):
-    """Inner cross-validation on the split's training objects only.
+    """Inner cross-validation on the split's training objects only, each stage with the
+    learner's current settings as a candidate (``keep_current``: never worse on the inner folds
+    than the defaults).
 
     The outer training pairs of :func:`run_protocols` join row ``r`` of ``X`` and ``Y`` for
     objects of the training part; only those objects are handed to
@@ -249,7 +251,7 @@ def _tune_split(est, X: np.ndarray, Y: np.ndarray, split: Split, options):
         n_splits=tune.n_splits, group=tune.group, n_negatives=tune.n_negatives,
         max_positives=tune.max_positives, scoring=tune.scoring,
         prepare=lambda Xa, Ya, p, y, e: _prepare_views(Xa, Ya, p, y, e, opts),
-        random_state=split.seed)
+        random_state=split.seed, keep_current=True)
 
 
 def _run_safely(name, estimator, X, Y, split, options):
