@@ -166,6 +166,32 @@ def test_sample_based_gradient_sums_over_duplicate_pairs():
         np.testing.assert_allclose(g2[k], 2 * g1[k])
 
 
+@pytest.mark.parametrize("structure", ALL)
+def test_dense_grid_scoring_equals_the_gathered_pairs(structure, monkeypatch):
+    """A batch that fills its x × y grid is scored by one matrix product (the sample-based
+    batches); the loss and gradient equal those of the pair-by-pair gather, repeats included."""
+    from crossmetric.learners import _gsm_measure
+
+    rng = np.random.RandomState(5)
+    p_x = 6
+    p_y = p_x if structure in ("ladf", "joint_bayesian") else 5
+    params = random_params(structure, 4, p_x, p_y, rng, learn_f=True)
+    X, Y = rng.normal(size=(9, p_x)), rng.normal(size=(7, p_y))
+    ix, iy = np.divmod(np.arange(63), 7)
+    ix, iy = np.r_[ix, ix[:5]], np.r_[iy, iy[:5]]
+    ell = rng.choice([-1.0, 1.0], ix.size)
+    w = rng.uniform(0.5, 1.5, ix.size) / ix.size
+    results = []
+    for share in (0.0, 2.0):  # always the grid, never the grid
+        monkeypatch.setattr(_gsm_measure, "DENSE_GRID_SHARE", share)
+        results.append(gsm_loss_grad(params, structure, -1.9, X, Y, ix, iy, ell, w, 0.01))
+    (l_grid, g_grid), (l_pairs, g_pairs) = results
+    assert np.isclose(l_grid, l_pairs)
+    assert g_grid.keys() == g_pairs.keys()
+    for k in g_grid:
+        np.testing.assert_allclose(g_grid[k], g_pairs[k], rtol=1e-10, atol=1e-12)
+
+
 # ------------------------------------------------------------------------ the learner
 @pytest.mark.parametrize("structure", ALL)
 def test_fitted_pair_distance_is_the_quadratic_form(two_views, structure):

@@ -52,15 +52,25 @@ class Adam:
         for k, g in _items(grads):
             m = self.m.setdefault(k, np.zeros_like(g))
             v = self.v.setdefault(k, np.zeros_like(g))
+            # in place, three temporaries; the same operations in the same order as the formulas
+            tmp = np.multiply(1.0 - self.b1, g, out=np.empty_like(g))
             m *= self.b1
-            m += (1.0 - self.b1) * g
+            m += tmp
+            np.multiply(1.0 - self.b2, g, out=tmp)
+            tmp *= g
             v *= self.b2
-            v += (1.0 - self.b2) * g * g
+            v += tmp
             lr = (self.lr[k] if per_array else self.lr) * scale
             if self.eps_on == "v_hat":
-                params[k] -= lr * (m / c1) / (np.sqrt(v / c2) + self.eps)
+                denom = np.sqrt(v / c2)
+                np.divide(m, c1, out=tmp)
+                tmp *= lr
             else:
-                params[k] -= lr * np.sqrt(c2) / c1 * m / (np.sqrt(v) + self.eps)
+                denom = np.sqrt(v)
+                np.multiply(lr * np.sqrt(c2) / c1, m, out=tmp)
+            denom += self.eps
+            tmp /= denom
+            params[k] -= tmp
 
 
 class ScaledSGD:

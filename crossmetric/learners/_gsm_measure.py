@@ -119,6 +119,17 @@ def gsm_matrix(FX: np.ndarray, FY: np.ndarray, f: float) -> np.ndarray:
 # --------------------------------------------------------------------------------------------
 # the objective
 # --------------------------------------------------------------------------------------------
+#: the pairs of a batch are scored through the full ``n_x × n_y`` grid (one matrix product, then
+#: indexed) once they number at least this share of it -- the sample-based batches (eq. 14-18)
+#: pair every x-sample with every y-sample; sparse pair batches gather their rows instead
+DENSE_GRID_SHARE = 0.125
+
+
+def _dense_grid(ix: np.ndarray, n_x: int, n_y: int) -> bool:
+    """Whether ``len(ix)`` pairs fill enough of the ``n_x × n_y`` grid to be scored through it."""
+    return ix.size >= DENSE_GRID_SHARE * n_x * n_y
+
+
 def _embed_margins(params, structure, f0, X, Y, ix, iy, ell, weight):
     """``(r, FX, FY, margin, hinge_loss)`` of :func:`gsm_loss_grad` (its first half)."""
     p_x, p_y = X.shape[1], Y.shape[1]
@@ -126,7 +137,10 @@ def _embed_margins(params, structure, f0, X, Y, ix, iy, ell, weight):
     LA, LB, LCx, LCy, d, e, f = gsm_components(params, structure, f0, r, p_x, p_y)
     FX = embed(X, LA, LCx, d)
     FY = embed(Y, LB, LCy, e)
-    S = gsm_rowwise(FX[ix], FY[iy], f)
+    if _dense_grid(ix, X.shape[0], Y.shape[0]):
+        S = gsm_matrix(FX, FY, f)[ix, iy]
+    else:
+        S = gsm_rowwise(FX[ix], FY[iy], f)
     margin = 1.0 - ell * S
     return r, FX, FY, margin, float(weight @ hinge(margin))
 
@@ -196,7 +210,12 @@ def gsm_loss_grad(params: dict, structure: str, f0: float, X: np.ndarray, Y: np.
     r, FX, FY, margin, loss = _embed_margins(params, structure, f0, X, Y, ix, iy, ell, weight)
     g = -weight * ell * hinge_grad(margin)  # dJ/dS_p
     # G[a, b] = Σ of g over the pairs joining sample a of X and sample b of Y (eq. 18 partners)
-    G = sparse.csr_matrix((g, (ix, iy)), shape=(X.shape[0], Y.shape[0]))
+    n_x, n_y = X.shape[0], Y.shape[0]
+    if _dense_grid(ix, n_x, n_y):
+        G = np.bincount(np.ravel_multi_index((ix, iy), (n_x, n_y)), weights=g,
+                        minlength=n_x * n_y).reshape(n_x, n_y)
+    else:
+        G = sparse.csr_matrix((g, (ix, iy)), shape=(n_x, n_y))
     gx = np.asarray(G.sum(axis=1)).ravel()
     gy = np.asarray(G.sum(axis=0)).ravel()
     dFX = np.hstack([2.0 * gx[:, None] * FX[:, :r], -2.0 * (G @ FY[:, r:2 * r]),
