@@ -30,6 +30,16 @@ def test_roc_auc_matches_bruteforce(ties):
     assert M.partial_auc(y, s, (0.0, 1.0)) == pytest.approx(brute)
 
 
+@pytest.mark.parametrize("ties", [False, True])
+@pytest.mark.parametrize("n", [2, 7, 5000])
+def test_roc_auc_equals_scikit_learn(n, ties):
+    """The rank statistic is scikit-learn's trapezoidal area, ties and a large set included."""
+    rng = np.random.default_rng(n)
+    y, s = _pairs(rng, n=n, ties=ties)
+    assert M.roc_auc(y, s) == pytest.approx(roc_auc_score(y, s), rel=1e-12, abs=1e-15)
+    assert M.roc_auc(y, np.zeros(n)) == 0.5
+
+
 def _pauc_eq4(y, s, a, b):
     """CML-AUC Eq. (4): positives against the negatives ranked in (a·n⁻, b·n⁻]."""
     sp, sn = s[y == 1], np.sort(s[y == -1])[::-1]  # hardest negatives first
