@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 import numpy as np
+from sklearn.model_selection import ParameterGrid
 from sklearn.utils import check_random_state
 
 from crossmetric import metrics as M
@@ -252,6 +253,24 @@ def _tune_split(est, X: np.ndarray, Y: np.ndarray, split: Split, options):
         max_positives=tune.max_positives, scoring=tune.scoring,
         prepare=lambda Xa, Ya, p, y, e: _prepare_views(Xa, Ya, p, y, e, opts),
         random_state=split.seed, keep_current=True)
+
+
+def _expected_cost(task) -> tuple[bool, int]:
+    """What orders the units longest first: a learner that iterates (``max_iter``) before a
+    closed form, then the number of candidates of its ``--tune`` search (1 without)."""
+    _, est, _, _, opts = task
+    grid = opts.tune.grid if opts.tune is not None else None
+    stages = [] if grid is None else [grid] if isinstance(grid, Mapping) else list(grid)
+    n_candidates = sum(len(ParameterGrid(stage)) for stage in stages) if stages else 1
+    return "max_iter" in est.get_params(deep=False), n_candidates
+
+
+def _longest_first(todo: list) -> list:
+    """The units in the order the workers take them: the longest expected first
+    (:func:`_expected_cost`; ties in the given order), so that a long unit does not start last
+    and leave the other workers idle while it runs (longest-processing-time-first
+    scheduling). The results are put back in the given order."""
+    return sorted(todo, key=_expected_cost, reverse=True) if len(todo) > 1 else todo
 
 
 def _run_safely(name, estimator, X, Y, split, options):
@@ -617,7 +636,7 @@ def _execute(result: BenchmarkResult, estimators: Mapping, X: np.ndarray, Y: np.
     runner = _run_safely if on_error == "record" else _run_split
     keys = [(t[0], t[3].protocol, t[3].index) for t in tasks]   # (method, protocol, split)
     done = {k: completed[k] for k in keys if k in completed} if completed else {}
-    todo = [t for t, k in zip(tasks, keys, strict=True) if k not in done]
+    todo = _longest_first([t for t, k in zip(tasks, keys, strict=True) if k not in done])
     jobs = (delayed(runner)(shown, est, data[0], data[1], sp, opts)
             for shown, est, data, sp, opts in todo)
     parallel = Parallel(n_jobs=n_jobs, return_as="generator")
@@ -632,7 +651,8 @@ def _execute(result: BenchmarkResult, estimators: Mapping, X: np.ndarray, Y: np.
             outputs = _reported(outputs, on_output)
         outputs = iter(_gathered(outputs, todo, runner, on_output, on_error))
     # in task order: the outputs of an earlier run where given, else this run's
-    outputs = [done[k] if k in done else next(outputs) for k in keys]
+    ran = {(t[0], t[3].protocol, t[3].index): next(outputs) for t in todo}
+    outputs = [done[k] if k in done else ran[k] for k in keys]
 
     rocs: dict[str, list] = {}
     cmcs: dict[str, list] = {}
