@@ -7,7 +7,7 @@ import pytest
 from sklearn.base import clone
 from sklearn.cross_decomposition import CCA as SkCCA
 from sklearn.cross_decomposition import PLSCanonical
-from sklearn.exceptions import NotFittedError
+from sklearn.exceptions import ConvergenceWarning, NotFittedError
 from sklearn.model_selection import cross_val_score
 
 from crossmetric.learners.baselines import CCA, CDFE, KCCA, KISSME, PLS, Euclidean
@@ -35,15 +35,38 @@ def data():
 
 def test_cca_matches_sklearn_transforms(data):
     X, Y, pairs, y, *_ = data
-    for Model, Sk, kw in [(CCA, SkCCA, {"solver": "nipals"}), (PLS, PLSCanonical, {})]:
+    for Model, Sk, kw, sk_kw in [(CCA, SkCCA, {"solver": "nipals"}, {}),
+                                 (PLS, PLSCanonical, {}, {"algorithm": "svd"})]:
         m = Model(3, distance="euclidean", preprocessor=(X, Y), **kw).fit(pairs, y)
         pos = pairs[y == 1]
-        sk = Sk(n_components=3, max_iter=500, tol=1e-6).fit(X[pos[:, 0]], Y[pos[:, 1]])
+        sk = Sk(n_components=3, max_iter=500, tol=1e-6, **sk_kw).fit(X[pos[:, 0]],
+                                                                     Y[pos[:, 1]])
         a, b = sk.transform(X, Y)
         np.testing.assert_allclose(m.transform_x(X), a, rtol=1e-8, atol=1e-10)
         np.testing.assert_allclose(m.transform_y(Y), b, rtol=1e-8, atol=1e-10)
         np.testing.assert_allclose(
             m.pair_distance(pairs), np.sum((a[pairs[:, 0]] - b[pairs[:, 1]]) ** 2, axis=1))
+
+
+def test_pls_by_svd_is_the_converged_nipals_and_never_warns(data):
+    """PLS's SVD gives the directions NIPALS converges to (up to its tolerance), with no
+    iterations and no ConvergenceWarning where NIPALS stops at max_iter."""
+    import warnings
+
+    X, Y, pairs, y, *_ = data
+    pos = pairs[y == 1]
+    m = PLS(3, distance="euclidean", preprocessor=(X, Y)).fit(pairs, y)
+    nipals = PLSCanonical(n_components=3, max_iter=5000, tol=1e-14).fit(X[pos[:, 0]],
+                                                                      Y[pos[:, 1]])
+    a, b = nipals.transform(X, Y)
+    np.testing.assert_allclose(m.transform_x(X), a, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(m.transform_y(Y), b, rtol=1e-5, atol=1e-6)
+    assert m.n_iter_ == 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        PLS(5, max_iter=1, preprocessor=(X, Y)).fit(pairs, y)
+    with pytest.warns(ConvergenceWarning):
+        PLSCanonical(n_components=5, max_iter=1).fit(X[pos[:, 0]], Y[pos[:, 1]])
 
 
 def test_cca_cosine_is_normalised_and_learns(data):

@@ -50,8 +50,9 @@ class Adam:
         c2 = 1.0 - self.b2 ** self.t
         per_array = isinstance(self.lr, list | tuple | dict)
         for k, g in _items(grads):
-            m = self.m.setdefault(k, np.zeros_like(g))
-            v = self.v.setdefault(k, np.zeros_like(g))
+            if k not in self.m:
+                self.m[k], self.v[k] = np.zeros_like(g), np.zeros_like(g)
+            m, v = self.m[k], self.v[k]
             # in place, three temporaries; the same operations in the same order as the formulas
             tmp = np.multiply(1.0 - self.b1, g, out=np.empty_like(g))
             m *= self.b1
