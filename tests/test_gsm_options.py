@@ -183,6 +183,33 @@ def test_start_from_trains_the_generalized_form_from_the_fitted_special_case(dat
     assert not np.allclose(a.cross_distance(d.X, d.Y), ref.cross_distance(d.X, d.Y))
 
 
+@pytest.mark.parametrize("joint, early", [(True, False), (False, True), (True, True)])
+def test_start_from_takes_the_special_cases_reduction_as_a_refit_would(data, monkeypatch,
+                                                                       joint, early):
+    """The generalized form takes the reduction its special case fitted (the same rows and
+    draws) instead of fitting it again: the fit equals the one that refits it."""
+    from crossmetric.learners import _gsm_training, gsm
+
+    d, pairs, y = data
+    # small batches and rounds: their draws follow the generator, which must be where a refit
+    # leaves it
+    kw = dict(n_components=4, init="identity", joint_reduction=joint, random_state=3,
+              start_from="euclidean", max_iter=15, early_stopping=early, n_identities=3,
+              batch_size=32, preprocessor=(d.X, d.Y))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        taken = GSM(**kw).fit(pairs, y)
+        refit = _gsm_training.reduced_views
+        monkeypatch.setattr(gsm, "reduced_views",
+                            lambda est, data, rx, ry, rng, start=None:
+                            refit(est, data, rx, ry, rng))
+        fitted = GSM(**kw).fit(pairs, y)
+    for a, b in ((taken.reducer_x_, fitted.reducer_x_), (taken.reducer_y_, fitted.reducer_y_)):
+        np.testing.assert_array_equal(a[1].components_, b[1].components_)
+    np.testing.assert_array_equal(taken.cross_distance(d.X, d.Y),
+                                  fitted.cross_distance(d.X, d.Y))
+
+
 def test_start_mu_holds_the_generalized_form_at_the_fitted_special_case(data):
     """A large ``start_mu`` holds the generalized form near the special case it starts from;
     ``"hold"``, their limit, is that fit itself (measure and training attributes)."""

@@ -107,15 +107,27 @@ def fit_start(est, data, y, rng):
     return start, np.random.RandomState(seed)
 
 
-def reduced_views(est, data, rx, ry, rng) -> tuple[np.ndarray, np.ndarray]:
+def reduced_views(est, data, rx, ry, rng, start=None) -> tuple[np.ndarray, np.ndarray]:
     """Both modalities through the fixed reduction, fitted on the training samples ``rx`` /
     ``ry`` only (set as ``est.reducer_x_``, ``est.reducer_y_``); a tied structure needs both
-    reduced to one width."""
-    est.reducer_x_, est.reducer_y_ = fit_reducers(
-        data.X[rx], data.Y[ry], n_components=est.n_components,
-        joint=(data.X.shape[1] == data.Y.shape[1] if est.joint_reduction == "auto"
-               else bool(est.joint_reduction)),
-        whiten=est.whiten, feature_norm=est.feature_norm, rng=rng)
+    reduced to one width.
+
+    ``start``: the special case :func:`fit_start` fitted, whose reduction is this one -- the
+    same rows, settings and draws of a generator of the same seed: its reducers are taken
+    (on wide views the reduction's SVD is much of a fit) and ``rng`` advanced as fitting them
+    would advance it."""
+    joint = (data.X.shape[1] == data.Y.shape[1] if est.joint_reduction == "auto"
+             else bool(est.joint_reduction))
+    if start is not None:
+        est.reducer_x_, est.reducer_y_ = start.reducer_x_, start.reducer_y_
+        fitted = (est.reducer_x_,) if joint else (est.reducer_x_, est.reducer_y_)
+        for reducer in fitted:  # the draw of each PCA's seed (fit_reducer)
+            if reducer[0] == "pca":
+                rng.randint(2**31 - 1)
+    else:
+        est.reducer_x_, est.reducer_y_ = fit_reducers(
+            data.X[rx], data.Y[ry], n_components=est.n_components, joint=joint,
+            whiten=est.whiten, feature_norm=est.feature_norm, rng=rng)
     X, Y = apply_reducer(est.reducer_x_, data.X), apply_reducer(est.reducer_y_, data.Y)
     if est.structure in _TIED and X.shape[1] != Y.shape[1]:
         raise ValueError(

@@ -365,7 +365,7 @@ class GSM(GSMTowersMixin, CrossModalMixin, BaseEstimator):
             ix, iy, y = ix[tr], iy[tr], y[tr]
         # the fixed reduction sees the training samples only
         rx, ry = np.unique(ix), np.unique(iy)
-        X, Y = reduced_views(self, data, rx, ry, rng)
+        X, Y = reduced_views(self, data, rx, ry, rng, start)
         p_x, p_y = X.shape[1], Y.shape[1]
         r = min(p_x, p_y) if self.rank is None else int(self.rank)
         f0 = float(start_params(self, start)[1]) if start is not None else float(self.f)
