@@ -68,9 +68,9 @@ def run(name: str, data_args: list[str]) -> dict:
     rank1 = {s["method"]: round(100 * s["mean"], 1) for s in res["summary"]
              if s["measure"] == "rank1"}
     return {"seconds": round(seconds, 1), "benchmark_seconds": round(res["info"]["seconds"], 1),
-            # the largest child so far: the run's own process (joblib's workers are its
-            # children and are not counted here)
-            "peak_rss_mb_parent": round(
+            # the largest process of the runs so far (the command and its joblib workers,
+            # descendants this script has outlived)
+            "peak_rss_mb_largest_process": round(
                 resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024, 1),
             "rank1": rank1, "command": cmd[2:]}
 
