@@ -269,7 +269,7 @@ def _longest_first(todo: list) -> list:
     """The units in the order the workers take them: the longest expected first
     (:func:`_expected_cost`; ties in the given order), so that a long unit does not start last
     and leave the other workers idle while it runs (longest-processing-time-first
-    scheduling). The results are put back in the given order."""
+    scheduling); :func:`_execute` puts the results back in task order."""
     return sorted(todo, key=_expected_cost, reverse=True) if len(todo) > 1 else todo
 
 
