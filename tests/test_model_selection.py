@@ -211,6 +211,41 @@ def test_keep_current_puts_the_current_settings_first_once_and_ties_keep_them():
     assert tie.best_params == {"random_state": None}
 
 
+@pytest.mark.parametrize("rows, chosen", [
+    ([[0.50, 0.40, 0.60], [0.52, 0.38, 0.63]], 1.0),   # +0.01 on the mean, one fold worse
+    ([[0.50, 0.40, 0.60], [0.53, 0.42, 0.64]], 3.0),   # +0.03, better on every fold
+    ([[0.50, np.nan, 0.60], [0.52, 0.38, 0.63]], 3.0),  # the current failed: the best mean
+])
+def test_keep_current_leaves_the_current_setting_only_beyond_the_folds_noise(
+        monkeypatch, rows, chosen):
+    """With ``keep_current`` a stage keeps the current setting unless its best candidate beats
+    it by more than the standard error of the fold-by-fold differences."""
+    from crossmetric.protocols import model_selection as ms
+
+    X, Y, labels = make_data(n_ids=18, per_id=3, dy=5)
+    rows = np.asarray(rows)
+
+    def scored(est, grid, *a, **k):
+        from sklearn.model_selection import ParameterGrid
+
+        values = [c["scale"] for c in ParameterGrid(grid)]  # keep_current: the current first
+        cands = [{"params": {"scale": v}, "mean_score": float(r.mean()), "std_score": 0.0}
+                 for v, r in zip(values, rows, strict=True)]
+        means = np.array([c["mean_score"] for c in cands])
+        best = int(np.nanargmax(means))
+        return ms.SearchResult(dict(cands[best]["params"]), cands[best]["mean_score"], cands,
+                               "rank1", rows, np.zeros_like(rows), np.zeros_like(rows))
+
+    monkeypatch.setattr(ms, "search_params", scored)
+    res = ms.search_stages(SpyLearner(scale=1.0), [{"scale": [3.0]}], X, Y, labels,
+                           scoring="rank1", random_state=0, keep_current=True)
+    assert res.best_params == {"scale": chosen}
+    # the plain search (no current setting first) takes the best mean
+    plain = ms.search_stages(SpyLearner(scale=1.0), [{"scale": [1.0, 3.0]}], X, Y, labels,
+                             scoring="rank1", random_state=0)
+    assert plain.best_params == {"scale": 3.0}
+
+
 def test_candidate_keys_describe_the_fitted_learner_and_refuse_objects():
     from crossmetric import CCA
     from crossmetric.protocols.model_selection import candidate_key

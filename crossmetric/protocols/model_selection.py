@@ -62,7 +62,7 @@ from __future__ import annotations
 import time
 import warnings
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 
 import numpy as np
@@ -79,7 +79,8 @@ from crossmetric.protocols.views import cap_n_components
 from crossmetric.registry import StageIf
 
 __all__ = ["SCORINGS", "CMC_SCORE_RANK", "mean_cmc", "SearchResult", "object_folds",
-           "inner_pair_splits", "search_params", "search_stages", "StageIf", "candidate_key"]
+           "inner_pair_splits", "search_params", "search_stages", "StageIf", "candidate_key",
+           "beats_current"]
 
 #: validation measures of :func:`search_params` (besides a callable scorer)
 SCORINGS = ("auc", "rank1", "map", "cmc20")
@@ -528,7 +529,10 @@ def search_stages(estimator, stages, X, Y, labels, *, random_state=None,
         selection can return the settings it started from -- what ``crossmetric benchmark
         --tune`` does, so that a tuned learner is never worse on the inner folds than its
         defaults (a closed form's ``"auto"`` size, which may keep the untrained distance; a
-        learner's full rank). A grid that already holds it keeps it once.
+        learner's full rank). A grid that already holds it keeps it once. The current setting
+        is then left only for a candidate that beats it beyond the folds' noise
+        (:func:`beats_current`): the best of many candidates on a few inner folds is partly
+        the luckiest, and the defaults are the guarded choice.
     **search_kw
         Passed to :func:`search_params` (``n_splits``, ``group``, ``scoring``, ...).
 
@@ -570,6 +574,9 @@ def search_stages(estimator, stages, X, Y, labels, *, random_state=None,
             grid = _current_first(est, grid)
         result = search_params(est, grid, X, Y, labels, random_state=seed, memo=memo,
                                **search_kw)
+        if keep_current and not beats_current(result):
+            result = replace(result, best_params=dict(result.candidates[0]["params"]),
+                             best_score=result.candidates[0]["mean_score"])
         candidates += [{**cd, "params": {**chosen, **cd["params"]}, "stage": k}
                        for cd in result.candidates]
         chosen.update(result.best_params)
@@ -582,6 +589,42 @@ def search_stages(estimator, stages, X, Y, labels, *, random_state=None,
                for name in ("fold_scores", "fit_times", "score_times")]
     return SearchResult(chosen, results[-1].best_score, candidates, results[-1].scoring,
                         *stacked)
+
+
+def beats_current(result: SearchResult) -> bool:
+    """Whether ``result``'s choice beats its first candidate (the current setting) beyond the
+    inner folds' noise: its mean fold score is higher by more than the standard error of the
+    fold-by-fold differences (the one-standard-error rule, Hastie, Tibshirani & Friedman,
+    *The Elements of Statistical Learning*, §7.10, on paired folds, the current setting in
+    the place of the simplest model).
+
+    The choice is the first candidate itself, or the current setting failed on a fold, or
+    there is a single fold: the plain rule (the best mean) stands.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from crossmetric.protocols.model_selection import SearchResult, beats_current
+    >>> def result(rows):
+    ...     rows = np.asarray(rows)
+    ...     cands = [{"params": {"k": i}, "mean_score": float(r.mean())}
+    ...              for i, r in enumerate(rows)]
+    ...     best = int(np.argmax(rows.mean(axis=1)))
+    ...     return SearchResult({"k": best}, cands[best]["mean_score"], cands, "rank1", rows)
+    >>> beats_current(result([[0.50, 0.40, 0.60], [0.52, 0.38, 0.63]]))  # +0.01, noisy
+    False
+    >>> beats_current(result([[0.50, 0.40, 0.60], [0.53, 0.42, 0.64]]))  # +0.03 on each
+    True
+    """
+    scores = result.fold_scores
+    if scores is None or scores.shape[1] < 2 or not np.isfinite(scores[0]).all():
+        return True
+    means = np.array([c["mean_score"] for c in result.candidates], dtype=float)
+    best = int(np.nanargmax(means))  # the scan's choice: the best mean, the first on ties
+    if best == 0:
+        return True
+    diff = scores[best] - scores[0]
+    return bool(diff.mean() > diff.std(ddof=1) / np.sqrt(diff.size))
 
 
 def _current_first(est, grid) -> list:
