@@ -405,6 +405,30 @@ def test_early_stopping_on_held_out_rank1(digits):
                 preprocessor=(X[:6], Y[:6])).fit(*instance_pairs(6))
 
 
+def test_early_stopping_auto_holds_out_from_30_identities_and_keeps_the_start(digits):
+    X, Y, _ = digits
+    kw = {**SMALL, "n_identities": 8, "validation_every": 3, "early_stopping": "auto"}
+    few = DeepGSM(**kw, preprocessor=(X[:29], Y[:29])).fit(*instance_pairs(29))
+    assert few.n_identities_ == 29 and few.validation_scores_ == []  # classes, not held out
+    assert few.best_iteration_ is None
+    some = DeepGSM(**kw, preprocessor=(X[:40], Y[:40])).fit(*instance_pairs(40))
+    assert some.n_identities_ == 32  # 8 of the 40 held out (validation_fraction 0.2)
+    # the initial network is the first check; the kept weights are the best check's
+    assert some.validation_iterations_ == [0, 3, 6]  # the start, then every 3 rounds
+    best = int(np.argmax(some.validation_scores_))
+    assert some.best_iteration_ == some.validation_iterations_[best]
+    plain = DeepGSM(**{**kw, "early_stopping": False}, preprocessor=(X[:40], Y[:40]))
+    assert plain.fit(*instance_pairs(40)).n_identities_ == 40
+    # a start no check beats is returned unchanged: at a learning rate of 1e-30 every check
+    # scores the initial weights (no step moves them), and the first (the start) is kept
+    frozen = DeepGSM(**{**kw, "learning_rate": 1e-30, "weight_decay": 0.0, "mu": 0.0},
+                     preprocessor=(X[:40], Y[:40])).fit(*instance_pairs(40))
+    assert frozen.best_iteration_ == 0
+    with pytest.raises(ValueError, match="early_stopping must be 'auto', True or False"):
+        DeepGSM(**{**kw, "early_stopping": "yes"},
+                preprocessor=(X[:40], Y[:40])).fit(*instance_pairs(40))
+
+
 # ------------------------------------------------------------------------ backbones
 class TinyBackbone(torch.nn.Module):
     def __init__(self, c=1, width=10):
@@ -569,7 +593,8 @@ def test_weight_averaging_with_early_stopping_scores_the_mean(digits):
     m = DeepGSM(**{**SMALL, "max_iter": 60, "n_identities": 16}, average_from=0.5,
                 early_stopping=True, validation_fraction=0.25, validation_every=10,
                 patience=10, preprocessor=(X[:120], Y[:120])).fit(pairs, y)
-    assert len(m.validation_scores_) == 6
+    assert len(m.validation_scores_) == 7  # the initial network, then every 10 rounds
+    assert m.validation_iterations_ == [0, 10, 20, 30, 40, 50, 60]
     # the kept model is the one validated: averaged over the rounds 30 .. best_iteration
     assert m.n_averaged_ == max(0, m.best_iteration_ - 30)
 

@@ -12,7 +12,11 @@ import warnings
 
 import numpy as np
 
-from crossmetric._solvers.early_stopping import identity_validation
+from crossmetric._solvers.early_stopping import (
+    AUTO_MAX_IDENTITIES,
+    AUTO_MIN_IDENTITIES,
+    identity_validation,
+)
 from crossmetric._utils.checks import as_float_array, user_stacklevel
 from crossmetric.deep.augment import make_augmentation
 from crossmetric.deep.data import (
@@ -182,6 +186,18 @@ def _hold_out(x, ids_x, y, ids_y, fraction: float, seed: int):
     return (x, ids_x, y, ids_y), val
 
 
+def holds_out(p, ids_x, ids_y) -> bool:
+    """Whether a training run holds out identities: ``early_stopping`` itself, or for
+    ``"auto"`` whether the identities with images in both domains number between
+    :data:`~crossmetric._solvers.early_stopping.AUTO_MIN_IDENTITIES` and
+    :data:`~crossmetric._solvers.early_stopping.AUTO_MAX_IDENTITIES` (the rule of every
+    learner's ``early_stopping="auto"``)."""
+    if isinstance(p.early_stopping, str):
+        n_ids = np.intersect1d(ids_x, ids_y).size
+        return AUTO_MIN_IDENTITIES <= n_ids < AUTO_MAX_IDENTITIES
+    return bool(p.early_stopping)
+
+
 def round_data(p, x, ids_x, y, ids_y, shape, channels, seed: int, rank: int, world: int):
     """``(ds, sampler, ids_x, ids_y, val, k, n_pairs)`` of a training run of parameters ``p``.
 
@@ -189,7 +205,7 @@ def round_data(p, x, ids_x, y, ids_y, shape, channels, seed: int, rank: int, wor
     ``ids_y`` those of the training images; ``k`` the identities per round.
     """
     val = None
-    if p.early_stopping:
+    if holds_out(p, ids_x, ids_y):
         (x, ids_x, y, ids_y), val = _hold_out(x, ids_x, y, ids_y, p.validation_fraction,
                                              seed)
     tf = make_augmentation(p.augment, shape)

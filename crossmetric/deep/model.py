@@ -140,12 +140,20 @@ class DeepGSM(FittingMixin, EmbeddingMixin, SavingMixin, CrossModalMixin, BaseEs
         training step changes. With ``early_stopping`` the validation scores the weights
         training would return (the mean once it has begun). A run stopped before the first
         averaged round returns the last weights (``n_averaged_ = 0``).
-    early_stopping : bool, default=False
-        Hold out ``validation_fraction`` of the identities; every ``validation_every``
-        iterations measure rank-1 (second-domain probes against the first-domain gallery of
-        the held-out identities, at most 2,000 images a side, a seeded subset above, as the
-        other learners' hold-out; ties count as misses); stop after ``patience`` checks
-        without improvement and restore the best weights.
+    early_stopping : bool or "auto", default=False
+        Hold out ``validation_fraction`` of the identities; measure rank-1 (second-domain
+        probes against the first-domain gallery of the held-out identities, at most 2,000
+        images a side, a seeded subset above, as the other learners' hold-out; ties count as
+        misses) of the initial network and every ``validation_every`` iterations; stop after
+        ``patience`` checks without improvement and restore the best weights (the initial
+        ones when no check beats them). ``"auto"``: on with 30 to 999 identities that have
+        images in both domains -- the rule of every crossmetric learner's
+        ``early_stopping="auto"`` -- off otherwise. ``False`` (the paper's plain run) is the
+        default here, unlike the learners on features: a network trained from scratch on a
+        few hundred identities climbs its held-out rank-1 slowly and noisily, and the hold-out
+        both takes a fifth of the identities and stops it before its schedule's later rates
+        (CUFS photo → sketch at 100 × 125, 292 training persons, 3 splits: rank-1 16.8 % plain,
+        8.0 % with the hold-out).
     validation_fraction : float, default=0.2
     validation_every : int or None, default=None
         ``None``: once per epoch of the batch generator.
@@ -251,11 +259,12 @@ class DeepGSM(FittingMixin, EmbeddingMixin, SavingMixin, CrossModalMixin, BaseEs
     channels_ : tuple (c_x, c_y)
     stop_reason_ : {"max_iter", "tol", "max_time", "early_stopping"}
     validation_scores_ : list of float
-        Validation rank-1 of every check (``early_stopping=True``; else empty): as in every
+        Validation rank-1 of every check, the initial network's first (when identities were
+        held out, see ``early_stopping``; else empty): as in every
         crossmetric learner, one float per check, higher is better, the quantity whose best
         check is kept.
     validation_iterations_ : list of int
-        The training round of each check.
+        The training round of each check (0: the initial network).
     best_iteration_ : int or None
     n_averaged_ : int
         Rounds whose weights make up the model (``average_from``); 0 without averaging.
@@ -289,7 +298,7 @@ class DeepGSM(FittingMixin, EmbeddingMixin, SavingMixin, CrossModalMixin, BaseEs
                  optimizer: str = "sgd", momentum: float = 0.9, lr_schedule: str = "cosine",
                  weight_decay: float = 5e-4, mu: float = 5e-4, init: str = "default",
                  augment=1, test_flip: bool = False, hard_negatives: int | None = None,
-                 average_from: float | None = None, early_stopping: bool = False,
+                 average_from: float | None = None, early_stopping: bool | str = False,
                  validation_fraction: float = 0.2, validation_every: int | None = None,
                  patience: int = 5, tol: float | None = 1e-4, n_iter_no_change: int = 200,
                  backbone=None, weights=None, amp="auto", n_processes: int = 1,

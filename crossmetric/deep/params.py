@@ -64,6 +64,9 @@ def check_params(p) -> None:
             and not isinstance(p.average_from, bool) and 0 <= p.average_from < 1):
         raise ValueError(f"average_from must be None or a fraction in [0, 1) of max_iter, "
                          f"got {p.average_from!r}.")
+    if p.early_stopping not in ("auto", True, False):
+        raise ValueError(f"early_stopping must be 'auto', True or False, got "
+                         f"{p.early_stopping!r}.")
     if not (isinstance(p.validation_fraction, (float, int))
             and 0 < p.validation_fraction < 1):
         raise ValueError(f"validation_fraction must be in (0, 1), got "

@@ -197,6 +197,8 @@ class _Run:
         verbose = p.verbose and self.rank == 0
         if verbose:
             print(f"{'iter':>7} {'objective':>11} {'lr':>9} {'time (s)':>9}")
+        if score is not None and not self.val_scores:
+            self.validate(done, score)  # the start: a check training must beat to replace it
         bar = tqdm(total=self.max_iter, initial=self.start,
                    disable=not p.progress or self.rank != 0, desc="DeepGSM", leave=False)
         tensors, weights_cache = penalised(net), {}
