@@ -75,6 +75,32 @@ def test_joint_reduction_is_one_pca_of_both_views(data):
         GSM(joint_reduction="yes", preprocessor=(d.X, d.Y)).fit(pairs, y)
 
 
+def test_per_modality_reduction_of_wide_views_keeps_corresponding_coordinates():
+    from crossmetric.learners._gsm_reduction import fit_reducers
+
+    rng = np.random.RandomState(0)
+    X, Y = rng.randn(12, 30) + 1.0, rng.randn(9, 30) - 2.0  # fewer rows than features
+    rx, ry = fit_reducers(X, Y, joint=False, n_components=None, whiten=False,
+                          feature_norm=2.0, rng=np.random.RandomState(0))
+    (kx, px, cx), (ky, py, cy) = rx, ry
+    assert kx == ky == "pca" and px.n_components_ == 12 + 9 - 2
+    np.testing.assert_array_equal(px.components_, py.components_)  # one basis
+    np.testing.assert_allclose(px.mean_, X.mean(0))  # each modality its own mean
+    np.testing.assert_allclose(py.mean_, Y.mean(0))
+    # every training sample kept exactly, on axes that correspond: before each modality's
+    # scale, distances are those of the centred views (two separate span PCAs would compare
+    # unrelated axes)
+    assert cx > 0 and cy > 0
+    Zx, Zy = px.transform(X), py.transform(Y)
+    D = ((Zx[:, None, :] - Zy[None]) ** 2).sum(-1)
+    Dc = (((X - X.mean(0))[:, None, :] - (Y - Y.mean(0))[None]) ** 2).sum(-1)
+    np.testing.assert_allclose(D, Dc, rtol=1e-8)
+    # rows that span every feature together: centring only, on the full width
+    wide_enough = fit_reducers(X[:, :10], Y[:, :10], joint=False, n_components=None,
+                               whiten=False, feature_norm=2.0, rng=np.random.RandomState(0))
+    assert [r[0] for r in wide_enough] == ["scale", "scale"]
+
+
 def test_rank_sets_the_rows_of_the_l_matrices(data):
     d, pairs, y = data
     m = GSM(n_components=6, rank=2, max_iter=20, random_state=0, preprocessor=(d.X, d.Y))

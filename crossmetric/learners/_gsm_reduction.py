@@ -8,6 +8,8 @@ scalar, or per-feature standard deviations when whitening without a PCA.
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 from sklearn.decomposition import PCA
 
@@ -57,13 +59,18 @@ def fit_reducers(X: np.ndarray, Y: np.ndarray, *, joint: bool, n_components, whi
                  feature_norm: float, rng) -> tuple[tuple, tuple]:
     """The reducers of both modalities, fitted on their training rows ``X`` and ``Y``.
 
-    ``joint=False``: one reduction per modality. ``joint=True`` (views of equal width, one
+    ``joint=False``: one reduction per modality (with ``n_components=None`` on views of one
+    width wider than their rows, on one shared basis: :func:`_shared_span_reducers`).
+    ``joint=True`` (views of equal width, one
     descriptor of both): one reduction fitted on the rows of both stacked, used for both --
     coordinates that correspond between the modalities, as the paper's shared layer gives
     and as the tied structures (``B = A``) assume.
     """
     kw = {"n_components": n_components, "whiten": whiten, "feature_norm": feature_norm,
           "rng": rng}
+    if not joint and n_components is None and X.shape[1] == Y.shape[1] and (
+            X.shape[0] <= X.shape[1] or Y.shape[0] <= Y.shape[1]):
+        return _shared_span_reducers(X, Y, whiten=whiten, feature_norm=feature_norm, rng=rng)
     if not joint:
         return fit_reducer(X, "X", **kw), fit_reducer(Y, "Y", **kw)
     if X.shape[1] != Y.shape[1]:
@@ -71,3 +78,31 @@ def fit_reducers(X: np.ndarray, Y: np.ndarray, *, joint: bool, n_components, whi
                          f"features, got {X.shape[1]} and {Y.shape[1]}.")
     red = fit_reducer(np.vstack([X, Y]), "X and Y", **kw)
     return red, red
+
+
+def _shared_span_reducers(X: np.ndarray, Y: np.ndarray, *, whiten: bool,
+                          feature_norm: float, rng) -> tuple[tuple, tuple]:
+    """Per-modality reducers of views of one width wider than a modality's rows
+    (``n_components=None``): each modality centred on its own mean and scaled on its own, both
+    on one basis -- the span of the two modalities' centred rows -- so that the coordinates
+    still correspond between the modalities (the identity start is then the untrained
+    distance of the centred views, as on the unreduced views) and every training sample is
+    kept exactly. Two separate span PCAs would give each modality its own axes, and the
+    identity start would compare unrelated coordinates. Where the two spans fill every
+    feature, centring only (no basis)."""
+    mx, my = X.mean(axis=0), Y.mean(axis=0)
+    k = X.shape[0] + Y.shape[0] - 2  # the rank of the two centred row sets at most
+    if k >= X.shape[1]:
+        return (("scale", mx, global_scale(X - mx, feature_norm)),
+                ("scale", my, global_scale(Y - my, feature_norm)))
+    # a seed drawn per "pca" reducer, as fit_reducer draws (reduced_views relies on it)
+    seeds = [rng.randint(2**31 - 1) for _ in range(2)]
+    pca = PCA(n_components=max(k, 1), whiten=bool(whiten), random_state=seeds[0])
+    pca.fit(np.vstack([X - mx, Y - my]))
+    out = []
+    for Z, mean in ((X, mx), (Y, my)):
+        side = copy.deepcopy(pca)
+        side.mean_ = mean  # PCA.transform subtracts mean_ before the shared components_
+        scale = 1.0 if whiten else global_scale(side.transform(Z), feature_norm)
+        out.append(("pca", side, scale))
+    return out[0], out[1]
