@@ -36,7 +36,7 @@ CASES = {
     "ltp": (lambda: features.LBPGrid(grid=(10, 8), threshold=5), (48, 128), 9440),
     "patch-color-sift": (lambda: features.PatchColorSIFT(dtype=np.float64), (48, 128), 129024),
     "hog": (lambda: features.HOG(), (48, 128), None),
-    "strips": (lambda: features.StripHistograms(), (48, 128), 924),
+    "strips": (lambda: features.StripHistograms(normalize="root"), (48, 128), 924),
 }
 NEEDS_CV2 = ("dense-sift", "patch-color-sift")
 

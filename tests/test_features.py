@@ -102,6 +102,10 @@ def test_strip_histograms_gray_and_vector_normalisation(images):
     vec = StripHistograms(normalize="vector").fit_transform(images)
     np.testing.assert_allclose(vec.sum(axis=1), 1.0)
     np.testing.assert_allclose(vec * 60, StripHistograms().fit_transform(images))
+    # "root": the Hellinger map of each unit histogram (each histogram's squares sum to 1)
+    root = StripHistograms(normalize="root").fit_transform(images)
+    np.testing.assert_allclose(root, np.sqrt(StripHistograms().fit_transform(images)))
+    np.testing.assert_allclose((root ** 2).sum(axis=1), 60.0)
 
 
 def test_strip_histograms_options_and_input_forms(images):

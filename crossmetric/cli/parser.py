@@ -129,7 +129,8 @@ def _benchmark_data_options(d) -> None:
     d.add_argument("--descriptor", choices=_DESCRIPTORS, default=None, metavar="NAME",
                    help="image features. Faces / sketches: hog (default for --images, "
                         "pku-sketch), dense-sift (sides >= 160 px), lbp, ltp. Re-id, sized "
-                        "for 48x128 crops (--size 48x128): lomo, strips (default for viper), "
+                        "for 48x128 crops (--size 48x128): lomo, strips (default for viper; "
+                        "square-rooted colour and LBP histograms, normalize='root'), "
                         "patch-color-sift (129,024 features at 48x128, more on larger "
                         "images). pixels: grey levels")
     d.add_argument("--descriptor-param", dest="descriptor_params", action="append",

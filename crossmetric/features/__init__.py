@@ -190,12 +190,17 @@ class StripHistograms(TransformerMixin, BaseEstimator):
     lbp_method : {"uniform", "nri_uniform", "default", "ror", "var"... }, default="uniform"
         Passed to scikit-image. ``"uniform"`` has ``P + 2`` codes, ``"nri_uniform"``
         ``P (P − 1) + 3``, ``"default"`` / ``"ror"`` ``2^P``.
-    normalize : {"histogram", "vector"}, default="histogram"
+    normalize : {"histogram", "vector", "root"}, default="histogram"
         ``"histogram"``: every histogram sums to 1 (the paper, literally); the vector then sums
         to the number of histograms (60 with the defaults). ``"vector"``: in addition the whole
         vector is divided by the number of histograms, so it sums to 1 -- the relative weights
         of the histograms are unchanged, only the scale of χ² distances is (a χ²-RBF kernel
-        with ``γ = 1`` is then meaningful; see :mod:`crossmetric.reproduce`).
+        with ``γ = 1`` is then meaningful; see :mod:`crossmetric.reproduce`). ``"root"``:
+        every histogram sums to 1, then the square root of every bin (the Hellinger map of
+        :class:`crossmetric.kernels.HellingerMap`, as RootSIFT does for SIFT): Euclidean
+        distances become Hellinger distances between the histograms, inner products their
+        Bhattacharyya coefficients, and linear methods on the result are the papers' ``-sqrt``
+        variants (pcca §4). ``crossmetric benchmark --descriptor strips`` uses it.
 
     Attributes
     ----------
@@ -244,8 +249,8 @@ class StripHistograms(TransformerMixin, BaseEstimator):
     def _check_params(self):
         check_positive_int(self.n_strips, "n_strips")
         check_positive_int(self.n_bins, "n_bins")
-        if self.normalize not in ("histogram", "vector"):
-            raise ValueError(f"normalize must be 'histogram' or 'vector', got "
+        if self.normalize not in ("histogram", "vector", "root"):
+            raise ValueError(f"normalize must be 'histogram', 'vector' or 'root', got "
                              f"{self.normalize!r}.")
         if self.lbp:
             check_positive_int(self.lbp_points, "lbp_points")
@@ -337,6 +342,8 @@ class StripHistograms(TransformerMixin, BaseEstimator):
             out[start:start + m] = (counts / per_strip[None, :, None]).reshape(m, -1)
         if self.normalize == "vector":
             out /= S * len(sizes)
+        elif self.normalize == "root":
+            np.sqrt(out, out=out)
         return out
 
 

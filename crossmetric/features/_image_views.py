@@ -41,7 +41,8 @@ class _GreyPixels(TransformerMixin, BaseEstimator):
 #: descriptor name -> (its class: a name in :mod:`crossmetric.features` or a class, the
 #: parameters that differ from the class's defaults). Faces and sketches: hog, dense-sift
 #: (the CML-AUC paper's), lbp and ltp (the CMML paper's: uniform LTP, threshold 5 grey levels, on
-#: 10 x 8 cells); re-id: lomo, strips (the PCCA paper's), patch-color-sift (the GSM paper's).
+#: 10 x 8 cells); re-id: lomo, strips (the PCCA paper's histograms, square-rooted: compared by
+#: the Hellinger distance, the input of the paper's PCCA-sqrt), patch-color-sift (the GSM paper's).
 #: LOMO and PatchColorSIFT compute in float64 here, the dtype describe_images returns, so that no
 #: float32 copy of their wide rows is kept beside it.
 _DESCRIPTOR_SPECS: dict[str, tuple[str | type, dict]] = {
@@ -50,7 +51,7 @@ _DESCRIPTOR_SPECS: dict[str, tuple[str | type, dict]] = {
     "lbp": ("LBPGrid", {"grid": (10, 8)}),
     "ltp": ("LBPGrid", {"grid": (10, 8), "threshold": 5}),
     "lomo": ("LOMO", {"dtype": np.float64}),
-    "strips": ("StripHistograms", {}),
+    "strips": ("StripHistograms", {"normalize": "root"}),
     "patch-color-sift": ("PatchColorSIFT", {"dtype": np.float64}),
     "pixels": (_GreyPixels, {}),
 }
