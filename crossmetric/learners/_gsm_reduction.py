@@ -35,16 +35,22 @@ def fit_reducer(Z: np.ndarray, name: str, *, n_components, whiten: bool,
     if n_components is None and Z.shape[0] <= Z.shape[1]:
         n_components = max(Z.shape[0] - 1, 1)
     if n_components is None:
-        mean = Z.mean(axis=0)
-        if whiten:  # per-feature standardisation
-            scale = Z.std(axis=0)
-            return ("scale", mean, np.where(scale > 0, scale, 1.0))
-        return ("scale", mean, global_scale(Z - mean, feature_norm))
+        return _centring(Z, whiten, feature_norm)
     k = check_n_components(n_components, min(Z.shape),
                            what=f"the number of distinct samples and features of {name}")
     pca = PCA(n_components=k, whiten=bool(whiten), random_state=rng.randint(2**31 - 1))
     Zr = pca.fit_transform(Z)
     return ("pca", pca, 1.0 if whiten else global_scale(Zr, feature_norm))
+
+
+def _centring(Z: np.ndarray, whiten: bool, feature_norm: float) -> tuple:
+    """The reducer that only centres the rows ``Z`` and scales them: per feature when
+    ``whiten``, else by :func:`global_scale`."""
+    mean = Z.mean(axis=0)
+    if whiten:  # per-feature standardisation
+        scale = Z.std(axis=0)
+        return ("scale", mean, np.where(scale > 0, scale, 1.0))
+    return ("scale", mean, global_scale(Z - mean, feature_norm))
 
 
 def apply_reducer(reducer: tuple, Z: np.ndarray) -> np.ndarray:
@@ -86,15 +92,14 @@ def _shared_span_reducers(X: np.ndarray, Y: np.ndarray, *, whiten: bool,
     (``n_components=None``): each modality centred on its own mean and scaled on its own, both
     on one basis -- the span of the two modalities' centred rows -- so that the coordinates
     still correspond between the modalities (the identity start is then the untrained
-    distance of the centred views, as on the unreduced views) and every training sample is
-    kept exactly. Two separate span PCAs would give each modality its own axes, and the
-    identity start would compare unrelated coordinates. Where the two spans fill every
-    feature, centring only (no basis)."""
-    mx, my = X.mean(axis=0), Y.mean(axis=0)
+    distance of the centred views, each at its own scale, as on unreduced views) and every
+    training sample is kept exactly. Two separate span PCAs would give each modality its own
+    axes, and the identity start would compare unrelated coordinates. Where the two spans
+    fill every feature, centring only (no basis)."""
     k = X.shape[0] + Y.shape[0] - 2  # the rank of the two centred row sets at most
     if k >= X.shape[1]:
-        return (("scale", mx, global_scale(X - mx, feature_norm)),
-                ("scale", my, global_scale(Y - my, feature_norm)))
+        return _centring(X, whiten, feature_norm), _centring(Y, whiten, feature_norm)
+    mx, my = X.mean(axis=0), Y.mean(axis=0)
     # a seed drawn per "pca" reducer, as fit_reducer draws (reduced_views relies on it)
     seeds = [rng.randint(2**31 - 1) for _ in range(2)]
     pca = PCA(n_components=max(k, 1), whiten=bool(whiten), random_state=seeds[0])
