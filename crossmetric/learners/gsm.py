@@ -125,17 +125,11 @@ class GSM(GSMTowersMixin, CrossModalMixin, BaseEstimator):
     Parameters
     ----------
     n_components : int or None, default=None
-        Each modality is first reduced to ``n_components`` dimensions by PCA (fitted on the
-        distinct training samples of that modality; the paper's reduction layer of §5.5 (i),
-        here unsupervised), or only centred when ``None``; then scaled as set by ``whiten`` and
-        ``feature_norm``. ``None`` on views wider than their training samples is the PCA onto
-        the samples' span (exact for them, no d × d parameter): of both modalities' samples
-        with a joint reduction; with one reduction per modality, each modality's own span, or
-        for views of one width one basis of both modalities' centred samples, each modality
-        keeping its own mean and scale, so that coordinates still correspond (the identity
-        start needs them). The L
-        matrices have ``r = n_components`` rows (square, as in the paper), or the smaller
-        reduced width when ``None`` (``rank`` sets r).
+        Each modality is reduced to ``n_components`` dimensions by PCA (fitted on its distinct
+        training samples; the paper's reduction layer of §5.5 (i), here unsupervised), or only
+        centred when ``None`` (views wider than their samples: onto their span, one basis for
+        both modalities of one width); then scaled (``whiten``, ``feature_norm``). The L
+        matrices have ``r = n_components`` rows (as in the paper), else the smaller width.
     structure : {"generalized", "linear", "ladf", "joint_bayesian", "euclidean", \
 "inner_product"}, default="generalized"
         ``"generalized"``: eq. (1)-(3) with all of L_A, L_B, L_Cx, L_Cy, d, e free.
