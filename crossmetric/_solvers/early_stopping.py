@@ -61,6 +61,7 @@ from crossmetric.pairs._pair_data import PairData, used_pairs
 
 __all__ = ["AUTO_MAX_IDENTITIES", "EarlyStopping", "Validation", "validation_split",
            "check_early_stopping", "resolve_early_stopping", "describes_identities",
+           "auto_identity_count",
            "split_pairs", "identity_folds", "fold_seed", "scan_identity_folds", "choose_start",
            "identity_validation",
            "vector_monitor", "clear"]
@@ -127,6 +128,12 @@ def resolve_early_stopping(estimator, data: PairData, y: np.ndarray, tied: bool)
     return describes_identities(data, y, tied)
 
 
+def auto_identity_count(n_identities: int) -> bool:
+    """Whether ``early_stopping="auto"`` holds out from this many identities: between
+    :data:`AUTO_MIN_IDENTITIES` and :data:`AUTO_MAX_IDENTITIES` (excluded)."""
+    return AUTO_MIN_IDENTITIES <= n_identities < AUTO_MAX_IDENTITIES
+
+
 def describes_identities(data: PairData, y: np.ndarray, tied: bool) -> bool:
     """The rule of ``early_stopping="auto"``: the pairs describe between
     :data:`AUTO_MIN_IDENTITIES` and :data:`AUTO_MAX_IDENTITIES` identities, every
@@ -134,8 +141,7 @@ def describes_identities(data: PairData, y: np.ndarray, tied: bool) -> bool:
     _, offset, _, comp = _components(data.ix, data.iy, y, data.X.shape[0], data.Y.shape[0],
                                      tied)
     pos = y == 1
-    n_ids = np.unique(comp[data.ix[pos]]).size
-    if not AUTO_MIN_IDENTITIES <= n_ids < AUTO_MAX_IDENTITIES:
+    if not auto_identity_count(np.unique(comp[data.ix[pos]]).size):
         return False
     return positive_completeness(comp, data.ix, data.iy + offset, y, data.X.shape[0],
                                  tied) >= 1.0 - 1e-9

@@ -12,11 +12,7 @@ import warnings
 
 import numpy as np
 
-from crossmetric._solvers.early_stopping import (
-    AUTO_MAX_IDENTITIES,
-    AUTO_MIN_IDENTITIES,
-    identity_validation,
-)
+from crossmetric._solvers.early_stopping import auto_identity_count, identity_validation
 from crossmetric._utils.checks import as_float_array, user_stacklevel
 from crossmetric.deep.augment import make_augmentation
 from crossmetric.deep.data import (
@@ -188,13 +184,10 @@ def _hold_out(x, ids_x, y, ids_y, fraction: float, seed: int):
 
 def holds_out(p, ids_x, ids_y) -> bool:
     """Whether a training run holds out identities: ``early_stopping`` itself, or for
-    ``"auto"`` whether the identities with images in both domains number between
-    :data:`~crossmetric._solvers.early_stopping.AUTO_MIN_IDENTITIES` and
-    :data:`~crossmetric._solvers.early_stopping.AUTO_MAX_IDENTITIES` (the rule of every
-    learner's ``early_stopping="auto"``)."""
+    ``"auto"`` the learners' rule on the identities with images in both domains
+    (:func:`crossmetric._solvers.early_stopping.auto_identity_count`)."""
     if isinstance(p.early_stopping, str):
-        n_ids = np.intersect1d(ids_x, ids_y).size
-        return AUTO_MIN_IDENTITIES <= n_ids < AUTO_MAX_IDENTITIES
+        return auto_identity_count(np.intersect1d(ids_x, ids_y).size)
     return bool(p.early_stopping)
 
 
