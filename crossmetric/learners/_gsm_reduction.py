@@ -67,10 +67,10 @@ def fit_reducers(X: np.ndarray, Y: np.ndarray, *, joint: bool, n_components, whi
 
     ``joint=False``: one reduction per modality (with ``n_components=None`` on views of one
     width wider than their rows, on one shared basis: :func:`_shared_span_reducers`).
-    ``joint=True`` (views of equal width, one
-    descriptor of both): one reduction fitted on the rows of both stacked, used for both --
-    coordinates that correspond between the modalities, as the paper's shared layer gives
-    and as the tied structures (``B = A``) assume.
+    ``joint=True`` (views of equal width, one descriptor of both): one reduction fitted on
+    the rows of both stacked, used for both -- coordinates that correspond between the
+    modalities, as the paper's shared layer gives and as the tied structures (``B = A``)
+    assume.
     """
     kw = {"n_components": n_components, "whiten": whiten, "feature_norm": feature_norm,
           "rng": rng}
