@@ -363,6 +363,12 @@ class NystroemMap(TransformerMixin, BaseEstimator):
     random_state : int, RandomState instance or None
     block_elements : int, default=4194304
         Kernel values computed per block in :meth:`transform`.
+    center : bool, default=False
+        Subtract the mean feature vector of the samples given to :meth:`fit`: the features of
+        the centred kernel (as kernel PCA and kernel CCA centre it). Distances between samples
+        mapped by one map do not change; two maps fitted on two modalities then share an
+        origin, each its own modality's mean, which a map without bias (a tower ``A φ(x)``)
+        cannot learn.
 
     Attributes
     ----------
@@ -370,17 +376,29 @@ class NystroemMap(TransformerMixin, BaseEstimator):
     landmarks_ : ndarray of shape (m, n_features)
     normalization_ : ndarray of shape (m, m)
         ``K_mm^{-1/2}`` (pseudo-inverse square root).
+    feature_mean_ : ndarray of shape (m,)
+        ``center=True`` only: the mean of ``φ`` over the fitted samples.
     n_features_in_ : int
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from crossmetric.kernels import NystroemMap
+    >>> X = np.random.RandomState(0).rand(30, 4)
+    >>> Phi = NystroemMap(gamma=1.0, n_landmarks=10, center=True, random_state=0).fit_transform(X)
+    >>> Phi.shape, bool(np.allclose(Phi.mean(axis=0), 0.0))
+    ((30, 10), True)
     """
 
     def __init__(self, kernel: str = "rbf", *, gamma: float | None = None,
                  n_landmarks: int = 1000, random_state: int | np.random.RandomState | None = None,
-                 block_elements: int = _BLOCK_ELEMENTS):
+                 block_elements: int = _BLOCK_ELEMENTS, center: bool = False):
         self.kernel = kernel
         self.gamma = gamma
         self.n_landmarks = n_landmarks
         self.random_state = random_state
         self.block_elements = block_elements
+        self.center = center
 
     def fit(self, X: ArrayLike, y: ArrayLike | None = None) -> Self:
         """Draw the landmarks and compute ``K_mm^{-1/2}``."""
@@ -408,6 +426,9 @@ class NystroemMap(TransformerMixin, BaseEstimator):
             S = np.maximum(S, 1e-12)
             self.normalization_ = (U / np.sqrt(S)) @ Vt
         self.n_features_in_ = X.shape[1]
+        self.__dict__.pop("feature_mean_", None)  # a refit
+        if self.center:
+            self.feature_mean_ = self.transform(X).mean(axis=0)
         return self
 
     def transform(self, X: ArrayLike) -> np.ndarray:
@@ -425,7 +446,8 @@ class NystroemMap(TransformerMixin, BaseEstimator):
         for sl in gen_batches(X.shape[0], rows):
             out[sl] = _kernel_block(X[sl], self.landmarks_, self.kernel,
                                     self.gamma_) @ self.normalization_.T
-        return out
+        mean = getattr(self, "feature_mean_", None)
+        return out if mean is None else out - mean
 
 
 # ------------------------------------------------------- linear learners on kernel coordinates

@@ -97,6 +97,44 @@ def test_cmml_nystroem_mixed_towers(digits):
     assert auc > 0.9
 
 
+def test_centred_map_keeps_distances_and_gives_each_modality_its_origin():
+    rng = np.random.RandomState(0)
+    X, Xnew = rng.rand(60, 5), rng.rand(9, 5)
+    plain = NystroemMap(gamma=2.0, n_landmarks=40, random_state=0).fit(X)
+    centred = NystroemMap(gamma=2.0, n_landmarks=40, random_state=0, center=True).fit(X)
+    np.testing.assert_allclose(centred.transform(X).mean(axis=0), 0.0, atol=1e-12)
+    np.testing.assert_allclose(centred.transform(Xnew),
+                               plain.transform(Xnew) - plain.transform(X).mean(axis=0))
+    d = np.linalg.norm(plain.transform(Xnew)[:, None] - plain.transform(X)[None], axis=2)
+    dc = np.linalg.norm(centred.transform(Xnew)[:, None] - centred.transform(X)[None], axis=2)
+    np.testing.assert_allclose(dc, d, atol=1e-10)  # one map: distances unchanged
+    assert not hasattr(centred.set_params(center=False).fit(X), "feature_mean_")  # a refit
+
+
+def test_cmml_nystroem_towers_are_centred_so_the_closed_form_start_is_exact():
+    # two modalities whose kernel features have different means: CCA's distance of centred
+    # samples is a point of two bias-free towers only on centred features
+    rng = np.random.RandomState(0)
+    Z = rng.normal(size=(80, 3))
+    X = np.tanh(Z @ rng.normal(size=(3, 6))) + 2.0
+    Y = (Z @ rng.normal(size=(3, 4))) ** 2 + 0.1 * rng.normal(size=(80, 4))
+    pairs, y = np.c_[np.arange(80), np.arange(80)], np.ones(80, dtype=int)
+    neg = np.c_[np.arange(80), (np.arange(80) + 1 + rng.randint(79, size=80)) % 80]
+    pairs, y = np.r_[pairs, neg], np.r_[y, -np.ones(80, dtype=int)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        model = CMML(3, kernel="rbf", kernel_approximation="nystroem", init="cca",
+                     early_stopping=False, max_iter=5, random_state=0,
+                     preprocessor=(X, Y)).fit(pairs, y)
+    for side, V in (("x", X), ("y", Y)):
+        fm = getattr(model, f"feature_map_{side}_")
+        np.testing.assert_allclose(fm.transform(V).mean(axis=0), 0.0, atol=1e-9)
+    # the latent codes of the matching pairs share their mean: no offset between modalities
+    Fx, Fy = model.transform_x(X), model.transform_y(Y)
+    gap = np.linalg.norm(Fx.mean(axis=0) - Fy.mean(axis=0))
+    assert gap < 1e-6 * np.linalg.norm(Fx - Fy, axis=1).mean()
+
+
 def test_kcca_nystroem_with_all_landmarks_equals_exact(digits):
     Xtr, Xte, ptr, ytr, pte, yte = digits
     X, Y = Xtr[:300], Xtr[:300, ::-1] ** 2

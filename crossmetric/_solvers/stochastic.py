@@ -184,7 +184,7 @@ def fit_pair_towers(data, y, *, tied: bool, kernels, gammas, approximation, n_la
             maps.append(None)
         elif approximation == "nystroem":
             maps.append(NystroemMap(kernel, gamma=gamma, n_landmarks=n_landmarks,
-                                    random_state=rng).fit(S))
+                                    random_state=rng, center=True).fit(S))
         else:
             raise ValueError(
                 f"solver={solver!r} reads the pairs in blocks and cannot use an exact kernel "

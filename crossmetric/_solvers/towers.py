@@ -69,9 +69,9 @@ def _build_tower(est, S, kernel, gamma, nystroem: bool, rng):
     """``(Tower, map, kind)`` for one side's samples ``S``."""
     if kernel == "linear":
         return Tower(S), None, "linear"
-    if nystroem:  # Nyström features feed a linear tower
+    if nystroem:  # Nyström features feed a linear tower, centred (see NystroemMap)
         fm = NystroemMap(kernel, gamma=gamma, n_landmarks=est.n_landmarks,
-                         random_state=rng).fit(S)
+                         random_state=rng, center=True).fit(S)
         return Tower(fm.transform(S)), fm, "nystroem"
     km = KernelMap(kernel, gamma=gamma).fit(S)
     return Tower(km.train_kernel(), preconditioned=bool(est.preconditioned)), km, "kernel"

@@ -53,8 +53,9 @@ def _kernel_map_steps(km) -> list:
 
 
 def _nystroem_steps(fm) -> list:
+    mean = getattr(fm, "feature_mean_", None)  # a centred map: φ(x) − mean
     return [("kernel", fm.kernel, np.asarray(fm.landmarks_, dtype=np.float64), fm.gamma_),
-            _affine(fm.normalization_.T)]
+            _affine(fm.normalization_.T, None if mean is None else -mean)]
 
 
 def _pca_affine(pca) -> tuple[np.ndarray, np.ndarray]:

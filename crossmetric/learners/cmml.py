@@ -100,8 +100,10 @@ class CMML(CrossModalMixin, BaseEstimator):
         Samples that integer index pairs refer to (column 0 → rows of X, column 1 → rows of Y).
     kernel_approximation : {None, "nystroem"}, default=None
         ``"nystroem"``: each kernel tower uses the Nyström features of ``n_landmarks`` random
-        training samples of its modality (:class:`~crossmetric.kernels.NystroemMap`) and
-        learns a *linear* tower on them; O(n·m) memory instead of O(n²).
+        training samples of its modality (:class:`~crossmetric.kernels.NystroemMap`),
+        centred on that modality's training mean (the two maps have no common origin, and a
+        tower has no bias to learn one), and learns a *linear* tower on them; O(n·m) memory
+        instead of O(n²).
     n_landmarks : int, default=1000
     batch_size : int, default=4096
         ``solver="minibatch"`` / ``"sgd"`` only: pairs per block.
