@@ -61,12 +61,13 @@ def test_gsm_cufs_selection_and_fit_never_see_a_test_person(monkeypatch):
     data = fake_cufs()
     monkeypatch.setattr(C, "cufs_features", lambda home: data)
     test_persons = set(np.flatnonzero(data["split"] == "test"))
-    searched, fitted = [], []
+    searched, fitted, starts = [], [], []
     real_search, real_eval = ms.search_stages, reid.evaluate_reid
 
     def spy_search(est, grid, X, Y, labels, **kw):
         # the grid of the estimator's own structure (the special case: no start from one)
         assert grid == gsm_paper_grid(est.structure)
+        starts.append((est.init, est.early_stopping))
         searched.append((set(X[:, -1].astype(int)) | set(Y[:, -1].astype(int)), set(labels)))
         return real_search(est, grid, X, Y, labels, **kw)
 
@@ -78,10 +79,12 @@ def test_gsm_cufs_selection_and_fit_never_see_a_test_person(monkeypatch):
 
     monkeypatch.setattr(ms, "search_stages", spy_search)
     monkeypatch.setattr(reid, "evaluate_reid", spy_eval)
-    res = reproduce_gsm_cufs("unused", methods=("euclidean", "gsm", "gsm-euclidean"),
-                             pca_components=20,
+    res = reproduce_gsm_cufs("unused", methods=("euclidean", "gsm", "gsm-guarded",
+                                                 "gsm-euclidean"), pca_components=20,
                              n_negatives=2, gsm_params={"max_iter": 3}, verbose=False)
-    assert len(searched) == 2 and len(fitted) == 3
+    assert len(searched) == 3 and len(fitted) == 4
+    # the paper's start and plain run, and beside it the library's start and guard
+    assert starts == [("random", False), ("auto", "auto"), ("random", False)]
     for rows, labels in searched:
         assert rows and not rows & test_persons
         assert not labels & set(data["labels"][sorted(test_persons)])
@@ -89,7 +92,8 @@ def test_gsm_cufs_selection_and_fit_never_see_a_test_person(monkeypatch):
     r1 = {r["method"]: r["ours"] for r in res.rows if r["measure"] == "rank-1"}
     assert 0.0 <= r1["GSM (dense SIFT, PCA)"] <= 100.0
     assert 0.0 <= r1["GSM affine Euclidean case (dense SIFT, PCA)"] <= 100.0
-    assert [t["method"] for t in res.extra["tuned"]] == ["gsm", "gsm-euclidean"]
+    assert 0.0 <= r1["GSM guarded (dense SIFT, PCA)"] <= 100.0
+    assert [t["method"] for t in res.extra["tuned"]] == ["gsm", "gsm-guarded", "gsm-euclidean"]
     assert r1["Euclidean (dense SIFT, PCA)"] > 50.0   # the fake persons are easy
     # 32 and 64 > PCA-20 fail; 16 and the identity start (no reduction of its own) remain
     assert res.extra["tuned"][0]["params"]["n_components"] in (16, None)
@@ -187,7 +191,7 @@ def test_cli_reproduce_device_and_epochs_only_for_gsm_cufs(capsys):
     assert "only gsm-cufs" in capsys.readouterr().err
     assert main(["reproduce", "gsm-cufs", "--epochs", "0"]) == 2
     assert main(["reproduce", "gsm-cufs", "--methods", "gsm,nope"]) == 2
-    assert "expected some of euclidean, gsm, gsm-euclidean, deepgsm" in capsys.readouterr().err
+    assert "expected some of euclidean, gsm, gsm-guarded, gsm-euclidean, deepgsm" in capsys.readouterr().err
 
 
 @pytest.mark.slow
@@ -228,3 +232,34 @@ def test_gsm_cufs_deepgsm_alone_needs_no_descriptor(monkeypatch):
                              verbose=False)
     assert res.extra["n_train"] == 20 and res.extra["n_test"] == 8
     assert 0.0 <= res.rows[0]["ours"] <= 100.0
+
+
+def test_cml_auc_cufs_prints_the_guarded_run_beside_the_paper_run(monkeypatch):
+    import crossmetric.protocols as PR  # reproduce_cml_auc_cufs imports run_protocols there
+
+    monkeypatch.setattr(C, "N_TEST", 20)
+    monkeypatch.setattr(C, "cufs_features", lambda home: fake_cufs(n=60, n_test=0, d=12))
+    seen = {}
+    real = PR.run_protocols
+
+    def spy(estimators, dataset, **kw):
+        seen.update({name: est.get_params() for name, est in estimators.items()})
+        return real(estimators, dataset, **kw)
+
+    monkeypatch.setattr(PR, "run_protocols", spy)
+    res = C.reproduce_cml_auc_cufs("unused", n_splits=1, methods=("euclidean", "cmml"),
+                                   tune=False, pca_components=8, verbose=False)
+    assert list(seen) == ["Euclidean", "CMML", "CMML guarded"]  # no guard for Euclidean
+    assert (seen["CMML"]["init"], seen["CMML"]["early_stopping"]) == ("random", False)
+    assert (seen["CMML guarded"]["init"], seen["CMML guarded"]["early_stopping"]) == \
+        ("auto", "auto")
+    assert seen["CMML guarded"]["n_components"] == seen["CMML"]["n_components"] == 30
+    rows = {(r["method"], r["measure"]): r for r in res.rows}
+    assert [m for m, meas in rows if meas == "rank-1"] == ["Euclidean", "CMML", "CMML guarded"]
+    assert rows["CMML", "rank-1"]["paper"] is not None
+    assert rows["CMML guarded", "rank-1"]["paper"] is None
+    assert 0 <= rows["CMML guarded", "rank-1"]["ours"] <= 100
+    seen.clear()
+    C.reproduce_cml_auc_cufs("unused", n_splits=1, methods=("cmml",), tune=False,
+                             pca_components=8, verbose=False, guarded=False)
+    assert list(seen) == ["CMML"]

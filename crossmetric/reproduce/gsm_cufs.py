@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import math
 import os
+from functools import partial
 
 import numpy as np
 from sklearn.utils import check_random_state
@@ -48,8 +49,10 @@ from crossmetric.reproduce.results import ReproductionResult, _progress
 __all__ = ["GSM_CUFS_METHODS", "GSM_CUFS_DEEPGSM", "cufs_fixed_split", "gsm_cufs_deepgsm",
            "reproduce_gsm_cufs"]
 
-#: methods of ``gsm-cufs`` (``methods=`` picks some)
-GSM_CUFS_METHODS = ("euclidean", "gsm", "gsm-euclidean", "deepgsm")
+#: methods of ``gsm-cufs`` (``methods=`` picks some): ``gsm-guarded`` is GSM's paper run with
+#: the library's start and held-out guard (:func:`crossmetric.registry.guarded_estimator`),
+#: selected on the same grid, beside the paper's plain run
+GSM_CUFS_METHODS = ("euclidean", "gsm", "gsm-guarded", "gsm-euclidean", "deepgsm")
 
 #: DeepGSM's recipe for ``gsm-cufs`` (GSM §5.3 where the paper says, our choice otherwise):
 #: 30 persons a round, one sketch (x) and one photo (y) each (the paper: 30 individuals per
@@ -66,6 +69,7 @@ GSM_CUFS_DEEPGSM: dict = {
 }
 
 _DISPLAY = {"euclidean": "Euclidean (dense SIFT, PCA)", "gsm": "GSM (dense SIFT, PCA)",
+            "gsm-guarded": "GSM guarded (dense SIFT, PCA)",
             "gsm-euclidean": "GSM affine Euclidean case (dense SIFT, PCA)",
             "deepgsm": "DeepGSM (images)"}
 
@@ -174,7 +178,7 @@ def reproduce_gsm_cufs(data_home, *, n_splits: int = 1, seed: int = 0, verbose: 
     from crossmetric._utils.checks import check_positive_int
     from crossmetric.protocols.model_selection import search_stages
     from crossmetric.protocols.reid import evaluate_reid
-    from crossmetric.registry import gsm_paper_grid, make_estimator
+    from crossmetric.registry import gsm_paper_grid, guarded_estimator, make_estimator
     from crossmetric.reproduce.cufs import cufs_features
 
     names = list(GSM_CUFS_METHODS if methods is None else
@@ -223,10 +227,12 @@ def reproduce_gsm_cufs(data_home, *, n_splits: int = 1, seed: int = 0, verbose: 
         for name in names:
             if name == "euclidean":
                 est, V = None, Z
-            elif name in ("gsm", "gsm-euclidean"):
+            elif name in ("gsm", "gsm-guarded", "gsm-euclidean"):
                 structure = "euclidean" if name == "gsm-euclidean" else "generalized"
-                est = make_estimator("gsm", paper=True, random_state=split.seed,
-                                     structure=structure, **(gsm_params or {}))
+                make = guarded_estimator if name == "gsm-guarded" else partial(
+                    make_estimator, paper=True)
+                est = make("gsm", random_state=split.seed, structure=structure,
+                           **(gsm_params or {}))
                 V = Z
                 grid = gsm_paper_grid(structure)
                 if tune and grid:
@@ -251,7 +257,7 @@ def reproduce_gsm_cufs(data_home, *, n_splits: int = 1, seed: int = 0, verbose: 
                 warned.setdefault(name, set()).add(w)
     if deepgsm_params and "deepgsm" in names:
         notes["deepgsm"] = f"GSM_CUFS_DEEPGSM overridden: {deepgsm_params}"
-    for name in ("gsm", "gsm-euclidean"):
+    for name in ("gsm", "gsm-guarded", "gsm-euclidean"):
         if gsm_params and name in names:
             notes[name] = f"registry settings overridden: {gsm_params}"
     for name, ws in warned.items():
