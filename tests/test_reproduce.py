@@ -182,9 +182,18 @@ def test_pku_methods_option_errors(capsys, tmp_path):
     # the reproduction's DeepGSM is this recipe, not the registry's digits setting
     from crossmetric.reproduce.pku import _pku_methods
 
-    deep = _pku_methods({"max_iter": 7})["deepgsm"].get_params()
+    deep = _pku_methods(PKU_METHODS, {"max_iter": 7})["deepgsm"].get_params()
     assert deep["max_iter"] == 7
     assert all(deep[k] == v for k, v in PKU_DEEPGSM.items() if k != "max_iter")
+    # the guarded runs: beside each iterative learner only, its paper settings kept
+    both = _pku_methods(PKU_METHODS, guarded=True)
+    assert [k for k in both if k.endswith("-guarded")] == [
+        f"{m}-guarded" for m in ("pcca", "cmml", "cmlauc", "cmlpauc", "gsm", "clml")]
+    paper, twin = both["cmml"].get_params(), both["cmml-guarded"].get_params()
+    assert (paper["init"], paper["early_stopping"]) == ("random", False)
+    assert (twin["init"], twin["early_stopping"]) == ("auto", "auto")
+    assert {k: v for k, v in twin.items() if k not in ("init", "early_stopping")} == \
+        {k: v for k, v in paper.items() if k not in ("init", "early_stopping")}
     with pytest.raises(ValueError, match="methods: unknown"):
         reproduce_pku_sketch(str(tmp_path), methods=("gsm", "nope"))
     with pytest.raises(ValueError, match="first_split must be >= 0"):

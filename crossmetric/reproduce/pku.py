@@ -214,15 +214,26 @@ def _torch_threads():
     return None if torch is None else int(torch.get_num_threads())
 
 
-def _pku_methods(deepgsm_params=None):
-    from crossmetric.registry import make_estimator
+#: the suffix of a learner's guarded run in ``reproduce pku-sketch`` (``guarded``)
+GUARDED = "-guarded"
+
+
+def _pku_methods(methods, deepgsm_params=None, guarded: bool = False):
+    """``{name: estimator or the reason it is missing}`` of ``methods``; ``guarded``: each
+    iterative learner's guarded run (:func:`crossmetric.registry.guarded_estimator`) beside it
+    as ``NAME-guarded``."""
+    from crossmetric.registry import guarded_estimator, make_estimator
 
     out = {}
-    for name in PKU_METHODS:
+    for name in methods:
         try:
             # DeepGSM: this data's recipe, not the registry's digits setting
             out[name] = (pku_deepgsm(**(deepgsm_params or {})) if name == "deepgsm"
                          else make_estimator(name.split("-")[0], paper=True))
+            twin = (guarded_estimator(name.split("-")[0]) if guarded and name != "deepgsm"
+                    else None)
+            if twin is not None:
+                out[name + GUARDED] = twin
         except Exception as exc:  # a method missing from this installation
             out[name] = f"{type(exc).__name__}: {exc}"
     return out
@@ -263,8 +274,8 @@ def pku_select(name, estimator, H, ids, tr_sk, tr_ph, *, n_components, center, n
     from crossmetric.protocols.model_selection import search_stages
     from crossmetric.registry import METHODS
 
-    if grid is None:
-        grid = METHODS[name].search_grid("paper", with_start=False)
+    if grid is None:  # a guarded run (NAME-guarded) searches its paper run's grid
+        grid = METHODS[name.split("-")[0]].search_grid("paper", with_start=False)
     if not grid:
         return None
     sketch_of = {p: i for i, p in zip(tr_sk, ids[tr_sk], strict=True)}
@@ -429,9 +440,11 @@ def _display(cfg, flip_alt, n_members) -> dict:
     euclid = (f"Euclidean ({desc})" if cfg["setting"] == "legacy" else
               f"Euclidean ({desc}, {'centred ' if cfg['center'] else ''}"
               f"PCA-{cfg['n_components']})")
+    learners = {"pcca": "PCCA", "cmml": "CMML", "cmlauc": "CML_AUC", "cmlpauc": "CML_pAUC",
+                "gsm": "GSM", "clml": "CLML"}
     return {"euclidean": euclid, "euclidean-desc": f"Euclidean ({desc}, no PCA)", "cca": "CCA",
-            "kcca": "KCCA", "pcca": "PCCA", "cmml": "CMML", "cmlauc": "CML_AUC",
-            "cmlpauc": "CML_pAUC", "gsm": "GSM", "clml": "CLML",
+            "kcca": "KCCA", **learners,
+            **{name + GUARDED: f"{shown} guarded" for name, shown in learners.items()},
             "deepgsm": "DeepGSM (RGB images)",
             "deepgsm_flip": f"DeepGSM, same models, test_flip={flip_alt}",
             "deepgsm_ensemble": f"DeepGSM, ensemble of {n_members} seeds"}
@@ -442,7 +455,8 @@ def reproduce_pku_sketch(data_home, *, n_splits: int = 10, seed: int = 0, verbos
                          n_components: int | None = None, n_negatives: int | None = None,
                          methods=None, deepgsm_params=None,
                          deepgsm_members: int = PKU_DEEPGSM_MEMBERS, first_split: int = 0,
-                         show_ranks: int = 0, n_jobs: int | None = None) -> ReproductionResult:
+                         show_ranks: int = 0, n_jobs: int | None = None,
+                         guarded: bool | None = None) -> ReproductionResult:
     """Sketch probes against the photos of ``n_test`` test persons (the others train).
 
     Per split, ``n_test`` persons are drawn for testing and the others train; the test sketches
@@ -469,6 +483,10 @@ def reproduce_pku_sketch(data_home, *, n_splits: int = 10, seed: int = 0, verbos
     ``ranks_<method>.png``. ``n_jobs``: splits run in parallel (each split one run of
     :func:`crossmetric.protocols.batch.run_many`, gathered per method by
     :func:`~crossmetric.protocols.batch.gather`; the same numbers as one process).
+    ``guarded`` (default: with the ``paper`` setting): beside each iterative learner's paper run
+    (the paper's start, plain optimisation), the row "NAME guarded" -- the same learner and
+    selection with the library's start and held-out guard
+    (:func:`crossmetric.registry.guarded_estimator`).
     """
     from crossmetric._utils.checks import check_positive_int
     from crossmetric.protocols.batch import Run, gather, run_many
@@ -501,7 +519,9 @@ def reproduce_pku_sketch(data_home, *, n_splits: int = 10, seed: int = 0, verbos
     res = ReproductionResult("pku-sketch", pub["source"])
     data = pku_features(data_home, cfg["descriptor"])
     persons = np.unique(data["ids"])
-    registry = {k: v for k, v in _pku_methods(deepgsm_params or {}).items() if k in methods}
+    if guarded is None:
+        guarded = setting == "paper"
+    registry = _pku_methods(methods, deepgsm_params or {}, guarded=bool(guarded))
     res.extra["load_avg_start"] = round(os.getloadavg()[0], 2)
     res.extra["torch_threads"] = _torch_threads()
     res.extra["setting"] = {k: v for k, v in cfg.items()}
