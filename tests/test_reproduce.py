@@ -237,3 +237,39 @@ def test_pku_splits_are_one_seeded_sequence():
     assert not np.array_equal(np.sort(three[0][0]), np.sort(three[1][0]))
     other = next(pku_splits(persons, 50, 1, 1))[0]
     assert not np.array_equal(np.sort(other), np.sort(three[0][0]))
+
+
+def test_pcca_viper_prints_the_guarded_run_beside_each_variant(monkeypatch):
+    from crossmetric.reproduce import viper as V
+
+    rng = np.random.RandomState(0)
+    n = 60
+    Z = rng.rand(n, 48)  # wider than PCCA's 40 components
+    X = np.r_[Z + 0.05 * rng.rand(n, 48), Z + 0.05 * rng.rand(n, 48)]
+    data = {"X": X / X.sum(1, keepdims=True), "ids": np.r_[np.arange(n), np.arange(n)],
+            "domains": np.repeat([1, 2], n)}
+    monkeypatch.setattr(V, "viper_features", lambda home: data)
+    calls = []
+    real = V._viper_run
+
+    def spy(method, est, X, ids, dom, splits, **kw):
+        params = None if est is None else est.get_params()
+        calls.append((method, None if params is None else
+                      (params["init"], params["early_stopping"]), kw["select"], kw["seed"]))
+        return real(method, est, X, ids, dom, splits, **kw)
+
+    monkeypatch.setattr(V, "_viper_run", spy)
+    res = V.reproduce_pcca_viper("unused", n_splits=1, ps=(20,), negatives=(1,), itml=False,
+                                 variants=("PCCA-sqrt",), verbose=False, n_jobs=1)
+    assert [c[:3] for c in calls] == [("Euclidean", None, False),
+                                      ("PCCA-sqrt", ("pca", False), True),
+                                      ("PCCA-sqrt guarded", ("auto", "auto"), False)]
+    assert calls[1][3] == calls[2][3]  # the same splits and seeds
+    rows = {r["method"]: r for r in res.rows if r["measure"] == "r1"}
+    assert set(rows) == {"Euclidean", "PCCA-sqrt n-=1", "PCCA-sqrt guarded n-=1"}
+    assert rows["PCCA-sqrt guarded n-=1"]["paper"] is None
+    assert 0 <= rows["PCCA-sqrt guarded n-=1"]["ours"] <= 100
+    calls.clear()
+    V.reproduce_pcca_viper("unused", n_splits=1, ps=(20,), negatives=(1,), itml=False,
+                           variants=("PCCA-sqrt",), verbose=False, n_jobs=1, guarded=False)
+    assert [c[0] for c in calls] == ["Euclidean", "PCCA-sqrt"]
