@@ -191,7 +191,8 @@ def test_cli_reproduce_device_and_epochs_only_for_gsm_cufs(capsys):
     assert "only gsm-cufs" in capsys.readouterr().err
     assert main(["reproduce", "gsm-cufs", "--epochs", "0"]) == 2
     assert main(["reproduce", "gsm-cufs", "--methods", "gsm,nope"]) == 2
-    assert "expected some of euclidean, gsm, gsm-guarded, gsm-euclidean, deepgsm" in capsys.readouterr().err
+    assert ("expected some of euclidean, gsm, gsm-guarded, gsm-euclidean, deepgsm"
+            in capsys.readouterr().err)
 
 
 @pytest.mark.slow
