@@ -71,11 +71,11 @@ def test_tiny_gsm_cuhk01_runs_and_writes_its_files(tmp_path):
     assert {"results.csv", "results.json", "cmc.png"} <= names
     rows = json.loads((tmp_path / "results.json").read_text())["rows"]
     r1 = {r["method"]: r for r in rows if r["measure"] == "r1"}
-    assert set(r1) == {"Generalized", "LADF", "Euclidean"}
-    assert r1["Generalized"]["paper"] == 39.5
+    assert set(r1) == {"Generalized", "Generalized guarded", "LADF", "Euclidean"}
+    assert r1["Generalized"]["paper"] == 39.5 and r1["Generalized guarded"]["paper"] is None
     assert all(0 <= r["ours"] <= 100 for r in r1.values())
-    # the paper grid was searched for every GSM structure
-    assert set(res.extra["tuned"]) == {"Generalized", "LADF"}
+    # the paper grid was searched for every GSM structure, and for the guarded run
+    assert set(res.extra["tuned"]) == {"Generalized", "Generalized guarded", "LADF"}
     assert (tmp_path / "f.npz").is_file()  # the feature cache
 
 
@@ -106,7 +106,7 @@ def test_gsm_cuhk01_selection_never_sees_a_test_person(monkeypatch):
                                n_negatives=2, pca_components=6, descriptor=tiny_descriptor(),
                                structures=["Generalized"], baselines=[],
                                gsm_params={"max_iter": 5, "n_identities": 4},
-                               grid=[{"n_components": [2, 3]}])
+                               grid=[{"n_components": [2, 3]}], guarded=False)
     assert len(tests) == 2 and len(searched) == 2
     # each split's choice is tagged with that split (protocols.batch.gather)
     assert [t["split"] for t in res.extra["tuned"]["Generalized"]] == [0, 1]
@@ -138,3 +138,18 @@ def test_cli_device_and_feature_cache_belong_to_the_cuhk01_reproductions(capsys)
     assert "only gsm-cuhk01 and gsm-cuhk01-deep" in capsys.readouterr().err
     assert main(["reproduce", "--list"]) == 0
     assert "gsm-cuhk01-deep" in capsys.readouterr().out
+
+
+def test_gsm_cuhk01_guarded_run_is_the_generalized_paper_run_with_the_guard():
+    from crossmetric.reproduce.cuhk01 import CUHK01_GSM, _methods
+
+    est, grids = _methods(["Generalized", "LADF"], ["euclidean"], dict(CUHK01_GSM),
+                          guarded=True)
+    assert list(est) == ["Generalized", "Generalized guarded", "LADF", "Euclidean"]
+    paper, twin = est["Generalized"].get_params(), est["Generalized guarded"].get_params()
+    assert (paper["init"], paper["early_stopping"]) == ("random", False)
+    assert (twin["init"], twin["early_stopping"]) == ("auto", "auto")
+    assert {k: v for k, v in twin.items() if k not in ("init", "early_stopping")} == \
+        {k: v for k, v in paper.items() if k not in ("init", "early_stopping")}
+    assert grids["Generalized guarded"] == grids["Generalized"]
+    assert list(_methods(["Generalized"], [], dict(CUHK01_GSM))[0]) == ["Generalized"]
