@@ -127,10 +127,11 @@ class MethodSpec:
         The paper's own plain run where the benchmark's settings differ (its start, no
         held-out guard, its dimension): what the reproductions fit
         (``make_estimator(name, paper=True)``).
-    start_stage : dict
+    start_stage : dict or list of dict
         The start as a first stage of ``--tune paper`` (ours, not the paper's): the guarded fit
         from each start, so that the selection keeps the untrained distance or the closed
-        form exactly where training does not help on the inner folds.
+        form exactly where training does not help on the inner folds (a list: the union of
+        its grids' candidates, as a stage of ``paper_grid``).
     module : str
         The public module that defines ``class_name`` (and ``also``): ``import crossmetric``
         loads it on first use, and model files name the classes by it
@@ -150,7 +151,7 @@ class MethodSpec:
     in_default: bool = True
     paper_grid: tuple = ()
     paper_params: dict = field(default_factory=dict)
-    start_stage: dict = field(default_factory=dict)
+    start_stage: dict | list = field(default_factory=dict)
     module: str = ""
     also: tuple = ()
 
