@@ -794,3 +794,28 @@ def test_stage_if_survives_pickle_json_and_the_registry():
     assert isinstance(last, StageIf) and last.requires == "start_from"
     # the special cases have no start: their grid has no start_mu stage at all
     assert not any("start_mu" in s for s in gsm_paper_grid("euclidean") if isinstance(s, dict))
+
+
+def test_cmml_start_stage_tries_its_kernel_form_and_can_take_it():
+    """CMML's ``--tune paper`` start stage: the named starts of the linear towers and the
+    paper's kernel form (RBF towers on Nyström features), all fitted and scored; on views
+    related through a nonlinear map the kernel form is chosen."""
+    from crossmetric import CMML
+    from crossmetric.protocols.model_selection import search_stages
+    from crossmetric.registry import CMML_TUNE_START_STAGE, METHODS, TOWER_START_STAGE
+
+    assert METHODS["cmml"].search_grid("paper")[0] == CMML_TUNE_START_STAGE
+    assert CMML_TUNE_START_STAGE[0] == TOWER_START_STAGE
+    assert CMML_TUNE_START_STAGE not in METHODS["cmml"].search_grid("paper", with_start=False)
+    rng = np.random.RandomState(0)
+    labels = np.repeat(np.arange(40), 2)
+    Z = rng.uniform(-2, 2, size=(40, 2))[labels]
+    X = np.c_[np.sin(2 * Z), np.cos(3 * Z)] + 0.05 * rng.normal(size=(80, 4))
+    Y = np.c_[Z ** 2, Z[:, :1] * Z[:, 1:]] + 0.05 * rng.normal(size=(80, 3))
+    res = search_stages(CMML(n_components=None, random_state=0), [CMML_TUNE_START_STAGE],
+                        X, Y, labels, scoring="rank1", n_splits=2, random_state=0,
+                        keep_current=True)
+    kernels = [c["params"].get("kernel", "linear") for c in res.candidates]
+    assert kernels.count("rbf") == 1 and len(kernels) == 5  # current, identity, cca, random
+    assert np.isfinite(res.fold_scores).all()
+    assert res.best_params["kernel"] == "rbf"
