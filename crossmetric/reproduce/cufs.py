@@ -40,13 +40,9 @@ from __future__ import annotations
 import numpy as np
 
 from crossmetric.reproduce.published import PUBLISHED
-from crossmetric.reproduce.results import ReproductionResult, _progress
+from crossmetric.reproduce.results import GUARDED, ReproductionResult, _progress
 
-__all__ = ["CML_AUC_CUFS_METHODS", "N_TEST", "GUARDED_SUFFIX", "cufs_features",
-           "reproduce_cml_auc_cufs"]
-
-#: the row name's suffix of a learner's guarded run (``guarded=True``)
-GUARDED_SUFFIX = "guarded"
+__all__ = ["CML_AUC_CUFS_METHODS", "N_TEST", "cufs_features", "reproduce_cml_auc_cufs"]
 
 #: test persons per split (the CUFS literature split's 238; 180 persons train)
 N_TEST = 238
@@ -142,7 +138,7 @@ def reproduce_cml_auc_cufs(data_home, *, n_splits: int = 10, seed: int = 0,
         rows.append((m, METHODS[m].display))
         twin = guarded_estimator(m) if guarded else None  # the library's start and guard
         if twin is not None:
-            shown = f"{METHODS[m].display} {GUARDED_SUFFIX}"
+            shown = f"{METHODS[m].display} {GUARDED}"
             estimators[shown], paper_grids[shown] = twin, paper_grids[METHODS[m].display]
             rows.append((m, shown))
     grids = {shown: g for shown, g in paper_grids.items() if g} if tune else None
@@ -158,7 +154,7 @@ def reproduce_cml_auc_cufs(data_home, *, n_splits: int = 10, seed: int = 0,
     pub = PUBLISHED["cml-auc-cufs"]
     out = ReproductionResult("cml-auc-cufs", pub["source"])
     for m, shown in rows:
-        paper = None if shown.endswith(GUARDED_SUFFIX) else pub["rows"].get(_PAPER_NAME[m])
+        paper = None if shown.endswith(GUARDED) else pub["rows"].get(_PAPER_NAME[m])
         if shown in res.errors:
             out.add("CUFS", shown, "rank-1", [], note=f"failed: {res.errors[shown]}")
             continue

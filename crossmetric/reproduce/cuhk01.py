@@ -51,7 +51,7 @@ import numpy as np
 
 from crossmetric._solvers.linalg import span_coordinates
 from crossmetric.reproduce.published import PUBLISHED
-from crossmetric.reproduce.results import ReproductionResult, _progress
+from crossmetric.reproduce.results import GUARDED, ReproductionResult, _progress
 
 __all__ = ["GSM_STRUCTURES", "CUHK01_GSM", "CUHK01_BASELINES", "N_TEST", "cuhk01_features",
            "span_coordinates", "cuhk01_views", "reproduce_gsm_cuhk01",
@@ -180,7 +180,7 @@ def _methods(structures, baselines, gsm_params: dict, grid=None,
                                   **gsm_params)
         grids[row] = gsm_paper_grid(GSM_STRUCTURES[row]) if grid is None else list(grid)
         if guarded and row == "Generalized":
-            twin = f"{row} guarded"
+            twin = f"{row} {GUARDED}"
             est[twin] = guarded_estimator("gsm", structure=GSM_STRUCTURES[row], **gsm_params)
             grids[twin] = grids[row]
     for m in baselines:
@@ -318,7 +318,7 @@ def reproduce_gsm_cuhk01(data_home, *, n_splits: int = 10, seed: int = 0,
         if m in errors:
             out.add("CUHK01", m, "r1", [], note=f"failed: {errors[m]}")
             continue
-        paper = {} if m.endswith(" guarded") else pub["rows"].get(m, {})
+        paper = {} if m.endswith(GUARDED) else pub["rows"].get(m, {})
         for r in CMC_RANKS:
             special = m in GSM_STRUCTURES and m != "Generalized"
             out.add("CUHK01", m, f"r{r}", per[m].get(f"rank{r}", []), paper.get(f"r{r}"),

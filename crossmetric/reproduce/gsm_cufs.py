@@ -44,7 +44,7 @@ import numpy as np
 from sklearn.utils import check_random_state
 
 from crossmetric.reproduce.published import PUBLISHED
-from crossmetric.reproduce.results import ReproductionResult, _progress
+from crossmetric.reproduce.results import GUARDED, ReproductionResult, _progress
 
 __all__ = ["GSM_CUFS_METHODS", "GSM_CUFS_DEEPGSM", "cufs_fixed_split", "gsm_cufs_deepgsm",
            "reproduce_gsm_cufs"]
@@ -229,7 +229,7 @@ def reproduce_gsm_cufs(data_home, *, n_splits: int = 1, seed: int = 0, verbose: 
                 est, V = None, Z
             elif name in ("gsm", "gsm-guarded", "gsm-euclidean"):
                 structure = "euclidean" if name == "gsm-euclidean" else "generalized"
-                make = guarded_estimator if name == "gsm-guarded" else partial(
+                make = guarded_estimator if name == f"gsm-{GUARDED}" else partial(
                     make_estimator, paper=True)
                 est = make("gsm", random_state=split.seed, structure=structure,
                            **(gsm_params or {}))

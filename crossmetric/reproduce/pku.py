@@ -12,7 +12,7 @@ from sklearn.utils import check_random_state
 from crossmetric import metrics as M
 from crossmetric.protocols.reid import CMC_RANKS
 from crossmetric.reproduce.published import PUBLISHED
-from crossmetric.reproduce.results import ReproductionResult, _progress
+from crossmetric.reproduce.results import GUARDED, ReproductionResult, _progress
 
 __all__ = ["PKU_SIZE", "PKU_DEEPGSM", "PKU_DEEPGSM_MEMBERS", "PKU_DESCRIPTORS", "PKU_METHODS",
            "PKU_LEGACY_METHODS", "PKU_SETTINGS", "pku_descriptor", "pku_features", "pku_space",
@@ -214,10 +214,6 @@ def _torch_threads():
     return None if torch is None else int(torch.get_num_threads())
 
 
-#: the suffix of a learner's guarded run in ``reproduce pku-sketch`` (``guarded``)
-GUARDED = "-guarded"
-
-
 def _pku_methods(methods, deepgsm_params=None, guarded: bool = False):
     """``{name: estimator or the reason it is missing}`` of ``methods``; ``guarded``: each
     iterative learner's guarded run (:func:`crossmetric.registry.guarded_estimator`) beside it
@@ -233,7 +229,7 @@ def _pku_methods(methods, deepgsm_params=None, guarded: bool = False):
             twin = (guarded_estimator(name.split("-")[0]) if guarded and name != "deepgsm"
                     else None)
             if twin is not None:
-                out[name + GUARDED] = twin
+                out[f"{name}-{GUARDED}"] = twin
         except Exception as exc:  # a method missing from this installation
             out[name] = f"{type(exc).__name__}: {exc}"
     return out
@@ -444,7 +440,7 @@ def _display(cfg, flip_alt, n_members) -> dict:
                 "gsm": "GSM", "clml": "CLML"}
     return {"euclidean": euclid, "euclidean-desc": f"Euclidean ({desc}, no PCA)", "cca": "CCA",
             "kcca": "KCCA", **learners,
-            **{name + GUARDED: f"{shown} guarded" for name, shown in learners.items()},
+            **{f"{name}-{GUARDED}": f"{shown} {GUARDED}" for name, shown in learners.items()},
             "deepgsm": "DeepGSM (RGB images)",
             "deepgsm_flip": f"DeepGSM, same models, test_flip={flip_alt}",
             "deepgsm_ensemble": f"DeepGSM, ensemble of {n_members} seeds"}

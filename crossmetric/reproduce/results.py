@@ -13,7 +13,11 @@ from crossmetric import __version__
 from crossmetric._utils.atomic_io import write_csv_rows, write_json_document
 from crossmetric.persistence import json_ready
 
-__all__ = ["ReproductionResult", "default_data_home"]
+__all__ = ["ReproductionResult", "default_data_home", "GUARDED"]
+
+#: the word that names a learner's guarded run beside its paper run ("CMML guarded"; the
+#: method ``gsm-guarded``): :func:`crossmetric.registry.guarded_estimator`
+GUARDED = "guarded"
 
 
 def default_data_home() -> str | None:

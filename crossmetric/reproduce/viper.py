@@ -15,7 +15,7 @@ from crossmetric.protocols.model_selection import CMC_SCORE_RANK, mean_cmc, sear
 from crossmetric.protocols.reid import CMC_RANKS, evaluate_reid, reid_splits
 from crossmetric.protocols.views import PCAThen
 from crossmetric.reproduce.published import PUBLISHED
-from crossmetric.reproduce.results import ReproductionResult, _progress
+from crossmetric.reproduce.results import GUARDED, ReproductionResult, _progress
 
 __all__ = ["ITER_GRID", "PCCA_VARIANTS", "viper_features", "select_max_iter",
            "reproduce_pcca_viper", "reproduce_pcca_viper_negatives",
@@ -23,9 +23,6 @@ __all__ = ["ITER_GRID", "PCCA_VARIANTS", "viper_features", "select_max_iter",
 
 #: ``max_iter`` values tried on the validation persons (see the module docstring)
 ITER_GRID = (5, 10, 20, 40, 80, 160, 320)
-
-#: the suffix of a PCCA variant's guarded run (``guarded=True``)
-GUARDED = "guarded"
 
 
 def viper_features(data_home) -> dict:
