@@ -158,10 +158,19 @@ def _allowed_classes() -> frozenset:
     """Every class a model or index file may rebuild ("module.QualName"); nothing else is
     imported: the public estimators of :func:`crossmetric.registry.public_classes` (files of
     format 2 name them by the paths from before crossmetric/learners/, read through
-    :func:`current_path`) and :data:`_PART_CLASSES`."""
+    :func:`current_path`), :data:`_PART_CLASSES` and the image descriptors."""
     from crossmetric.registry import public_classes
 
-    return _PART_CLASSES | {f"{module}.{name}" for name, module in public_classes().items()}
+    return (_PART_CLASSES | _descriptor_classes()
+            | {f"{module}.{name}" for name, module in public_classes().items()})
+
+
+def _descriptor_classes() -> set:
+    """The image descriptors of :data:`crossmetric.datasets.DESCRIPTORS` (a DeepGSM's
+    ``descriptor``), by the paths a file names them."""
+    from crossmetric.features._image_views import DESCRIPTORS, _descriptor_class
+
+    return {_public_name(_descriptor_class(name)) for name in DESCRIPTORS}
 
 
 #: the value of :func:`_allowed_classes`, derived from the registry whenever it is read
@@ -229,6 +238,8 @@ class _Encoder:
             return {"$randomstate": self.encode(v.get_state(), where)}
         if isinstance(v, np.dtype):
             return {"$dtype": v.str}
+        if isinstance(v, type) and issubclass(v, np.generic) and v is not np.object_:
+            return {"$scalartype": np.dtype(v).str}   # a dtype given as its type (np.float64)
         torch = sys.modules.get("torch")
         if torch is not None and isinstance(v, torch.Tensor):
             t = v.detach().cpu()
@@ -292,14 +303,14 @@ class _Decoder:
             if arr.ndim != 0:
                 self._fail(f"scalar {body!r} has shape {arr.shape}")
             return arr[()]
-        if tag == "$dtype" and isinstance(body, str):
+        if tag in ("$dtype", "$scalartype") and isinstance(body, str):
             try:
                 dt = np.dtype(body)
             except TypeError:
                 self._fail(f"unknown dtype {body!r}")
             if dt.hasobject:
                 self._fail(f"object dtype {body!r}")
-            return dt
+            return dt if tag == "$dtype" else dt.type
         if tag == "$randomstate":
             rs = np.random.RandomState()
             try:
