@@ -309,8 +309,10 @@ def image_views(images, ids, domains=None, *, descriptor: str = "hog",
     Bunch
         ``X``, ``Y`` (None for one modality), ``labels`` (identity codes 0..k-1) and
         ``domain_names`` (None, or the two domain values); with two domains also
-        ``instance`` (one id per pair) and ``images_x``, ``images_y`` (grey levels in [0, 1]
-        of the paired rows).
+        ``instance`` (one id per pair), ``images_x``, ``images_y`` (the paired rows'
+        images as given, the pixels their descriptors describe: what an image learner such
+        as DeepGSM trains on) and ``descriptor`` (the unfitted transformer that made ``X``
+        and ``Y`` from them, :func:`make_descriptor`).
 
     Examples
     --------
@@ -333,8 +335,7 @@ def image_views(images, ids, domains=None, *, descriptor: str = "hog",
     F = describe_images(images, descriptor, descriptor_params, progress=progress)
     codes = np.unique(ids.astype(str)[ra], return_inverse=True)[1].astype(np.int64)
     data = Bunch(X=F[ra], Y=F[rb], labels=codes, instance=np.arange(ra.size),
-                 domain_names=(str(names[0]), str(names[1])))
-    grey = images.mean(axis=-1) if images.ndim == 4 else images
-    grey = grey.astype(np.float64) / (255.0 if grey.max() > 1 else 1.0)
-    data.images_x, data.images_y = grey[ra], grey[rb]
+                 domain_names=(str(names[0]), str(names[1])),
+                 descriptor=make_descriptor(descriptor, descriptor_params))
+    data.images_x, data.images_y = images[ra], images[rb]
     return data

@@ -492,8 +492,10 @@ def run_protocols(estimators: Mapping, dataset: Mapping, *,
                          "one of them, not both.")
     images = None
     if "images_x" in dataset and "images_y" in dataset:
-        images = (as_float_array(dataset["images_x"], "dataset images_x"),
-                  as_float_array(dataset["images_y"], "dataset images_y"))
+        # uint8 images stay uint8 (an image learner scales them to [0, 1] itself)
+        images = tuple(np.asarray(dataset[k]) if np.asarray(dataset[k]).dtype == np.uint8
+                       else as_float_array(dataset[k], f"dataset {k}")
+                       for k in ("images_x", "images_y"))
     if probe == "y" and not cross_modal:
         raise ValueError("probe='y' needs two modalities (dataset Y); one-modality data has "
                          "one side.")
