@@ -397,12 +397,31 @@ def test_early_stopping_on_held_out_rank1(digits):
     assert m.validation_iterations_ == sorted(m.validation_iterations_)
     assert m.stop_reason_ == "early_stopping" and m.n_iter_ < 400
     assert len(scores) >= 3 and all(0.0 <= s <= 1.0 for s in scores)
-    best = int(np.argmax(scores))
-    assert m.best_iteration_ == m.validation_iterations_[best]
-    assert len(scores) - 1 - best == 2  # stopped after `patience` checks without progress
+    # the kept check is the start or one that beats it (the library's guard decides)
+    kept = m.validation_iterations_.index(m.best_iteration_)
+    assert kept == 0 or scores[kept] >= scores[0]
     with pytest.raises(ValueError, match="validation"):
         DeepGSM(**SMALL, early_stopping=True, validation_fraction=0.9,
                 preprocessor=(X[:6], Y[:6])).fit(*instance_pairs(6))
+
+
+def test_early_stopping_is_the_learners_guard(digits, monkeypatch):
+    """A check replaces the start only when the library's rule says it beats it beyond the
+    hold-out's noise (:meth:`crossmetric._solvers.early_stopping.EarlyStopping.better`)."""
+    from crossmetric._solvers.early_stopping import EarlyStopping
+
+    X, Y, _ = digits
+    pairs, y = instance_pairs(120)
+    kw = {**SMALL, "max_iter": 60, "learning_rate": 0.5, "n_identities": 16,
+          "early_stopping": True, "validation_fraction": 0.25, "validation_every": 10,
+          "patience": 10, "preprocessor": (X[:120], Y[:120])}
+    monkeypatch.setattr(EarlyStopping, "better", lambda self, *a: False)
+    assert DeepGSM(**kw).fit(pairs, y).best_iteration_ == 0
+    monkeypatch.setattr(EarlyStopping, "better", lambda self, *a: True)
+    m = DeepGSM(**kw).fit(pairs, y)
+    # every check may replace the start: the best (rank-1, then AUC) is kept
+    assert m.validation_scores_[m.validation_iterations_.index(m.best_iteration_)] \
+        == max(m.validation_scores_)
 
 
 def test_early_stopping_auto_holds_out_from_30_identities_and_keeps_the_start(digits):
@@ -415,8 +434,7 @@ def test_early_stopping_auto_holds_out_from_30_identities_and_keeps_the_start(di
     assert some.n_identities_ == 32  # 8 of the 40 held out (validation_fraction 0.2)
     # the initial network is the first check; the kept weights are the best check's
     assert some.validation_iterations_ == [0, 3, 6]  # the start, then every 3 rounds
-    best = int(np.argmax(some.validation_scores_))
-    assert some.best_iteration_ == some.validation_iterations_[best]
+    assert some.best_iteration_ in some.validation_iterations_
     plain = DeepGSM(**{**kw, "early_stopping": False}, preprocessor=(X[:40], Y[:40]))
     assert plain.fit(*instance_pairs(40)).n_identities_ == 40
     # a start no check beats is returned unchanged: at a learning rate of 1e-30 every check
@@ -704,7 +722,12 @@ def test_early_stopping_hold_out_is_the_librarys_draw_and_cap(monkeypatch):
 
     ids_x, ids_y = np.repeat(np.arange(20), 4), np.repeat(np.arange(20), 3)
     x, y = np.arange(80.0)[:, None], np.arange(60.0)[:, None]
-    (_, train_x, _, train_y), (vx, vid_x, vy, vid_y) = _hold_out(x, ids_x, y, ids_y, 0.25, 5)
+    (xt, train_x, _, train_y), (vx, vid_x, vy, vid_y), rows = _hold_out(x, ids_x, y, ids_y,
+                                                                         0.25, 5)
+    # the rows of the inputs each part keeps (a descriptor branch's rows follow them)
+    np.testing.assert_array_equal(x[rows[0]], xt)
+    np.testing.assert_array_equal(x[rows[2]], vx)
+    np.testing.assert_array_equal(y[rows[3]], vy)
     rs = np.random.RandomState(np.random.SeedSequence([5, 7]).generate_state(1))
     held, _ = hold_out_identities(np.arange(20), 5, rs)
     assert set(vid_x) == set(vid_y) == set(held.tolist())
@@ -713,7 +736,7 @@ def test_early_stopping_hold_out_is_the_librarys_draw_and_cap(monkeypatch):
     assert vid_x.size == 20 and vid_y.size == 15       # all the held-out images
     # above MAX_VALIDATION_SAMPLES images a side, a seeded subset of them is scored
     monkeypatch.setattr(early_stopping, "MAX_VALIDATION_SAMPLES", 6)
-    _, (vx, vid_x, vy, vid_y) = _hold_out(x, ids_x, y, ids_y, 0.25, 5)
+    _, (vx, vid_x, vy, vid_y), _ = _hold_out(x, ids_x, y, ids_y, 0.25, 5)
     assert vid_x.size == vid_y.size == 6 and set(vid_x) <= set(held.tolist())
     np.testing.assert_array_equal(ids_y[vy[:, 0].astype(int)], vid_y)
 

@@ -522,6 +522,29 @@ class EarlyStopping:
                 self.best_params = np.array(params, copy=True)
         return iteration - self.last_improvement >= self.n_iter_no_change
 
+    #: what :meth:`state_dict` holds beside the probes' hits
+    _RECORD = ("losses", "scores", "aucs", "best_loss", "best_score", "best_seen",
+               "start_score", "best_iteration", "last_improvement")
+
+    def state_dict(self) -> dict:
+        """The record of the checks so far as plain Python values (floats, lists, bools: what
+        a ``torch.load(weights_only=True)`` checkpoint holds), the parameters left out."""
+        state = {k: (list(v) if isinstance(v, tuple) else v)
+                 for k, v in ((k, getattr(self, k)) for k in self._RECORD)}
+        for k in ("start_hits", "best_hits"):
+            hits = getattr(self, k)
+            state[k] = None if hits is None else [bool(h) for h in hits]
+        return state
+
+    def load_state_dict(self, state: dict) -> None:
+        """Continue from :meth:`state_dict` (a resumed run)."""
+        for k in self._RECORD:
+            v = state[k]
+            setattr(self, k, tuple(v) if k in ("best_score", "best_seen", "start_score")
+                    and v is not None else v)
+        for k in ("start_hits", "best_hits"):
+            setattr(self, k, None if state[k] is None else np.asarray(state[k], dtype=bool))
+
     def record(self, estimator) -> None:
         """Set ``validation_scores_`` (rank-1), ``validation_aucs_``,
         ``validation_loss_curve_`` and ``best_iteration_``."""

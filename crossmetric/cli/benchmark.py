@@ -267,6 +267,20 @@ def _benchmark_estimators(names, cfg, args):
     return estimators, pca, grids
 
 
+def _start_at_descriptor(estimators, dataset) -> None:
+    """Image learners with a ``descriptor`` parameter left at None (DeepGSM) get the run's
+    descriptor: they start at its untrained distance, the start every feature learner of the
+    run is guarded against, instead of at a random network."""
+    from sklearn.base import clone
+
+    descriptor = dataset.get("descriptor")
+    if descriptor is None or dataset.get("images_x") is None:
+        return
+    for est in estimators.values():
+        if est.get_params(deep=False).get("descriptor", False) is None:
+            est.set_params(descriptor=clone(descriptor))
+
+
 def _announce(args, n_methods: int, description: str, X, Y, level: str, lfw,
               split_kw=None) -> None:
     """The start lines on stderr: the data, the protocols that will run (only those) and the
@@ -461,6 +475,7 @@ def cmd_benchmark(args) -> int:
     dataset, description, lfw, lfw_pairs = _benchmark_data(args)
     estimators, pca, grids = _benchmark_estimators(names, cfg, args)
     _cap_components(estimators, dataset["X"], dataset.get("Y"))
+    _start_at_descriptor(estimators, dataset)
     protocols = ("verification", "identification") if args.protocol == "both" else (
         args.protocol,)
     if lfw is not None:

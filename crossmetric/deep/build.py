@@ -15,9 +15,11 @@ from crossmetric.deep.params import named_backbone
 __all__ = ["build_net", "load_backbone_file"]
 
 
-def build_net(p, input_shape, channels=(1, 1), *, seed: int = 0, load: bool = False) -> GSMNet:
+def build_net(p, input_shape, channels=(1, 1), *, seed: int = 0, load: bool = False,
+              descriptor_width: int = 0) -> GSMNet:
     """The network; ``load``: read ``weights`` into a named or module backbone (training
-    only: a fitted or unpickled model restores its own state afterwards)."""
+    only: a fitted or unpickled model restores its own state afterwards);
+    ``descriptor_width``: the width of its descriptor branch (0: none)."""
     from crossmetric.deep.backbones import build_backbone, load_weights
 
     bb = p.backbone
@@ -37,7 +39,8 @@ def build_net(p, input_shape, channels=(1, 1), *, seed: int = 0, load: bool = Fa
     else:
         bb = None
     return GSMNet(input_shape, int(p.hidden_units), p.structure, float(p.f),
-                  bool(p.learn_f), channels=channels, backbone=bb)
+                  bool(p.learn_f), channels=channels, backbone=bb,
+                  descriptor_width=descriptor_width)
 
 
 def load_backbone_file(p, net: GSMNet) -> bool:
@@ -56,7 +59,8 @@ def load_backbone_file(p, net: GSMNet) -> bool:
         raise ValueError(f"backbone={str(path)!r}: {exc}") from None
     head = {k: v for k, v in state.items() if k.startswith("head.")}
     state = {k: v for k, v in state.items() if not k.startswith("head.")}
-    own = {k: v for k, v in net.state_dict().items() if not k.startswith("head.")}
+    own = {k: v for k, v in net.state_dict().items()
+           if not k.startswith("head.") and k != "descriptor_log_scale"}
     bad = [k for k in own if k not in state or state[k].shape != own[k].shape]
     if bad:
         raise ValueError(f"backbone={str(path)!r} does not fit this network (input_shape, "

@@ -15,9 +15,10 @@ __all__ = ["CHECKPOINT_FORMAT", "CHECKPOINT_VERSION", "check_resume", "read_chec
            "write_checkpoint"]
 
 #: training checkpoints (``checkpoint_path``): a ``torch.save`` dict read back with
-#: ``torch.load(weights_only=True)``; version 2 added these format keys
+#: ``torch.load(weights_only=True)``; version 2 added these format keys, version 3 the record
+#: of the held-out guard (``"monitor"``, with ``early_stopping``)
 CHECKPOINT_FORMAT = "crossmetric-deepgsm-checkpoint"
-CHECKPOINT_VERSION = 2
+CHECKPOINT_VERSION = 3
 
 
 def write_checkpoint(path, fields: dict) -> None:

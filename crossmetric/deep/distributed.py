@@ -13,7 +13,9 @@ keep their gradient on process 0 only.
 Launch: ``DeepGSM(n_processes=P)`` spawns P local processes (``gloo`` on CPUs, ``nccl`` on
 GPUs, one GPU per process); or start the script with ``torchrun --nproc-per-node P`` and call
 ``torch.distributed.init_process_group`` before ``fit`` -- ``fit`` then trains with the existing
-process group and every process ends with the same model.
+process group and every process ends with the same model. Spawned processes re-import the
+calling script, as any spawned multiprocessing does: it must be a file whose top level is
+guarded by ``if __name__ == "__main__":`` (code piped to ``python -`` cannot be re-imported).
 """
 
 from __future__ import annotations

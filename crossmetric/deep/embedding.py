@@ -12,6 +12,7 @@ import numpy as np
 from sklearn.utils.validation import check_is_fitted
 
 from crossmetric.deep.data import is_file_list
+from crossmetric.deep.descriptor import attach, describe
 from crossmetric.deep.inference import embed_source, forward_blocks
 from crossmetric.learners._gsm_measure import gsm_matrix, gsm_rowwise
 
@@ -32,12 +33,23 @@ class EmbeddingMixin:
                               flip=bool(self.test_flip), device=self.device_)
 
     def _embed_x(self, X: np.ndarray) -> np.ndarray:
-        return self._forward_blocks(X, self.net_.embed_x)
+        return self._with_descriptor(self._forward_blocks(X, self.net_.embed_x), X)
 
     def _embed_y(self, Y: np.ndarray) -> np.ndarray:
-        return self._forward_blocks(Y, self.net_.embed_y)
+        return self._with_descriptor(self._forward_blocks(Y, self.net_.embed_y), Y)
+
+    def _with_descriptor(self, T: np.ndarray, images: np.ndarray) -> np.ndarray:
+        """The components ``T`` of ``images`` joined by their descriptor rows (a descriptor
+        branch, :mod:`crossmetric.deep.descriptor`); ``T`` itself without one."""
+        if getattr(self, "descriptor_", None) is None:
+            return T
+        scale = float(self.net_.descriptor_log_scale.detach().exp())
+        return attach(T, describe(self.descriptor_, images).astype(np.float64), scale)
 
     def _embed_files(self, paths, side: str) -> np.ndarray:
+        if getattr(self, "descriptor_", None) is not None:
+            raise ValueError("a DeepGSM with a descriptor embeds image arrays, got a list of "
+                             "files; load them first.")
         return embed_source(self.net_, paths, side, self.input_shape_, self.channels_,
                             self.device_, flip=bool(self.test_flip),
                             batch_size=int(self.eval_batch_size),

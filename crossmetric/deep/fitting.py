@@ -19,6 +19,7 @@ from sklearn.utils import check_random_state
 from crossmetric._utils.checks import user_stacklevel
 from crossmetric.deep.build import build_net
 from crossmetric.deep.data import is_file_list
+from crossmetric.deep.descriptor import describe, fit_descriptor
 from crossmetric.deep.distributed import active_group
 from crossmetric.deep.inputs import check_layout, pair_identities, training_sources
 from crossmetric.deep.networks import GSMNet
@@ -46,8 +47,10 @@ class FittingMixin:
 
     def _build_net(self, input_shape, channels=(1, 1), *, seed: int = 0,
                    load: bool = False) -> GSMNet:
-        """The network of these parameters (:func:`crossmetric.deep.build.build_net`)."""
-        return build_net(self, input_shape, channels, seed=seed, load=load)
+        """The network of these parameters (:func:`crossmetric.deep.build.build_net`), with
+        the fitted descriptor branch's width."""
+        return build_net(self, input_shape, channels, seed=seed, load=load,
+                         descriptor_width=getattr(self, "descriptor_width_", 0))
 
     # ----------------------------------------------------------------------------- fit
     def fit(self, pairs, y, groups=None):
@@ -126,6 +129,7 @@ class FittingMixin:
         seed = int(check_random_state(self.random_state).randint(2**31 - 1))
         rank, world = active_group()
         args = (x, ids_x, y, ids_y, shape, channels, seed)
+        descriptor, descriptors = self._fit_descriptor(x, y)
         if int(self.n_processes) > 1:
             if world > 1:
                 raise ValueError("n_processes > 1 cannot be used inside an initialised "
@@ -133,7 +137,9 @@ class FittingMixin:
             result = spawn_training(self.get_params(deep=False), args, int(self.n_processes),
                                     self._resolve_device())
         else:
-            result = self._train(*args, rank=rank, world=world)
+            result = self._train(*args, rank=rank, world=world, descriptors=descriptors)
+        self.descriptor_ = descriptor
+        self.descriptor_width_ = 0 if descriptors is None else int(descriptors[0].shape[1])
         net = self._build_net(shape, channels)
         net.load_state_dict(result["state"])
         device = self._resolve_device(rank)
@@ -161,10 +167,24 @@ class FittingMixin:
                 ConvergenceWarning, stacklevel=user_stacklevel(),
             )
 
-    def _train(self, x, ids_x, y, ids_y, shape, channels, seed, *, rank=0, world=1) -> dict:
+    def _fit_descriptor(self, x, y):
+        """``(fitted descriptor, (u_x, u_y))`` of the training images, or ``(None, None)``
+        without ``descriptor`` (:mod:`crossmetric.deep.descriptor`)."""
+        if self.descriptor is None:
+            return None, None
+        if is_file_list(x) or is_file_list(y):
+            raise ValueError("descriptor needs the training images as arrays, got a list of "
+                             "files; load them first (crossmetric.datasets.load_image_folder).")
+        if int(self.n_processes) > 1:
+            raise ValueError("descriptor trains on one process; leave n_processes at 1.")
+        descriptor = fit_descriptor(self.descriptor, x)
+        return descriptor, (describe(descriptor, x), describe(descriptor, y))
+
+    def _train(self, x, ids_x, y, ids_y, shape, channels, seed, *, rank=0, world=1,
+               descriptors=None) -> dict:
         """Algorithm 2 on one process (:func:`crossmetric.deep.training.train`)."""
         return train(self.get_params(deep=False), x, ids_x, y, ids_y, shape, channels, seed,
-                     rank=rank, world=world)
+                     rank=rank, world=world, descriptors=descriptors)
 
     _mined_weights = staticmethod(mined_weights)
 

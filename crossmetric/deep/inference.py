@@ -1,7 +1,7 @@
 """Embedding images with a trained :class:`~crossmetric.deep.networks.GSMNet`, in batches.
 
-Arrays and lists of image files, with test-time flipping; and the held-out rank-1 that
-DeepGSM's early stopping measures with them.
+Arrays and lists of image files, with test-time flipping; and the held-out similarities that
+DeepGSM's early stopping scores.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from crossmetric.deep.data import is_file_list, read_image, to_chw
 from crossmetric.deep.losses import similarity_matrix
 from crossmetric.deep.networks import GSMNet
 
-__all__ = ["batch_tensor", "embed_source", "forward_blocks", "held_out_rank1"]
+__all__ = ["batch_tensor", "embed_source", "forward_blocks", "held_out_similarity"]
 
 
 def batch_tensor(images: np.ndarray) -> torch.Tensor:
@@ -81,23 +81,27 @@ def embed_source(net: GSMNet, source, side: str, shape, channels, device, *,
     return torch.cat(out)
 
 
-def held_out_rank1(net, val, shape, channels, device, **embed_options) -> float:
-    """Rank-1 of held-out second-domain probes against the first-domain gallery.
+def held_out_similarity(net, val, shape, channels, device, descriptors=None,
+                        **embed_options) -> np.ndarray:
+    """S̃ between the held-out images of early stopping, first-domain rows against
+    second-domain columns (float64), for :class:`crossmetric._solvers.early_stopping.
+    EarlyStopping` to score as it scores every learner's hold-out.
 
-    ``val`` is ``(images_x, ids_x, images_y, ids_y)``; ties count as misses. ``net`` is put
-    in eval mode to embed and back in training mode after. ``embed_options`` go to
-    :func:`embed_source` (a ``cache`` keeps held-out files under ``("val", side, i)``).
+    ``val`` is ``(images_x, ids_x, images_y, ids_y)``. ``net`` is put in eval mode to embed
+    and back in training mode after. ``descriptors``: the descriptor rows ``(u_x, u_y)`` of
+    those images (a descriptor branch) or None. ``embed_options`` go to :func:`embed_source`
+    (a ``cache`` keeps held-out files under ``("val", side, i)``).
     """
-    vx, vix, vy, viy = val
+    vx, _, vy, _ = val
     net.eval()
     TX = embed_source(net, vx, "x", shape, channels, device, tag=("val", "x"),
                       **embed_options)
     TY = embed_source(net, vy, "y", shape, channels, device, tag=("val", "y"),
                       **embed_options)
+    with torch.no_grad():
+        if descriptors is not None:
+            TX = net.with_descriptor(TX, torch.as_tensor(descriptors[0], device=device))
+            TY = net.with_descriptor(TY, torch.as_tensor(descriptors[1], device=device))
+        f = net.head.components()[2].detach().float()
     net.train()
-    S = similarity_matrix(TX, TY, net.head.components()[2].detach().float()).cpu().numpy()
-    same = vix[:, None] == viy[None, :]
-    has = same.any(0)
-    best_true = np.where(same, S, np.inf).min(0)
-    best_false = np.where(same, np.inf, S).min(0)
-    return float(np.mean((best_true < best_false)[has]))
+    return similarity_matrix(TX, TY, f).double().cpu().numpy()

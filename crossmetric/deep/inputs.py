@@ -161,9 +161,10 @@ def check_layout(x, y, input_shape, backbone) -> tuple[tuple[int, int], tuple[in
 
 
 def _hold_out(x, ids_x, y, ids_y, fraction: float, seed: int):
-    """Early stopping's held-out identities: ``(x, ids_x, y, ids_y)`` left, and ``val``
+    """Early stopping's held-out identities: ``(x, ids_x, y, ids_y)`` left, ``val``
     (their images, at most :data:`~crossmetric._solvers.early_stopping.MAX_VALIDATION_SAMPLES`
-    a side, a seeded subset above, as the learners' hold-out)."""
+    a side, a seeded subset above, as the learners' hold-out), and the rows of the inputs
+    each keeps ``(training x, training y, held-out x, held-out y)``."""
     usable = np.intersect1d(ids_x, ids_y)
     n_val = max(2, int(round(float(fraction) * usable.size)))
     if usable.size - n_val < 2:
@@ -177,9 +178,10 @@ def _hold_out(x, ids_x, y, ids_y, fraction: float, seed: int):
     rows_x, rows_y = np.flatnonzero(mx), np.flatnonzero(my)
     held_out, kx, ky = identity_validation(ids_x[mx], ids_y[my], rs)
     val = (subset(x, rows_x[kx]), held_out.ids_x, subset(y, rows_y[ky]), held_out.ids_y)
-    x, ids_x = subset(x, np.flatnonzero(~mx)), ids_x[~mx]
-    y, ids_y = subset(y, np.flatnonzero(~my)), ids_y[~my]
-    return (x, ids_x, y, ids_y), val
+    rows = (np.flatnonzero(~mx), np.flatnonzero(~my), rows_x[kx], rows_y[ky])
+    x, ids_x = subset(x, rows[0]), ids_x[~mx]
+    y, ids_y = subset(y, rows[1]), ids_y[~my]
+    return (x, ids_x, y, ids_y), val, rows
 
 
 def holds_out(p, ids_x, ids_y) -> bool:
@@ -191,16 +193,26 @@ def holds_out(p, ids_x, ids_y) -> bool:
     return bool(p.early_stopping)
 
 
-def round_data(p, x, ids_x, y, ids_y, shape, channels, seed: int, rank: int, world: int):
-    """``(ds, sampler, ids_x, ids_y, val, k, n_pairs)`` of a training run of parameters ``p``.
+def round_data(p, x, ids_x, y, ids_y, shape, channels, seed: int, rank: int, world: int,
+               descriptors=None):
+    """``(ds, sampler, ids_x, ids_y, val, k, n_pairs, desc)`` of a training run of
+    parameters ``p``.
 
     ``val`` is the held-out identities' data (``early_stopping``) or ``None``; ``ids_x``,
-    ``ids_y`` those of the training images; ``k`` the identities per round.
+    ``ids_y`` those of the training images; ``k`` the identities per round. ``descriptors``:
+    the descriptor rows ``(u_x, u_y)`` of ``x`` and ``y`` (a descriptor branch,
+    :mod:`crossmetric.deep.descriptor`) or None; ``desc`` is then ``(rows of the training
+    images, rows of val's images or None)``, each a pair in the images' order.
     """
-    val = None
+    val, rows = None, None
     if holds_out(p, ids_x, ids_y):
-        (x, ids_x, y, ids_y), val = _hold_out(x, ids_x, y, ids_y, p.validation_fraction,
-                                             seed)
+        (x, ids_x, y, ids_y), val, rows = _hold_out(x, ids_x, y, ids_y,
+                                                   p.validation_fraction, seed)
+    desc = None
+    if descriptors is not None:
+        ux, uy = descriptors
+        desc = (((ux, uy), None) if rows is None
+                else ((ux[rows[0]], uy[rows[1]]), (ux[rows[2]], uy[rows[3]])))
     tf = make_augmentation(p.augment, shape)
     ds = CrossDomainImages(x, ids_x, y, ids_y, size=shape, channels=channels,
                            transform_x=tf, transform_y=tf,
@@ -212,4 +224,4 @@ def round_data(p, x, ids_x, y, ids_y, shape, channels, seed: int, rank: int, wor
     sampler = CrossDomainIdentitySampler(
         ids_x, ids_y, int(p.n_identities), int(p.n_images_x), int(p.n_images_y),
         seed=seed, rank=rank, world_size=world, mode=p.batch_mode, n_pairs=int(n_pairs))
-    return ds, sampler, ids_x, ids_y, val, k, n_pairs
+    return ds, sampler, ids_x, ids_y, val, k, n_pairs, desc

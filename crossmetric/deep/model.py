@@ -141,11 +141,11 @@ class DeepGSM(FittingMixin, EmbeddingMixin, SavingMixin, CrossModalMixin, BaseEs
         training would return (the mean once it has begun). A run stopped before the first
         averaged round returns the last weights (``n_averaged_ = 0``).
     early_stopping : bool or "auto", default=False
-        Hold out ``validation_fraction`` of the identities; measure rank-1 (second-domain
-        probes against the first-domain gallery of the held-out identities, at most 2,000
-        images a side, a seeded subset above; ties count as misses) of the initial network and
-        every ``validation_every`` iterations; stop after ``patience`` checks without
-        improvement and restore the best weights (the initial ones when no check beats them).
+        Hold out ``validation_fraction`` of the identities; score the initial network and
+        every ``validation_every`` iterations on them as every learner's hold-out is scored
+        (:mod:`crossmetric._solvers.early_stopping`: rank-1 of first-domain probes and AUC;
+        a check replaces the start only when it beats it beyond the hold-out's noise); return
+        the best, stopping after ``patience`` checks without progress.
         ``"auto"``: on with 30 to 999 identities in both domains, the learners' rule. ``False``
         (the paper's plain run) is the default: from scratch on a few hundred identities the
         hold-out cost rank-1 (CUFS, 292 training persons: 16.8 % plain, 8.0 % held out).
@@ -182,32 +182,27 @@ class DeepGSM(FittingMixin, EmbeddingMixin, SavingMixin, CrossModalMixin, BaseEs
         ``torch.load(weights_only=True)`` (:func:`crossmetric.deep.backbones.load_weights`):
         a file that does not fit the architecture is a one-line error naming the file and
         the first mismatched keys.
+    descriptor : transformer or None, default=None
+        A fixed image descriptor beside the network (ours, not the paper's), e.g.
+        :class:`crossmetric.features.HOG`: S̃ adds ``s²‖u(x) − u(y)‖²`` of its rows ``u``
+        (``s`` learnt) and training starts at that untrained distance instead of a random
+        network (:mod:`crossmetric.deep.descriptor`). Image arrays, one process, no export.
     amp : bool or "auto", default="auto"
         Automatic mixed precision (float16 ``torch.autocast`` with ``GradScaler``). ``"auto"``
         uses it on CUDA devices only; ``True`` on a CPU is an error. The loss is formed in
         float32.
     n_processes : int, default=1
-        > 1: data-parallel training with that many local processes (DDP: ``gloo`` on CPUs,
-        ``nccl`` with one GPU each); each round's identities are shared among them and the
-        loss is the one-process loss of the whole round (:mod:`crossmetric.deep.distributed`).
-        Under ``torchrun`` (a process group already initialised) ``fit`` uses that group.
-        The processes are started with ``torch.multiprocessing.spawn``: as with any spawned
-        multiprocessing, the calling script must be a file whose top level is guarded by
-        ``if __name__ == "__main__":`` (code piped to ``python -`` cannot be re-imported).
+        > 1: data-parallel training with that many local processes (DDP, the loss of the
+        whole round; :mod:`crossmetric.deep.distributed`, which says how they start); under
+        ``torchrun`` ``fit`` uses the group already initialised.
     num_workers : int, default=0
-        ``DataLoader`` worker processes that read (and decode / augment) training images.
-        With 0 on a CPU, image files are read by a background thread of the training
-        process, ahead of the training (:mod:`crossmetric.deep.prefetch`), when ``augment``
-        draws from its own generator (None, an int, ``"reid"``, a callable with
-        ``takes_rng``); a callable drawing from torch's global generator (a torchvision
-        pipeline) is run in the training thread.
+        ``DataLoader`` worker processes that read (and decode / augment) training images;
+        with 0 on a CPU a background thread reads files ahead of the training when it can
+        (:mod:`crossmetric.deep.prefetch`).
     image_cache_mb : float, default=1024
-        Training images given as files: MiB of decoded images (``uint8`` at the input size,
-        h · w · channels bytes each) kept in memory, so that each file is decoded once, the
-        first time it is drawn (:mod:`crossmetric.deep.decoded`); files beyond the budget are
-        decoded each time. 0 decodes every draw. Per process: each ``DataLoader`` worker
-        keeps its own, ``num_workers × image_cache_mb`` MiB in all. Arrays are not copied.
-        Changes no result.
+        Training images given as files: MiB of decoded images kept in memory per process
+        (:mod:`crossmetric.deep.decoded`), so that each file is decoded once; 0 decodes
+        every draw. Changes no result.
     device : {"auto", "cpu", "cuda", ...}, default="auto"
         ``"auto"`` uses CUDA when ``torch.cuda.is_available()``, else the CPU. Results are
         bit-for-bit reproducible for a fixed ``random_state`` on the CPU (deterministic
@@ -217,12 +212,10 @@ class DeepGSM(FittingMixin, EmbeddingMixin, SavingMixin, CrossModalMixin, BaseEs
         (network, optimiser, schedule, random states, loss curve).
     checkpoint_every : int, default=100
     resume : bool, default=False
-        When ``checkpoint_path`` exists, continue training from it up to ``max_iter``. The
-        checkpoint records the training settings (every parameter that changes the run:
-        ``max_iter``, ``learning_rate``, schedule, augmentation, backbone, ...) and a
-        fingerprint of the training data; a resume whose settings or data differ raises
-        ``ValueError``. Checkpoints are read with ``torch.load(..., weights_only=True)``
-        (:mod:`crossmetric.deep.checkpoint`): nothing from the file runs.
+        When ``checkpoint_path`` exists, continue training from it up to ``max_iter``; a
+        checkpoint whose settings (every parameter that changes the run) or training data
+        differ raises ``ValueError``. Nothing from the file runs
+        (:mod:`crossmetric.deep.checkpoint`).
     progress : bool, default=False
         Show a tqdm progress bar.
     eval_batch_size : int, default=512
@@ -261,6 +254,10 @@ class DeepGSM(FittingMixin, EmbeddingMixin, SavingMixin, CrossModalMixin, BaseEs
     validation_iterations_ : list of int
         The training round of each check (0: the initial network).
     best_iteration_ : int or None
+    descriptor_ : transformer or None
+        The fitted ``descriptor`` (``None`` without one).
+    descriptor_width_ : int
+        Its number of features (0 without one).
     n_averaged_ : int
         Rounds whose weights make up the model (``average_from``); 0 without averaging.
     train_time_ : float
@@ -296,7 +293,8 @@ class DeepGSM(FittingMixin, EmbeddingMixin, SavingMixin, CrossModalMixin, BaseEs
                  average_from: float | None = None, early_stopping: bool | str = False,
                  validation_fraction: float = 0.2, validation_every: int | None = None,
                  patience: int = 5, tol: float | None = 1e-4, n_iter_no_change: int = 200,
-                 backbone=None, weights=None, amp="auto", n_processes: int = 1,
+                 backbone=None, weights=None, descriptor=None, amp="auto",
+                 n_processes: int = 1,
                  num_workers: int = 0, image_cache_mb: float = 1024,
                  device: str = "auto", checkpoint_path: str | None = None,
                  checkpoint_every: int = 100, resume: bool = False, progress: bool = False,
@@ -333,6 +331,7 @@ class DeepGSM(FittingMixin, EmbeddingMixin, SavingMixin, CrossModalMixin, BaseEs
         self.n_iter_no_change = n_iter_no_change
         self.backbone = backbone
         self.weights = weights
+        self.descriptor = descriptor
         self.amp = amp
         self.n_processes = n_processes
         self.num_workers = num_workers

@@ -33,6 +33,7 @@ import torch
 from torch import nn
 
 from crossmetric._solvers.gsm_tying import tied_components
+from crossmetric.deep.descriptor import attach
 from crossmetric.learners._gsm_measure import _NO_F, STRUCTURES
 
 __all__ = ["PAPER_MIN_SIDE", "conv_geometry", "DomainNet", "SharedNet", "SimilarityHead",
@@ -151,12 +152,20 @@ class GSMNet(nn.Module):
     channels : (c_x, c_y), default=(1, 1)
     backbone : nn.Module, (nn.Module, nn.Module) or None
         Used as given (the caller copies it if needed).
+    descriptor_width : int, default=0
+        D > 0: the network has a descriptor branch of D features
+        (:mod:`crossmetric.deep.descriptor`), with its learnt log-scale
+        ``descriptor_log_scale``; :meth:`with_descriptor` adds the rows to the components.
     """
 
     def __init__(self, input_shape: tuple[int, int], hidden_units: int = 400,
                  structure: str = "generalized", f: float = -1.9, learn_f: bool = False,
-                 channels: tuple[int, int] = (1, 1), backbone=None):
+                 channels: tuple[int, int] = (1, 1), backbone=None,
+                 descriptor_width: int = 0):
         super().__init__()
+        self.descriptor_width = int(descriptor_width)
+        if self.descriptor_width:
+            self.descriptor_log_scale = nn.Parameter(torch.zeros(()))
         self.input_shape = tuple(input_shape)
         self.channels = tuple(int(c) for c in channels)
         cx, cy = self.channels
@@ -249,6 +258,11 @@ class GSMNet(nn.Module):
         _, Wy, _ = self.head.components()
         return self.features_y(y, flip) @ Wy.T
 
+    def with_descriptor(self, T: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+        """Components ``T`` of the network's features joined by the descriptor rows ``u``
+        (:func:`crossmetric.deep.descriptor.attach`, at the learnt scale)."""
+        return attach(T, u, self.descriptor_log_scale.exp())
+
     def f_value(self) -> float:
         return float(self.head.components()[2])
 
@@ -294,7 +308,10 @@ class GSMNet(nn.Module):
                         m.bias.zero_()
                 if init == "paper" and probe is not None:
                     self._rescale_layers(*probe)
-            std = 0.001 if init == "paper" else 1.0 / math.sqrt(self.head.r)
+            # with a descriptor branch the start is the descriptor's distance: the network's
+            # terms start small (crossmetric.deep.descriptor)
+            std = (0.001 if init == "paper" or self.descriptor_width
+                   else 1.0 / math.sqrt(self.head.r))
             for p in self.head.params.values():
                 if p.ndim == 2:
                     p.normal_(0.0, std, generator=generator)
@@ -333,6 +350,10 @@ class GSMTower(nn.Module):
         super().__init__()
         import copy
 
+        if net.descriptor_width:
+            raise ValueError("a DeepGSM with a descriptor has no self-contained tower to "
+                             "export: its descriptor runs outside torch (export the model "
+                             "without descriptor, or compute x̃ with transform_x).")
         self.flip = bool(flip)
 
         self.domain = copy.deepcopy(net.domain_x if domain == "x" else net.domain_y)

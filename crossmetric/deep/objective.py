@@ -53,9 +53,11 @@ def round_hinge(TX, TY, f, gx: np.ndarray, gy: np.ndarray, *, batch_mode: str,
 
 
 def penalised(net: GSMNet) -> tuple[list, list]:
-    """The tensors of eq. (7)'s penalties: W (feature weights, no biases) and Φ."""
+    """The tensors of eq. (7)'s penalties: W (feature weights, no biases) and Φ (a
+    descriptor branch's scale is neither)."""
     return ([p for n, p in net.named_parameters()
-             if not n.startswith("head.") and not n.endswith("bias")],
+             if not n.startswith("head.") and not n.endswith("bias")
+             and n != "descriptor_log_scale"],
             list(net.head.params.values()))
 
 

@@ -88,6 +88,11 @@ def check_params(p) -> None:
             or not np.isfinite(p.f):
         raise ValueError(f"f must be a finite real number, got {p.f!r}.")
     _check_backbone(p)
+    if p.descriptor is not None and not (hasattr(p.descriptor, "fit")
+                                         and hasattr(p.descriptor, "transform")):
+        raise ValueError(f"descriptor must be None or a transformer of images with fit and "
+                         f"transform (e.g. crossmetric.features.HOG()), got "
+                         f"{type(p.descriptor).__name__}.")
 
 
 def _check_backbone(p) -> None:

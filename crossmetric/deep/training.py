@@ -21,7 +21,8 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from crossmetric._solvers.stopping import EpochPlateau, RatePlateau
+from crossmetric._solvers.early_stopping import EarlyStopping, Validation
+from crossmetric._solvers.stopping import RatePlateau
 from crossmetric.deep.averaging import WeightAverage, averaging_start
 from crossmetric.deep.build import build_net, load_backbone_file
 from crossmetric.deep.checkpoint import check_resume, read_checkpoint, write_checkpoint
@@ -31,8 +32,9 @@ from crossmetric.deep.data import (
     fingerprint,
     round_batches,
 )
+from crossmetric.deep.descriptor import initial_log_scale
 from crossmetric.deep.distributed import free_port, gather_rows, once, spawn_worker
-from crossmetric.deep.inference import held_out_rank1
+from crossmetric.deep.inference import held_out_similarity
 from crossmetric.deep.inputs import round_data
 from crossmetric.deep.objective import penalised, penalty, round_hinge
 from crossmetric.deep.params import (
@@ -73,13 +75,19 @@ def make_run_optimizer(p, net, max_iter: int):
                           schedule=p.lr_schedule, max_iter=max_iter)
 
 
-def _start_net(p, ds, shape, channels, seed: int, device):
-    """The initialised network (on ``device``) and the probe batch it was initialised on."""
-    net = build_net(p, shape, channels, seed=seed, load=True)
+def _start_net(p, ds, shape, channels, seed: int, device, descriptors=None):
+    """The initialised network (on ``device``) and the probe batch it was initialised on;
+    ``descriptors``: the training images' descriptor rows ``(u_x, u_y)`` (a descriptor
+    branch, whose scale starts from them) or None."""
+    width = 0 if descriptors is None else int(descriptors[0].shape[1])
+    net = build_net(p, shape, channels, seed=seed, load=True, descriptor_width=width)
     n_probe = [min(32, ds.n_x), min(32, len(ds) - ds.n_x)]
     probe = (torch.stack([ds.load(i)[0] for i in range(n_probe[0])]),
              torch.stack([ds.load(ds.n_x + i)[0] for i in range(n_probe[1])]))
     net.initialize(p.init, torch.Generator().manual_seed(seed), probe=probe)
+    if descriptors is not None:
+        with torch.no_grad():
+            net.descriptor_log_scale.fill_(initial_log_scale(*descriptors, seed))
     if isinstance(p.backbone, (str, os.PathLike)) and not named_backbone(p):
         load_backbone_file(p, net)
     net.to(device)
@@ -90,16 +98,21 @@ class _Run:
     """The state of one training run (what a checkpoint holds) and its steps."""
 
     def __init__(self, p, net, model, *, amp: bool, rank: int, world: int, device,
-                 checkpoint: dict):
+                 checkpoint: dict, descriptors=None, validation: Validation | None = None):
         self.p, self.net, self.model = p, net, model
+        # the training images' descriptor rows (u_x, u_y) on the device, or None
+        self.u = None if descriptors is None else tuple(
+            torch.as_tensor(a, device=device) for a in descriptors)
         self.amp, self.rank, self.world, self.device = amp, rank, world, device
         self.max_iter = int(p.max_iter)
         self.opt, self.sched = make_run_optimizer(p, net, self.max_iter)
         self.scaler = torch.amp.GradScaler("cuda", enabled=amp)
         self.rule = convergence_rule(p.lr_schedule, int(p.n_iter_no_change), p.tol,
                                      p.learning_rate)
-        # patience on the held-out rank-1 (early_stopping): any gain resets it
-        self.patience = EpochPlateau(0.0, int(p.patience), relative=True)
+        # early_stopping: the library's guard on held-out identities, scoring S̃ between
+        # them (whose margin of eq. 5 is 0); patience counted in checks
+        self.monitor = None if validation is None else EarlyStopping(
+            _similarities, validation, int(p.patience))
         a0 = averaging_start(p.average_from, self.max_iter)
         self.avg = None if a0 is None else WeightAverage(net, a0)
         self.start, self.curve, self.val_scores, self.best = 0, [], [], None
@@ -118,8 +131,13 @@ class _Run:
         if self.rule is not None:
             self.rule.values = list(self.curve)
         self.val_scores, self.best = list(state["validation_scores"]), state["best"]
-        if self.best is not None:
-            self.patience.best, self.patience.stall = -float(self.best[1]), int(state["bad_checks"])
+        if self.monitor is not None and self.val_scores:
+            if state.get("monitor") is None:
+                raise ValueError(
+                    f"checkpoint {self.checkpoint['path']!r} was written before the held-out "
+                    "guard's record was kept (checkpoint format 2): its early stopping cannot "
+                    "continue. Delete it or set resume=False.")
+            self.monitor.load_state_dict(state["monitor"])
         if self.avg is not None:
             self.avg.load_state_dict(state["average"])
 
@@ -135,12 +153,12 @@ class _Run:
             "scaler": self.scaler.state_dict(),
             "iteration": int(done), "loss_curve": list(self.curve),
             "validation_scores": list(self.val_scores), "best": self.best,
-            "bad_checks": self.patience.stall,
+            "monitor": None if self.monitor is None else self.monitor.state_dict(),
             "average": None if self.avg is None else self.avg.state_dict()})
 
-    def step(self, xb, yb, gx, gy, gathered, weights_cache, tensors):
-        """One gradient step on a round's images (``gathered``: DDP's row counts or None);
-        returns the round's hinge and penalty."""
+    def step(self, xb, yb, gx, gy, gathered, weights_cache, tensors, ub=None):
+        """One gradient step on a round's images (``gathered``: DDP's row counts or None;
+        ``ub``: their descriptor rows or None); returns the round's hinge and penalty."""
         p, net, model = self.p, self.net, self.model
         xb = xb.to(self.device, non_blocking=True)
         yb = yb.to(self.device, non_blocking=True)
@@ -151,6 +169,8 @@ class _Run:
             fv = fv.float() if torch.is_tensor(fv) else fv
         else:
             TX, TY, fv = model(xb, yb)
+        if ub is not None:
+            TX, TY = net.with_descriptor(TX, ub[0]), net.with_descriptor(TY, ub[1])
         if gathered is not None:
             cx, cy = gathered
             TX, TY = gather_rows(TX, cx, self.rank), gather_rows(TY, cy, self.rank)
@@ -172,15 +192,18 @@ class _Run:
         return hinge, pen
 
     def validate(self, done: int, score) -> str | None:
-        """Score the weights training would return; ``"early_stopping"`` after ``patience``."""
-        net, avg = self.net, self.avg
+        """Score the weights training would return (the monitor's check ``check``: the start,
+        then every ``validation_every`` rounds); keep them when the monitor keeps the check;
+        ``"early_stopping"`` after ``patience`` checks without progress."""
+        net, avg, monitor = self.net, self.avg, self.monitor
         now = net if avg is None else avg.current(net)
-        s = score(now)
-        self.val_scores.append((done, s))
-        stop = self.patience.update(-s)
-        if self.patience.new_best:
-            self.best = (done, s, {k: v.detach().cpu().clone()
-                                   for k, v in now.state_dict().items()},
+        check = len(self.val_scores)
+        stop = monitor.update(check, score(now))
+        monitor.best_params = None  # the kept check's weights are held below
+        self.val_scores.append((done, monitor.scores[-1]))
+        if monitor.best_iteration == check:
+            self.best = (done, monitor.scores[-1],
+                         {k: v.detach().cpu().clone() for k, v in now.state_dict().items()},
                          0 if now is net else avg.n_averaged)
         return "early_stopping" if stop else None
 
@@ -210,8 +233,10 @@ class _Run:
             if world > 1:
                 ix, iy, cx, cy = sampler.gathered_order(ix, iy)
                 gathered = (cx, cy)
+            ub = None if self.u is None else (self.u[0][torch.as_tensor(ix)],
+                                              self.u[1][torch.as_tensor(iy)])
             hinge, pen = self.step(xb, yb, ids_x[ix], ids_y[iy], gathered, weights_cache,
-                                   tensors)
+                                   tensors, ub)
             if self.avg is not None:
                 self.avg.update(net, t)
             self.curve.append(float(hinge.detach()) + float(pen.detach()))
@@ -289,12 +314,14 @@ def _rounds(p, ds, batches, device):
 
 
 def train(params: dict, x, ids_x, y, ids_y, shape, channels, seed, *, rank=0,
-          world=1) -> dict:
+          world=1, descriptors=None) -> dict:
     """Algorithm 2 on one process (of ``world``); returns the trained state and curve.
 
     ``params`` are DeepGSM's (``get_params(deep=False)``); ``x``, ``y`` the training images
     (arrays or file lists) with identity codes ``ids_x``, ``ids_y``; ``shape``, ``channels``
-    their layout; ``seed`` the run's seed (a resumed checkpoint's seed wins).
+    their layout; ``seed`` the run's seed (a resumed checkpoint's seed wins);
+    ``descriptors`` the descriptor rows ``(u_x, u_y)`` of ``x`` and ``y`` (a descriptor
+    branch, :mod:`crossmetric.deep.descriptor`; one process only) or None.
     """
     p = namespace(params)
     check_params(p)
@@ -309,15 +336,22 @@ def train(params: dict, x, ids_x, y, ids_y, shape, channels, seed, *, rank=0,
         state = read_checkpoint(path, device)
         check_resume(path, state, conf, fp)
         seed = int(state["seed"])
-    ds, sampler, ids_x, ids_y, val, k, n_pairs = round_data(p, x, ids_x, y, ids_y, shape,
-                                                            channels, seed, rank, world)
-    net, probe = _start_net(p, ds, shape, channels, seed, device)
+    if descriptors is not None and world > 1:
+        raise ValueError("a descriptor branch trains on one process; leave n_processes at 1 "
+                         "and run outside torchrun.")
+    ds, sampler, ids_x, ids_y, val, k, n_pairs, desc = round_data(
+        p, x, ids_x, y, ids_y, shape, channels, seed, rank, world, descriptors=descriptors)
+    net, probe = _start_net(p, ds, shape, channels, seed, device,
+                            None if desc is None else desc[0])
     model = net
     if world > 1:
         model = torch.nn.parallel.DistributedDataParallel(
             net, device_ids=[device.index] if device.type == "cuda" else None)
     run = _Run(p, net, model, amp=amp, rank=rank, world=world, device=device,
-               checkpoint={"path": path, "settings": conf, "fingerprint": fp, "seed": seed})
+               checkpoint={"path": path, "settings": conf, "fingerprint": fp, "seed": seed},
+               descriptors=None if desc is None else desc[0],
+               validation=None if val is None else Validation(None, None, val[1], val[3],
+                                                              False))
     if state is not None:
         run.restore(state)
     every_val = int(p.validation_every or len(sampler))
@@ -327,6 +361,7 @@ def train(params: dict, x, ids_x, y, ids_y, shape, channels, seed, *, rank=0,
         # held-out files decoded once (in the training data's cache) when read in-process
         score = functools.partial(_score, val=val, shape=shape, channels=channels,
                                   device=device, p=p,
+                                  descriptors=None if desc is None else desc[1],
                                   cache=ds.cache if int(p.num_workers) == 0 else None)
     n_images = 2 * int(n_pairs) if p.batch_mode == "pair" else k * (
         int(p.n_images_x) + int(p.n_images_y))
@@ -351,8 +386,16 @@ def train(params: dict, x, ids_x, y, ids_y, shape, channels, seed, *, rank=0,
             "n_averaged": n_averaged}
 
 
-def _score(net, *, val, shape, channels, device, p, cache=None) -> float:
-    return held_out_rank1(net, val, shape, channels, device, flip=bool(p.test_flip),
+def _similarities(S: np.ndarray) -> tuple[np.ndarray, float]:
+    """The monitor's ``cross``: a check's held-out S̃ (its "parameters" here) and the
+    threshold of its loss, 0 (the midpoint of eq. 5's margins)."""
+    return S, 0.0
+
+
+def _score(net, *, val, shape, channels, device, p, descriptors=None,
+           cache=None) -> np.ndarray:
+    return held_out_similarity(net, val, shape, channels, device, descriptors=descriptors,
+                          flip=bool(p.test_flip),
                           batch_size=int(p.eval_batch_size), num_workers=int(p.num_workers),
                           cache=cache)
 
