@@ -38,7 +38,9 @@ def test_reproduction_options_reach_their_reproduction_only(monkeypatch, capsys)
     from crossmetric.reproduce import REPRODUCTIONS
 
     values = {"deepgsm_members": "2", "show_ranks": "3", "device": "cpu", "epochs": "4",
-              "feature_cache": "f.npz", "setting": "legacy", "descriptor": "hog"}
+              "feature_cache": "f.npz", "setting": "legacy", "descriptor": "hog",
+              "guarded": "False"}
+    flags = {"guarded": ["--no-guarded"]}   # a switch: no value
     owners = {}
     for name, rep in REPRODUCTIONS.items():
         for opt, keyword in rep.options.items():
@@ -55,11 +57,12 @@ def test_reproduction_options_reach_their_reproduction_only(monkeypatch, capsys)
 
     monkeypatch.setattr("crossmetric.reproduce.run_reproduction", fake_run)
     for opt, takers in owners.items():
-        flag = "--" + opt.replace("_", "-")
-        assert main(["reproduce", "pcca-viper", flag, values[opt]]) == 2
-        assert flag in capsys.readouterr().err
+        given = flags.get(opt, ["--" + opt.replace("_", "-"), values[opt]])
+        other = next(n for n in REPRODUCTIONS if n not in dict(takers))
+        assert main(["reproduce", other, *given]) == 2
+        assert given[0] in capsys.readouterr().err
         for name, keyword in takers:
             seen.clear()
-            assert main(["reproduce", name, flag, values[opt], "--out", "unused"]) == 0
+            assert main(["reproduce", name, *given, "--out", "unused"]) == 0
             capsys.readouterr()
             assert seen["name"] == name and str(seen[keyword]) == values[opt]

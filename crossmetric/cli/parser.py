@@ -493,6 +493,11 @@ def _add_reproduce(sub) -> None:
     r.add_argument("--show-ranks", type=int, default=None, metavar="N",
                    help="pku-sketch: write the first split's rank lists of N sketches "
                         "(ranks.html, ranks_<method>.png in --out)")
+    r.add_argument("--no-guarded", dest="guarded", action="store_const", const=False,
+                   default=None,
+                   help="pcca-viper, pku-sketch, cml-auc-cufs, gsm-cuhk01: the paper's runs "
+                        "only, without the guarded run beside each (the library's start and "
+                        "held-out guard; shorter)")
     r.set_defaults(func=cmd_reproduce)
 
 

@@ -65,6 +65,10 @@ def _option_owners() -> dict:
     return owners
 
 
+#: options whose flag is not ``--`` + their name
+_FLAGS = {"guarded": "--no-guarded"}
+
+
 def _options(args) -> dict:
     """The reproduction-specific options given, checked against the reproductions'
     declarations."""
@@ -73,11 +77,11 @@ def _options(args) -> dict:
         value = getattr(args, opt, None)
         if value is None:
             continue
-        flag = "--" + opt.replace("_", "-")
+        flag = _FLAGS.get(opt, "--" + opt.replace("_", "-"))
         if args.name not in owners:
             verb = "takes" if len(owners) == 1 else "take"
             raise CLIError(f"{flag}: only {_names(owners)} {verb} it")
-        if isinstance(value, int) and value < 1:
+        if isinstance(value, int) and not isinstance(value, bool) and value < 1:
             raise CLIError(f"{flag} must be >= 1, got {value}")
         extra[owners[args.name]] = value
     if "descriptor" in extra:

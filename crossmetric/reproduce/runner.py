@@ -122,7 +122,7 @@ def _negatives_figure(result: ReproductionResult, out: str) -> list[str]:
 REPRODUCTIONS: dict[str, Reproduction] = {r.name: r for r in [
     Reproduction("pcca-viper", "PCCA Table 2: VIPeR CMC r=1,5,10,20; PCCA-sqrt/-chi2/-chi2RBF "
                  "x n-=1,10, ITML, Euclidean; p=316 and 532", reproduce_pcca_viper,
-                 figure=_viper_cmc_figure),
+                 options={"guarded": "guarded"}, figure=_viper_cmc_figure),
     Reproduction("pcca-viper-convergence", "PCCA Fig. 3: kernel PCCA objective per iteration "
                  "with and without preconditioning", reproduce_pcca_viper_convergence, 1,
                  figure=_convergence_figure),
@@ -132,12 +132,14 @@ REPRODUCTIONS: dict[str, Reproduction] = {r.name: r for r in [
                  "and mAP for CMML, CML_AUC, GSM, DeepGSM, CCA, KCCA, Euclidean",
                  reproduce_pku_sketch, methods=PKU_METHODS,
                  options={"deepgsm_members": "deepgsm_members", "show_ranks": "show_ranks",
-                          "setting": "setting", "descriptor": "descriptor"},
+                          "setting": "setting", "descriptor": "descriptor",
+                          "guarded": "guarded"},
                  figure="PKU-Sketch: sketch probes vs photos"),
     Reproduction("cml-auc-cufs", "CML-AUC Tables I-II protocol on CUFS (sketch -> photo, dense "
                  "SIFT + PCA, 238 test persons): 1-EER, VR@0.1%, AUC, rank-1 of 15 methods, "
                  "paper grids tuned on training persons; CUFSF numbers as reference",
                  reproduce_cml_auc_cufs, methods=CML_AUC_CUFS_METHODS,
+                 options={"guarded": "guarded"},
                  figure="CUFS: sketch probes vs photos (CML-AUC protocol)"),
     Reproduction("gsm-cufs", "GSM Table II protocol on CUFS (train/ 180 persons, test/ 238; "
                  "sketch -> photo CMC): DeepGSM on the images, GSM on dense SIFT + PCA with "
@@ -152,7 +154,7 @@ REPRODUCTIONS: dict[str, Reproduction] = {r.name: r for r in [
                  "PatchColorSIFT + PCA-400; GSM generalized vs its special cases and "
                  "ITML, LMNN, KISSME, Euclidean; CMC r=1,5,10,20, paper grids tuned on "
                  "training persons", reproduce_gsm_cuhk01,
-                 options={"feature_cache": "cache"},
+                 options={"feature_cache": "cache", "guarded": "guarded"},
                  figure="CUHK01 camera A -> B, hand-crafted features (GSM Fig. 6(b))"),
     Reproduction("gsm-cuhk01-deep", "GSM Fig. 4(b): DeepGSM on the CUHK01 images (device= "
                  "option), beside GSM on the hand-crafted features", reproduce_gsm_cuhk01_deep,
