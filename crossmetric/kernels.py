@@ -431,6 +431,10 @@ class NystroemMap(TransformerMixin, BaseEstimator):
             self.feature_mean_ = self.transform(X).mean(axis=0)
         return self
 
+    def __setstate__(self, state):
+        # a map pickled or saved before ``center`` existed never centred
+        super().__setstate__({"center": False, **state})
+
     def transform(self, X: ArrayLike) -> np.ndarray:
         """``φ(X)``, computed in row blocks. Returns an array of shape (n_samples, m)."""
         check_is_fitted(self)

@@ -171,3 +171,20 @@ def test_kcca_switches_to_nystroem_above_the_exact_kernel_size(monkeypatch):
     assert hasattr(approx, "feature_map_x_")
     with pytest.raises(ValueError, match="kernel_approximation must be one of"):
         KCCA(3, kernel_approximation="sometimes", preprocessor=(X, Y)).fit(pairs, y)
+
+
+def test_a_map_saved_before_center_existed_loads_uncentred():
+    import pickle
+
+    from crossmetric.kernels import NystroemMap
+
+    X = np.random.RandomState(0).rand(20, 3)
+    m = NystroemMap(gamma=1.0, n_landmarks=5, random_state=0).fit(X)
+    state = dict(m.__getstate__())
+    del state["center"]                       # as pickled before the parameter existed
+    old = NystroemMap.__new__(NystroemMap)
+    old.__setstate__(state)
+    assert old.get_params()["center"] is False
+    np.testing.assert_array_equal(old.transform(X), m.transform(X))
+    again = pickle.loads(pickle.dumps(old))
+    assert again.get_params() == m.get_params()
