@@ -188,3 +188,28 @@ def test_a_map_saved_before_center_existed_loads_uncentred():
     np.testing.assert_array_equal(old.transform(X), m.transform(X))
     again = pickle.loads(pickle.dumps(old))
     assert again.get_params() == m.get_params()
+
+
+def test_kcca_fitted_before_its_maps_centred_loads_into_centred_maps():
+    """KCCA's Nyström form centres through ``NystroemMap(center=True)``; a model fitted when
+    it kept ``feature_mean_x_`` / ``_y_`` beside uncentred maps embeds as it did."""
+    import copy
+
+    from crossmetric import make_pairs
+    from crossmetric.datasets import make_cross_modal
+
+    d = make_cross_modal(120, n_classes=6, random_state=0)
+    pairs, y = make_pairs(d.labels, d.labels, max_positives=300, random_state=0)
+    m = KCCA(kernel_approximation="nystroem", n_landmarks=30, n_components=4,
+             random_state=0, preprocessor=(d.X, d.Y)).fit(pairs, y)
+    assert m.feature_map_x_.center and m.feature_map_y_.center
+    state = copy.deepcopy(m.__getstate__())
+    for side in "xy":   # the former layout
+        fm = state[f"feature_map_{side}_"]
+        state[f"feature_mean_{side}_"] = fm.__dict__.pop("feature_mean_")
+        fm.center = False
+    old = KCCA.__new__(KCCA)
+    old.__setstate__(state)
+    assert not hasattr(old, "feature_mean_x_") and old.feature_map_y_.center
+    np.testing.assert_array_equal(old.cross_distance(d.X[:9], d.Y[:9]),
+                                  m.cross_distance(d.X[:9], d.Y[:9]))

@@ -120,9 +120,8 @@ def _linear_towers(model, side):
 def _kcca(model, side):
     fm = getattr(model, f"feature_map_{side}_", None)
     if fm is not None:
-        coef = getattr(model, f"feature_coef_{side}_")
-        mean = getattr(model, f"feature_mean_{side}_")
-        return _nystroem_steps(fm) + [_affine(coef, -(mean @ coef))] + _finish(model)
+        coef = getattr(model, f"feature_coef_{side}_")   # of the map's centred features
+        return _nystroem_steps(fm) + [_affine(coef)] + _finish(model)
     return (_kernel_map_steps(getattr(model, f"kernel_map_{side}_"))
             + [("centre", getattr(model, f"kernel_col_mean_{side}_"),
                 float(getattr(model, f"kernel_mean_{side}_"))),

@@ -82,7 +82,7 @@ class KCCA(HeldOutChoice, CrossModalMixin, BaseEstimator):
     dual_coef_x_, dual_coef_y_ : ndarray of shape (n, n_components)
         Projection of centred kernel rows (exact kernels).
     feature_map_x_, feature_map_y_ : NystroemMap
-        Nyström only, with ``feature_mean_x_`` / ``_y_`` and the projections
+        Nyström only: centred maps (``center=True``), with the projections
         ``feature_coef_x_`` / ``_y_`` of shape (m, n_components).
     chosen_params_, selection_scores_
         As in :class:`~crossmetric.CCA`.
@@ -179,15 +179,13 @@ class KCCA(HeldOutChoice, CrossModalMixin, BaseEstimator):
         rng = check_random_state(self.random_state)
         parts = []
         for side, S, kernel, gamma in zip("xy", (Xp, Yp), kernels, gammas, strict=True):
+            # the centred kernel's features (the map subtracts their training mean)
             fm = NystroemMap(kernel, gamma=gamma, n_landmarks=self.n_landmarks,
-                             random_state=rng).fit(S)
-            Phi = fm.transform(S)
-            mean = Phi.mean(axis=0)
-            U, sv, Vt = np.linalg.svd(Phi - mean, full_matrices=False)
+                             random_state=rng, center=True).fit(S)
+            U, sv, Vt = np.linalg.svd(fm.transform(S), full_matrices=False)
             s = sv ** 2
             keep = s > max(s.max(initial=0.0), 0.0) * 1e-10
             setattr(self, f"feature_map_{side}_", fm)
-            setattr(self, f"feature_mean_{side}_", mean)
             parts.append((s[keep], U[:, keep], Vt[keep].T * sv[keep], s.sum()))
         (sx, Ux, Vx, trx), (sy, Uy, Vy, try_) = parts
         k = check_n_components(self.n_components, min(sx.size, sy.size),
@@ -208,9 +206,17 @@ class KCCA(HeldOutChoice, CrossModalMixin, BaseEstimator):
         return Kr - col[None, :] - Kr.mean(axis=1, keepdims=True) + total
 
     def _embed_nystroem(self, S: np.ndarray, side: str) -> np.ndarray:
-        Phi = getattr(self, f"feature_map_{side}_").transform(S)
-        Phi -= getattr(self, f"feature_mean_{side}_")
+        Phi = getattr(self, f"feature_map_{side}_").transform(S)   # centred
         return self._finish(Phi @ getattr(self, f"feature_coef_{side}_"))
+
+    def __setstate__(self, state):
+        # fitted before its Nyström maps centred themselves: the mean moves into the map
+        for side in "xy":
+            mean = state.pop(f"feature_mean_{side}_", None)
+            if mean is not None:
+                fm = state[f"feature_map_{side}_"]
+                fm.center, fm.feature_mean_ = True, mean
+        super().__setstate__(state)
 
     def _embed_x(self, X: np.ndarray) -> np.ndarray:
         if hasattr(self, "feature_map_x_"):
