@@ -525,7 +525,7 @@ def save_model(path: str | os.PathLike[str], model: Any, *, meta: dict | None = 
     >>> rng = np.random.RandomState(0)
     >>> X = rng.rand(20, 4)
     >>> pairs = np.array([[0, 1], [2, 3], [0, 5], [4, 9]])
-    >>> model = PCCA(n_components=2, max_iter=5, random_state=0, preprocessor=X).fit(
+    >>> model = PCCA(n_components=2, random_state=0, preprocessor=X).fit(
     ...     pairs, [1, 1, -1, -1])
     >>> path = os.path.join(tempfile.mkdtemp(), "pcca.npz")
     >>> save_model(path, model)

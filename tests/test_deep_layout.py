@@ -126,5 +126,5 @@ def test_tying_is_one_function_for_numpy_and_torch():
                                    rtol=1e-12)
         np.testing.assert_allclose(Wy.detach().numpy(), np.vstack([LB, LCy, e[None]]),
                                    rtol=1e-12)
-        assert float(f) == pytest.approx(fn, rel=1e-12)
+        assert float(f.detach()) == pytest.approx(fn, rel=1e-12)
         assert isinstance(fn, float)

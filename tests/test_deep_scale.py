@@ -506,6 +506,8 @@ def test_custom_backbones_shared_pair_and_state_dict_file(digits, tmp_path):
 
 
 # --------------------------------------------------------------------------- export
+# loading TorchScript is what a user of the exported file does; torch >= 2.10 marks it deprecated
+@pytest.mark.filterwarnings("ignore:`torch.jit.load` is deprecated:DeprecationWarning")
 def test_torchscript_towers_reproduce_the_embeddings(digits, tmp_path):
     px, ix, sy, iy = rgb_people()
     m = DeepGSM(**SMALL).fit_identities(px, ix, sy, iy)
@@ -528,6 +530,7 @@ def test_torchscript_towers_reproduce_the_embeddings(digits, tmp_path):
         m.export_torchscript(tmp_path / "z.pt", "z")
 
 
+@pytest.mark.filterwarnings("ignore:`torch.jit.load` is deprecated:DeprecationWarning")
 def test_test_flip_averages_each_image_with_its_mirror(tmp_path):
     px, ix, sy, iy = rgb_people()
     m = DeepGSM(**SMALL).fit_identities(px, ix, sy, iy)

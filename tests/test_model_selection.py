@@ -538,6 +538,8 @@ def test_patience_scan_matches_the_slow_scan(seed, patience):
         search_params(SpyLearner(), {"scale": [1]}, X, X, labels, on_error="ignore")
 
 
+# a fixed budget of 20 iterations on both sides: the comparison, not convergence
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 def test_callable_scorer_search_equals_gridsearchcv():
     """Precomputed folds of a fixed pair set + a scikit-learn scorer: the scores, their
     mean / std and the choice of GridSearchCV on the same folds."""

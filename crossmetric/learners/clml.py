@@ -457,7 +457,7 @@ class CLMLCV(CLML):
     >>> labels = np.repeat(np.arange(6), 5)
     >>> X = rng.normal(size=(6, 4))[labels] + 0.3 * rng.normal(size=(30, 4))
     >>> pairs, y = make_pairs(labels, random_state=0)
-    >>> model = CLMLCV((1, 2), n_components=2, max_iter=20, cv=2, random_state=0,
+    >>> model = CLMLCV((1, 2), n_components=2, cv=2, random_state=0,
     ...                preprocessor=X).fit(pairs, y)
     >>> model.best_n_clusters_ in (1, 2)
     True
