@@ -66,7 +66,7 @@ def test_start_is_the_descriptors_distance(digits):
     assert m.descriptor_width_ == m.descriptor_.transform(X[:1]).shape[1]
     assert m.transform_x(X[:3]).shape == (3, 2 * (8 + m.descriptor_width_) + 1)
     S = m.cross_distance(X[:40], Y[:40])
-    scaled = float(torch.exp(m.net_.descriptor_log_scale.detach())) ** 2 \
+    scaled = float(m.net_.descriptor_scale().detach()) ** 2 \
         * _descriptor_distance(m, X[:40], Y[:40])
     # the network's terms start at the order of 1e-4: the ranking is the descriptor's
     assert np.abs(S - m.f_ - scaled).max() < 1e-3 * np.median(scaled)

@@ -43,7 +43,7 @@ class EmbeddingMixin:
         branch, :mod:`crossmetric.deep.descriptor`); ``T`` itself without one."""
         if getattr(self, "descriptor_", None) is None:
             return T
-        scale = float(self.net_.descriptor_log_scale.detach().exp())
+        scale = float(self.net_.descriptor_scale().detach())
         return attach(T, describe(self.descriptor_, images).astype(np.float64), scale)
 
     def _embed_files(self, paths, side: str) -> np.ndarray:

@@ -258,10 +258,14 @@ class GSMNet(nn.Module):
         _, Wy, _ = self.head.components()
         return self.features_y(y, flip) @ Wy.T
 
+    def descriptor_scale(self) -> torch.Tensor:
+        """``s``, the learnt scale of the descriptor branch's rows."""
+        return self.descriptor_log_scale.exp()
+
     def with_descriptor(self, T: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
         """Components ``T`` of the network's features joined by the descriptor rows ``u``
         (:func:`crossmetric.deep.descriptor.attach`, at the learnt scale)."""
-        return attach(T, u, self.descriptor_log_scale.exp())
+        return attach(T, u, self.descriptor_scale())
 
     def f_value(self) -> float:
         return float(self.head.components()[2])
