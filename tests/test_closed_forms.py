@@ -128,7 +128,13 @@ def test_kissme_keeps_the_complement_term(kw, solve):
     X, _, pairs, y, Xt, _ = views()
     span, full, n_qr = solve(lambda: KISSME(**kw, preprocessor=X).fit(pairs, y))
     assert n_qr == 1
-    assert span.components_.shape == full.components_.shape == (300, 300)
+    # the full solve's 300 × 300 L; the span solve's one row per basis vector of the
+    # training samples' span, the complement kept as a scale (no d × d matrix)
+    assert full.components_.shape == (300, 300)
+    m = span.components_.shape[0]
+    assert span.components_.shape == (m, 300) and m < 300
+    if getattr(span, "complement_scale_", 0.0) > 0:
+        assert span.complement_basis_.shape == (300, m)
     close(span.eigenvalues_, full.eigenvalues_)
     close(span.get_mahalanobis_matrix(), full.get_mahalanobis_matrix())
     close(span.cross_distance(Xt, Xt[::-1]), full.cross_distance(Xt, Xt[::-1]))
@@ -154,6 +160,7 @@ def test_pca_steps_are_exact_in_the_span(solve):
     i, j = np.arange(40), np.arange(40, 80)
     (_, Ps), (_, Pf), _ = solve(lambda: pca_basis(Z, i, j, 10))
     close(np.abs(Ps @ Pf.T), np.eye(10))
+    assert pca_basis(Z, i, j, None) == (None, None)    # no d × d identity without a PCA
     (Xs, _), (Xf, _), _ = solve(lambda: _pca_fit_views(X, Y, pairs, 10))
     close(np.abs(Xs), np.abs(Xf))
     span, full, _ = solve(lambda: DMLEig(pca_components=10, max_iter=300,

@@ -37,7 +37,7 @@ from sklearn.base import BaseEstimator
 from sklearn.exceptions import ConvergenceWarning
 
 from crossmetric._base import LinearSingleModalMixin
-from crossmetric._solvers.linalg import pca_basis
+from crossmetric._solvers.linalg import pca_basis, project
 from crossmetric._utils.checks import (
     check_choice,
     check_n_components,
@@ -151,7 +151,7 @@ class DMLEig(LinearSingleModalMixin, BaseEstimator):
         solver = check_choice(self.solver, "solver", ("accelerated", "frank_wolfe"))
         Z, i, j = data.stacked()
         _, P0 = pca_basis(Z, i, j, self.pca_components)
-        diff = (Z[i] - Z[j]) @ P0.T
+        diff = project(Z[i] - Z[j], P0)
         S = diff[y == 1].T @ diff[y == 1] / max(int(np.sum(y == 1)), 1)
         S += reg * max(np.trace(S) / S.shape[0], np.finfo(float).tiny) * np.eye(S.shape[0])
         w, V = np.linalg.eigh(S)
@@ -175,7 +175,8 @@ class DMLEig(LinearSingleModalMixin, BaseEstimator):
         if self.n_components is not None:
             order = order[:check_n_components(self.n_components, m)]
         # M = P0ᵀ S^{-1/2} P S^{-1/2} P0 = Lᵀ L with L = sqrt(ev) Uᵀ S^{-1/2} P0
-        self.components_ = (U[:, order] * np.sqrt(ev[order])).T @ S_inv_sqrt @ P0
+        L = (U[:, order] * np.sqrt(ev[order])).T @ S_inv_sqrt
+        self.components_ = L if P0 is None else L @ P0
 
 
 def _gap(G: np.ndarray, P: np.ndarray) -> float:
