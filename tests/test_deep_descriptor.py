@@ -64,6 +64,7 @@ def test_start_is_the_descriptors_distance(digits):
     m = DeepGSM(descriptor=HOG(**HOG16), max_iter=1, optimizer="sgd", learning_rate=1e-12,
                 momentum=0.0, **SMALL).fit_identities(X, ids, Y, ids)
     assert m.descriptor_width_ == m.descriptor_.transform(X[:1]).shape[1]
+    assert m.init_ == "descriptor"
     assert m.transform_x(X[:3]).shape == (3, 2 * (8 + m.descriptor_width_) + 1)
     S = m.cross_distance(X[:40], Y[:40])
     scaled = float(m.net_.descriptor_scale().detach()) ** 2 \
@@ -91,6 +92,7 @@ def test_early_stopping_scores_the_start_with_its_descriptor(digits):
     plain = DeepGSM(max_iter=30, early_stopping=True, validation_every=10,
                     **SMALL).fit_identities(X, ids, Y, ids)
     assert m.validation_iterations_[0] == 0 and len(m.validation_scores_) == 4
+    assert plain.init_ == "random"
     # the same held-out identities; the start with the descriptor ranks far better than a
     # random network (HOG alone: 80-90 % on these digit views)
     assert m.validation_scores_[0] > plain.validation_scores_[0] + 0.3

@@ -139,6 +139,7 @@ class FittingMixin:
         else:
             result = self._train(*args, rank=rank, world=world, descriptors=descriptors)
         self.descriptor_ = descriptor
+        self.init_ = "random" if descriptor is None else "descriptor"
         self.descriptor_width_ = 0 if descriptors is None else int(descriptors[0].shape[1])
         net = self._build_net(shape, channels)
         net.load_state_dict(result["state"])

@@ -254,10 +254,10 @@ class DeepGSM(FittingMixin, EmbeddingMixin, SavingMixin, CrossModalMixin, BaseEs
     validation_iterations_ : list of int
         The training round of each check (0: the initial network).
     best_iteration_ : int or None
-    descriptor_ : transformer or None
-        The fitted ``descriptor`` (``None`` without one).
-    descriptor_width_ : int
-        Its number of features (0 without one).
+    init_ : {"descriptor", "random"}
+        The start trained from: the descriptor's distance or a random network.
+    descriptor_, descriptor_width_ : transformer or None, int
+        The fitted ``descriptor`` and its number of features (``None``, 0 without one).
     n_averaged_ : int
         Rounds whose weights make up the model (``average_from``); 0 without averaging.
     train_time_ : float
