@@ -120,7 +120,11 @@ def distinct_rows(A: np.ndarray, *indices: np.ndarray):
     new_key = np.r_[True, np.any(ks[1:] != ks[:-1], axis=1)]
     group = np.cumsum(new_key) - 1
     first = order[np.flatnonzero(new_key)]
-    if not np.array_equal(flat[order], flat[first[group]]):  # pragma: no cover - hash clash
+    # only the rows merged into an earlier one (equal keys) can be a hash clash: each is
+    # compared with its group's first row, with no copy of the rows that stand alone
+    merged = ~new_key
+    if merged.any() and not np.array_equal(flat[order[merged]],
+                                           flat[first[group[merged]]]):  # pragma: no cover
         _, first, inv = np.unique(flat, axis=0, return_index=True, return_inverse=True)
         group_of_row = inv.reshape(-1)
     else:
@@ -138,8 +142,13 @@ def canonical_pairs(data: PairData, tied: bool) -> PairData:
     (``Y is X``), pooled from the two sides. Otherwise each modality gets its own set.
     """
     if tied:
-        Z, i, j = data.stacked()
-        Z, i, j = distinct_rows(Z, i, j)
+        if data.X is data.Y:
+            Z, i, j = distinct_rows(data.X, data.ix, data.iy)
+        else:  # the rows the pairs use on each side, pooled (not both sample sets whole)
+            used_x, i = np.unique(data.ix, return_inverse=True)
+            used_y, j = np.unique(data.iy, return_inverse=True)
+            Z, i, j = distinct_rows(np.concatenate([data.X[used_x], data.Y[used_y]]),
+                                    i.reshape(-1), j.reshape(-1) + used_x.size)
         return PairData(Z, Z, i, j)
     X, ix = distinct_rows(data.X, data.ix)
     Y, iy = distinct_rows(data.Y, data.iy)
