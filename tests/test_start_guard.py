@@ -337,3 +337,80 @@ def test_a_closed_form_start_keeps_its_leading_directions_and_chooses_their_numb
     kept = 35 if expected is None else expected
     np.testing.assert_allclose(Aa[:kept], A[:kept], atol=1e-10)
     assert not Aa[kept:].any()
+
+
+def _nuisance_views(n=120, seed=0):
+    """Two views of ``n`` identities in 8 shared features whose first four carry a large
+    per-sample nuisance: the untrained distance ranks by the nuisance, KISSME's metric
+    (Σ_S⁻¹ − Σ_D⁻¹) sees through it."""
+    rng = np.random.RandomState(seed)
+    Z = rng.randn(n, 8)
+    noise = np.r_[np.full(4, 3.0), np.full(4, 0.3)]
+    return Z + noise * rng.randn(n, 8), Z + noise * rng.randn(n, 8), np.arange(n)
+
+
+def test_the_kissme_start_is_kissmes_metric_in_k_rows():
+    from crossmetric import KISSME
+    from crossmetric._solvers.starting import kissme_start
+
+    X, Y, labels = _nuisance_views()
+    pairs, y = make_pairs(labels, labels, n_negatives=3, random_state=0)
+    L = kissme_start(PairData(X, Y, pairs[:, 0], pairs[:, 1]), y, 10)
+    assert L.shape == (10, 8) and not np.any(L[8:])
+    ref = KISSME(preprocessor=(X, Y)).fit(pairs, y)
+    np.testing.assert_allclose(L.T @ L, ref.components_.T @ ref.components_, rtol=1e-8,
+                               atol=1e-10)
+    top = kissme_start(PairData(X, Y, pairs[:, 0], pairs[:, 1]), y, 3)
+    np.testing.assert_allclose(top, ref.components_[:3], rtol=1e-8, atol=1e-10)
+    same = PairData(X, np.array(X), pairs[:, 0], pairs[:, 0])  # every pair joins one sample
+    assert kissme_start(same, y, 4) is None
+
+
+def test_auto_tries_the_single_metric_closed_form_after_the_cross_modal_one():
+    from crossmetric._solvers.starting import start_candidates
+
+    cross = start_candidates("auto", "pca", cross=True, features=True, equal_widths=True)
+    assert cross == ["identity", "cca(reg=0.01)", "cca(reg=0.1)", "cca(reg=1)", "kissme",
+                     "pca"]
+    assert start_candidates("auto", "pca", cross=True, features=True,
+                            equal_widths=False) == cross[1:4] + ["pca"]
+    assert start_candidates("auto", "pca", cross=False, features=True,
+                            equal_widths=True) == ["identity", "kissme", "pca"]
+    assert start_candidates("auto", "pca", cross=False, features=False,
+                            equal_widths=True) == ["pca"]
+    with pytest.raises(ValueError, match="init='kissme' needs linear towers on views of one"):
+        start_candidates("kissme", "pca", cross=True, features=True, equal_widths=False)
+
+
+KISSME_LEARNERS = {"PCCA": lambda **kw: PCCA(None, max_iter=30, random_state=0, **kw),
+                   **{k: LEARNERS[k] for k in ("CMML", "CMLAUC", "GSM", "LDML", "MahaAUC")}}
+
+
+@pytest.mark.parametrize("name", sorted(KISSME_LEARNERS))
+def test_a_kissme_start_kept_is_kissmes_distance(name, monkeypatch):
+    """``init="kissme"`` with every later check worse on the held-out identities: the model
+    ranks every gallery as KISSME does (fitted on the learner's training pairs, so here on
+    all but the held-out share: close, not equal), which the untrained distance does not."""
+    from crossmetric import KISSME
+
+    X, Y, labels = _nuisance_views()
+    pairs, y = make_pairs(labels, labels, n_negatives=3, random_state=0)
+    calls = []
+    monkeypatch.setattr(es.EarlyStopping, "score_matrix",
+                        lambda self, D: (calls.append(1), (1 / len(calls),) * 2)[1])
+    model = _fit(KISSME_LEARNERS[name](init="kissme", early_stopping=True), X, Y, labels)
+    assert model.init_ == "kissme" and model.best_iteration_ == 0
+    D = model.cross_distance(X, Y)
+    if name == "GSM":
+        D = D - model.f_
+    ref = KISSME(preprocessor=(X, Y)).fit(pairs, y).cross_distance(X, Y)
+    assert np.corrcoef(D.ravel(), ref.ravel())[0, 1] > 0.95
+    assert np.corrcoef(squared_euclidean_matrix(X, Y).ravel(), ref.ravel())[0, 1] < 0.8
+
+
+def test_kissme_needs_a_full_batch_solver_and_views_of_one_width():
+    X, Y, labels = _nuisance_views(40)
+    with pytest.raises(ValueError, match="init='kissme' needs a full-batch solver"):
+        _fit(CMML(None, init="kissme", solver="sgd"), X, Y, labels)
+    with pytest.raises(ValueError, match="init='kissme' needs linear towers on views of one"):
+        _fit(CMML(None, init="kissme"), X, Y[:, :6], labels)

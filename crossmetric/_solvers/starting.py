@@ -27,13 +27,15 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["INITS", "CCA_RIDGES", "PROJECTION_INITS", "initial_weights",
            "rescale_to_unit_distance", "initial_projection", "cca_start", "start_candidates",
-           "check_init", "fitted_towers", "FITTED", "cca_start_size",
-           "ridge_of"]
+           "check_init", "fitted_towers", "FITTED", "KISSME_START", "kissme_start",
+           "cca_start_size", "ridge_of", "build_starts"]
 
 #: the name of a start given as a fitted estimator (``init=estimator``)
 FITTED = "fitted"
+#: the closed form of one metric on the pair differences (:func:`kissme_start`)
+KISSME_START = "kissme"
 
-INITS = ("auto", "pca", "random", "identity", "cca")
+INITS = ("auto", "pca", "random", "identity", "kissme", "cca")
 #: the ridges (relative to the mean eigenvalue) of the closed-form starts tried by ``"auto"``
 CCA_RIDGES = (0.01, 0.1, 1.0)
 #: identity folds on which a closed-form start's size is chosen
@@ -142,6 +144,32 @@ def cca_start(X: np.ndarray, Y: np.ndarray, ix: np.ndarray, iy: np.ndarray, y: n
     return A, B
 
 
+def kissme_start(data: PairData, y: np.ndarray, k: int) -> np.ndarray | None:
+    """The closed-form start of one metric on the pair differences: KISSME's
+    ``M = Σ_S⁻¹ − Σ_D⁻¹`` (its PSD part; Köstinger et al., CVPR 2012, the library's
+    :class:`~crossmetric.KISSME` with its default ridge) of the pairs ``data`` labelled ``y``,
+    as ``k`` rows ``L`` with ``Lᵀ L`` its top ``k`` eigenpairs (zero rows beyond its rank), so
+    that ``‖L x − L y‖²`` is its distance (two towers: the same ``L`` on both views, which
+    need one width).
+
+    Where the views are wider than the pairs' samples, ``Σ_S`` is singular and the small ridge
+    makes ``Σ_S⁻¹`` weigh most the directions the similar pairs' differences do not span (KISSME
+    alone, rank-1 %: CUFS HOG at 100 × 125 100.0, untrained 95.2; VIPeR LOMO 41.1, untrained
+    16.3). ``None`` where one kind of pair joins identical samples only (KISSME is undefined
+    there).
+    """
+    from crossmetric.learners.baselines._kissme import KISSME
+
+    model = KISSME(n_components=min(int(k), data.X.shape[1]))
+    try:
+        model._fit(data, np.asarray(y))
+    except ValueError:
+        return None
+    L = np.zeros((int(k), data.X.shape[1]))
+    L[:model.components_.shape[0]] = model.components_
+    return L
+
+
 def cca_start_size(X: np.ndarray, Y: np.ndarray, ix: np.ndarray, iy: np.ndarray,
                    y: np.ndarray, r: int, reg: float, random_state=None) -> int | None:
     """The number of directions of a closed-form start: of the closed form's own
@@ -234,17 +262,19 @@ def fitted_towers(init, cross: bool) -> list[np.ndarray]:
 
 
 def start_candidates(init, paper_init: str, *, cross: bool, features: bool,
-                     equal_widths: bool, held_out: bool = True, full_rank: bool = True
-                     ) -> list[str]:
+                     equal_widths: bool, held_out: bool = True, full_rank: bool = True,
+                     kissme: bool = True) -> list[str]:
     """The named starts a fit tries, in order of preference (the first wins ties).
 
     ``init="auto"`` (the learners' default): the untrained distance (``"identity"``: linear
     towers of ``full_rank`` -- as many rows as input coordinates, so that the start is that
     distance and not a truncation of it -- and for two towers views of one width), the
-    closed form (``"cca"``: two linear
+    closed form of one metric (``"kissme"``, :func:`kissme_start`: linear towers, views of
+    one width), the cross-modal closed form (``"cca"``: two linear
     towers, one candidate per ridge of :data:`CCA_RIDGES`, so that the ridge too is chosen on
     held-out identities, each with its size chosen by :func:`cca_start_size`) and the paper's
-    own start ``paper_init``; the validation hold-out
+    own start ``paper_init``; ``kissme=False`` leaves KISSME's start out of ``"auto"`` (a
+    learner that trains further from the others); the validation hold-out
     of :mod:`crossmetric._solvers.early_stopping` keeps the best; without a hold-out
     (``held_out=False``) ``"auto"`` is the paper's start.
     ``init="cca"``: the ridges only. Any other name (:data:`FITTED` for an estimator):
@@ -255,6 +285,9 @@ def start_candidates(init, paper_init: str, *, cross: bool, features: bool,
             raise ValueError("init='cca' needs two linear towers (kernel='linear' or Nyström "
                              "features): the closed form is a linear CCA.")
         return [f"cca(reg={r:g})" for r in CCA_RIDGES]
+    if init == KISSME_START and not (features and (equal_widths or not cross)):
+        raise ValueError("init='kissme' needs linear towers on views of one width (one metric "
+                         "on the differences x − y).")
     if init != "auto":
         return [init]
     if not held_out:
@@ -264,9 +297,28 @@ def start_candidates(init, paper_init: str, *, cross: bool, features: bool,
         names.append("identity")
     if cross and features:
         names += [f"cca(reg={r:g})" for r in CCA_RIDGES]
+    if kissme and features and (equal_widths or not cross):
+        names.append(KISSME_START)
     if paper_init not in names:
         names.append(paper_init)
     return names
+
+
+def build_starts(names: list[str], make) -> dict:
+    """``{name: make(name)}`` over the named starts, in order, without those ``make`` cannot
+    build (``None``: :func:`kissme_start` on pairs of identical samples); a single name that
+    cannot be built (``init`` asked for it) is an error."""
+    starts = {}
+    for name in names:
+        start = make(name)
+        if start is None:
+            if len(names) == 1:
+                raise ValueError(f"init={name!r} cannot be built from these pairs: KISSME's "
+                                 f"start needs similar and dissimilar pairs of differing "
+                                 f"samples.")
+            continue
+        starts[name] = start
+    return starts
 
 
 def ridge_of(name: str) -> float:

@@ -29,10 +29,13 @@ from crossmetric._solvers.logistic import PairLogisticObjective, Tower, TowerPro
 from crossmetric._solvers.span import complement_distances, set_complement, tower_bases
 from crossmetric._solvers.starting import (
     FITTED,
+    KISSME_START,
+    build_starts,
     cca_start,
     check_init,
     fitted_towers,
     initial_weights,
+    kissme_start,
     rescale_to_unit_distance,
     ridge_of,
     start_candidates,
@@ -55,6 +58,7 @@ from crossmetric.kernels import (
     check_kernel_approximation,
     check_kernel_input,
 )
+from crossmetric.pairs._pair_data import PairData
 
 __all__ = ["fit_logistic_towers", "store_towers", "embed_tower"]
 
@@ -106,6 +110,8 @@ def fit_logistic_towers(est, data, y, *, kernels, gammas, side_names, name: str)
         if init == FITTED:
             raise ValueError(f"init=<fitted estimator> needs a full-batch solver, not "
                              f"solver={solver!r}.")
+        if init == KISSME_START:
+            raise ValueError(f"init='kissme' needs a full-batch solver, not solver={solver!r}.")
         start = est._paper_init if init in ("auto", "cca") else init
         Ws, maps, est.loss_curve_, est.n_iter_ = fit_pair_towers(
             data, y, tied=tied, kernels=kernels, gammas=gammas, approximation=approximation,
@@ -161,10 +167,12 @@ def fit_logistic_towers(est, data, y, *, kernels, gammas, side_names, name: str)
     names = start_candidates(init, est._paper_init, cross=not tied, features=not any(exact),
                              equal_widths=joint, held_out=monitor is not None,
                              full_rank=k >= max(t.Phi.shape[1] for t in towers))
+    if not tied and "nystroem" in kinds:  # each side its own feature map: no shared coordinates
+        names = [n for n in names if n != KISSME_START] or names
     with blas_threads(sum(t.Phi.size for t in towers) * k):
-        starts = {name: _start(problem, towers, k, name, exact, rng, data, y,
-                               (est.init, bases), est.random_state)
-                  for name in names}
+        starts = build_starts(names, lambda name: _start(
+            problem, towers, k, name, exact, rng, data, y, (est.init, bases),
+            est.random_state))
         scales = {name: _complement_scale(name, W0, k, complement)
                   for name, W0 in starts.items()}
         est.init_, W0 = choose_start(monitor, starts,
@@ -224,6 +232,12 @@ def _start(problem, towers, k: int, name: str, exact, rng, data, y, fitted,
             out[:min(k, W.shape[0])] = W[:k]
             W0.append(out)
         return rescale_to_unit_distance(problem, W0, balance=False)
+    if name == KISSME_START:
+        Phi_y = towers[-1].Phi if len(towers) == 2 else towers[0].Phi
+        L = kissme_start(PairData(towers[0].Phi, Phi_y, data.ix, data.iy), y, k)
+        if L is None:
+            return None
+        return rescale_to_unit_distance(problem, [L.copy() for _ in towers], balance=False)
     if name.startswith("cca"):
         W0 = list(cca_start(towers[0].Phi, towers[1].Phi, data.ix, data.iy, y, k,
                             ridge_of(name), random_state=random_state))

@@ -30,7 +30,14 @@ from crossmetric._solvers.span import (
     sample_basis,
     tower_bases,
 )
-from crossmetric._solvers.starting import FITTED, cca_start, fitted_towers, ridge_of
+from crossmetric._solvers.starting import (
+    FITTED,
+    KISSME_START,
+    cca_start,
+    fitted_towers,
+    kissme_start,
+    ridge_of,
+)
 from crossmetric._utils.checks import check_positive_int
 
 __all__ = ["metric_start", "metric_monitor", "quadratic_cross", "span_views", "from_span"]
@@ -81,9 +88,16 @@ def metric_start(est, name: str, Xs: np.ndarray, Ys: np.ndarray, data, y) -> np.
                              f"distance), got {Xs.shape[1]} and {Ys.shape[1]} features.")
         S = np.vstack([np.linalg.inv(est.whitening_x_), np.linalg.inv(est.whitening_y_)])
         return S @ S.T
-    if name == FITTED:  # its towers on the span coordinates, through the preconditioners
-        towers = fitted_towers(est.init, cross)
-        spans = getattr(est, "_spans", (None, None))
+    if name in (FITTED, KISSME_START):
+        # its towers on the span coordinates, through the preconditioners
+        if name == KISSME_START:
+            L = kissme_start(data, y, data.X.shape[1])
+            if L is None:
+                return None
+            towers, spans = [L, L] if cross else [L], (None, None)
+        else:
+            towers = fitted_towers(est.init, cross)
+            spans = getattr(est, "_spans", (None, None))
         maps = ((est.whitening_x_, est.whitening_y_) if cross else (est.whitening_,))
         S = []
         for W, Q, P in zip(towers, spans, maps, strict=False):

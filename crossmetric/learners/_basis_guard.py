@@ -9,9 +9,12 @@ model keeps ``c² ‖(I − B Bᵀ)(x − y)‖²`` with ``c`` fixed by the star
 
 * ``"identity"`` -- ``L = c I`` and the rest kept at ``c``: the untrained distance ``c² ‖x −
   y‖²``, ``c`` such that the median training-pair distance is 1 (the library's start);
-* ``"pca"`` -- ``L = c I`` on the principal axes and nothing kept: the paper's start.
+* ``"pca"`` -- ``L = c I`` on the principal axes and nothing kept: the paper's start;
+* ``"kissme"`` -- ``L = c L_K`` with ``L_Kᵀ L_K`` KISSME's metric of the training pairs on the
+  basis coordinates (:func:`crossmetric._solvers.starting.kissme_start`), nothing kept: the
+  closed form of one metric (the library's start).
 
-``init="auto"`` scores both on the held-out identities (:mod:`crossmetric._solvers.early_stopping`)
+``init="auto"`` scores them on the held-out identities (:mod:`crossmetric._solvers.early_stopping`)
 and trains from the better; training changes ``L`` only, the kept part is fixed (neither
 trained nor penalised). On the span of the samples (``n_components=None``) the identity
 start's fit equals the plain full-space fit from the identity when ``alpha=0``: the gradient
@@ -28,7 +31,14 @@ from crossmetric._solvers.descent import fit_lbfgs
 from crossmetric._solvers.early_stopping import choose_start, embedding_monitor
 from crossmetric._solvers.logistic import PairLogisticObjective
 from crossmetric._solvers.span import basis_form, complement_distances, set_complement
-from crossmetric._solvers.starting import check_init, start_candidates
+from crossmetric._solvers.starting import (
+    KISSME_START,
+    build_starts,
+    check_init,
+    kissme_start,
+    start_candidates,
+)
+from crossmetric.pairs._pair_data import PairData
 
 __all__ = ["uses_basis", "basis_starts", "fit_in_basis", "store_in_basis"]
 
@@ -41,30 +51,38 @@ def uses_basis(est, val, n_components: int | None, X: np.ndarray) -> bool:
     init = est.init
     if not isinstance(init, str):
         return False
-    if init == "identity" or (init == "auto" and val is not None):
+    if init in ("identity", KISSME_START) or (init == "auto" and val is not None):
         return True
     # (the training rows are distinct: fewer than the features, they span a subspace)
     return init == "auto" and n_components is None and X.shape[0] < X.shape[1]
 
 
-def basis_starts(est, X, i, j, n_components, held_out: bool):
+def basis_starts(est, X, i, j, y, n_components, held_out: bool):
     """``(form, starts)``: the :class:`~crossmetric._solvers.span.BasisForm` of the samples
-    ``X`` (already divided by the learner's input scale) and pairs ``(i, j)``, and the named
-    starts in order of preference, each ``(L0, c, b0)`` (``L0``: p × k)."""
+    ``X`` (already divided by the learner's input scale) and pairs ``(i, j)`` labelled ``y``,
+    and the named starts in order of preference, each ``(L0, c, b0)`` (``L0``: p × k)."""
     form = basis_form(X, i, j, n_components)
     k = form.coords.shape[1]
     p = k if n_components is None else int(n_components)
-    part = squared_euclidean_rows(form.coords[i], form.coords[j])
     paper = "pca" if n_components is not None else "identity"
-    names = start_candidates(check_init(est.init, ("auto", "identity")), paper, cross=False,
-                             features=True, equal_widths=True, held_out=held_out)
-    starts = {}
-    for name in names:
-        D = part + form.rest if name == "identity" else part
+    names = start_candidates(check_init(est.init, ("auto", "identity", "kissme")), paper,
+                             cross=False, features=True, equal_widths=True, held_out=held_out)
+
+    def start(name):
+        if name == KISSME_START:
+            L = kissme_start(PairData(form.coords, form.coords, i, j), y, p)
+            if L is None:
+                return None
+        else:
+            L = np.eye(p, k)
+        D = squared_euclidean_rows(form.coords[i] @ L.T, form.coords[j] @ L.T)
+        if name == "identity":
+            D = D + form.rest
         med = float(np.median(D))
         c = 1.0 / np.sqrt(med) if med > 0 else 1.0
-        starts[name] = (c * np.eye(p, k), c if name == "identity" else 0.0, float(med * c * c))
-    return form, starts
+        return c * L, c if name == "identity" else 0.0, float(med * c * c)
+
+    return form, build_starts(names, start)
 
 
 def fit_in_basis(est, form, starts, i, j, y, val, unit: float, *, pack, loss_grad, embed):

@@ -12,11 +12,14 @@ best kept, the start included. The starts, all in the generalized measure's own 
   ``(A, B)`` the ridge CCA of the positive pairs, its size chosen on identity folds
   (:func:`crossmetric._solvers.starting.cca_start`),
   so that ``S = α² ‖A x − B y‖² + f`` (structures with those four matrices);
+* ``"kissme"`` -- the closed form of one metric: ``L_A = L_B = L_Cx = L_Cy = α L`` with ``Lᵀ L``
+  KISSME's metric of the training pairs on the reduced coordinates (views of one width;
+  :func:`crossmetric._solvers.starting.kissme_start`), so that ``S = α² ‖L (x − y)‖² + f``;
 * ``"fitted"`` -- a fitted estimator given as ``init``: its linear towers
   (:func:`crossmetric._solvers.starting.fitted_towers`) through the reduction, as above;
 
-``α`` puts the mean training pair on the margin's centre ``S = 0``. The library adds the last
-two; the paper starts at random.
+``α`` puts the mean training pair on the margin's centre ``S = 0``. The library adds all but
+the first; the paper starts at random.
 """
 
 from __future__ import annotations
@@ -35,14 +38,18 @@ from crossmetric._solvers.early_stopping import (
 from crossmetric._solvers.span import complement_distances, set_complement
 from crossmetric._solvers.starting import (
     FITTED,
+    KISSME_START,
+    build_starts,
     cca_start,
     check_init,
     fitted_towers,
+    kissme_start,
     ridge_of,
     start_candidates,
 )
 from crossmetric.learners._gsm_measure import STRUCTURES
-from crossmetric.learners._gsm_training import start_case, starting_params
+from crossmetric.learners._gsm_training import GSM_INITS, start_case, starting_params
+from crossmetric.pairs._pair_data import PairData
 
 __all__ = ["gsm_split", "gsm_start_names", "cca_params", "gsm_monitor", "chosen_start",
            "complement_basis", "gsm_with_complement", "guarded_start"]
@@ -63,15 +70,20 @@ def gsm_split(est, data, ix, iy, y, rng):
 
 def gsm_start_names(est, p_x: int, p_y: int, held_out: bool) -> list[str]:
     """The named starts ``est.init`` stands for (see the module docstring)."""
-    init = check_init(est.init, ("auto", "euclidean", "identity", "random", "cca"))
+    init = check_init(est.init, GSM_INITS)
     names = start_candidates(init, "random", cross=True, features=True,
                              equal_widths=p_x == p_y, held_out=held_out)
     if not {"LA", "LB", "LCx", "LCy"} <= set(STRUCTURES[est.structure]):
-        if init in ("cca", FITTED):
+        if init in ("cca", KISSME_START, FITTED):
             raise ValueError(f"init={init!r} needs a structure with L_A, L_B, L_Cx and L_Cy "
                              f"(two linear towers), got {est.structure!r}.")
-        names = [n for n in names if not n.startswith("cca")]
+        names = [n for n in names if not _is_tower_start(n)]
     return names
+
+
+def _is_tower_start(name: str) -> bool:
+    """Whether a named start is a pair of linear towers (set through :func:`tower_params`)."""
+    return name.startswith("cca") or name in (FITTED, KISSME_START)
 
 
 def cca_params(est, params: dict, name: str, X, Y, ix, iy, y, r: int) -> dict:
@@ -162,19 +174,24 @@ def chosen_start(est, start, monitor, X, Y, ix, iy, y, r: int, rng, *, basis=Non
         state["scale"] = getattr(start, "complement_scale_", 0.0)
         return f"start_from={start_case(est)}", starting_params(est, start, X, Y, ix, iy, r,
                                                                rng)[0]
-    starts, scales = {}, {}
-    for name in gsm_start_names(est, X.shape[1], Y.shape[1], monitor is not None):
-        towers = name.startswith("cca") or name == FITTED
+    full = basis is not None and basis[0] is not None and r == X.shape[1] == Y.shape[1]
+
+    def make(name):
         prm = starting_params(est, None, X, Y, ix, iy, r, rng,
-                              "identity" if towers else name)[0]
+                              "identity" if _is_tower_start(name) else name)[0]
         if name == FITTED:
-            prm = fitted_params(est, prm, X, Y, ix, iy, r)
-        elif towers:
-            prm = cca_params(est, prm, name, X, Y, ix, iy, y, r)
-        starts[name] = prm
-        full = basis is not None and basis[0] is not None and r == X.shape[1] == Y.shape[1]
-        scales[name] = (_identity_alpha(prm) / basis[1]
-                        if name == "identity" and full else 0.0)
+            return fitted_params(est, prm, X, Y, ix, iy, r)
+        if name == KISSME_START:
+            L = kissme_start(PairData(X, Y, ix, iy), y, r)
+            return None if L is None else tower_params(est, prm, L, L, X, Y, ix, iy, r)
+        if name.startswith("cca"):
+            return cca_params(est, prm, name, X, Y, ix, iy, y, r)
+        return prm
+
+    starts = build_starts(gsm_start_names(est, X.shape[1], Y.shape[1], monitor is not None),
+                          make)
+    scales = {name: (_identity_alpha(prm) / basis[1] if name == "identity" and full else 0.0)
+              for name, prm in starts.items()}
     name, params = choose_start(monitor, starts, lambda n: state.update(scale=scales[n]))
     state["scale"] = scales[name]
     return name, params

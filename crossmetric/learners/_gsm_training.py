@@ -29,6 +29,9 @@ from crossmetric._utils.checks import check_positive_int, check_positive_scalar,
 from crossmetric.learners._gsm_measure import _NO_F, _TIED, STRUCTURES, gsm_components, gsm_loss
 from crossmetric.learners._gsm_reduction import apply_reducer, fit_reducers
 
+#: the named starts of GSM (``init``)
+GSM_INITS = ("auto", "euclidean", "identity", "random", "kissme", "cca")
+
 
 def _check_choice(value, name: str, choices) -> None:
     if value not in choices:
@@ -56,7 +59,7 @@ def check_params(est) -> None:
     check_positive_scalar(est.tol, "tol", allow_zero=True)
     check_positive_scalar(est.init_scale, "init_scale")
     check_positive_scalar(est.feature_norm, "feature_norm")
-    check_init(est.init, ("auto", "euclidean", "identity", "random", "cca"))
+    check_init(est.init, GSM_INITS)
     _check_choice(est.penalty, "penalty", ("zero", "start"))
     special = tuple(k for k in STRUCTURES if k != "generalized")
     _check_choice(est.start_from, "start_from", (None, "auto", *special))

@@ -136,7 +136,7 @@ class _LocalMetricsModel:
         """Step (3) on a basis of the training samples ``Xs`` (divided by ``scale``), with the
         untrained distance of the rest kept by the identity start
         (:mod:`crossmetric.learners._basis_guard`); ``q``: their assignments."""
-        form, starts = basis_starts(self, Xs, i, j, p, val is not None)
+        form, starts = basis_starts(self, Xs, i, j, y, p, val is not None)
         r, qv = form.coords.shape[1], {}
 
         def embed(t, Vb, side):  # the held-out assignments are fixed: once a side

@@ -116,11 +116,11 @@ class CLML(_LocalMetricsModel, SingleModalMixin, BaseEstimator):
         At most this many clusters per sample (``None``: no limit).
     reg_covar : float, default=1e-6
         Passed to ``GaussianMixture``.
-    init : {"auto", "pca", "identity", "random", "ldml"} or ndarray, default="auto"
+    init : {"auto", "pca", "identity", "kissme", "random", "ldml"} or ndarray, default="auto"
         Initial local projections, all equal to one global ``L0`` (translations 0): the named
         initialisations of :class:`~crossmetric.learners.ldml.LDML` (rescaled so that the median
-        training distance is 1; ``"identity"`` and ``"auto"`` with held-out identities on a
-        basis of the training samples, the untrained distance of the rest kept, as LDML),
+        training distance is 1; ``"identity"``, ``"kissme"`` and ``"auto"`` with held-out
+        identities on a basis of the training samples, as LDML),
         ``"ldml"`` (fit a global LDML with the same ``n_components``, ``alpha``, ``max_iter``,
         ``tol`` first and start every cluster from it), or an array of shape (n_components,
         n_features) or (n_clusters, n_components, n_features). The initial model therefore is a

@@ -72,11 +72,16 @@ class CMML(CrossModalMixin, BaseEstimator):
         coordinates: for two views in shared coordinates (one descriptor, one PCA fitted on
         both) that is their untrained distance (with ``n_components`` ≥ the views' width,
         exactly). ``"cca"`` (linear towers) starts at the closed form, ridge CCA of the
-        positive pairs, its ridge chosen on the held-out identities. ``"auto"``: each of these
-        that applies (the untrained distance, the closed form, the paper's start), scored on
-        the held-out identities of ``early_stopping``; the best is trained from, and kept if
-        training does not beat it (``init_`` says which). The identity and CCA starts are the
-        library's, not the paper's; ``init="random", early_stopping=False`` is the paper's run.
+        positive pairs, its ridge chosen on the held-out identities. ``"kissme"`` (linear
+        towers, views of one width) starts both towers at the closed form of one metric on
+        ``x − y``, KISSME's ``Σ_S⁻¹ − Σ_D⁻¹`` of the training pairs
+        (:func:`crossmetric._solvers.starting.kissme_start`). ``"auto"``: each of these
+        that applies (the untrained distance, the CCA closed form, KISSME's, the paper's start,
+        in that order: a later one replaces an earlier only beyond the hold-out's noise),
+        scored on the held-out identities of ``early_stopping``; the best is trained from, and
+        kept if training does not beat it (``init_`` says which). The identity, CCA and KISSME
+        starts are the library's, not the paper's; ``init="random", early_stopping=False`` is
+        the paper's run.
     max_iter : int, default=1000
     tol : float, default=1e-4
         Stop on a plateau: when the objective has decreased by less than ``tol`` relative to

@@ -186,13 +186,13 @@ class GSM(GSMTowersMixin, CrossModalMixin, BaseEstimator):
     class_weight : {"balanced", None}, default="balanced"
         ``"balanced"``: positives and negatives weigh equally in the hinge (see Notes);
         ``None``: every pair weighs the same.
-    init : {"auto", "identity", "cca", "random", "euclidean"}, default="auto"
+    init : {"auto", "identity", "cca", "kissme", "random", "euclidean"}, default="auto"
         ``"random"`` (the paper's): independent L; ``"euclidean"``: ``L_Cx = L_A``, ``L_Cy =
         L_B``; ``"identity"``: every L at ``α [I_r 0]`` (S the scaled untrained distance, the
-        mean training pair at ``S = 0``); ``"cca"``: S the scaled ridge-CCA distance.
-        ``"auto"``: the best of the last three on the held-out identities of
-        ``early_stopping`` (``init_``; ``"random"`` without a hold-out). The identity and CCA
-        starts are the library's (:mod:`crossmetric.learners._gsm_guard`).
+        mean training pair at ``S = 0``); ``"cca"``: S the scaled ridge-CCA distance;
+        ``"kissme"``: S the scaled KISSME distance (views of one width). ``"auto"``: the best
+        of all but ``"euclidean"`` on the held-out identities of ``early_stopping`` (``init_``;
+        random without one); all but random are ours (:mod:`crossmetric.learners._gsm_guard`).
     start_from : str, "auto" or None, default=None
         Ours, for ``structure="generalized"``: fit this special case first (same settings) and
         train from its measure (``"auto"``: ``"euclidean"``, none for a special case);

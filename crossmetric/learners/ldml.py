@@ -165,16 +165,18 @@ class LDML(LinearSingleModalMixin, BaseEstimator):
         their mean; ``input_scale_``) and folded back, so the penalty and the fit are the same for
         ``X`` and ``c · X``. Standardise features of very different scales first: one global
         scale does not even them out.
-    init : {"auto", "pca", "identity", "random"} or ndarray of shape (n_components, n_features)
-        Initial ``L``. ``"identity"`` (the library's start, not the paper's) is the untrained
-        distance: ``L`` then acts on the top ``n_components`` principal axes of the training
-        samples (their span when ``None``) and the model keeps the untrained distance of the
-        rest (``complement_scale_``; :mod:`crossmetric.learners._basis_guard`).
-        ``"auto"``: with held-out identities (``early_stopping``) the better of
-        ``"identity"`` and the paper's ``"pca"`` on them; without, ``"pca"`` for a low-rank
-        ``L`` and ``"identity"`` for the full one (on the span of samples fewer than their
-        features, exactly). Named initialisations are rescaled so that the median
-        training-pair distance is 1; the initial bias is the median training-pair distance.
+    init : {"auto", "pca", "identity", "kissme", "random"} or ndarray
+        Initial ``L`` (an array: of shape (n_components, n_features)). ``"identity"`` (the library's
+        start, not the paper's) is the untrained distance: ``L`` then acts on the top
+        ``n_components`` principal axes of the training samples (their span when ``None``) and the
+        model keeps the untrained distance of the rest (``complement_scale_``;
+        :mod:`crossmetric.learners._basis_guard`). ``"kissme"`` (the library's too) is KISSME's
+        ``Σ_S⁻¹ − Σ_D⁻¹`` of the training pairs on that basis. ``"auto"``: with held-out identities
+        (``early_stopping``) the best of ``"identity"``, ``"kissme"`` and the paper's ``"pca"`` on
+        them; without, ``"pca"`` for a low-rank ``L`` and ``"identity"`` for the full one (on the
+        span of samples fewer than their features, exactly). Named initialisations are rescaled so
+        that the median training-pair distance is 1; the initial bias is the median training-pair
+        distance.
     max_iter : int, default=1000
         Maximum number of L-BFGS iterations.
     tol : float, default=1e-4
@@ -332,7 +334,7 @@ class LDML(LinearSingleModalMixin, BaseEstimator):
         p = d if self.n_components is None else check_n_components(self.n_components, d)
         self.input_scale_ = scale
         if uses_basis(self, val, self.n_components, Xu):
-            form, starts = basis_starts(self, Xu, i, j, self.n_components, val is not None)
+            form, starts = basis_starts(self, Xu, i, j, y, self.n_components, val is not None)
             p, k = next(iter(starts.values()))[0].shape
             theta, c = fit_in_basis(
                 self, form, starts, i, j, y, val, 1.0,

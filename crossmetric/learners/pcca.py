@@ -71,12 +71,15 @@ class PCCA(LinearSingleModalMixin, BaseEstimator):
         Kernel PCCA with ``solver="gd"`` only: descend along ``∇_A K⁻¹`` (eq. 9-10), where each
         pair touches two columns. ``False`` descends along the plain gradient ``∇_A`` (the
         paper's Fig. 3 comparison).
-    init : {"auto", "identity", "pca", "random"}, default="auto"
+    init : {"auto", "identity", "kissme", "pca", "random"}, default="auto"
         Starting point, rescaled so that the mean training ``D²`` is 1: ``"pca"`` (PCA axes,
         or kernel-PCA coordinates) is the paper's; ``"identity"`` (linear kernel) the first
         ``n_components`` input coordinates -- the untrained distance when ``n_components`` ≥
-        the number of features; ``"random"`` Gaussian rows. ``"auto"``: the untrained distance
-        (linear kernel) and the paper's start, scored on the held-out identities of
+        the number of features; ``"kissme"`` (linear kernel) the closed form of one metric,
+        KISSME's ``Σ_S⁻¹ − Σ_D⁻¹`` of the training pairs in its top ``n_components``
+        eigenpairs (:func:`crossmetric._solvers.starting.kissme_start`); ``"random"`` Gaussian
+        rows. ``"auto"``: the untrained distance, KISSME's (linear kernel) and the paper's
+        start, scored on the held-out identities of
         ``early_stopping``; the better is trained from, and kept if training does not beat it
         (``init_`` says which). ``init="pca", early_stopping=False`` is the paper's run.
     max_iter : int, default=1000
