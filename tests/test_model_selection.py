@@ -352,7 +352,7 @@ def test_cli_benchmark_tune_paper_runs_the_paper_stages(tmp_path, capsys):
     # the start first (ours), then the paper's selection; the reproductions take the latter
     assert METHODS["cmlauc"].search_grid("paper") == [AUC_START_STAGE, *CMLAUC_PAPER_GRID]
     assert METHODS["cmlauc"].search_grid("paper", with_start=False) == list(CMLAUC_PAPER_GRID)
-    assert AUC_START_STAGE == {"init": ["auto", "identity", "cca", "pca"]}
+    assert AUC_START_STAGE == {"init": ["auto", "identity", "cca", "kissme", "pca"]}
     # γ with μ = 1e-7 under both preconditionings (ours: whitened, and the paper's scale),
     # then μ
     first, second = CMLAUC_PAPER_GRID
@@ -818,6 +818,10 @@ def test_cmml_start_stage_tries_its_kernel_form_and_can_take_it():
                         X, Y, labels, scoring="rank1", n_splits=2, random_state=0,
                         keep_current=True)
     kernels = [c["params"].get("kernel", "linear") for c in res.candidates]
-    assert kernels.count("rbf") == 1 and len(kernels) == 5  # current, identity, cca, random
-    assert np.isfinite(res.fold_scores).all()
+    # current, identity, cca, kissme, random
+    assert kernels.count("rbf") == 1 and len(kernels) == 6
+    # KISSME's start needs views of one width (these have 4 and 3 features): refused there
+    kissme = [c["params"].get("init") == "kissme" for c in res.candidates]
+    assert np.isnan(res.fold_scores[kissme]).all()
+    assert np.isfinite(res.fold_scores[~np.array(kissme)]).all()
     assert res.best_params["kernel"] == "rbf"
