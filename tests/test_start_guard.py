@@ -414,3 +414,6 @@ def test_kissme_needs_a_full_batch_solver_and_views_of_one_width():
         _fit(CMML(None, init="kissme", solver="sgd"), X, Y, labels)
     with pytest.raises(ValueError, match="init='kissme' needs linear towers on views of one"):
         _fit(CMML(None, init="kissme"), X, Y[:, :6], labels)
+    with pytest.raises(ValueError, match="not Nyström features"):
+        _fit(CMML(16, init="kissme", kernel="rbf", kernel_approximation="nystroem"), X, Y,
+             labels)

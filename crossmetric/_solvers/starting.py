@@ -266,15 +266,15 @@ def start_candidates(init, paper_init: str, *, cross: bool, features: bool,
                      kissme: bool = True) -> list[str]:
     """The named starts a fit tries, in order of preference (the first wins ties).
 
-    ``init="auto"`` (the learners' default): the untrained distance (``"identity"``: linear
-    towers of ``full_rank`` -- as many rows as input coordinates, so that the start is that
-    distance and not a truncation of it -- and for two towers views of one width), the
-    closed form of one metric (``"kissme"``, :func:`kissme_start`: linear towers, views of
-    one width), the cross-modal closed form (``"cca"``: two linear
-    towers, one candidate per ridge of :data:`CCA_RIDGES`, so that the ridge too is chosen on
-    held-out identities, each with its size chosen by :func:`cca_start_size`) and the paper's
-    own start ``paper_init``; ``kissme=False`` leaves KISSME's start out of ``"auto"`` (a
-    learner that trains further from the others); the validation hold-out
+    ``init="auto"`` (the learners' default), in this order: the untrained distance
+    (``"identity"``: linear towers of ``full_rank`` -- as many rows as input coordinates, so
+    that the start is that distance and not a truncation of it -- and for two towers views of
+    one width), the cross-modal closed form (``"cca"``: two linear towers, one candidate per
+    ridge of :data:`CCA_RIDGES`, so that the ridge too is chosen on held-out identities, each
+    with its size chosen by :func:`cca_start_size`), the closed form of one metric
+    (``"kissme"``, :func:`kissme_start`: linear towers, views of one width; ``kissme=False``
+    leaves it out, for a learner that trains further from the others) and the paper's own
+    start ``paper_init``; the validation hold-out
     of :mod:`crossmetric._solvers.early_stopping` keeps the best; without a hold-out
     (``held_out=False``) ``"auto"`` is the paper's start.
     ``init="cca"``: the ridges only. Any other name (:data:`FITTED` for an estimator):

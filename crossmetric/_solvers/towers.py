@@ -167,8 +167,12 @@ def fit_logistic_towers(est, data, y, *, kernels, gammas, side_names, name: str)
     names = start_candidates(init, est._paper_init, cross=not tied, features=not any(exact),
                              equal_widths=joint, held_out=monitor is not None,
                              full_rank=k >= max(t.Phi.shape[1] for t in towers))
-    if not tied and "nystroem" in kinds:  # each side its own feature map: no shared coordinates
-        names = [n for n in names if n != KISSME_START] or names
+    if not tied and "nystroem" in kinds and KISSME_START in names:
+        # each side its own feature map: no shared coordinates for one metric on x − y
+        if init == KISSME_START:
+            raise ValueError("init='kissme' needs linear towers on views of one width, not "
+                             "Nyström features (each view has its own feature map).")
+        names.remove(KISSME_START)
     with blas_threads(sum(t.Phi.size for t in towers) * k):
         starts = build_starts(names, lambda name: _start(
             problem, towers, k, name, exact, rng, data, y, (est.init, bases),

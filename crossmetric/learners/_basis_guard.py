@@ -15,7 +15,7 @@ model keeps ``c² ‖(I − B Bᵀ)(x − y)‖²`` with ``c`` fixed by the star
   closed form of one metric (the library's start).
 
 ``init="auto"`` scores them on the held-out identities (:mod:`crossmetric._solvers.early_stopping`)
-and trains from the better; training changes ``L`` only, the kept part is fixed (neither
+and trains from the best; training changes ``L`` only, the kept part is fixed (neither
 trained nor penalised). On the span of the samples (``n_components=None``) the identity
 start's fit equals the plain full-space fit from the identity when ``alpha=0``: the gradient
 of the pair loss lies in that span. (With ``alpha > 0`` the plain fit also shrinks ``L``
