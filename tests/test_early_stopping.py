@@ -8,8 +8,10 @@ from sklearn.base import clone
 from sklearn.exceptions import ConvergenceWarning
 
 from crossmetric import CLML, CMML, LDML, PCCA
+from crossmetric._base import squared_euclidean_matrix
 from crossmetric._solvers.early_stopping import EarlyStopping, validation_split
 from crossmetric.pairs import make_pairs
+from crossmetric.pairs._pair_data import PairData
 
 
 @pytest.fixture(scope="module")
@@ -176,6 +178,65 @@ def test_choose_start_keeps_the_first_unless_another_is_better_beyond_noise():
     assert choose_start(None, {"a": bad, "b": good})[0] == "a"
     # one probe of twelve is no evidence: the first (preferred) start stays
     assert choose_start(mon, {"almost": almost, "good": good})[0] == "almost"
+
+
+def test_choose_start_pools_the_probes_of_the_identity_folds():
+    """Two starts the hold-out cannot tell apart (one probe of twelve) are told apart by the
+    folds' probes of every other training identity; a start the folds did not score is
+    compared on the hold-out alone."""
+    from crossmetric._solvers.early_stopping import choose_start
+
+    n = 12
+    val = _validation(np.arange(n), np.arange(n))
+    good = 1.0 - np.eye(n)                      # 12 / 12
+    almost = good.copy()
+    almost[0, 1] = -1.0                         # 11 / 12
+    mon = EarlyStopping(lambda p: (p, 1.0), val, 3)
+    folds = {"almost": (np.r_[np.ones(30), np.zeros(10)].astype(bool), [0.9] * 4),
+             "good": (np.ones(40, dtype=bool), [0.95] * 4)}
+    assert choose_start(mon, {"almost": almost, "good": good})[0] == "almost"
+    assert choose_start(mon, {"almost": almost, "good": good}, folds=folds)[0] == "good"
+    assert mon.start_scores["good"] == pytest.approx((1.0, 0.95 * 4 / 5 + 1.0 / 5))
+    # "paper" has no fold scores: against the kept start on the hold-out's twelve probes
+    assert choose_start(mon, {"almost": almost, "paper": good}, folds=folds)[0] == "almost"
+
+
+def test_fold_start_hits_scores_every_training_identity_once():
+    """Each identity of the pairs is held out by one fold; the untrained distance's hits are
+    each probe's nearest gallery sample among its fold's held-out identities being its match
+    (the slow, obvious count); pairs of a few classes, or one start, give no folds."""
+    from crossmetric._solvers.early_stopping import START_FOLDS, fold_start_hits, identity_folds
+    from crossmetric._solvers.starting import closed_start_distances
+
+    rng = np.random.RandomState(0)
+    n = 60
+    Z = rng.randn(n, 5)
+    X, Y = Z + 0.8 * rng.randn(n, 5), Z + 0.8 * rng.randn(n, 5)
+    labels = np.arange(n)
+    pairs, y = make_pairs(labels, labels, n_negatives=3, random_state=0)
+    data = PairData(X, Y, pairs[:, 0], pairs[:, 1])
+    folds = fold_start_hits(data, y, ["identity", "kissme"],
+                            lambda name, fold, rows: closed_start_distances(name, fold, 5),
+                            tied=False, random_state=0)
+    assert set(folds) == {"identity", "kissme"}
+    assert folds["identity"][0].size == n and len(folds["identity"][1]) == START_FOLDS
+    expected = []
+    for _, _, val in identity_folds(data, y, tied=False, n_folds=START_FOLDS, random_state=0):
+        D = squared_euclidean_matrix(val.data.X, val.data.Y)
+        expected += [val.ids_y[np.argmin(D[a])] == val.ids_x[a] for a in range(len(D))]
+    np.testing.assert_array_equal(folds["identity"][0], expected)
+    # ``rows`` number the held-out samples in data.X / data.Y: the same distances from them
+    by_rows = fold_start_hits(
+        data, y, ["identity", "rows"],
+        lambda name, fold, rows: (closed_start_distances(name, fold, 5) if name == "identity"
+                                  else squared_euclidean_matrix(X[rows[0]], Y[rows[1]])),
+        tied=False, random_state=0)
+    np.testing.assert_array_equal(by_rows["rows"][0], expected)
+    classes = np.arange(n) % 3
+    cp, cy = make_pairs(classes, classes, max_positives=200, n_negatives=2, random_state=0)
+    assert fold_start_hits(PairData(X, Y, cp[:, 0], cp[:, 1]), cy, ["identity", "kissme"],
+                           lambda *a: None, tied=False) == {}
+    assert fold_start_hits(data, y, ["identity"], lambda *a: None, tied=False) == {}
 
 
 def _models(X, Y):

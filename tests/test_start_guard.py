@@ -417,3 +417,23 @@ def test_kissme_needs_a_full_batch_solver_and_views_of_one_width():
     with pytest.raises(ValueError, match="not Nyström features"):
         _fit(CMML(16, init="kissme", kernel="rbf", kernel_approximation="nystroem"), X, Y,
              labels)
+
+
+@pytest.mark.parametrize("name", ["PCCA", "CMML", "LDML"])
+def test_auto_chooses_the_start_on_every_training_identity(name, monkeypatch):
+    """A nuisance KISSME's metric sees through, too mild for the hold-out's 30 identities to
+    prove it: with the folds' probes of the other 120 training identities the learner starts
+    at KISSME's metric; on the hold-out alone it keeps the untrained distance."""
+    import crossmetric._solvers.towers as towers
+    import crossmetric.learners._basis_guard as basis_guard
+
+    rng = np.random.RandomState(1)
+    Z = rng.randn(150, 8)
+    noise = np.r_[np.full(4, 0.6), np.full(4, 0.3)]
+    X, Y = Z + noise * rng.randn(150, 8), Z + noise * rng.randn(150, 8)
+    make = {"PCCA": KISSME_LEARNERS["PCCA"], "CMML": LEARNERS["CMML"],
+            "LDML": LEARNERS["LDML"]}[name]
+    assert _fit(make(), X, Y, np.arange(150)).init_ == "kissme"
+    for module in (towers, basis_guard):
+        monkeypatch.setattr(module, "fold_start_hits", lambda *a, **k: {})
+    assert _fit(make(), X, Y, np.arange(150)).init_ == "identity"

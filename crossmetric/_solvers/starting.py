@@ -28,7 +28,7 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["INITS", "CCA_RIDGES", "PROJECTION_INITS", "initial_weights",
            "rescale_to_unit_distance", "initial_projection", "cca_start", "start_candidates",
            "check_init", "fitted_towers", "FITTED", "KISSME_START", "kissme_start",
-           "cca_start_size", "ridge_of", "build_starts"]
+           "cca_start_size", "ridge_of", "build_starts", "closed_start_distances"]
 
 #: the name of a start given as a fitted estimator (``init=estimator``)
 FITTED = "fitted"
@@ -319,6 +319,28 @@ def build_starts(names: list[str], make) -> dict:
             continue
         starts[name] = start
     return starts
+
+
+def closed_start_distances(name: str, fold, k: int, random_state=None):
+    """The distances between a fold's held-out samples of the closed-form start ``name``
+    (``"identity"``, ``"cca(reg=R)"``, ``"kissme"``) built from the fold's training side, in
+    the coordinates the fold holds (a learner's own: span or kernel coordinates, a basis), for
+    :func:`~crossmetric._solvers.early_stopping.fold_start_hits`; ``fold = (train_data,
+    y_train, validation)``, ``k`` the rows of the start. ``None`` for any other start (the
+    paper's is not a distance of its own: the hold-out alone scores it) and for KISSME's on
+    pairs of identical samples."""
+    train, y_train, validation = fold
+    V = validation.data
+    if name == "identity":  # the first k coordinates
+        return squared_euclidean_matrix(V.X[:, :k], V.Y[:, :k])
+    if name.startswith("cca("):
+        A, B = cca_start(train.X, train.Y, train.ix, train.iy, y_train, k, ridge_of(name),
+                         random_state=random_state)
+        return squared_euclidean_matrix(V.X @ A.T, V.Y @ B.T)
+    if name == KISSME_START:
+        L = kissme_start(train, y_train, k)
+        return None if L is None else squared_euclidean_matrix(V.X @ L.T, V.Y @ L.T)
+    return None
 
 
 def ridge_of(name: str) -> float:

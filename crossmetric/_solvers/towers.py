@@ -23,6 +23,7 @@ from crossmetric._solvers.early_stopping import (
     choose_start,
     clear,
     embedding_monitor,
+    fold_start_hits,
     split_pairs,
 )
 from crossmetric._solvers.logistic import PairLogisticObjective, Tower, TowerProblem
@@ -33,6 +34,7 @@ from crossmetric._solvers.starting import (
     build_starts,
     cca_start,
     check_init,
+    closed_start_distances,
     fitted_towers,
     initial_weights,
     kissme_start,
@@ -179,8 +181,12 @@ def fit_logistic_towers(est, data, y, *, kernels, gammas, side_names, name: str)
             est.random_state))
         scales = {name: _complement_scale(name, W0, k, complement)
                   for name, W0 in starts.items()}
+        folds = {} if monitor is None else fold_start_hits(
+            PairData(towers[0].Phi, towers[-1].Phi, data.ix, data.iy), y, starts,
+            lambda name, fold, _: closed_start_distances(name, fold, k, est.random_state),
+            tied=tied, random_state=est.random_state)
         est.init_, W0 = choose_start(monitor, starts,
-                                     lambda name: state.update(scale=scales[name]))
+                                     lambda name: state.update(scale=scales[name]), folds)
         state["scale"] = scales[est.init_]
         if monitor is not None:
             monitor.update(0, W0)

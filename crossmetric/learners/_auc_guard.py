@@ -23,7 +23,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from crossmetric._solvers.early_stopping import EarlyStopping, Validation, check_early_stopping
+from crossmetric._base import squared_euclidean_matrix
+from crossmetric._solvers.early_stopping import (
+    EarlyStopping,
+    Validation,
+    check_early_stopping,
+    fold_start_hits,
+)
 from crossmetric._solvers.span import (
     complement_distances,
     principal_basis,
@@ -40,7 +46,8 @@ from crossmetric._solvers.starting import (
 )
 from crossmetric._utils.checks import check_positive_int
 
-__all__ = ["metric_start", "metric_monitor", "quadratic_cross", "span_views", "from_span"]
+__all__ = ["metric_start", "metric_start_folds", "metric_monitor", "quadratic_cross",
+           "span_views", "from_span"]
 
 
 def span_views(data, reduce_to=None):
@@ -113,6 +120,34 @@ def metric_start(est, name: str, Xs: np.ndarray, Ys: np.ndarray, data, y) -> np.
                      random_state=est.random_state)
     S = np.vstack([A.T, B.T])
     return S @ S.T
+
+
+def metric_start_folds(est, monitor, starts, Xs: np.ndarray, Ys: np.ndarray, data, y,
+                       raw) -> dict:
+    """The closed-form starts' scores on identity folds of the training pairs (``{}`` without
+    a ``monitor``): each ``M₀`` of :func:`metric_start` built from a fold's training side of
+    the preconditioned samples ``Xs`` / ``Ys`` and scored on its held-out identities
+    (:func:`~crossmetric._solvers.early_stopping.fold_start_hits`) -- the untrained distance
+    of the samples ``raw`` (before the span or reduction) where the model keeps its part
+    outside the basis; the paper's start (a PCA of the samples, not a distance of its own) and
+    the others are scored on the hold-out alone."""
+    if monitor is None:
+        return {}
+    cross = est._cross
+    kept = est._spans[0] is not None and est._spans[0] is est._spans[-1]
+
+    def distances(name, fold, rows):
+        train, y_train, validation = fold
+        if name == "identity" and kept:
+            return squared_euclidean_matrix(raw.X[rows[0]], raw.Y[rows[1]])
+        if name != "identity" and not name.startswith("cca"):
+            return None
+        M = metric_start(est, name, train.X, train.Y, train, y_train)
+        V = validation.data
+        return None if M is None else quadratic_cross(M, V.X, V.Y, cross)
+
+    return fold_start_hits(data._replace(X=Xs, Y=Ys), y, starts, distances, tied=Xs is Ys,
+                           random_state=est.random_state)
 
 
 def quadratic_cross(M: np.ndarray, X: np.ndarray, Y: np.ndarray, cross: bool) -> np.ndarray:

@@ -26,15 +26,20 @@ from __future__ import annotations
 
 import numpy as np
 
-from crossmetric._base import squared_euclidean_rows
+from crossmetric._base import squared_euclidean_matrix, squared_euclidean_rows
 from crossmetric._solvers.descent import fit_lbfgs
-from crossmetric._solvers.early_stopping import choose_start, embedding_monitor
+from crossmetric._solvers.early_stopping import (
+    choose_start,
+    embedding_monitor,
+    fold_start_hits,
+)
 from crossmetric._solvers.logistic import PairLogisticObjective
 from crossmetric._solvers.span import basis_form, complement_distances, set_complement
 from crossmetric._solvers.starting import (
     KISSME_START,
     build_starts,
     check_init,
+    closed_start_distances,
     kissme_start,
     start_candidates,
 )
@@ -58,9 +63,12 @@ def uses_basis(est, val, n_components: int | None, X: np.ndarray) -> bool:
 
 
 def basis_starts(est, X, i, j, y, n_components, held_out: bool):
-    """``(form, starts)``: the :class:`~crossmetric._solvers.span.BasisForm` of the samples
-    ``X`` (already divided by the learner's input scale) and pairs ``(i, j)`` labelled ``y``,
-    and the named starts in order of preference, each ``(L0, c, b0)`` (``L0``: p × k)."""
+    """``(form, starts, folds)``: the :class:`~crossmetric._solvers.span.BasisForm` of the
+    samples ``X`` (already divided by the learner's input scale) and pairs ``(i, j)`` labelled
+    ``y``, the named starts in order of preference, each ``(L0, c, b0)`` (``L0``: p × k), and
+    with a hold-out their scores on identity folds of these pairs
+    (:func:`~crossmetric._solvers.early_stopping.fold_start_hits`: the untrained distance of
+    the samples as they are, KISSME's on the basis coordinates of each fold's training side)."""
     form = basis_form(X, i, j, n_components)
     k = form.coords.shape[1]
     p = k if n_components is None else int(n_components)
@@ -82,12 +90,24 @@ def basis_starts(est, X, i, j, y, n_components, held_out: bool):
         c = 1.0 / np.sqrt(med) if med > 0 else 1.0
         return c * L, c if name == "identity" else 0.0, float(med * c * c)
 
-    return form, build_starts(names, start)
+    starts = build_starts(names, start)
+
+    def fold_distances(name, fold, rows):
+        if name == "identity":  # all of it: the basis part and the rest kept
+            return squared_euclidean_matrix(X[rows[0]], X[rows[1]])
+        return closed_start_distances(name, fold, p)
+
+    folds = fold_start_hits(PairData(form.coords, form.coords, i, j), y, starts,
+                            fold_distances, tied=True,
+                            random_state=est.random_state) if held_out else {}
+    return form, starts, folds
 
 
-def fit_in_basis(est, form, starts, i, j, y, val, unit: float, *, pack, loss_grad, embed):
+def fit_in_basis(est, form, starts, folds, i, j, y, val, unit: float, *, pack, loss_grad,
+                 embed):
     """Choose the start on the held-out samples of ``val`` (divided by ``unit`` to the units
-    of ``form``) and train from it (L-BFGS, guarded).
+    of ``form``) and the identity ``folds`` of :func:`basis_starts`, and train from it
+    (L-BFGS, guarded).
 
     ``pack(L0, b0)`` is the learner's parameter vector at a start (threshold last);
     ``loss_grad(theta, objective)`` its objective on the basis coordinates; ``embed(theta,
@@ -107,7 +127,7 @@ def fit_in_basis(est, form, starts, i, j, y, val, unit: float, *, pack, loss_gra
             est, val, lambda t, side: embed(t, Vb[side], side), lambda t: t[-1], y,
             offset=None if Dc is None else (lambda: state["c"] ** 2 * Dc))
     est.init_, theta0 = choose_start(monitor, thetas,
-                                     lambda name: state.update(c=scales[name]))
+                                     lambda name: state.update(c=scales[name]), folds)
     c = scales[est.init_]
     state["c"] = c
     objective = PairLogisticObjective(i, j, y, 1.0, n, n,

@@ -26,11 +26,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from crossmetric._base import complement_coordinates, squared_euclidean_rows
+from crossmetric._base import (
+    complement_coordinates,
+    squared_euclidean_matrix,
+    squared_euclidean_rows,
+)
 from crossmetric._solvers.early_stopping import (
     EarlyStopping,
     check_early_stopping,
     choose_start,
+    fold_start_hits,
     identity_validation,
     resolve_early_stopping,
     validation_split,
@@ -42,6 +47,7 @@ from crossmetric._solvers.starting import (
     build_starts,
     cca_start,
     check_init,
+    closed_start_distances,
     fitted_towers,
     kissme_start,
     ridge_of,
@@ -163,11 +169,13 @@ def gsm_monitor(est, similarity, X, Y, rows_x, rows_y, ids_x, ids_y, y_train, rn
 
 
 def chosen_start(est, start, monitor, X, Y, ix, iy, y, r: int, rng, *, basis=None,
-                 state=None) -> tuple[str, dict]:
+                 state=None, raw=None) -> tuple[str, dict]:
     """``(name, params)`` training starts from: the fitted ``start_from`` case, or the best
     of the named starts of ``est.init`` on the held-out identities (:func:`choose_start`).
     With a complement ``basis = (Q, c)`` the identity start over every reduced coordinate
-    keeps the untrained distance outside it at its own scale ``α / c`` (``state["scale"]``)."""
+    keeps the untrained distance outside it at its own scale ``α / c`` (``state["scale"]``):
+    on the identity folds of the training pairs that start is the untrained distance of the
+    samples ``raw = (X_raw, Y_raw)`` before the reduction."""
     state = {} if state is None else state
     state["scale"] = 0.0
     if start is not None:  # the fitted special case, with the part of it outside the reduction
@@ -192,7 +200,16 @@ def chosen_start(est, start, monitor, X, Y, ix, iy, y, r: int, rng, *, basis=Non
                           make)
     scales = {name: (_identity_alpha(prm) / basis[1] if name == "identity" and full else 0.0)
               for name, prm in starts.items()}
-    name, params = choose_start(monitor, starts, lambda n: state.update(scale=scales[n]))
+    def fold_distances(name, fold, rows):
+        if name == "identity" and full and raw is not None:
+            return squared_euclidean_matrix(raw[0][rows[0]], raw[1][rows[1]])
+        return closed_start_distances(name, fold, r, est.random_state)
+
+    folds = {} if monitor is None else fold_start_hits(
+        PairData(X, Y, ix, iy), y, starts, fold_distances, tied=False,
+        random_state=est.random_state)
+    name, params = choose_start(monitor, starts, lambda n: state.update(scale=scales[n]),
+                                folds)
     state["scale"] = scales[name]
     return name, params
 
@@ -228,6 +245,6 @@ def guarded_start(est, start, held_rows, data, X, Y, ids, train, r: int, f0: flo
         est, lambda prm, A, B: est._similarity(prm, A, B, f0, r), X, Y, *held_rows, *ids, y,
         rng, raw=(data.X, data.Y), basis=basis[0], state=state)
     est.init_, params = chosen_start(est, start, monitor, X, Y, ix, iy, y, r, rng,
-                                     basis=basis, state=state)
+                                     basis=basis, state=state, raw=(data.X, data.Y))
     set_complement(est, state["scale"], basis[0])
     return monitor, params

@@ -136,7 +136,7 @@ class _LocalMetricsModel:
         """Step (3) on a basis of the training samples ``Xs`` (divided by ``scale``), with the
         untrained distance of the rest kept by the identity start
         (:mod:`crossmetric.learners._basis_guard`); ``q``: their assignments."""
-        form, starts = basis_starts(self, Xs, i, j, y, p, val is not None)
+        form, starts, folds = basis_starts(self, Xs, i, j, y, p, val is not None)
         r, qv = form.coords.shape[1], {}
 
         def embed(t, Vb, side):  # the held-out assignments are fixed: once a side
@@ -146,7 +146,7 @@ class _LocalMetricsModel:
             return _local_embed(Vb, qv[side], Ls, bs)
 
         theta, c = fit_in_basis(
-            self, form, starts, i, j, y, val, scale,
+            self, form, starts, folds, i, j, y, val, scale,
             pack=lambda L0, b0: np.r_[np.tile(L0.ravel(), k), np.zeros(k * p), b0],
             loss_grad=lambda t, obj: self._loss_grad(t, form.coords, q, obj, k, p),
             embed=embed)

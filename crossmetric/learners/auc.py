@@ -82,7 +82,13 @@ from crossmetric._utils.checks import (
     check_positive_scalar,
     user_stacklevel,
 )
-from crossmetric.learners._auc_guard import from_span, metric_monitor, metric_start, span_views
+from crossmetric.learners._auc_guard import (
+    from_span,
+    metric_monitor,
+    metric_start,
+    metric_start_folds,
+    span_views,
+)
 from crossmetric.losses import check_fpr_range, pauc_window, pauc_window_bounds
 from crossmetric.pairs._pair_data import PairData
 
@@ -397,6 +403,7 @@ class _AUCMetricLearner:
         gamma, mu, tol = float(self.gamma), float(self.mu), float(self.tol)
         cross = self._cross
         data, y, val = split_pairs(self, data, y)
+        raw = data
         # views wider than the training samples: M on the coordinates of their span, the
         # untrained distance of the rest kept by the identity start (crossmetric._solvers.span)
         # (the paper's start with no reduce_to keeps the feature space, as the paper fits it)
@@ -458,7 +465,9 @@ class _AUCMetricLearner:
             held_out=monitor is not None, kissme=False)
         starts = build_starts(names, start)
         self.init_, start_M = choose_start(monitor, starts,
-                                           lambda name: state.update(scale=scales[name]))
+                                           lambda name: state.update(scale=scales[name]),
+                                           metric_start_folds(self, monitor, starts, Xs, Ys,
+                                                              data, y, raw))
         state["scale"] = scales[self.init_]
         if monitor is not None:
             monitor.update(0, start_M)

@@ -334,10 +334,11 @@ class LDML(LinearSingleModalMixin, BaseEstimator):
         p = d if self.n_components is None else check_n_components(self.n_components, d)
         self.input_scale_ = scale
         if uses_basis(self, val, self.n_components, Xu):
-            form, starts = basis_starts(self, Xu, i, j, y, self.n_components, val is not None)
+            form, starts, folds = basis_starts(self, Xu, i, j, y, self.n_components,
+                                               val is not None)
             p, k = next(iter(starts.values()))[0].shape
             theta, c = fit_in_basis(
-                self, form, starts, i, j, y, val, 1.0,
+                self, form, starts, folds, i, j, y, val, 1.0,
                 pack=lambda L0, b0: np.r_[L0.ravel(), b0],
                 loss_grad=lambda t, obj: self._loss_grad(t, form.coords, obj, p),
                 embed=lambda t, Vb, side: Vb @ t[:-1].reshape(p, k).T)
