@@ -130,8 +130,11 @@ def metric_start_folds(est, monitor, starts, Xs: np.ndarray, Ys: np.ndarray, dat
     (:func:`~crossmetric._solvers.early_stopping.fold_start_hits`) -- the untrained distance
     of the samples ``raw`` (before the span or reduction) where the model keeps its part
     outside the basis; the paper's start (a PCA of the samples, not a distance of its own) and
-    the others are scored on the hold-out alone."""
-    if monitor is None:
+    the others are scored on the hold-out alone. Not on ``reduce_to`` principal axes (``{}``):
+    fitted on every training sample, they hold a fold's held-out samples better than unseen
+    ones, which flatters the closed forms there (CUFS dense SIFT, 32 axes: CCA's start ahead of
+    the untrained distance by 3.7 points on the folds, 9.6 behind it on the test persons)."""
+    if monitor is None or est.reduce_to is not None:
         return {}
     cross = est._cross
     kept = est._spans[0] is not None and est._spans[0] is est._spans[-1]

@@ -68,7 +68,7 @@ def basis_starts(est, X, i, j, y, n_components, held_out: bool):
     ``y``, the named starts in order of preference, each ``(L0, c, b0)`` (``L0``: p × k), and
     with a hold-out their scores on identity folds of these pairs
     (:func:`~crossmetric._solvers.early_stopping.fold_start_hits`: the untrained distance of
-    the samples as they are, KISSME's on the basis coordinates of each fold's training side)."""
+    the samples as they are, KISSME's on a basis of each fold's own training samples)."""
     form = basis_form(X, i, j, n_components)
     k = form.coords.shape[1]
     p = k if n_components is None else int(n_components)
@@ -92,13 +92,20 @@ def basis_starts(est, X, i, j, y, n_components, held_out: bool):
 
     starts = build_starts(names, start)
 
-    def fold_distances(name, fold, rows):
+    def fold_distances(name, fold, _):
+        train, y_train, validation = fold
+        V = validation.data
         if name == "identity":  # all of it: the basis part and the rest kept
-            return squared_euclidean_matrix(X[rows[0]], X[rows[1]])
-        return closed_start_distances(name, fold, p)
+            return squared_euclidean_matrix(V.X, V.Y)
+        # the others on a basis of the fold's own training samples, as the learner's
+        B = basis_form(train.X, train.ix, train.iy, n_components).basis
+        if B is not None:
+            Xb = train.X @ B
+            train = train._replace(X=Xb, Y=Xb)
+            validation = validation._replace(data=V._replace(X=V.X @ B, Y=V.Y @ B))
+        return closed_start_distances(name, (train, y_train, validation), p)
 
-    folds = fold_start_hits(PairData(form.coords, form.coords, i, j), y, starts,
-                            fold_distances, tied=True,
+    folds = fold_start_hits(PairData(X, X, i, j), y, starts, fold_distances, tied=True,
                             random_state=est.random_state) if held_out else {}
     return form, starts, folds
 

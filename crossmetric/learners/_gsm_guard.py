@@ -205,7 +205,10 @@ def chosen_start(est, start, monitor, X, Y, ix, iy, y, r: int, rng, *, basis=Non
             return squared_euclidean_matrix(raw[0][rows[0]], raw[1][rows[1]])
         return closed_start_distances(name, fold, r, est.random_state)
 
-    folds = {} if monitor is None else fold_start_hits(
+    # on a reduction to fewer axes than the span (or whitened) the folds' held-out samples
+    # took part in fitting the coordinates: the hold-out alone (see metric_start_folds)
+    exact = est.n_components is None and not est.whiten
+    folds = {} if monitor is None or not exact else fold_start_hits(
         PairData(X, Y, ix, iy), y, starts, fold_distances, tied=False,
         random_state=est.random_state)
     name, params = choose_start(monitor, starts, lambda n: state.update(scale=scales[n]),
