@@ -255,10 +255,10 @@ CMML_START_STAGE = [ITERATION_STAGE, {**ITERATION_STAGE, "init": ["identity"]}]
 #: The start as a stage of its own (ours): the guarded fit from each start the learner can
 #: take, so that the selection keeps the untrained distance or a closed form exactly when
 #: training does not help on the training identities' inner folds (``"auto"`` is the default's
-#: own choice on its held-out share). KISSME's start is a candidate of its own too: the inner
-#: folds score every training identity, where the guard's hold-out of a fifth of them cannot
-#: tell 95 % from 100 % rank-1 (CUFS HOG at 100 × 125: KISSME 100.0, the untrained distance
-#: 95.2). GSM's stage leaves it to ``"auto"`` (each GSM candidate costs 3 fits of 6-30 s).
+#: own choice, on its hold-out and identity folds of its training side). KISSME's start is a
+#: candidate of its own too: the selection then compares the trained results of the starts,
+#: not only the starts. GSM's stage leaves it to ``"auto"`` (each GSM candidate costs 3 fits
+#: of 6-30 s).
 TOWER_START_STAGE = {"init": ["auto", "identity", "cca", "kissme", "random"]}
 #: CMML's start stage adds its paper's standard form (§3.2: "the kernel formulation [...]
 #: should be considered as the standard form of the algorithm"; §4 uses a χ²-RBF kernel on
