@@ -128,7 +128,7 @@ def test_onnx_kernel_nystroem_and_mixture_towers(cls, params, data, tmp_path):
         assert "kernel" in kinds  # support samples kept, the kernel computed in the graph
 
 
-@pytest.mark.parametrize("name", ["cca", "mvda"])
+@pytest.mark.parametrize("name", ["cca", "mvda", "kcca"])
 def test_a_closed_form_that_kept_the_untrained_distance_exports_it(name, tmp_path):
     """Wide views whose raw samples already match: the held-out choice keeps the untrained
     distance (the identity on the training span, the rest appended), no cosine."""

@@ -118,6 +118,7 @@ def test_without_identities_auto_is_the_former_fixed_default():
     (CDFE, {"n_components": "auto", "reg": "auto"}),
     (MvDA, {"n_components": "auto"}),
     (CSR, {"alpha": "auto"}),
+    (KCCA, {"n_components": "auto", "reg": "auto"}),
 ])
 def test_every_closed_form_chooses_its_auto_settings_from_its_candidates(make, params):
     X, Y = _identities(n=45, d=12, seed=2)
@@ -163,16 +164,19 @@ def test_the_protocols_record_the_chosen_settings_per_split():
         assert record["n_components"] == "auto"
         assert record["chosen"]["n_components"] in COMPONENT_CANDIDATES
     # a bandwidth pair and the untrained distance are recorded as JSON holds them
-    res = run_protocols({"KCCA": KCCA(n_components="auto", gamma="auto"),
-                         "CDFE": CDFE(n_components="auto", reg="auto")},
-                        {"X": X, "Y": X + 0.05 * np.random.RandomState(1).randn(*X.shape),
-                         "labels": np.arange(80)},
+    near = X + 0.05 * np.random.RandomState(1).randn(*X.shape)
+    res = run_protocols({"CDFE": CDFE(n_components="auto", reg="auto")},
+                        {"X": X, "Y": near, "labels": np.arange(80)},
                         protocols=("identification",), n_repeats=1, random_state=0)
     assert not res.errors
+    assert res.info["training"]["CDFE"][0]["chosen"] == {"untrained": True}
+    # (views of two widths: no untrained distance to keep)
+    res = run_protocols({"KCCA": KCCA(n_components="auto", gamma="auto")},
+                        {"X": X, "Y": near[:, :-1], "labels": np.arange(80)},
+                        protocols=("identification",), n_repeats=1, random_state=0)
     (kcca,) = res.info["training"]["KCCA"]
     gx, gy = kcca["chosen"]["gamma"]
     assert isinstance(gx, float) and isinstance(gy, float)
-    assert res.info["training"]["CDFE"][0]["chosen"] == {"untrained": True}
 
 
 def test_a_model_file_keeps_the_chosen_settings(tmp_path):
@@ -220,6 +224,7 @@ def _same_person_views(n=50, d=120, seed=5):
     (CDFE, {"n_components": "auto", "reg": "auto"}),
     (MvDA, {"n_components": "auto"}),
     (CSR, {"alpha": "auto"}),
+    (KCCA, {"n_components": "auto", "reg": "auto"}),
 ])
 @pytest.mark.parametrize("d", [20, 120])  # narrower and wider than the training samples
 def test_a_closed_form_that_no_setting_lets_beat_the_untrained_distance_keeps_it(
@@ -276,10 +281,13 @@ def test_the_untrained_distance_is_offered_only_where_a_tower_can_hold_it():
     model = CCA(n_components="auto", preprocessor=(X, Y[:, :25])).fit(pairs, y)
     assert "untrained" not in model.chosen_params_ and not model.untrained_
     assert all("untrained" not in s["params"] for s in model.selection_scores_)
-    # kernel towers start from kernel coordinates
-    for est in (KCCA(n_components="auto"), KCDFE(n_components="auto")):
-        est.set_params(preprocessor=(X, Y)).fit(pairs, y)
-        assert "untrained" not in est.chosen_params_, type(est).__name__
+    # KCDFE's towers are linear maps of kernel coordinates, which do not hold it
+    est = KCDFE(n_components="auto", preprocessor=(X, Y)).fit(pairs, y)
+    assert "untrained" not in est.chosen_params_
+    assert all("untrained" not in s["params"] for s in est.selection_scores_)
+    # KCCA's towers skip the kernel when the choice keeps it
+    est = KCCA(n_components="auto", preprocessor=(X, Y)).fit(pairs, y)
+    assert est.selection_scores_[0]["params"] == {"untrained": True}
 
 
 def test_kcca_bandwidth_candidates_scale_the_default_bandwidth():

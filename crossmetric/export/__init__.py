@@ -118,6 +118,8 @@ def _linear_towers(model, side):
 
 
 def _kcca(model, side):
+    if hasattr(model, "untrained_components_"):  # the held-out choice kept the untrained one
+        return [_affine(model.untrained_components_.T)] + _finish(model)
     fm = getattr(model, f"feature_map_{side}_", None)
     if fm is not None:
         coef = getattr(model, f"feature_coef_{side}_")   # of the map's centred features

@@ -7,7 +7,7 @@ import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.utils import check_random_state
 
-from crossmetric._base import CrossModalMixin
+from crossmetric._base import CrossModalMixin, with_complement
 from crossmetric._utils.checks import check_n_components, check_positive_scalar
 from crossmetric._utils.checks import per_modality as _pair_param
 from crossmetric.kernels import (
@@ -23,7 +23,12 @@ from crossmetric.learners._auto_grids import (
     KCCA_REG_GRID,
 )
 from crossmetric.learners._held_out_choice import HeldOutChoice
-from crossmetric.learners.baselines._common import _check_distance, _l2_normalize, _positive_samples
+from crossmetric.learners.baselines._common import (
+    _check_distance,
+    _l2_normalize,
+    _positive_samples,
+    finish_embedding,
+)
 from crossmetric.pairs._pair_data import PairData
 
 __all__ = ["KCCA"]
@@ -84,8 +89,11 @@ class KCCA(HeldOutChoice, CrossModalMixin, BaseEstimator):
     feature_map_x_, feature_map_y_ : NystroemMap
         Nyström only: centred maps (``center=True``), with the projections
         ``feature_coef_x_`` / ``_y_`` of shape (m, n_components).
-    chosen_params_, selection_scores_
-        As in :class:`~crossmetric.CCA`.
+    chosen_params_, untrained_, selection_scores_
+        As in :class:`~crossmetric.CCA`: with an ``"auto"`` parameter on views of one width the
+        held-out choice may keep the untrained distance (``untrained_components_``: both
+        towers the identity on the span of the training samples, the rest kept), where no
+        kernel setting beats it on the held-out identities.
 
     Examples
     --------
@@ -106,6 +114,8 @@ class KCCA(HeldOutChoice, CrossModalMixin, BaseEstimator):
     _auto_grid = {"n_components": COMPONENT_CANDIDATES, "reg": KCCA_REG_GRID,
                   "gamma": KCCA_GAMMA_SCALES}
     _auto_fallback = {"n_components": 10, "reg": 0.1, "gamma": None}
+    #: the held-out choice offers the untrained distance too: the towers then skip the kernel
+    _holds_untrained = True
 
     def __init__(self, n_components: int | str = 10, *, kernel="rbf", gamma=None,
                  reg: float | str = 0.1,
@@ -152,6 +162,7 @@ class KCCA(HeldOutChoice, CrossModalMixin, BaseEstimator):
         for attr in ("kernel_map", "feature_map", "feature_mean", "feature_coef", "dual_coef"):
             for side in "xy":
                 self.__dict__.pop(f"{attr}_{side}_", None)
+        self.__dict__.pop("untrained_components_", None)
         if check_kernel_approximation(self.kernel_approximation, n_samples=n,
                                       learner="KCCA") == "nystroem":
             self._fit_nystroem(Xp, Yp, (kx, ky), (gx, gy), reg)
@@ -218,7 +229,15 @@ class KCCA(HeldOutChoice, CrossModalMixin, BaseEstimator):
                 fm.center, fm.feature_mean_ = True, mean
         super().__setstate__(state)
 
+    def _set_untrained(self, components: np.ndarray) -> None:
+        self.untrained_components_ = components
+
+    def _embed_untrained(self, S: np.ndarray) -> np.ndarray:
+        return finish_embedding(self, with_complement(self, S @ self.untrained_components_.T, S))
+
     def _embed_x(self, X: np.ndarray) -> np.ndarray:
+        if hasattr(self, "untrained_components_"):
+            return self._embed_untrained(X)
         if hasattr(self, "feature_map_x_"):
             return self._embed_nystroem(X, "x")
         Kr = self.kernel_map_x_.transform(X)
@@ -226,6 +245,8 @@ class KCCA(HeldOutChoice, CrossModalMixin, BaseEstimator):
         return self._finish(Kc @ self.dual_coef_x_)
 
     def _embed_y(self, Y: np.ndarray) -> np.ndarray:
+        if hasattr(self, "untrained_components_"):
+            return self._embed_untrained(Y)
         if hasattr(self, "feature_map_y_"):
             return self._embed_nystroem(Y, "y")
         Kr = self.kernel_map_y_.transform(Y)
