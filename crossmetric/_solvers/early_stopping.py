@@ -364,6 +364,19 @@ def identity_folds(data: PairData, y: np.ndarray, *, tied: bool, n_folds: int,
     return out
 
 
+def _identity_folds_or_none(data: PairData, y: np.ndarray, tied: bool, n_folds: int,
+                            random_state):
+    """:func:`identity_folds` drawn from :func:`fold_seed`, or ``None`` where the pairs do not
+    describe identities (:func:`describes_identities`) or cannot fill the folds."""
+    if not describes_identities(data, y, tied):
+        return None
+    try:
+        return identity_folds(data, y, tied=tied, n_folds=n_folds,
+                              random_state=fold_seed(random_state))
+    except ValueError:
+        return None
+
+
 def scan_identity_folds(data: PairData, y: np.ndarray, grid: list, distances, *, tied: bool,
                         n_folds: int, random_state=None):
     """Every candidate of ``grid`` scored on ``n_folds`` :func:`identity_folds` by the held-out
@@ -375,12 +388,8 @@ def scan_identity_folds(data: PairData, y: np.ndarray, grid: list, distances, *,
     or ``None`` where the pairs do not describe identities (:func:`describes_identities`) or
     cannot fill the folds -- the closed forms' size choices and the closed-form start's.
     """
-    if not describes_identities(data, y, tied):
-        return None
-    try:
-        folds = identity_folds(data, y, tied=tied, n_folds=n_folds,
-                               random_state=fold_seed(random_state))
-    except ValueError:
+    folds = _identity_folds_or_none(data, y, tied, n_folds, random_state)
+    if folds is None:
         return None
 
     def rank1(params, f):
@@ -586,16 +595,14 @@ def fold_start_hits(data: PairData, y: np.ndarray, names, distances, *, tied: bo
     alone then chooses.
     """
     names = list(names)
-    if len(names) < 2 or not describes_identities(data, y, tied):
+    if len(names) < 2:
         return {}
     # the folds drawn over row numbers, so that each fold's samples can be taken anywhere
     numbers_x = np.arange(data.X.shape[0], dtype=float)[:, None]
     numbers = PairData(numbers_x, numbers_x if tied else
                        np.arange(data.Y.shape[0], dtype=float)[:, None], data.ix, data.iy)
-    try:
-        folds = identity_folds(numbers, y, tied=tied, n_folds=START_FOLDS,
-                               random_state=fold_seed(random_state))
-    except ValueError:
+    folds = _identity_folds_or_none(numbers, y, tied, START_FOLDS, random_state)
+    if folds is None:
         return {}
     hits: dict = {name: [] for name in names}
     aucs: dict = {name: [] for name in names}
