@@ -321,24 +321,21 @@ def build_starts(names: list[str], make) -> dict:
     return starts
 
 
-def closed_start_distances(name: str, fold, k: int, random_state=None,
-                           size: int | str | None = "auto"):
+def closed_start_distances(name: str, fold, k: int, random_state=None):
     """The distances between a fold's held-out samples of the closed-form start ``name``
     (``"identity"``, ``"cca(reg=R)"``, ``"kissme"``) built from the fold's training side, in
     the coordinates the fold holds (a learner's own: span or kernel coordinates, a basis), for
     :func:`~crossmetric._solvers.early_stopping.fold_start_hits`; ``fold = (train_data,
-    y_train, validation)``, ``k`` the rows of the start, ``size`` the CCA start's number of
-    directions (``"auto"``: chosen on the fold's training side, :func:`cca_start_size`; an
-    int: the number the learner's own start chose, which saves that choice in every fold).
-    ``None`` for any other start (the paper's is not a distance of its own: the hold-out alone
-    scores it) and for KISSME's on pairs of identical samples."""
+    y_train, validation)``, ``k`` the rows of the start. ``None`` for any other start (the
+    paper's is not a distance of its own: the hold-out alone scores it) and for KISSME's on
+    pairs of identical samples."""
     train, y_train, validation = fold
     V = validation.data
     if name == "identity":  # the first k coordinates
         return squared_euclidean_matrix(V.X[:, :k], V.Y[:, :k])
     if name.startswith("cca("):
         A, B = cca_start(train.X, train.Y, train.ix, train.iy, y_train, k, ridge_of(name),
-                         size, random_state=random_state)
+                         random_state=random_state)
         return squared_euclidean_matrix(V.X @ A.T, V.Y @ B.T)
     if name == KISSME_START:
         L = kissme_start(train, y_train, k)

@@ -181,13 +181,9 @@ def fit_logistic_towers(est, data, y, *, kernels, gammas, side_names, name: str)
             est.random_state))
         scales = {name: _complement_scale(name, W0, k, complement)
                   for name, W0 in starts.items()}
-        # a CCA start's directions: the number its own build chose (its nonzero rows)
-        sizes = {name: int(np.any(W0[0] != 0, axis=1).sum()) for name, W0 in starts.items()
-                 if name.startswith("cca")}
         folds = {} if monitor is None else fold_start_hits(
             PairData(towers[0].Phi, towers[-1].Phi, data.ix, data.iy), y, starts,
-            lambda name, fold, _: closed_start_distances(name, fold, k, est.random_state,
-                                                         sizes.get(name, "auto")),
+            lambda name, fold, _: closed_start_distances(name, fold, k, est.random_state),
             tied=tied, random_state=est.random_state)
         est.init_, W0 = choose_start(monitor, starts,
                                      lambda name: state.update(scale=scales[name]), folds)
