@@ -200,6 +200,7 @@ def chosen_start(est, start, monitor, X, Y, ix, iy, y, r: int, rng, *, basis=Non
                           make)
     scales = {name: (_identity_alpha(prm) / basis[1] if name == "identity" and full else 0.0)
               for name, prm in starts.items()}
+
     def fold_distances(name, fold, rows):
         if name == "identity" and full and raw is not None:
             return squared_euclidean_matrix(raw[0][rows[0]], raw[1][rows[1]])
