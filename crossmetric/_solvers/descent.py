@@ -18,11 +18,11 @@ from typing import TYPE_CHECKING
 import numpy as np
 import scipy.optimize
 from sklearn.exceptions import ConvergenceWarning
-from threadpoolctl import threadpool_limits
 
 from crossmetric._solvers.early_stopping import clear
 from crossmetric._solvers.stopping import BestPlateau
 from crossmetric._utils.checks import user_stacklevel
+from crossmetric._utils.threads import blas_limit
 
 if TYPE_CHECKING:  # pragma: no cover
     from crossmetric._solvers.logistic import TowerProblem
@@ -222,8 +222,7 @@ SMALL_PROBLEM_FLOPS = 5e7
 
 def blas_threads(towers_flops: float):
     """Context that runs BLAS single-threaded for small problems (see SMALL_PROBLEM_FLOPS)."""
-    return threadpool_limits(limits=1 if towers_flops < SMALL_PROBLEM_FLOPS else None,
-                             user_api="blas")
+    return blas_limit(1 if towers_flops < SMALL_PROBLEM_FLOPS else None)
 
 
 def solve(problem: TowerProblem, W0s, *, solver: str, is_kernel: bool, max_iter: int,

@@ -63,7 +63,6 @@ from sklearn.base import BaseEstimator
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 from sklearn.utils.extmath import svd_flip
-from threadpoolctl import threadpool_limits
 
 from crossmetric._base import CrossModalMixin, LinearSingleModalMixin, with_complement
 from crossmetric._solvers.early_stopping import (
@@ -82,6 +81,7 @@ from crossmetric._utils.checks import (
     check_positive_scalar,
     user_stacklevel,
 )
+from crossmetric._utils.threads import blas_limit
 from crossmetric.learners._auc_guard import (
     from_span,
     metric_monitor,
@@ -394,7 +394,7 @@ class _AUCMetricLearner:
     def _run_ppa(self, data: PairData, y: np.ndarray) -> None:
         d = data.X.shape[1] + (data.Y.shape[1] if self._cross else 0)
         limit = 1 if d <= SINGLE_THREAD_MAX_DIM else None
-        with threadpool_limits(limits=limit, user_api="blas"):
+        with blas_limit(limit):
             self._run_ppa_body(data, y)
 
     def _run_ppa_body(self, data: PairData, y: np.ndarray) -> None:
