@@ -239,6 +239,58 @@ def test_fold_start_hits_scores_every_training_identity_once():
     assert fold_start_hits(data, y, ["identity"], lambda *a: None, tied=False) == {}
 
 
+def test_closed_start_distances_are_kept_by_content_and_seed():
+    """A closed-form start's fold distances are computed once per fold content, start, size
+    and seed (the candidates of a selection that differ in what the start does not see), and
+    equal a fresh computation; CCA's start without an integer seed is computed every time."""
+    from crossmetric._solvers import starting
+    from crossmetric._solvers.early_stopping import identity_folds
+
+    rng = np.random.RandomState(1)
+    n = 40
+    Z = rng.randn(n, 6)
+    X, Y = Z + 0.5 * rng.randn(n, 6), Z + 0.5 * rng.randn(n, 6)
+    pairs, y = make_pairs(np.arange(n), np.arange(n), n_negatives=3, random_state=0)
+    data = PairData(X, Y, pairs[:, 0], pairs[:, 1])
+    train, y_train, val = identity_folds(data, y, tied=False, n_folds=4, random_state=0)[0]
+    copy = (train._replace(X=train.X.copy(), Y=train.Y.copy()), y_train.copy(),
+            val._replace(data=val.data._replace(X=val.data.X.copy(), Y=val.data.Y.copy())))
+    starting._FOLD_DISTANCES.clear()
+    for name, seed in (("kissme", None), ("cca(reg=0.1)", 3)):
+        first = starting.closed_start_distances(name, (train, y_train, val), 4, seed)
+        again = starting.closed_start_distances(name, copy, 4, seed)
+        assert again is first and not first.flags.writeable
+        fresh = starting._closed_start_distances(name, train, y_train, val.data, 4, seed)
+        np.testing.assert_allclose(first, fresh)
+        other = starting.closed_start_distances(name, (train, y_train, val), 3, seed)
+        assert other is not first
+    assert starting.closed_start_distances("cca(reg=0.1)", copy, 4, 4) is not \
+        starting.closed_start_distances("cca(reg=0.1)", copy, 4, 3)
+    n_kept = len(starting._FOLD_DISTANCES)
+    starting.closed_start_distances("cca(reg=0.1)", copy, 4, np.random.RandomState(0))
+    assert len(starting._FOLD_DISTANCES) == n_kept
+    for k in range(starting._FOLD_DISTANCES.size + 5):  # bounded: the oldest are let go
+        starting.closed_start_distances("cca(reg=0.1)", (train, y_train, val), 2, k)
+    assert len(starting._FOLD_DISTANCES) == starting._FOLD_DISTANCES.size
+
+
+def test_blas_limit_sets_and_restores_the_threads():
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    from crossmetric._utils.threads import blas_limit
+
+    def threads():
+        return [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"]
+
+    with threadpool_limits(limits=2, user_api="blas"):  # the tests run with one thread
+        before = threads()
+        with blas_limit(1):
+            assert set(threads()) == {1}
+        assert threads() == before
+        with blas_limit(None):
+            assert threads() == before
+
+
 def _models(X, Y):
     return {
         "PCCA": (PCCA(3, kernel="rbf", max_iter=100, random_state=0, preprocessor=X), False),

@@ -19,6 +19,7 @@ from sklearn.utils.extmath import randomized_svd
 from crossmetric._base import squared_euclidean_matrix, squared_euclidean_rows
 from crossmetric._solvers.early_stopping import scan_identity_folds
 from crossmetric._utils.checks import as_float_array
+from crossmetric._utils.content_cache import ContentCache
 from crossmetric.learners._auto_grids import COMPONENT_CANDIDATES
 from crossmetric.pairs._pair_data import PairData
 
@@ -333,6 +334,36 @@ def closed_start_distances(name: str, fold, k: int, random_state=None):
     V = validation.data
     if name == "identity":  # the first k coordinates
         return squared_euclidean_matrix(V.X[:, :k], V.Y[:, :k])
+    return _FOLD_DISTANCES.get(
+        _fold_parts(name, fold, k, random_state),
+        lambda: _closed_start_distances(name, train, y_train, V, k, random_state))
+
+
+#: the fold distances of the last closed-form starts (the held-out samples of a fold: a few
+#: hundred squared, a few hundred kB each), by the content of the fold
+_FOLD_DISTANCES = ContentCache(64)
+
+
+def _fold_parts(name: str, fold, k: int, random_state) -> tuple | None:
+    """What a closed-form start's fold distances depend on (:class:`ContentCache`'s inputs):
+    the candidates of a selection that differ only in what the start does not see (the
+    iterations, a penalty) fit on the same folds and get the same starts. ``None`` (not kept)
+    for CCA's start without an integer seed (its size folds draw from a shared random
+    state) and for the names that have no closed form."""
+    if name.startswith("cca("):
+        if not isinstance(random_state, int | np.integer):
+            return None
+        seed = int(random_state)
+    elif name == KISSME_START:
+        seed = None  # KISSME draws nothing
+    else:
+        return None
+    train, y_train, validation = fold
+    return (name, int(k), seed, train.X, train.Y, train.ix, train.iy, y_train,
+            validation.data.X, validation.data.Y)
+
+
+def _closed_start_distances(name: str, train, y_train, V, k: int, random_state):
     if name.startswith("cca("):
         A, B = cca_start(train.X, train.Y, train.ix, train.iy, y_train, k, ridge_of(name),
                          random_state=random_state)

@@ -14,6 +14,7 @@ import numpy as np
 from sklearn.decomposition import PCA
 
 from crossmetric._utils.checks import check_n_components
+from crossmetric._utils.content_cache import ContentCache
 
 __all__ = ["fit_reducer", "apply_reducer", "global_scale", "fit_reducers"]
 
@@ -38,7 +39,19 @@ def fit_reducer(Z: np.ndarray, name: str, *, n_components, whiten: bool,
         return _centring(Z, whiten, feature_norm)
     k = check_n_components(n_components, min(Z.shape),
                            what=f"the number of distinct samples and features of {name}")
-    pca = PCA(n_components=k, whiten=bool(whiten), random_state=rng.randint(2**31 - 1))
+    seed = int(rng.randint(2**31 - 1))
+    # the candidates of a selection refit this same PCA on each fold: kept by content (the
+    # fitted PCA is shared between the estimators that get it and never changed)
+    return _PCA_REDUCERS.get((Z, k, bool(whiten), float(feature_norm), seed),
+                             lambda: _pca_reducer(Z, k, whiten, feature_norm, seed))
+
+
+#: the last fitted PCA reducers, by the content of their rows and settings
+_PCA_REDUCERS = ContentCache(8)
+
+
+def _pca_reducer(Z: np.ndarray, k: int, whiten: bool, feature_norm: float, seed: int) -> tuple:
+    pca = PCA(n_components=k, whiten=bool(whiten), random_state=seed)
     Zr = pca.fit_transform(Z)
     return ("pca", pca, 1.0 if whiten else global_scale(Zr, feature_norm))
 
