@@ -190,6 +190,28 @@ def test_search_stages_does_not_refit_a_candidate_an_earlier_stage_scored():
     assert [c["params"]["scale"] for c in res.candidates] == [2.0, 1.0, 3.0, 1.0, 2.0]
 
 
+def test_an_iteration_stage_scores_larger_caps_from_a_fit_that_stopped_before_them(
+        monkeypatch):
+    """A learner whose ``max_iter`` only caps its iterations: on each fold, a candidate whose
+    ``max_iter`` exceeds the iterations of an earlier fit that stopped on its own (the
+    guarded fit's stop) is scored from that fit without fitting -- with the same scores as
+    fitting it (the slow, obvious search with the shortcut switched off)."""
+    from crossmetric import CMML
+
+    X, Y, labels = make_data(n_ids=40, per_id=2, dx=6, dy=6, seed=3)
+    stages = [{"init": ["identity"]}, {"max_iter": [2, 1000, 300, 5]}]
+    est = CMML(n_components=4, early_stopping=True, n_iter_no_change=3)
+    fast = search_stages(est, stages, X, Y, labels, scoring="rank1", random_state=0)
+    monkeypatch.setattr(CMML, "_max_iter_only_caps", False)
+    slow = search_stages(est, stages, X, Y, labels, scoring="rank1", random_state=0)
+    np.testing.assert_array_equal(fast.fold_scores, slow.fold_scores)
+    assert fast.best_params == slow.best_params
+    # stage 1 (rows 1-4): max_iter 1000 is stage 0's fit (the memo); 300 stops where that
+    # fit stopped: not fitted; 2 and 5, below its iterations, are fitted
+    assert (slow.fit_times[3] > 0).all() and (fast.fit_times[3] == 0).all()
+    assert (fast.fit_times[[1, 4]] > 0).all() and (fast.fit_times[2] == 0).all()
+
+
 def test_keep_current_puts_the_current_settings_first_once_and_ties_keep_them():
     X, Y, labels = make_data(n_ids=18, per_id=3, dy=5)
     Y = X.copy()

@@ -160,6 +160,11 @@ class CMML(CrossModalMixin, BaseEstimator):
     _reduces_to_span = True
     #: the paper's start (``init="auto"`` scores it beside the library's starts)
     _paper_init = "random"
+    #: ``max_iter`` only caps the solver's iterations (L-BFGS, gradient descent or epochs): a
+    #: fit that stops before it is the fit of every larger ``max_iter`` (a selection of
+    #: ``max_iter`` scores those from it: ``memo`` of
+    #: :func:`crossmetric.protocols.model_selection.search_params`)
+    _max_iter_only_caps = True
 
     def __init__(self, n_components: int | None = 30, *, beta: float = 3.0, kernel="linear",
                  gamma=None, solver: str = "auto", preconditioned: bool = True,

@@ -270,16 +270,41 @@ def _unseeded(estimator, grid) -> bool:
         {**params, **cand}.get("random_state") is None for cand in grid)
 
 
+#: the key under which a search's ``memo`` keeps its stopped fits (:func:`_stopped_key`)
+_STOPPED = "stopped fits"
+
+
+def _stopped_key(estimator, params: Mapping, f: int):
+    """``(key, max_iter)``: the key of candidate ``params``'s fit on fold ``f`` with its
+    ``max_iter`` left out, and that ``max_iter``, for a learner whose ``max_iter`` only caps
+    its iterations (``_max_iter_only_caps``: the same steps whatever the cap, until a stop):
+    a fit that stopped before its cap, after ``n`` iterations, is the fit of every
+    ``max_iter`` above ``n`` (an iteration-count stage after a guarded fit that stopped
+    early). ``None`` for other learners and candidates."""
+    if not getattr(estimator, "_max_iter_only_caps", False):
+        return None
+    cap = clone(estimator).set_params(**params).get_params(deep=False).get("max_iter")
+    if not isinstance(cap, int | np.integer):
+        return None
+    key = candidate_key(estimator, {**params, "max_iter": None})
+    return None if key is None else ((key, f), int(cap))
+
+
 def _fit_and_score(params, f, *, estimator, splits, views, scoring, labels, cross_modal,
-                   evaluate) -> float | tuple[float, float, float]:
+                   evaluate, stopped=None) -> float | tuple[float, float, float]:
     """Candidate ``params`` on fold ``f``: its score, or ``(score, fit_seconds,
     score_seconds)`` (the ``fit_and_score`` of
     :func:`~crossmetric._solvers.selection_scan.scan_candidates`, which records a ``ValueError``
-    / ``LinAlgError`` as a failure)."""
+    / ``LinAlgError`` as a failure). ``stopped`` (a dict, or ``None``) holds ``(n_iter,
+    score)`` of the fits that stopped before their ``max_iter`` (:func:`_stopped_key`): a
+    candidate that would repeat one is scored from it (fit and score times 0)."""
     est = clone(estimator).set_params(**params)
     fold = splits[f]
     if evaluate is not None:
         return float(evaluate(est, fold))
+    key, cap = (None if stopped is None else _stopped_key(estimator, params, f)) or (None, 0)
+    if key is not None and key in stopped and stopped[key][0] < cap:
+        return stopped[key][1], 0.0, 0.0
     Xf, Yf = views[f]
     # a candidate's n_components above the fold's prepared views is capped, as the outer fit
     # caps it (crossmetric.protocols.views.cap_n_components)
@@ -292,6 +317,9 @@ def _fit_and_score(params, f, *, estimator, splits, views, scoring, labels, cros
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         score = _validation_score(fitted.model, scoring, fold, Xf, Yf, labels, cross_modal)
+    n_iter = getattr(fitted.model, "n_iter_", None)
+    if key is not None and isinstance(n_iter, int | np.integer) and n_iter < cap:
+        stopped[key] = (int(n_iter), score)
     return score, fitted.fit_seconds, time.perf_counter() - t0
 
 
@@ -416,7 +444,11 @@ def search_params(estimator, param_grid, X, Y, labels, *, n_splits: int = 3,
         this search's: a candidate whose learner is a key is not fitted again (its times are
         0). :func:`search_stages` shares one over its stages, which use the same folds, so
         a stage's candidate that repeats the choice so far costs nothing. Only for searches
-        over the same data, folds and ``prepare``.
+        over the same data, folds and ``prepare``. It also keeps, per fold, the fits that
+        stopped before their ``max_iter`` (learners whose ``max_iter`` only caps the
+        iterations): a candidate that differs from one only by a larger ``max_iter`` than
+        its iterations is that fit, scored without fitting again (its times are 0; in this
+        process only, not across ``n_jobs`` workers).
 
     Returns
     -------
@@ -485,7 +517,8 @@ def search_params(estimator, param_grid, X, Y, labels, *, n_splits: int = 3,
              [prepare(X, Y, fold.train_pairs, fold.train_y, estimator) for fold in splits])
     fit_and_score = partial(_fit_and_score, estimator=estimator, splits=splits, views=views,
                             scoring=scoring, labels=labels, cross_modal=cross_modal,
-                            evaluate=evaluate)
+                            evaluate=evaluate,
+                            stopped=None if memo is None else memo.setdefault(_STOPPED, {}))
     keys = [None if memo is None else candidate_key(estimator, p) for p in grid]
     known = {c: memo[k] for c, k in enumerate(keys) if k is not None and k in memo}
     scan = scan_candidates(grid, len(splits), fit_and_score, patience=patience,
