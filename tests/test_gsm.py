@@ -459,7 +459,8 @@ def _reference_rounds(ids_x, ids_y, k, o_x, o_y, seed, n_rounds):
     return out
 
 
-@pytest.mark.parametrize("sizes,k,o_x,o_y", [((1, 1), 8, 2, 2), ((3, 2), 4, 2, 5),
+@pytest.mark.parametrize("sizes,k,o_x,o_y", [((1, 1), 8, 2, 2), ((1, 1), 5, 1, 1),
+                                             ((1, 4), 6, 1, 3), ((3, 2), 4, 2, 5),
                                              ((7, 5), 3, 3, 2), ((2, 9), 20, 1, 4)])
 def test_identity_rounds_equal_the_numpy_set_version(sizes, k, o_x, o_y):
     from crossmetric._solvers.batches import IdentityRounds

@@ -122,6 +122,8 @@ class IdentityRounds:
     def _take(self, side: int, c: int, o: int) -> list:
         """The next ``o`` distinct samples of identity ``c`` in its shuffled cycle."""
         q = self._queue[side][c]
+        if len(self._rows[side][c]) == 1:  # single-shot: its one sample (no draw, as below)
+            return q[:]
         if len(q) < o:  # the rest of this cycle, then the next shuffled cycle
             nxt = self.rng.permutation(self._rows[side][c]).tolist()
             drawn = set(q)
