@@ -2,6 +2,7 @@
 on one fold) and its users: the same results as computing afresh."""
 
 import numpy as np
+import pytest
 
 from crossmetric._utils.content_cache import ContentCache, content_key
 
@@ -54,3 +55,43 @@ def test_gsm_pca_reducer_kept_equals_a_fresh_fit():
     other = red.fit_reducer(Z, "X", n_components=4, whiten=False, feature_norm=2.0,
                             rng=np.random.RandomState(3))
     assert other[1].n_components_ == 4
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")  # 5 epochs
+def test_gsm_special_case_fitted_once_for_every_start_mu_and_as_a_fresh_fit():
+    """GSM trained from its Euclidean case: the case is one fit for every ``start_mu`` (it
+    acts only on the form trained from it); the models equal those fitted with nothing
+    kept."""
+    from crossmetric import GSM
+    from crossmetric.learners import _gsm_reduction, _gsm_training
+    from crossmetric.pairs import make_pairs
+    from crossmetric.pairs._pair_data import PairData
+
+    rng = np.random.RandomState(0)
+    n = 40
+    Z = rng.randn(n, 4)
+    X, Y = Z @ rng.randn(4, 6) + 0.3 * rng.randn(n, 6), Z @ rng.randn(4, 6)
+    pairs, y = make_pairs(np.arange(n), np.arange(n), n_negatives=3, random_state=0)
+    data = PairData(X, Y, pairs[:, 0], pairs[:, 1])
+
+    def fit(start_mu):
+        est = GSM(n_components=4, start_from="euclidean", start_mu=start_mu, max_iter=5,
+                  early_stopping=False, random_state=0)
+        est._fit(data, y)
+        return est
+
+    def starts(est):
+        return _gsm_training.fit_start(est, data, y, np.random.RandomState(1))[0]
+
+    _gsm_training._FITTED_STARTS.clear()
+    # as a selection fits them: the samples also given as the preprocessor
+    a, b = (GSM(n_components=4, start_from="euclidean", start_mu=m, max_iter=5,
+                early_stopping=False, preprocessor=(X, Y)) for m in (0.1, "hold"))
+    assert starts(a) is starts(b)
+    kept = [fit(m) for m in (None, 0.1, 1.0)]
+    for model, m in zip(kept, (None, 0.1, 1.0), strict=True):
+        _gsm_training._FITTED_STARTS.clear()
+        _gsm_reduction._PCA_REDUCERS.clear()
+        fresh = fit(m)
+        for k in model.params_:
+            np.testing.assert_array_equal(model.params_[k], fresh.params_[k])

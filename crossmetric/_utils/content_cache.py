@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-__all__ = ["ContentCache", "content_key"]
+__all__ = ["ContentCache", "content_key", "plain_params"]
 
 
 def content_key(*parts) -> bytes:
@@ -41,6 +41,35 @@ def content_key(*parts) -> bytes:
         else:
             digest.update(repr(("value", part)).encode())
     return digest.digest()
+
+
+def _plain(value) -> bool:
+    if value is None or isinstance(value, bool | int | float | str):
+        return True
+    return isinstance(value, tuple | list) and all(_plain(v) for v in value)
+
+
+def _hashable(value):
+    return tuple(_hashable(v) for v in value) if isinstance(value, tuple | list) else value
+
+
+def plain_params(estimator, exclude: tuple = ()) -> tuple | None:
+    """``(class name, sorted parameters)`` of an estimator, hashable, without the parameters
+    named in ``exclude``; ``None`` where a parameter is not a plain value (an array, an
+    estimator), which no key stands for.
+
+    Examples
+    --------
+    >>> from crossmetric import CCA
+    >>> from crossmetric._utils.content_cache import plain_params
+    >>> plain_params(CCA(n_components=2)) == plain_params(CCA(n_components=2))
+    True
+    """
+    params = {k: v for k, v in estimator.get_params(deep=False).items() if k not in exclude}
+    if not all(_plain(v) for v in params.values()):
+        return None
+    return (type(estimator).__qualname__,
+            tuple(sorted((k, _hashable(v)) for k, v in params.items())))
 
 
 class ContentCache:

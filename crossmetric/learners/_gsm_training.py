@@ -26,6 +26,7 @@ from crossmetric._solvers.starting import check_init
 from crossmetric._solvers.stochastic import PairBlocks
 from crossmetric._solvers.stopping import EpochPlateau, WindowPlateau
 from crossmetric._utils.checks import check_positive_int, check_positive_scalar, user_stacklevel
+from crossmetric._utils.content_cache import ContentCache, plain_params
 from crossmetric.learners._gsm_measure import _NO_F, _TIED, STRUCTURES, gsm_components, gsm_loss
 from crossmetric.learners._gsm_reduction import apply_reducer, fit_reducers
 
@@ -105,9 +106,23 @@ def fit_start(est, data, y, rng):
     (its features are the same coordinates).
     """
     seed = int(rng.randint(np.iinfo(np.int32).max))
-    start = clone(est).set_params(structure=start_case(est), start_from=None, random_state=seed)
-    start._fit(data, y)
-    return start, np.random.RandomState(seed)
+    # start_mu acts only on the form trained from the special case: the special case itself
+    # is the same fit for every start_mu, computed once for a selection's candidates on a fold
+    # (kept by content; the fitted case is only read by the fits that start from it)
+    start = clone(est).set_params(structure=start_case(est), start_from=None, start_mu=None,
+                                  random_state=seed)
+    key = plain_params(start, exclude=("preprocessor",))  # the samples are ``data``
+    parts = None if key is None else (key, data.X, data.Y, data.ix, data.iy, np.asarray(y))
+
+    def fitted():
+        start._fit(data, y)
+        return start
+
+    return _FITTED_STARTS.get(parts, fitted), np.random.RandomState(seed)
+
+
+#: the last special cases :func:`fit_start` fitted, by their settings and training pairs
+_FITTED_STARTS = ContentCache(4)
 
 
 def reduced_views(est, data, rx, ry, rng, start=None) -> tuple[np.ndarray, np.ndarray]:

@@ -72,6 +72,7 @@ from sklearn.utils import check_random_state
 
 from crossmetric._solvers.selection_scan import cv_results, scan_candidates
 from crossmetric._utils.checks import check_indices, check_positive_int
+from crossmetric._utils.content_cache import plain_params
 from crossmetric.metrics import mean_average_precision, one_call_at_n, rank_accuracy, roc_auc
 from crossmetric.protocols.evaluate import fit_on_pairs, measure_identification
 from crossmetric.protocols.splits import Split, inner_pair_splits, object_folds
@@ -323,25 +324,11 @@ def _fit_and_score(params, f, *, estimator, splits, views, scoring, labels, cros
     return score, fitted.fit_seconds, time.perf_counter() - t0
 
 
-def _plain(value) -> bool:
-    if value is None or isinstance(value, bool | int | float | str):
-        return True
-    return isinstance(value, tuple | list) and all(_plain(v) for v in value)
-
-
-def _hashable(value):
-    return tuple(_hashable(v) for v in value) if isinstance(value, tuple | list) else value
-
-
 def candidate_key(estimator, params: Mapping):
     """The learner a candidate fits, as a hashable key: its class and all its parameters
     (``estimator`` with ``params`` set); ``None`` where a parameter is not a plain value
     (an array, an estimator), which is never taken for another."""
-    full = clone(estimator).set_params(**params).get_params(deep=False)
-    if not all(_plain(v) for v in full.values()):
-        return None
-    return (type(estimator).__qualname__,
-            tuple(sorted((k, _hashable(v)) for k, v in full.items())))
+    return plain_params(clone(estimator).set_params(**params))
 
 
 def _check_search_args(grid, scoring, labels, folds, patience, on_error, evaluate, prepare):
