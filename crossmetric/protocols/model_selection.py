@@ -275,19 +275,17 @@ def _unseeded(estimator, grid) -> bool:
 _STOPPED = "stopped fits"
 
 
-def _stopped_key(estimator, params: Mapping, f: int):
-    """``(key, max_iter)``: the key of candidate ``params``'s fit on fold ``f`` with its
+def _stopped_key(est, f: int):
+    """``(key, max_iter)``: the key of the candidate ``est``'s fit on fold ``f`` with its
     ``max_iter`` left out, and that ``max_iter``, for a learner whose ``max_iter`` only caps
     its iterations (``_max_iter_only_caps``: the same steps whatever the cap, until a stop):
     a fit that stopped before its cap, after ``n`` iterations, is the fit of every
     ``max_iter`` above ``n`` (an iteration-count stage after a guarded fit that stopped
     early). ``None`` for other learners and candidates."""
-    if not getattr(estimator, "_max_iter_only_caps", False):
+    cap = est.get_params(deep=False).get("max_iter")
+    if not getattr(est, "_max_iter_only_caps", False) or not isinstance(cap, int | np.integer):
         return None
-    cap = clone(estimator).set_params(**params).get_params(deep=False).get("max_iter")
-    if not isinstance(cap, int | np.integer):
-        return None
-    key = candidate_key(estimator, {**params, "max_iter": None})
+    key = plain_params(est, exclude=("max_iter",))
     return None if key is None else ((key, f), int(cap))
 
 
@@ -303,7 +301,7 @@ def _fit_and_score(params, f, *, estimator, splits, views, scoring, labels, cros
     fold = splits[f]
     if evaluate is not None:
         return float(evaluate(est, fold))
-    key, cap = (None if stopped is None else _stopped_key(estimator, params, f)) or (None, 0)
+    key, cap = (None if stopped is None else _stopped_key(est, f)) or (None, 0)
     if key is not None and key in stopped and stopped[key][0] < cap:
         return stopped[key][1], 0.0, 0.0
     Xf, Yf = views[f]
