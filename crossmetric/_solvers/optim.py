@@ -55,7 +55,6 @@ class Adam:
         for k, g in _items(grads):
             if k not in self.m:
                 self.m[k], self.v[k] = np.zeros_like(g), np.zeros_like(g)
-            if k not in self._work or self._work[k][0].shape != g.shape:
                 self._work[k] = (np.empty_like(g), np.empty_like(g))
             m, v = self.m[k], self.v[k]
             tmp, denom = self._work[k]
